@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Regenerates everything derived from pkg/apis: deepcopy functions, the typed
+# clientset (with its fake), listers and informers in pkg/generated, and the
+# CRD manifests in artifacts/crds. The generators come from go.mod (the `tool`
+# block), so nothing but Go is needed.
+set -o errexit
+set -o nounset
+set -o pipefail
+
+SCRIPT_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "${SCRIPT_ROOT}"
+
+MODULE=$(go list -m)
+CODEGEN_PKG=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)
+# kube_codegen.sh installs the generators into GOBIN; keep them out of the
+# user's GOPATH/bin and reuse them between runs.
+export GOBIN="${GOBIN:-${SCRIPT_ROOT}/bin/codegen}"
+mkdir -p "${GOBIN}"
+
+# shellcheck source=/dev/null
+source "${CODEGEN_PKG}/kube_codegen.sh"
+
+OUTPUT_DIR=${OUTPUT_DIR:-${SCRIPT_ROOT}}
+BOILERPLATE="${SCRIPT_ROOT}/hack/boilerplate.go.txt"
+
+kube::codegen::gen_helpers \
+  --boilerplate "${BOILERPLATE}" \
+  "${OUTPUT_DIR}/pkg/apis"
+
+kube::codegen::gen_client \
+  --with-watch \
+  --output-dir "${OUTPUT_DIR}/pkg/generated" \
+  --output-pkg "${MODULE}/pkg/generated" \
+  --boilerplate "${BOILERPLATE}" \
+  "${OUTPUT_DIR}/pkg/apis"
+
+# controller-gen reads the types' markers and doc comments, so `kubectl explain`
+# shows the same descriptions as the Go documentation.
+go tool controller-gen crd:crdVersions=v1 \
+  paths=./pkg/apis/... \
+  output:crd:artifacts:config="${OUTPUT_DIR}/artifacts/crds"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Fails when pkg/generated, the deepcopy functions or artifacts/crds differ from
+# what hack/update-codegen.sh makes from pkg/apis. The tree is left as it was.
+set -o errexit
+set -o nounset
+set -o pipefail
+
+SCRIPT_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "${SCRIPT_ROOT}"
+
+TMP=$(mktemp -d)
+trap 'rm -rf "${TMP}"' EXIT
+
+# Generate into a copy so that a stale tree is reported, not silently fixed.
+mkdir -p "${TMP}/src"
+tar -C "${SCRIPT_ROOT}" --exclude=./bin --exclude=./.git -cf - . | tar -C "${TMP}/src" -xf -
+(cd "${TMP}/src" && GOBIN="${GOBIN:-${SCRIPT_ROOT}/bin/codegen}" bash hack/update-codegen.sh >/dev/null)
+
+status=0
+for dir in pkg/apis pkg/generated artifacts/crds; do
+  if ! diff -Naupr "${SCRIPT_ROOT}/${dir}" "${TMP}/src/${dir}"; then
+    status=1
+  fi
+done
+if [[ ${status} -ne 0 ]]; then
+  echo "generated code is out of date: run hack/update-codegen.sh" >&2
+  exit 1
+fi
+echo "generated code is up to date"

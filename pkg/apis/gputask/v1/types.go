@@ -1,0 +1,611 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Well-known labels and annotations.
+const (
+	// LabelTask is set on every Pod that a GPUTask runs, with the task's name as value.
+	LabelTask = "gputask.io/task"
+	// LabelTaskSet is set on every GPUTask that a GPUTaskSet owns, and on its Pod,
+	// with the set's name as value.
+	LabelTaskSet = "gputask.io/taskset"
+
+	// AnnotationPaused on a GPUTaskSet stops its autoscaler from acting ("true").
+	AnnotationPaused = "gputask.io/paused"
+	// AnnotationStopped on a GPUTaskSet scales it to zero tasks while keeping
+	// spec.replicas and the autoscaling settings; removing it starts the set again.
+	AnnotationStopped = "gputask.io/stopped"
+	// AnnotationRestartedAt on a GPUTaskSet or a GPUTask asks for the pods to be
+	// recreated. A pod created before this RFC 3339 time is replaced, one at a time.
+	AnnotationRestartedAt = "gputask.io/restartedAt"
+	// AnnotationDeletionCost on a GPUTask ranks it for scale-in: lower goes first.
+	// It mirrors controller.kubernetes.io/pod-deletion-cost.
+	AnnotationDeletionCost = "gputask.io/deletion-cost"
+)
+
+// GPUTaskPhase is where a GPUTask's pod is in its life.
+// +kubebuilder:validation:Enum=Pending;Scheduled;Running;Succeeded;Failed
+type GPUTaskPhase string
+
+const (
+	// GPUTaskPending: the pod does not exist yet or waits for a node.
+	GPUTaskPending GPUTaskPhase = "Pending"
+	// GPUTaskScheduled: the pod is bound to a node and its containers are starting.
+	GPUTaskScheduled GPUTaskPhase = "Scheduled"
+	// GPUTaskRunning: the pod runs.
+	GPUTaskRunning GPUTaskPhase = "Running"
+	// GPUTaskSucceeded: the pod's containers exited with 0.
+	GPUTaskSucceeded GPUTaskPhase = "Succeeded"
+	// GPUTaskFailed: the pod's containers failed.
+	GPUTaskFailed GPUTaskPhase = "Failed"
+)
+
+// ReschedulePolicy says when the controller places a task's pod again.
+// +kubebuilder:validation:Enum=Never;OnFailure;Periodic
+type ReschedulePolicy string
+
+const (
+	// RescheduleNever leaves a failed or lost pod as it is.
+	RescheduleNever ReschedulePolicy = "Never"
+	// RescheduleOnFailure recreates a pod that failed, was evicted, lost its node
+	// or stayed unschedulable past the pending timeout.
+	RescheduleOnFailure ReschedulePolicy = "OnFailure"
+	// ReschedulePeriodic does what OnFailure does and also places the pod again
+	// every reschedule interval, so the scheduler can pick a better node.
+	ReschedulePeriodic ReschedulePolicy = "Periodic"
+)
+
+// GPUTask condition types.
+const (
+	// ConditionSpecValid is False with reason InvalidSpec when the spec cannot be
+	// turned into a pod; the message names the field.
+	ConditionSpecValid = "SpecValid"
+	// ConditionPodOwned is False with reason PodConflict when a pod with the
+	// task's name exists that the task does not control.
+	ConditionPodOwned = "PodOwned"
+	// ConditionScheduled mirrors the pod's PodScheduled condition, including the
+	// scheduler's reason when the pod does not fit anywhere.
+	ConditionScheduled = "Scheduled"
+	// ConditionReady mirrors the pod's Ready condition.
+	ConditionReady = "Ready"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=gt,categories=gpu
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="GPU",type=string,JSONPath=`.spec.gpu`
+// +kubebuilder:printcolumn:name="AMOUNT",type=string,JSONPath=`.spec.gpu-amount`
+// +kubebuilder:printcolumn:name="PHASE",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="NODE",type=string,JSONPath=`.status.nodeName`
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// GPUTask is one unit of GPU work. The controller runs it as exactly one Pod
+// that asks for spec.gpu-amount GPUs of model spec.gpu, and mirrors the pod's
+// fate in status.
+type GPUTask struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the GPU work to run.
+	// +required
+	Spec GPUTaskSpec `json:"spec"`
+	// Status is what the controller last observed of the task's pod.
+	// +optional
+	Status GPUTaskStatus `json:"status,omitempty"`
+}
+
+// GPUTaskSpec describes the GPU work and the pod that runs it.
+type GPUTaskSpec struct {
+	// GPU is the GPU model, such as "NVIDIA-A100-SXM4-80GB". The pod only runs on
+	// nodes whose GPU model label (nvidia.com/gpu.product by default) has this
+	// value. Empty means any GPU node.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+	GPU string `json:"gpu,omitempty"`
+
+	// GPUAmount is how many GPUs the pod asks for, an integer of at least 1,
+	// written as 2 or "2". It becomes the pod's limit on the GPU resource
+	// (nvidia.com/gpu by default).
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:Pattern=`^[1-9][0-9]{0,5}$`
+	// +kubebuilder:validation:XValidation:rule="type(self) != int || (self >= 1 && self <= 1024)",message="gpu-amount must be an integer from 1 to 1024"
+	GPUAmount *intstr.IntOrString `json:"gpu-amount,omitempty"`
+
+	// CPU is the pod's CPU request and limit, a Kubernetes quantity such as 2,
+	// "2" or "500m".
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:Pattern=`^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`
+	CPU *intstr.IntOrString `json:"cpu,omitempty"`
+
+	// Memory is the pod's memory request and limit, a Kubernetes quantity such
+	// as "16Gi".
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:Pattern=`^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`
+	Memory *intstr.IntOrString `json:"memory,omitempty"`
+
+	// Priority is the name of a PriorityClass for the pod.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Priority string `json:"priority,omitempty"`
+
+	// Image is the container image. Empty means the controller's --default-image.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// Command overrides the image's entrypoint.
+	// +optional
+	// +listType=atomic
+	Command []string `json:"command,omitempty"`
+	// Args are the arguments to the entrypoint.
+	// +optional
+	// +listType=atomic
+	Args []string `json:"args,omitempty"`
+	// Env is the container's environment.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// ReschedulePolicy says when the controller places the pod again: Never,
+	// OnFailure (the default: after a failure, an eviction, a lost node or a long
+	// unschedulable wait) or Periodic (also every reschedule interval).
+	// +optional
+	// +kubebuilder:default=OnFailure
+	ReschedulePolicy ReschedulePolicy `json:"reschedulePolicy,omitempty"`
+}
+
+// GPUTaskStatus is what the controller last observed of the task's pod.
+type GPUTaskStatus struct {
+	// Phase is the task's phase, derived from its pod.
+	// +optional
+	Phase GPUTaskPhase `json:"phase,omitempty"`
+	// PodName is the name of the task's pod.
+	// +optional
+	PodName string `json:"podName,omitempty"`
+	// NodeName is the node the pod is bound to.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+	// Reschedules counts how often the controller has replaced the pod.
+	// +optional
+	Reschedules int32 `json:"reschedules,omitempty"`
+	// LastRescheduleTime is when the pod was last replaced.
+	// +optional
+	LastRescheduleTime *metav1.Time `json:"lastRescheduleTime,omitempty"`
+	// ObservedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions are SpecValid, PodOwned, Scheduled and Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// GPUTaskList is a list of GPUTasks.
+type GPUTaskList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []GPUTask `json:"items"`
+}
+
+// GPUTaskSet condition types. They follow the HorizontalPodAutoscaler's.
+const (
+	// ConditionAbleToScale says whether the set can be scaled now: False while
+	// paused, stopped, or waiting out a stabilization window or young tasks.
+	ConditionAbleToScale = "AbleToScale"
+	// ConditionScalingActive says whether the load index can be read and a
+	// desired count computed: False with reason FailedGetLoadIndex on failure.
+	ConditionScalingActive = "ScalingActive"
+	// ConditionScalingLimited is True when the desired count was clamped by
+	// minReplicas, maxReplicas, the scale-up limit or the GPU capacity.
+	ConditionScalingLimited = "ScalingLimited"
+	// ConditionFallback is True while the set runs fallback.replicas because the
+	// load index failed failureThreshold times in a row.
+	ConditionFallback = "Fallback"
+	// ConditionReplicaFailure is True when the set could not create or delete a task.
+	ConditionReplicaFailure = "ReplicaFailure"
+)
+
+// +genclient
+// +genclient:method=GetScale,verb=get,subresource=scale,result=k8s.io/api/autoscaling/v1.Scale
+// +genclient:method=UpdateScale,verb=update,subresource=scale,input=k8s.io/api/autoscaling/v1.Scale,result=k8s.io/api/autoscaling/v1.Scale
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=gts,categories=gpu
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:printcolumn:name="DESIRED",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="CURRENT",type=integer,JSONPath=`.status.replicas`
+// +kubebuilder:printcolumn:name="RUNNING",type=integer,JSONPath=`.status.runningReplicas`
+// +kubebuilder:printcolumn:name="LOAD",type=string,JSONPath=`.status.loadIndex`
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// GPUTaskSet keeps spec.replicas identical GPUTasks, made from spec.template.
+// With spec.autoscaling it also sets spec.replicas from a load index.
+type GPUTaskSet struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the pool to keep.
+	// +required
+	Spec GPUTaskSetSpec `json:"spec"`
+	// Status is what the set controller and the autoscaler last observed.
+	// +optional
+	Status GPUTaskSetStatus `json:"status,omitempty"`
+}
+
+// GPUTaskSetSpec is the pool to keep.
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.autoscaling.minReplicas) || self.autoscaling.minReplicas <= self.autoscaling.maxReplicas",message="autoscaling.minReplicas must not exceed autoscaling.maxReplicas"
+type GPUTaskSetSpec struct {
+	// Replicas is how many tasks to keep. The autoscaler writes it through the
+	// scale subresource, as do `kubectl scale` and an HPA.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Template is the GPUTask that each task of the set is made from. A change
+	// applies to new tasks only; running tasks are kept.
+	// +required
+	Template GPUTaskTemplateSpec `json:"template"`
+
+	// MinTaskAge protects new tasks: a Running task younger than this is never
+	// removed by scale-in. Default 0 (no protection).
+	// +optional
+	MinTaskAge *metav1.Duration `json:"minTaskAge,omitempty"`
+
+	// Autoscaling sets replicas from a load index. Without it, replicas is kept as written.
+	// +optional
+	Autoscaling *AutoscalingSpec `json:"autoscaling,omitempty"`
+}
+
+// GPUTaskTemplateSpec is the GPUTask that each task of a set is made from.
+type GPUTaskTemplateSpec struct {
+	// Metadata holds the labels and annotations of each task.
+	// +optional
+	Metadata TaskTemplateMeta `json:"metadata,omitempty"`
+	// Spec is each task's spec.
+	// +required
+	Spec GPUTaskSpec `json:"spec"`
+}
+
+// TaskTemplateMeta holds the labels and annotations given to each task of a set.
+type TaskTemplateMeta struct {
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// ScalingPolicyType names how the autoscaler turns a load index into a count.
+// +kubebuilder:validation:Enum=Step;Proportional
+type ScalingPolicyType string
+
+const (
+	// StepPolicy adds stepUp tasks above upThreshold, removes stepDown below
+	// downThreshold, and holds in between.
+	StepPolicy ScalingPolicyType = "Step"
+	// ProportionalPolicy follows the HPA rule: ceil(current × value / target),
+	// held while |value/target − 1| is within the tolerance.
+	ProportionalPolicy ScalingPolicyType = "Proportional"
+)
+
+// AutoscalingSpec sets a set's replicas from one or more load indexes.
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="minReplicas must not exceed maxReplicas"
+type AutoscalingSpec struct {
+	// MinReplicas is the floor. Default 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
+	// MaxReplicas is the ceiling.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	MaxReplicas int32 `json:"maxReplicas"`
+	// Interval is how often the load index is read. Default 30s.
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// Metrics are the load indexes to read. With several, the largest desired
+	// count wins, and while any of them fails the others never scale down.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=name
+	Metrics []MetricSpec `json:"metrics"`
+
+	// Policy turns a load index into a desired count.
+	// +optional
+	Policy ScalingPolicy `json:"policy,omitempty"`
+
+	// ScaleDownStabilizationWindow: a scale-in goes no lower than the highest
+	// count recommended within this window, so a short dip does not remove
+	// tasks. Default 5m, as in the HPA.
+	// +optional
+	ScaleDownStabilizationWindow *metav1.Duration `json:"scaleDownStabilizationWindow,omitempty"`
+	// ScaleUpLimit caps how many tasks may be added within a period.
+	// +optional
+	ScaleUpLimit *ScaleUpLimit `json:"scaleUpLimit,omitempty"`
+
+	// FailureThreshold is how many reads in a row must fail before fallback
+	// applies. Default 3.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	FailureThreshold *int32 `json:"failureThreshold,omitempty"`
+	// Fallback is the count to run once the load index has failed
+	// failureThreshold times in a row. Without it the count is held.
+	// +optional
+	Fallback *Fallback `json:"fallback,omitempty"`
+
+	// CapacityAware caps scale-up at the tasks that fit: the allocatable GPUs of
+	// the nodes that match the template's GPU model, minus the GPUs that
+	// non-terminal pods on them request.
+	// +optional
+	CapacityAware bool `json:"capacityAware,omitempty"`
+	// DryRun computes and reports each decision in status and events, but never
+	// changes replicas.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// ScalingPolicy turns a load index into a desired count.
+type ScalingPolicy struct {
+	// Type is Step (the default) or Proportional.
+	// +optional
+	// +kubebuilder:default=Step
+	Type ScalingPolicyType `json:"type,omitempty"`
+	// StepUp is how many tasks Step adds above a metric's upThreshold. Default 3.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	StepUp *int32 `json:"stepUp,omitempty"`
+	// StepDown is how many tasks Step removes below a metric's downThreshold. Default 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	StepDown *int32 `json:"stepDown,omitempty"`
+	// Tolerance is how far value/target may stray from 1 before Proportional
+	// acts. Default 0.1, as in the HPA.
+	// +optional
+	Tolerance *resource.Quantity `json:"tolerance,omitempty"`
+}
+
+// ScaleUpLimit caps how many tasks may be added within a period.
+type ScaleUpLimit struct {
+	// Tasks is the most tasks added within Period.
+	// +kubebuilder:validation:Minimum=1
+	Tasks int32 `json:"tasks"`
+	// Period is the window the limit applies to. Default 1m.
+	// +optional
+	Period *metav1.Duration `json:"period,omitempty"`
+}
+
+// Fallback is the count to run while the load index cannot be read.
+type Fallback struct {
+	// Replicas is the count to run, still within minReplicas and maxReplicas.
+	// +kubebuilder:validation:Minimum=0
+	Replicas int32 `json:"replicas"`
+}
+
+// MetricSpec is one load index: where to read it, and what values mean.
+// +kubebuilder:validation:XValidation:rule="has(self.http) != has(self.prometheus)",message="exactly one of http or prometheus must be set"
+type MetricSpec struct {
+	// Name identifies the metric in status and events.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// HTTP reads the load index from a JSON endpoint.
+	// +optional
+	HTTP *HTTPSource `json:"http,omitempty"`
+	// Prometheus reads the load index from an instant query.
+	// +optional
+	Prometheus *PrometheusSource `json:"prometheus,omitempty"`
+
+	// UpThreshold: above it, Step adds tasks. Default 0.8.
+	// +optional
+	UpThreshold *resource.Quantity `json:"upThreshold,omitempty"`
+	// DownThreshold: below it, Step removes tasks. Default 0.5.
+	// +optional
+	DownThreshold *resource.Quantity `json:"downThreshold,omitempty"`
+	// Target is the value per task that Proportional aims for. Required by Proportional.
+	// +optional
+	Target *resource.Quantity `json:"target,omitempty"`
+}
+
+// HTTPSource reads a load index from a JSON document served over HTTP(S).
+type HTTPSource struct {
+	// URL of the endpoint, http or https.
+	// +kubebuilder:validation:Pattern=`^https?://`
+	URL string `json:"url"`
+	// ValueLocation is the dot path to the number in the JSON answer. Default
+	// "data.load_balance", for {"data":{"load_balance":0.83}}.
+	// +optional
+	ValueLocation string `json:"valueLocation,omitempty"`
+	// Method is GET (the default) or POST.
+	// +optional
+	// +kubebuilder:validation:Enum=GET;POST
+	Method string `json:"method,omitempty"`
+	// Timeout of one read. Default 5s.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// Headers are sent with each request.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Headers []HTTPHeader `json:"headers,omitempty"`
+	// Auth holds the bearer token and TLS settings.
+	// +optional
+	Auth *SourceAuth `json:"auth,omitempty"`
+}
+
+// HTTPHeader is one request header, given inline or from a Secret.
+// +kubebuilder:validation:XValidation:rule="has(self.value) != has(self.valueFrom)",message="exactly one of value or valueFrom must be set"
+type HTTPHeader struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// +optional
+	Value *string `json:"value,omitempty"`
+	// ValueFrom reads the value from a key of a Secret in the set's namespace.
+	// +optional
+	ValueFrom *corev1.SecretKeySelector `json:"valueFrom,omitempty"`
+}
+
+// PrometheusSource reads a load index from a Prometheus instant query. The
+// query must return exactly one finite sample.
+type PrometheusSource struct {
+	// ServerAddress is the Prometheus base URL, such as http://prometheus.monitoring:9090.
+	// +kubebuilder:validation:Pattern=`^https?://`
+	ServerAddress string `json:"serverAddress"`
+	// Query is a PromQL instant query returning one sample.
+	// +kubebuilder:validation:MinLength=1
+	Query string `json:"query"`
+	// Timeout of one query. Default 5s.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// Auth holds the bearer token and TLS settings.
+	// +optional
+	Auth *SourceAuth `json:"auth,omitempty"`
+}
+
+// SourceAuth holds the credentials and TLS settings for reading a load index.
+// TLS is always verified unless insecureSkipVerify is set.
+type SourceAuth struct {
+	// BearerTokenSecretRef sends "Authorization: Bearer <token>" with the
+	// token read from a key of a Secret in the set's namespace.
+	// +optional
+	BearerTokenSecretRef *corev1.SecretKeySelector `json:"bearerTokenSecretRef,omitempty"`
+	// CASecretRef names a key of a Secret holding PEM CA certificates that
+	// the server's certificate is verified against, in place of the system roots.
+	// +optional
+	CASecretRef *corev1.SecretKeySelector `json:"caSecretRef,omitempty"`
+	// InsecureSkipVerify turns off TLS certificate verification. Only for tests.
+	// +optional
+	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+}
+
+// GPUTaskSetStatus is what the set controller and the autoscaler last observed.
+type GPUTaskSetStatus struct {
+	// Replicas is the number of tasks the set owns that are not being deleted.
+	// +optional
+	Replicas int32 `json:"replicas"`
+	// RunningReplicas is the number of those tasks whose phase is Running.
+	// +optional
+	RunningReplicas int32 `json:"runningReplicas,omitempty"`
+	// PendingReplicas is the number of those tasks that wait for a node.
+	// +optional
+	PendingReplicas int32 `json:"pendingReplicas,omitempty"`
+	// HeldBackReplicas is the number of tasks that scale-in wanted to remove
+	// but kept because they are younger than minTaskAge.
+	// +optional
+	HeldBackReplicas int32 `json:"heldBackReplicas,omitempty"`
+	// Selector is the label selector of the set's tasks and pods, for the scale subresource.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+	// ObservedGeneration is the spec generation the set controller acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// LoadIndex is the last load index read, as a decimal. With several
+	// metrics it is the value of the one that asked for the most tasks.
+	// +optional
+	LoadIndex string `json:"loadIndex,omitempty"`
+	// DesiredReplicas is the count the autoscaler last computed.
+	// +optional
+	DesiredReplicas *int32 `json:"desiredReplicas,omitempty"`
+	// CapacityReplicas is the most tasks that fit the GPU nodes, when capacityAware.
+	// +optional
+	CapacityReplicas *int32 `json:"capacityReplicas,omitempty"`
+	// LastScaleTime is when the autoscaler last changed replicas.
+	// +optional
+	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
+	// LastDecision is the autoscaler's last decision and why.
+	// +optional
+	LastDecision *ScalingDecision `json:"lastDecision,omitempty"`
+	// Metrics holds the last reading of each metric.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Metrics []MetricStatus `json:"metrics,omitempty"`
+	// ConsecutiveFailures counts the reads in a row in which a metric failed.
+	// +optional
+	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+	// Recommendations are the recent desired counts that the scale-down
+	// stabilization window looks back over.
+	// +optional
+	// +listType=atomic
+	Recommendations []Recommendation `json:"recommendations,omitempty"`
+
+	// Conditions are AbleToScale, ScalingActive, ScalingLimited, Fallback and
+	// ReplicaFailure.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ScalingDecision records one decision of the autoscaler.
+type ScalingDecision struct {
+	// Time of the decision.
+	Time metav1.Time `json:"time"`
+	// Inputs summarizes what the decision saw, such as "load=0.91 up=0.8 down=0.5".
+	// +optional
+	Inputs string `json:"inputs,omitempty"`
+	// From is the count before the decision.
+	From int32 `json:"from"`
+	// To is the count after the decision.
+	To int32 `json:"to"`
+	// Reason is a CamelCase word, such as AboveUpThreshold or FailedGetLoadIndex.
+	Reason string `json:"reason"`
+	// Message explains the decision.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// MetricStatus is the last reading of one metric.
+type MetricStatus struct {
+	// Name of the metric.
+	Name string `json:"name"`
+	// Value is the last value read, as a decimal. Empty if the read failed.
+	// +optional
+	Value string `json:"value,omitempty"`
+	// DesiredReplicas is the count this metric alone asked for.
+	// +optional
+	DesiredReplicas *int32 `json:"desiredReplicas,omitempty"`
+	// Error is why the last read failed.
+	// +optional
+	Error string `json:"error,omitempty"`
+	// LastReadTime is when the metric was last read.
+	// +optional
+	LastReadTime *metav1.Time `json:"lastReadTime,omitempty"`
+}
+
+// Recommendation is one desired count in the stabilization window.
+type Recommendation struct {
+	Time     metav1.Time `json:"time"`
+	Replicas int32       `json:"replicas"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// GPUTaskSetList is a list of GPUTaskSets.
+type GPUTaskSetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []GPUTaskSet `json:"items"`
+}
