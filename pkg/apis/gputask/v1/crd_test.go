@@ -1,0 +1,221 @@
+package v1_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	apivalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/randfill"
+	"sigs.k8s.io/yaml"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+)
+
+// crdSchema loads one CRD from artifacts/crds and returns its structural schema
+// and a validator for the v1 version.
+func crdSchema(t *testing.T, file string) (*apiextensionsv1.CustomResourceDefinition, *structuralschema.Structural, apivalidation.SchemaValidator) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "artifacts", "crds", file))
+	if err != nil {
+		t.Fatalf("reading CRD: %v", err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(raw, crd); err != nil {
+		t.Fatalf("decoding CRD %s: %v", file, err)
+	}
+	if len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Name != "v1" {
+		t.Fatalf("CRD %s: want exactly one version v1, got %d", file, len(crd.Spec.Versions))
+	}
+	internal := &apiextensions.JSONSchemaProps{}
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(crd.Spec.Versions[0].Schema.OpenAPIV3Schema, internal, nil); err != nil {
+		t.Fatalf("converting schema: %v", err)
+	}
+	structural, err := structuralschema.NewStructural(internal)
+	if err != nil {
+		t.Fatalf("schema of %s is not structural: %v", file, err)
+	}
+	if errs := structuralschema.ValidateStructural(field.NewPath("spec", "validation", "openAPIV3Schema"), structural); len(errs) > 0 {
+		t.Fatalf("schema of %s is not structural: %v", file, errs.ToAggregate())
+	}
+	validator, _, err := apivalidation.NewSchemaValidator(internal)
+	if err != nil {
+		t.Fatalf("building validator: %v", err)
+	}
+	return crd, structural, validator
+}
+
+// filler sets every field of an API object, with values that the schema
+// accepts where a type's JSON form is constrained.
+func filler(seed int64) *randfill.Filler {
+	return randfill.NewWithSeed(seed).NilChance(0).NumElements(1, 2).Funcs(
+		func(q *intstr.IntOrString, c randfill.Continue) {
+			if c.Bool() {
+				*q = intstr.FromInt32(c.Int31n(8) + 1)
+			} else {
+				*q = intstr.FromString("2")
+			}
+		},
+		func(q *resource.Quantity, c randfill.Continue) {
+			*q = *resource.NewMilliQuantity(c.Int63n(1000), resource.DecimalSI)
+		},
+		func(tm *metav1.Time, c randfill.Continue) {
+			*tm = metav1.Unix(c.Int63n(1<<31), 0).Rfc3339Copy()
+		},
+		func(d *metav1.Duration, c randfill.Continue) {
+			d.Duration = time.Duration(c.Int63n(3600)) * time.Second
+		},
+		func(m *metav1.ObjectMeta, c randfill.Continue) {
+			m.Name = "x"
+			m.Namespace = "default"
+		},
+		func(tm *metav1.TypeMeta, c randfill.Continue) {},
+		// EnvVar has deep optional sources; a name and value are enough to
+		// show that the list round-trips.
+		func(e *corev1.EnvVar, c randfill.Continue) {
+			e.Name = c.String(8) + "v"
+			e.Value = c.String(8)
+		},
+		func(s *corev1.SecretKeySelector, c randfill.Continue) {
+			s.Name = "secret"
+			s.Key = "key"
+		},
+	)
+}
+
+// TestCRDMatchesGoTypes proves that every field of the Go types survives the
+// API server's pruning of unknown fields, so the CRD and the types agree.
+func TestCRDMatchesGoTypes(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		kind string
+		obj  func() any
+	}{
+		{"gputask.io_gputasks.yaml", "GPUTask", func() any { return &gputaskv1.GPUTask{} }},
+		{"gputask.io_gputasksets.yaml", "GPUTaskSet", func() any { return &gputaskv1.GPUTaskSet{} }},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			crd, structural, _ := crdSchema(t, tc.file)
+			if crd.Spec.Names.Kind != tc.kind {
+				t.Fatalf("CRD kind %q, want %q", crd.Spec.Names.Kind, tc.kind)
+			}
+			for seed := int64(0); seed < 50; seed++ {
+				original := tc.obj()
+				filler(seed).Fill(original)
+				raw, err := json.Marshal(original)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Decode numbers as json.Number so that int64 fields keep every digit.
+				var u map[string]any
+				dec := json.NewDecoder(bytes.NewReader(raw))
+				dec.UseNumber()
+				if err := dec.Decode(&u); err != nil {
+					t.Fatal(err)
+				}
+				pruned := pruning.PruneWithOptions(u, structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
+				if len(pruned) > 0 {
+					sort.Strings(pruned)
+					t.Fatalf("the CRD schema drops Go fields: %s", strings.Join(pruned, ", "))
+				}
+				back := tc.obj()
+				raw, _ = json.Marshal(u)
+				if err := json.Unmarshal(raw, back); err != nil {
+					t.Fatal(err)
+				}
+				if !equality.Semantic.DeepEqual(original, back) {
+					t.Fatalf("object changed through the schema:\n%#v\n%#v", original, back)
+				}
+			}
+		})
+	}
+}
+
+// TestCRDSchemaValidation checks the schema's rules on typical objects: what
+// users write is accepted, and each rule rejects what it should.
+func TestCRDSchemaValidation(t *testing.T) {
+	_, _, validator := crdSchema(t, "gputask.io_gputasks.yaml")
+	for _, tc := range []struct {
+		name  string
+		spec  string
+		valid bool
+	}{
+		{"strings as in existing GPUTask YAML", `{"memory":"4Gi","gpu":"A100","gpu-amount":"2","cpu":"2","priority":"high"}`, true},
+		{"numbers", `{"memory":"4Gi","gpu-amount":2,"cpu":2}`, true},
+		{"millicores", `{"cpu":"500m","memory":"512Mi"}`, true},
+		{"gpu-amount zero string", `{"gpu-amount":"0"}`, false},
+		{"gpu-amount fraction", `{"gpu-amount":"1.5"}`, false},
+		{"gpu-amount word", `{"gpu-amount":"abc"}`, false},
+		{"gpu-amount float", `{"gpu-amount":1.5}`, false},
+		{"cpu word", `{"cpu":"abc"}`, false},
+		{"memory word", `{"memory":"lots"}`, false},
+		{"reschedule policy", `{"reschedulePolicy":"Sometimes"}`, false},
+		{"gpu model with spaces", `{"gpu":"A 100"}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var spec map[string]any
+			if err := json.Unmarshal([]byte(tc.spec), &spec); err != nil {
+				t.Fatal(err)
+			}
+			obj := map[string]any{
+				"apiVersion": "gputask.io/v1", "kind": "GPUTask",
+				"metadata": map[string]any{"name": "t"}, "spec": spec,
+			}
+			errs := apivalidation.ValidateCustomResource(nil, obj, validator)
+			if tc.valid && len(errs) > 0 {
+				t.Fatalf("want valid, got %v", errs.ToAggregate())
+			}
+			if !tc.valid && len(errs) == 0 {
+				t.Fatalf("want invalid, schema accepted %s", tc.spec)
+			}
+		})
+	}
+}
+
+// TestCRDNames checks what kubectl users type: short names, categories,
+// subresources and printer columns.
+func TestCRDNames(t *testing.T) {
+	for _, tc := range []struct {
+		file, short string
+		scale       bool
+		columns     []string
+	}{
+		{"gputask.io_gputasks.yaml", "gt", false, []string{"GPU", "AMOUNT", "PHASE", "NODE", "AGE"}},
+		{"gputask.io_gputasksets.yaml", "gts", true, []string{"DESIRED", "CURRENT", "RUNNING", "LOAD", "AGE"}},
+	} {
+		crd, _, _ := crdSchema(t, tc.file)
+		if !reflect.DeepEqual(crd.Spec.Names.ShortNames, []string{tc.short}) || !reflect.DeepEqual(crd.Spec.Names.Categories, []string{"gpu"}) {
+			t.Errorf("%s: short names %v categories %v", tc.file, crd.Spec.Names.ShortNames, crd.Spec.Names.Categories)
+		}
+		v := crd.Spec.Versions[0]
+		if v.Subresources == nil || v.Subresources.Status == nil {
+			t.Errorf("%s: no status subresource", tc.file)
+		}
+		if tc.scale && (v.Subresources == nil || v.Subresources.Scale == nil || v.Subresources.Scale.SpecReplicasPath != ".spec.replicas") {
+			t.Errorf("%s: no scale subresource on .spec.replicas", tc.file)
+		}
+		var got []string
+		for _, c := range v.AdditionalPrinterColumns {
+			got = append(got, c.Name)
+		}
+		if !reflect.DeepEqual(got, tc.columns) {
+			t.Errorf("%s: printer columns %v, want %v", tc.file, got, tc.columns)
+		}
+	}
+}
