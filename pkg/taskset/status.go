@@ -1,0 +1,155 @@
+package taskset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+)
+
+// ownStatus holds the status fields this controller owns. The autoscaler
+// owns the others (loadIndex, desiredReplicas, lastDecision, metrics,
+// recommendations and its conditions); they are never read or written here,
+// so the two writers only ever race on resourceVersion, never on content.
+type ownStatus struct {
+	Replicas           int32
+	RunningReplicas    int32
+	PendingReplicas    int32
+	HeldBackReplicas   int32
+	Selector           string
+	ObservedGeneration int64
+	// ReplicaFailure is the wanted condition; nil means absent.
+	ReplicaFailure *metav1.Condition
+}
+
+// calculateStatus computes the owned status fields from the active tasks and
+// the outcome of this sync. The ReplicaFailure condition is set by a failed
+// create or delete, cleared by a sync that managed replicas without error,
+// and left as it was by a sync that did not act.
+func calculateStatus(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, plan replicaPlan, acted bool, manageErr error, now time.Time) ownStatus {
+	s := ownStatus{
+		Replicas:           int32(len(active)),
+		HeldBackReplicas:   plan.scaleIn.HeldBack,
+		Selector:           taskSelector(set).String(),
+		ObservedGeneration: set.Generation,
+		ReplicaFailure:     meta.FindStatusCondition(set.Status.Conditions, gputaskv1.ConditionReplicaFailure),
+	}
+	for _, t := range active {
+		switch t.Status.Phase {
+		case gputaskv1.GPUTaskRunning:
+			s.RunningReplicas++
+		case gputaskv1.GPUTaskPending, gputaskv1.GPUTaskScheduled, "":
+			s.PendingReplicas++
+		}
+	}
+	var rerr *replicaError
+	switch {
+	case errors.As(manageErr, &rerr):
+		s.ReplicaFailure = &metav1.Condition{
+			Type:               gputaskv1.ConditionReplicaFailure,
+			Status:             metav1.ConditionTrue,
+			Reason:             rerr.reason,
+			Message:            rerr.Error(),
+			ObservedGeneration: set.Generation,
+			LastTransitionTime: metav1.NewTime(now),
+		}
+	case acted && manageErr == nil:
+		s.ReplicaFailure = nil
+	}
+	return s
+}
+
+// ownStatusOf reads the owned fields from a set's status.
+func ownStatusOf(set *gputaskv1.GPUTaskSet) ownStatus {
+	st := set.Status
+	return ownStatus{
+		Replicas:           st.Replicas,
+		RunningReplicas:    st.RunningReplicas,
+		PendingReplicas:    st.PendingReplicas,
+		HeldBackReplicas:   st.HeldBackReplicas,
+		Selector:           st.Selector,
+		ObservedGeneration: st.ObservedGeneration,
+		ReplicaFailure:     meta.FindStatusCondition(st.Conditions, gputaskv1.ConditionReplicaFailure),
+	}
+}
+
+// equal reports whether two owned statuses would read the same to a user.
+// A condition's transition time is not compared: it only moves when the
+// condition's status does.
+func (s ownStatus) equal(o ownStatus) bool {
+	if s.Replicas != o.Replicas || s.RunningReplicas != o.RunningReplicas ||
+		s.PendingReplicas != o.PendingReplicas || s.HeldBackReplicas != o.HeldBackReplicas ||
+		s.Selector != o.Selector || s.ObservedGeneration != o.ObservedGeneration {
+		return false
+	}
+	a, b := s.ReplicaFailure, o.ReplicaFailure
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message && a.ObservedGeneration == b.ObservedGeneration
+}
+
+// applyTo writes the owned fields into status and leaves every other field as
+// it is.
+func (s ownStatus) applyTo(status *gputaskv1.GPUTaskSetStatus) {
+	status.Replicas = s.Replicas
+	status.RunningReplicas = s.RunningReplicas
+	status.PendingReplicas = s.PendingReplicas
+	status.HeldBackReplicas = s.HeldBackReplicas
+	status.Selector = s.Selector
+	status.ObservedGeneration = s.ObservedGeneration
+	if s.ReplicaFailure == nil {
+		meta.RemoveStatusCondition(&status.Conditions, gputaskv1.ConditionReplicaFailure)
+		return
+	}
+	// SetStatusCondition keeps the old transition time when the status
+	// does not change, as the API conventions ask.
+	meta.SetStatusCondition(&status.Conditions, *s.ReplicaFailure)
+}
+
+// updateStatus writes the owned fields through the status subresource, and
+// only when they differ from what the set shows. The first attempt uses the
+// cached set; after a conflict (usually the autoscaler writing its own
+// fields) it reads the set fresh and applies only the owned fields again.
+func (c *Controller) updateStatus(ctx context.Context, cached *gputaskv1.GPUTaskSet, want ownStatus) error {
+	client := c.client.GputaskV1().GPUTaskSets(cached.Namespace)
+	set := cached
+	attempt := 0
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		attempt++
+		if attempt > 1 {
+			fresh, err := client.Get(ctx, cached.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if fresh.UID != cached.UID {
+				// The set was re-created; its own sync will write its status.
+				return nil
+			}
+			set = fresh
+		}
+		if ownStatusOf(set).equal(want) {
+			return nil
+		}
+		updated := set.DeepCopy()
+		want.applyTo(&updated.Status)
+		_, err := client.UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+		return err
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		// The set is gone; the delete event brings a sync that cleans up.
+		return nil
+	case err != nil:
+		return fmt.Errorf("updating status of gputaskset %s: %w", klog.KObj(cached), err)
+	}
+	return nil
+}

@@ -1,0 +1,326 @@
+package taskset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/metrics"
+)
+
+// syncHandler makes the set's tasks match its desired count, moves a restart
+// one task further, and writes the set's status. It reads only from the
+// caches, and it makes no API write when the set is in sync.
+func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (err error) {
+	start := time.Now()
+	defer func() {
+		result := "success"
+		if err != nil {
+			result = "error"
+		}
+		metrics.ReconcileTotal.WithLabelValues(ControllerName, result).Inc()
+		metrics.ReconcileDuration.WithLabelValues(ControllerName).Observe(time.Since(start).Seconds())
+	}()
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "gputaskset", key.String())
+	ctx = klog.NewContext(ctx, logger)
+
+	set, err := c.setLister.GPUTaskSets(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		logger.V(4).Info("GPUTaskSet is gone")
+		c.expectations.Delete(key.String())
+		metrics.CurrentReplicas.DeleteLabelValues(key.Namespace, key.Name)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("getting gputaskset %s from the cache: %w", key, err)
+	}
+
+	// Read the expectations before the tasks: a task the informer adds in
+	// between is then in the list, never missing from both.
+	canAct := c.expectations.Satisfied(key.String()) && set.DeletionTimestamp == nil
+	active, err := c.activeTasks(set)
+	if err != nil {
+		return err
+	}
+	plan := planReplicas(set, active, c.clock.Now(), c.burst)
+
+	var manageErr error
+	if canAct {
+		manageErr = c.manageReplicas(ctx, set, plan)
+		manageErr = errors.Join(manageErr, c.rollRestart(ctx, set, withoutTasks(active, plan.scaleIn.Victims)))
+	} else {
+		logger.V(4).Info("Waiting for the cache to show earlier writes before acting")
+	}
+	if plan.scaleIn.HeldBack > 0 {
+		logger.V(2).Info("Scale-in held back by minTaskAge", "heldBack", plan.scaleIn.HeldBack, "retryAfter", plan.scaleIn.RetryAfter)
+		c.queue.AddAfter(key, plan.scaleIn.RetryAfter)
+	}
+
+	metrics.CurrentReplicas.WithLabelValues(set.Namespace, set.Name).Set(float64(len(active)))
+	want := calculateStatus(set, active, plan, canAct, manageErr, c.clock.Now())
+	if err := c.updateStatus(ctx, set, want); err != nil {
+		return errors.Join(manageErr, err)
+	}
+	return manageErr
+}
+
+// activeTasks lists the tasks the set controls that are not being deleted.
+// The label narrows the list cheaply; the controller reference with the set's
+// UID decides, so a task left over from an earlier set of the same name, or
+// an orphan carrying the label, is never counted or touched.
+func (c *Controller) activeTasks(set *gputaskv1.GPUTaskSet) ([]*gputaskv1.GPUTask, error) {
+	tasks, err := c.taskLister.GPUTasks(set.Namespace).List(taskSelector(set))
+	if err != nil {
+		return nil, fmt.Errorf("listing tasks of gputaskset %s: %w", klog.KObj(set), err)
+	}
+	active := make([]*gputaskv1.GPUTask, 0, len(tasks))
+	for _, t := range tasks {
+		if t.DeletionTimestamp == nil && metav1.IsControlledBy(t, set) {
+			active = append(active, t)
+		}
+	}
+	return active, nil
+}
+
+// taskSelector selects the set's tasks by the gputask.io/taskset label.
+func taskSelector(set *gputaskv1.GPUTaskSet) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: set.Name})
+}
+
+// replicaPlan is what one sync wants to do about the task count.
+type replicaPlan struct {
+	// desired is the task count the set should have.
+	desired int
+	// create is how many tasks to create now.
+	create int
+	// scaleIn is which tasks to delete now, and what minTaskAge held back.
+	scaleIn ScaleIn
+}
+
+// planReplicas decides, without side effects, how to move from the active
+// tasks to the desired count. At most burst tasks are created or deleted; the
+// next sync does the rest.
+func planReplicas(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, now time.Time, burst int) replicaPlan {
+	plan := replicaPlan{desired: desiredReplicas(set)}
+	diff := len(active) - plan.desired
+	switch {
+	case diff < 0:
+		plan.create = min(-diff, burst)
+	case diff > 0:
+		minAge := minTaskAge(set)
+		if isStopped(set) {
+			// The user asked for zero tasks: protecting young ones would
+			// leave a stopped set running.
+			minAge = 0
+		}
+		plan.scaleIn = ChooseVictims(active, min(diff, burst), minAge, now)
+	}
+	return plan
+}
+
+// desiredReplicas is spec.replicas (1 when unset, as the API defaults it), or
+// 0 while the set is stopped. Stopping keeps spec.replicas, so removing the
+// annotation brings back the previous count.
+func desiredReplicas(set *gputaskv1.GPUTaskSet) int {
+	if isStopped(set) {
+		return 0
+	}
+	if set.Spec.Replicas == nil {
+		return 1
+	}
+	return max(int(*set.Spec.Replicas), 0)
+}
+
+// isStopped reports whether the gputask.io/stopped annotation is "true".
+func isStopped(set *gputaskv1.GPUTaskSet) bool {
+	return set.Annotations[gputaskv1.AnnotationStopped] == "true"
+}
+
+// minTaskAge is spec.minTaskAge, 0 when unset.
+func minTaskAge(set *gputaskv1.GPUTaskSet) time.Duration {
+	if set.Spec.MinTaskAge == nil {
+		return 0
+	}
+	return set.Spec.MinTaskAge.Duration
+}
+
+// withoutTasks returns tasks minus the ones in drop.
+func withoutTasks(tasks, drop []*gputaskv1.GPUTask) []*gputaskv1.GPUTask {
+	if len(drop) == 0 {
+		return tasks
+	}
+	dropped := make(map[string]bool, len(drop))
+	for _, t := range drop {
+		dropped[t.Name] = true
+	}
+	kept := make([]*gputaskv1.GPUTask, 0, len(tasks))
+	for _, t := range tasks {
+		if !dropped[t.Name] {
+			kept = append(kept, t)
+		}
+	}
+	return kept
+}
+
+// replicaError is a failure to create or delete tasks; its reason becomes
+// the ReplicaFailure condition's.
+type replicaError struct {
+	reason string
+	err    error
+}
+
+func (e *replicaError) Error() string { return e.err.Error() }
+func (e *replicaError) Unwrap() error { return e.err }
+
+// manageReplicas carries out the plan's creations and deletions.
+func (c *Controller) manageReplicas(ctx context.Context, set *gputaskv1.GPUTaskSet, plan replicaPlan) error {
+	logger := klog.FromContext(ctx)
+	switch {
+	case plan.create > 0:
+		logger.V(2).Info("Too few tasks", "desired", plan.desired, "creating", plan.create)
+		return c.createTasks(ctx, set, plan.create)
+	case len(plan.scaleIn.Victims) > 0:
+		logger.V(2).Info("Too many tasks", "desired", plan.desired, "deleting", len(plan.scaleIn.Victims))
+		return c.deleteTasks(ctx, set, plan.scaleIn.Victims)
+	}
+	return nil
+}
+
+// createTasks creates n tasks in slow-start batches. The creations are
+// expected before the first call, because the informer may report a new task
+// before Create even returns.
+func (c *Controller) createTasks(ctx context.Context, set *gputaskv1.GPUTaskSet, n int) error {
+	key := cache.MetaObjectToName(set).String()
+	c.expectations.ExpectCreations(key, n)
+	created, err := slowStartBatch(n, 1, func() error { return c.createTask(ctx, set) })
+	// The informer will never report tasks that failed or were not tried;
+	// without this the set would wait for the expectations to expire.
+	for range n - created {
+		c.expectations.CreationObserved(key)
+	}
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Slow start stopped at a failing batch", "created", created, "skipped", n-created)
+		return &replicaError{reason: ReasonFailedCreate, err: fmt.Errorf("creating tasks for gputaskset %s: %w", klog.KObj(set), err)}
+	}
+	return nil
+}
+
+// createTask creates one task from the set's template.
+func (c *Controller) createTask(ctx context.Context, set *gputaskv1.GPUTaskSet) error {
+	created, err := c.client.GputaskV1().GPUTasks(set.Namespace).Create(ctx, newTask(set), metav1.CreateOptions{})
+	if err != nil {
+		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			// Every create fails while the namespace goes away, and the set
+			// goes with it: not worth an error, an event or a retry.
+			c.expectations.CreationObserved(cache.MetaObjectToName(set).String())
+			return nil
+		}
+		c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating task: %v", err)
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Created task", "gputask", klog.KObj(created))
+	c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created task: %s", created.Name)
+	return nil
+}
+
+// newTask builds a task from the set's template. The template is deep-copied
+// so that the new task shares no memory with the cached set.
+func newTask(set *gputaskv1.GPUTaskSet) *gputaskv1.GPUTask {
+	tmpl := set.Spec.Template.DeepCopy()
+	taskLabels := tmpl.Metadata.Labels
+	if taskLabels == nil {
+		taskLabels = map[string]string{}
+	}
+	// Set last, so that a template label cannot take the task out of the set.
+	taskLabels[gputaskv1.LabelTaskSet] = set.Name
+	return &gputaskv1.GPUTask{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName:    set.Name + "-",
+			Namespace:       set.Namespace,
+			Labels:          taskLabels,
+			Annotations:     tmpl.Metadata.Annotations,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(set, setKind)},
+		},
+		Spec: tmpl.Spec,
+	}
+}
+
+// slowStartBatch calls fn count times in batches of initialBatchSize, then
+// double that, and so on, with the calls of a batch running in parallel. It
+// stops after the first batch with a failure, so that an error every call
+// would hit (a quota, a webhook) costs a handful of calls instead of count.
+// It returns how many calls succeeded and the first error.
+func slowStartBatch(count, initialBatchSize int, fn func() error) (int, error) {
+	successes := 0
+	for batch := min(count, initialBatchSize); batch > 0; batch = min(2*batch, count-successes) {
+		errs := make(chan error, batch)
+		var wg sync.WaitGroup
+		for range batch {
+			wg.Go(func() {
+				if err := fn(); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		successes += batch - len(errs)
+		if len(errs) > 0 {
+			return successes, <-errs
+		}
+	}
+	return successes, nil
+}
+
+// deleteTasks deletes the victims one by one, in rank order. Each delete is
+// conditional on the task's UID, so a task re-created under the same name is
+// never removed by mistake.
+func (c *Controller) deleteTasks(ctx context.Context, set *gputaskv1.GPUTaskSet, victims []*gputaskv1.GPUTask) error {
+	key := cache.MetaObjectToName(set).String()
+	names := make([]string, 0, len(victims))
+	for _, t := range victims {
+		names = append(names, t.Name)
+	}
+	c.expectations.ExpectDeletions(key, names...)
+
+	var errs []error
+	for _, t := range victims {
+		if err := c.removeTask(ctx, set, t); err != nil {
+			// The informer will never report a delete that did not happen.
+			c.expectations.DeletionObserved(key, t.Name)
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return &replicaError{reason: ReasonFailedDelete, err: fmt.Errorf("deleting tasks of gputaskset %s: %w", klog.KObj(set), errors.Join(errs...))}
+	}
+	return nil
+}
+
+// removeTask deletes one task. A task that is already gone is not an error.
+func (c *Controller) removeTask(ctx context.Context, set *gputaskv1.GPUTaskSet, task *gputaskv1.GPUTask) error {
+	uid := task.UID
+	err := c.client.GputaskV1().GPUTasks(task.Namespace).Delete(ctx, task.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid},
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		c.expectations.DeletionObserved(cache.MetaObjectToName(set).String(), task.Name)
+		return nil
+	case err != nil:
+		c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonFailedDelete, "Error deleting task %s: %v", task.Name, err)
+		return fmt.Errorf("deleting gputask %s: %w", klog.KObj(task), err)
+	}
+	klog.FromContext(ctx).V(2).Info("Deleted task", "gputask", klog.KObj(task))
+	c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted task: %s", task.Name)
+	return nil
+}
