@@ -1,0 +1,77 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+var buildOnce struct {
+	sync.Once
+	err error
+}
+
+// ControllerBinary returns the path of bin/gputask-controller, building it
+// from the repository with `go build` when it is missing. The build runs at
+// most once per process. `make test-integration` and `make demo` build it
+// first, so a stale binary is never used there; when running `go test`
+// directly, run `make build` after changing the controller.
+func (cp *ControlPlane) ControllerBinary() (string, error) {
+	path := filepath.Join(cp.BinDir, BinController)
+	buildOnce.Do(func() {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		cp.logf("building %s", path)
+		cmd := exec.Command("go", "build", "-o", path, ".")
+		cmd.Dir = cp.Root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildOnce.err = fmt.Errorf("building %s: %w\n%s", path, err, out)
+		}
+	})
+	return path, buildOnce.err
+}
+
+// StartController runs the gputask-controller binary with the admin
+// kubeconfig. Its metrics and health servers are off unless args turn them
+// on; args come last, so they override the defaults. The process is stopped
+// with the control plane, or earlier with Stop or Kill.
+func (cp *ControlPlane) StartController(ctx context.Context, args ...string) (*Process, error) {
+	path, err := cp.ControllerBinary()
+	if err != nil {
+		return nil, err
+	}
+	full := append([]string{
+		"--kubeconfig=" + cp.KubeconfigPath,
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+		"-v=2",
+	}, args...)
+	p, err := cp.startBinary(BinController, path, nil, full...)
+	if err != nil {
+		return nil, err
+	}
+	// A controller that rejects its flags exits at once; say so here rather
+	// than as a timeout later.
+	select {
+	case <-p.Done():
+		return nil, fmt.Errorf("%w; last log lines of %s:\n%s", p.ExitError(), p.LogPath, p.LogTail(20))
+	case <-time.After(300 * time.Millisecond):
+	case <-ctx.Done():
+		p.Stop()
+		return nil, ctx.Err()
+	}
+	return p, nil
+}
+
+// ControllerArgs returns the args StartController uses before the caller's,
+// for documentation and for the demo's banner.
+func (cp *ControlPlane) ControllerArgs() string {
+	return strings.Join([]string{"--kubeconfig=" + cp.KubeconfigPath, "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2"}, " ")
+}
