@@ -1,0 +1,490 @@
+// Command gputask-controller runs GPUTasks as pods and keeps GPUTaskSets at
+// their replica count. This file holds flags and wiring only; the controllers
+// live in controller.go and pkg/.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned"
+	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
+	"github.com/gputask/gputask-controller/pkg/metrics"
+	"github.com/gputask/gputask-controller/signals"
+)
+
+// inClusterNamespaceFile holds the pod's namespace when running in a cluster.
+const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// config is every flag's value.
+type config struct {
+	kubeconfig   string
+	master       string
+	workers      int
+	kubeAPIQPS   float64
+	kubeAPIBurst int
+
+	gpuResourceName          string
+	gpuLabelKey              string
+	defaultImage             string
+	rescheduleInterval       time.Duration
+	pendingTimeout           time.Duration
+	maxConcurrentReschedules int
+
+	leaderElect            bool
+	leaseDuration          time.Duration
+	renewDeadline          time.Duration
+	retryPeriod            time.Duration
+	leaderElectNamespace   string
+	leaderElectID          string
+	metricsBindAddress     string
+	healthProbeBindAddress string
+	informerResync         time.Duration
+	shutdownGracePeriod    time.Duration
+}
+
+func bindFlags(fs *flag.FlagSet) *config {
+	c := &config{}
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Only required if out-of-cluster.")
+	fs.StringVar(&c.master, "master", "", "The address of the Kubernetes API server. Overrides any value in kubeconfig. Only required if out-of-cluster.")
+	fs.IntVar(&c.workers, "workers", 2, "Number of GPUTasks synced concurrently (at least 1).")
+	fs.Float64Var(&c.kubeAPIQPS, "kube-api-qps", 50, "QPS to use while talking with the Kubernetes API server.")
+	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 100, "Burst to use while talking with the Kubernetes API server.")
+
+	fs.StringVar(&c.gpuResourceName, "gpu-resource-name", DefaultGPUResourceName, "Extended resource a task's pod asks for, as its limit.")
+	fs.StringVar(&c.gpuLabelKey, "gpu-label-key", DefaultGPULabelKey, "Node label whose value is the GPU model; spec.gpu becomes a node selector on it.")
+	fs.StringVar(&c.defaultImage, "default-image", DefaultImage, "Container image of a task that names none.")
+	fs.DurationVar(&c.rescheduleInterval, "reschedule-interval", 10*time.Minute, "Turns rescheduling on when > 0 (failed, evicted, lost-node and long-unschedulable pods are placed again), and is the pod age after which a Periodic task's pod is placed again. 0 turns rescheduling off; restarts asked for with gputask.io/restartedAt still happen.")
+	fs.DurationVar(&c.pendingTimeout, "pending-timeout", 5*time.Minute, "How long a pod may stay unschedulable before it is placed again. 0 turns that case off.")
+	fs.IntVar(&c.maxConcurrentReschedules, "max-concurrent-reschedules", DefaultMaxConcurrentReschedules, "Most tasks whose pod is being replaced at once (at least 1).")
+
+	fs.BoolVar(&c.leaderElect, "leader-elect", false, "Elect a leader through a coordination.k8s.io Lease before running the controllers, so several replicas can run.")
+	fs.DurationVar(&c.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits after the last renewal it saw before taking the lease.")
+	fs.DurationVar(&c.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew before it gives up leadership. Less than the lease duration.")
+	fs.DurationVar(&c.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How long to wait between attempts to acquire or renew the lease.")
+	fs.StringVar(&c.leaderElectNamespace, "leader-elect-namespace", "", "Namespace of the Lease. Empty means the pod's own namespace in a cluster, else kube-system.")
+	fs.StringVar(&c.leaderElectID, "leader-elect-id", "gputask-controller", "Name of the Lease.")
+	fs.StringVar(&c.metricsBindAddress, "metrics-bind-address", ":8080", "Address the /metrics endpoint binds to; port 0 picks a free port, \"0\" turns it off.")
+	fs.StringVar(&c.healthProbeBindAddress, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to; port 0 picks a free port, \"0\" turns it off.")
+	fs.DurationVar(&c.informerResync, "informer-resync", 0, "Informer resync period; 0 turns resyncs off (time-based rescheduling has its own timers).")
+	fs.DurationVar(&c.shutdownGracePeriod, "shutdown-grace-period", 10*time.Second, "How long the HTTP servers get to finish requests on shutdown.")
+	return c
+}
+
+// validate rejects values that would only fail later, with a message that
+// names the flag.
+func (c *config) validate() error {
+	var errs []error
+	check := func(bad bool, format string, args ...any) {
+		if bad {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(c.workers < 1, "--workers must be at least 1, got %d", c.workers)
+	check(c.kubeAPIQPS <= 0, "--kube-api-qps must be greater than 0, got %v", c.kubeAPIQPS)
+	check(c.kubeAPIBurst < 1, "--kube-api-burst must be at least 1, got %d", c.kubeAPIBurst)
+	for _, msg := range validation.IsQualifiedName(c.gpuResourceName) {
+		errs = append(errs, fmt.Errorf("--gpu-resource-name %q: %s", c.gpuResourceName, msg))
+	}
+	for _, msg := range validation.IsQualifiedName(c.gpuLabelKey) {
+		errs = append(errs, fmt.Errorf("--gpu-label-key %q: %s", c.gpuLabelKey, msg))
+	}
+	check(strings.TrimSpace(c.defaultImage) == "", "--default-image must not be empty")
+	check(c.rescheduleInterval < 0, "--reschedule-interval must not be negative, got %v", c.rescheduleInterval)
+	check(c.pendingTimeout < 0, "--pending-timeout must not be negative, got %v", c.pendingTimeout)
+	check(c.maxConcurrentReschedules < 1, "--max-concurrent-reschedules must be at least 1, got %d", c.maxConcurrentReschedules)
+	check(c.informerResync < 0, "--informer-resync must not be negative, got %v", c.informerResync)
+	check(c.shutdownGracePeriod < 0, "--shutdown-grace-period must not be negative, got %v", c.shutdownGracePeriod)
+	if c.leaderElect {
+		check(c.retryPeriod <= 0, "--leader-elect-retry-period must be greater than 0, got %v", c.retryPeriod)
+		check(c.renewDeadline <= time.Duration(leaderelection.JitterFactor*float64(c.retryPeriod)),
+			"--leader-elect-renew-deadline (%v) must be greater than %v times --leader-elect-retry-period (%v)", c.renewDeadline, leaderelection.JitterFactor, c.retryPeriod)
+		check(c.leaseDuration <= c.renewDeadline,
+			"--leader-elect-lease-duration (%v) must be greater than --leader-elect-renew-deadline (%v)", c.leaseDuration, c.renewDeadline)
+		check(c.leaderElectID == "", "--leader-elect-id must not be empty")
+		for _, msg := range validation.IsDNS1123Subdomain(c.leaderElectID) {
+			errs = append(errs, fmt.Errorf("--leader-elect-id %q: %s", c.leaderElectID, msg))
+		}
+	}
+	for flagName, addr := range map[string]string{
+		"--metrics-bind-address":      c.metricsBindAddress,
+		"--health-probe-bind-address": c.healthProbeBindAddress,
+	} {
+		if addr == "0" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: want host:port or \"0\": %w", flagName, addr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *config) controllerOptions() Options {
+	return Options{
+		GPUResourceName:          corev1.ResourceName(c.gpuResourceName),
+		GPULabelKey:              c.gpuLabelKey,
+		DefaultImage:             c.defaultImage,
+		RescheduleInterval:       c.rescheduleInterval,
+		PendingTimeout:           c.pendingTimeout,
+		MaxConcurrentReschedules: c.maxConcurrentReschedules,
+	}
+}
+
+func main() {
+	klog.InitFlags(nil)
+	cfg := bindFlags(flag.CommandLine)
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "error: unexpected arguments: %q\n", flag.Args())
+		os.Exit(2)
+	}
+	if err := cfg.validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "error: invalid flags:\n%v\n", err)
+		os.Exit(2)
+	}
+
+	ctx := signals.SetupSignalContext()
+	logger := klog.FromContext(ctx)
+	if err := run(ctx, cfg); err != nil {
+		logger.Error(err, "Controller failed")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+	logger.Info("Controller stopped")
+	klog.Flush()
+}
+
+// clients are the API clients every controller shares.
+type clients struct {
+	kube    kubernetes.Interface
+	gputask versioned.Interface
+}
+
+// informerSet holds the informer factories; controllers register their
+// informers in them before they start.
+type informerSet struct {
+	taskPods kubeinformers.SharedInformerFactory
+	cluster  kubeinformers.SharedInformerFactory
+	gputask  gputaskinformers.SharedInformerFactory
+}
+
+func run(ctx context.Context, cfg *config) error {
+	logger := klog.FromContext(ctx)
+	restConfig, err := clientcmd.BuildConfigFromFlags(cfg.master, cfg.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("building kubeconfig: %w", err)
+	}
+	restConfig.QPS = float32(cfg.kubeAPIQPS)
+	restConfig.Burst = cfg.kubeAPIBurst
+	restConfig = rest.AddUserAgent(restConfig, controllerAgentName)
+
+	cl, err := newClients(restConfig)
+	if err != nil {
+		return err
+	}
+	inf := newInformerSet(cl, cfg.informerResync)
+
+	// Controllers are built before the factories start, so that their
+	// informers are part of what starts and syncs.
+	gputaskController := NewController(ctx, cl.kube, cl.gputask,
+		inf.gputask.Gputask().V1().GPUTasks(),
+		inf.taskPods.Core().V1().Pods(),
+		inf.cluster.Core().V1().Nodes(),
+		cfg.controllerOptions())
+
+	var servers serverGroup
+	defer servers.shutdown(logger, cfg.shutdownGracePeriod)
+
+	metrics.Register()
+	if err := servers.serve(ctx, "metrics", cfg.metricsBindAddress, metricsMux()); err != nil {
+		return err
+	}
+
+	var ready atomic.Bool
+	var watchdog *leaderelection.HealthzAdaptor
+	if cfg.leaderElect {
+		// The watchdog fails /healthz when this process holds the lease but
+		// stopped renewing it, so the kubelet restarts a wedged leader.
+		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	}
+	if err := servers.serve(ctx, "health probes", cfg.healthProbeBindAddress, healthMux(&ready, watchdog)); err != nil {
+		return err
+	}
+
+	// Informers run on every replica, so a new leader starts with warm caches.
+	inf.start(ctx)
+	go func() {
+		if inf.waitForSync(ctx) {
+			ready.Store(true)
+			logger.Info("Informer caches synced; ready")
+		}
+	}()
+
+	start := func(ctx context.Context) error {
+		return startControllers(ctx, cfg, cl, inf, gputaskController)
+	}
+	if !cfg.leaderElect {
+		return start(ctx)
+	}
+	return runWithLeaderElection(ctx, cfg, cl, watchdog, start)
+}
+
+func newClients(restConfig *rest.Config) (clients, error) {
+	kube, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return clients{}, fmt.Errorf("building kubernetes clientset: %w", err)
+	}
+	gputask, err := versioned.NewForConfig(restConfig)
+	if err != nil {
+		return clients{}, fmt.Errorf("building gputask clientset: %w", err)
+	}
+	return clients{kube: kube, gputask: gputask}, nil
+}
+
+func newInformerSet(cl clients, resync time.Duration) *informerSet {
+	return &informerSet{
+		// Only task pods: the controller need not cache every pod of the
+		// cluster. A label key alone selects every pod that has it.
+		taskPods: kubeinformers.NewSharedInformerFactoryWithOptions(cl.kube, resync,
+			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.LabelSelector = gputaskv1.LabelTask
+			})),
+		// Nodes, unfiltered, to notice lost and NotReady nodes (and, for the
+		// autoscaler, GPU capacity).
+		cluster: kubeinformers.NewSharedInformerFactory(cl.kube, resync),
+		gputask: gputaskinformers.NewSharedInformerFactory(cl.gputask, resync),
+	}
+}
+
+func (s *informerSet) start(ctx context.Context) {
+	s.taskPods.Start(ctx.Done())
+	s.cluster.Start(ctx.Done())
+	s.gputask.Start(ctx.Done())
+}
+
+// waitForSync reports whether every started informer has synced.
+func (s *informerSet) waitForSync(ctx context.Context) bool {
+	synced := true
+	for _, ok := range s.taskPods.WaitForCacheSync(ctx.Done()) {
+		synced = synced && ok
+	}
+	for _, ok := range s.cluster.WaitForCacheSync(ctx.Done()) {
+		synced = synced && ok
+	}
+	for _, ok := range s.gputask.WaitForCacheSync(ctx.Done()) {
+		synced = synced && ok
+	}
+	return synced
+}
+
+// startControllers runs every controller until ctx is cancelled and returns
+// once all of them have stopped. Only the leader runs it.
+func startControllers(ctx context.Context, cfg *config, cl clients, inf *informerSet, gputaskController *Controller) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	runController := func(name string, run func(context.Context) error) {
+		wg.Go(func() {
+			if err := run(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s controller: %w", name, err))
+				mu.Unlock()
+			}
+		})
+	}
+
+	runController("gputask", func(ctx context.Context) error { return gputaskController.Run(ctx, cfg.workers) })
+
+	// ---- GPUTaskSet controller: wired here by the lead (pkg/taskset). ----
+	// It is built before the factories start (see run), from
+	// inf.gputask.Gputask().V1().GPUTaskSets() and .GPUTasks(), and run here:
+	//   runController("gputaskset", func(ctx context.Context) error { return tasksetController.Run(ctx, cfg.workers) })
+
+	// ---- Autoscaler: wired here by the lead (pkg/autoscaler). ----
+	// One loop per GPUTaskSet with autoscaling, writing spec.replicas through
+	// the scale subresource; it may use inf.cluster.Core().V1().Nodes() for
+	// capacity-aware scaling:
+	//   runController("autoscaler", func(ctx context.Context) error { return scaler.Run(ctx, cfg.workers) })
+
+	// Factories started after new informers were requested start just those.
+	inf.start(ctx)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// runWithLeaderElection runs start while this process holds the Lease. Losing
+// the lease ends the process, as with every Kubernetes component: the
+// controllers' state cannot be trusted to be stopped cleanly mid-sync.
+func runWithLeaderElection(ctx context.Context, cfg *config, cl clients, watchdog *leaderelection.HealthzAdaptor, start func(context.Context) error) error {
+	logger := klog.FromContext(ctx)
+	hostname, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("getting hostname for the leader election identity: %w", err)
+	}
+	identity := hostname + "_" + string(uuid.NewUUID())
+	namespace := leaderElectionNamespace(cfg.leaderElectNamespace)
+
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, cfg.leaderElectID,
+		cl.kube.CoreV1(), cl.kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
+	if err != nil {
+		return fmt.Errorf("creating the leader election lock: %w", err)
+	}
+
+	var (
+		done   = make(chan struct{})
+		runErr error
+		led    atomic.Bool
+	)
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   cfg.leaseDuration,
+		RenewDeadline:   cfg.renewDeadline,
+		RetryPeriod:     cfg.retryPeriod,
+		ReleaseOnCancel: true,
+		WatchDog:        watchdog,
+		Name:            cfg.leaderElectID,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				led.Store(true)
+				logger.Info("Became leader; starting controllers", "identity", identity)
+				runErr = start(ctx)
+				close(done)
+			},
+			OnStoppedLeading: func() {
+				if ctx.Err() != nil {
+					return
+				}
+				logger.Info("Leader election lost; exiting", "identity", identity)
+				klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+			},
+			OnNewLeader: func(current string) {
+				if current != identity {
+					logger.Info("New leader elected", "leader", current)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("creating the leader elector: %w", err)
+	}
+	if watchdog != nil {
+		watchdog.SetLeaderElection(elector)
+	}
+	logger.Info("Waiting for leadership", "lease", klog.KRef(namespace, cfg.leaderElectID), "identity", identity)
+	elector.Run(ctx)
+	if led.Load() {
+		// Run returns once the lease is released; the controllers may still
+		// be finishing their current items.
+		<-done
+	}
+	return runErr
+}
+
+func leaderElectionNamespace(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if b, err := os.ReadFile(inClusterNamespaceFile); err == nil {
+		if ns := strings.TrimSpace(string(b)); ns != "" {
+			return ns
+		}
+	}
+	return metav1.NamespaceSystem
+}
+
+func metricsMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler())
+	return mux
+}
+
+// healthMux serves /healthz (the process lives and, when leading, still
+// renews its lease) and /readyz (the informer caches have synced).
+func healthMux(ready *atomic.Bool, watchdog *leaderelection.HealthzAdaptor) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if watchdog != nil {
+			if err := watchdog.Check(r); err != nil {
+				http.Error(w, "leaderElection: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "informer caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// serverGroup runs the HTTP servers and shuts them down together.
+type serverGroup struct {
+	servers []*http.Server
+	wg      sync.WaitGroup
+}
+
+// serve listens on addr before returning, so the bound address (port 0 picks
+// one) can be logged and a bad address fails start-up. "0" serves nothing.
+func (g *serverGroup) serve(ctx context.Context, name, addr string, handler http.Handler) error {
+	logger := klog.FromContext(ctx)
+	if addr == "0" {
+		logger.Info("Not serving "+name, "reason", "bind address is 0")
+		return nil
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening for %s on %s: %w", name, addr, err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	g.servers = append(g.servers, srv)
+	logger.Info("Serving "+name, "addr", ln.Addr().String())
+	g.wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error(err, "Server stopped", "server", name)
+		}
+	})
+	return nil
+}
+
+func (g *serverGroup) shutdown(logger klog.Logger, grace time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	for _, srv := range g.servers {
+		if err := srv.Shutdown(ctx); err != nil {
+			logger.Error(err, "Shutting down HTTP server")
+		}
+	}
+	g.wg.Wait()
+}

@@ -1,0 +1,192 @@
+// Package reschedule decides when a GPUTask's pod must be placed again. The
+// decision is pure (task, pod, node, now, options in; verdict and reason out)
+// so one table test covers every case; the controller only carries it out.
+package reschedule
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+)
+
+// Reasons, CamelCase so they can be used as event reasons and metric labels.
+const (
+	ReasonPodFailed     = "PodFailed"
+	ReasonEvicted       = "Evicted"
+	ReasonNodeLost      = "NodeLost"
+	ReasonNodeNotReady  = "NodeNotReady"
+	ReasonUnschedulable = "Unschedulable"
+	ReasonPeriodic      = "Periodic"
+	// ReasonRestart is the reason recorded for a restart the user asked for
+	// with the gputask.io/restartedAt annotation.
+	ReasonRestart = "Restart"
+)
+
+// Options are the controller-wide rescheduling settings.
+type Options struct {
+	// Interval turns rescheduling on when > 0, and is the pod age after which
+	// a Periodic task's pod is placed again.
+	Interval time.Duration
+	// PendingTimeout is how long a pod may stay unschedulable before it is
+	// placed again; 0 turns that case off.
+	PendingTimeout time.Duration
+}
+
+// Decide reports whether pod, the pod of task, must be deleted and created
+// again, and why. node is the node the pod is bound to, nil if that node is
+// not known (gone) or the pod is not bound.
+func Decide(task *gputaskv1.GPUTask, pod *corev1.Pod, node *corev1.Node, now time.Time, opts Options) (bool, string) {
+	if !enabled(task, pod, opts) {
+		return false, ""
+	}
+	// A Succeeded pod is final: its work is done, placing it again would run
+	// the work twice.
+	if pod.Status.Phase == corev1.PodSucceeded {
+		return false, ""
+	}
+	if pod.Status.Phase == corev1.PodFailed {
+		if pod.Status.Reason == "Evicted" {
+			return true, ReasonEvicted
+		}
+		return true, ReasonPodFailed
+	}
+	if pod.Spec.NodeName != "" {
+		if node == nil {
+			return true, ReasonNodeLost
+		}
+		if nodeNotReady(node) {
+			return true, ReasonNodeNotReady
+		}
+	}
+	if d, ok := unschedulableFor(pod, now); ok && opts.PendingTimeout > 0 && d >= opts.PendingTimeout {
+		return true, ReasonUnschedulable
+	}
+	if policy(task) == gputaskv1.ReschedulePeriodic && now.Sub(pod.CreationTimestamp.Time) >= opts.Interval {
+		return true, ReasonPeriodic
+	}
+	return false, ""
+}
+
+// NextCheck returns how long from now a time-based case (an unschedulable
+// pod reaching the pending timeout, a Periodic pod reaching the interval)
+// can first become true, so the controller can look again just then instead
+// of polling. It returns 0 when no such case is ahead.
+func NextCheck(task *gputaskv1.GPUTask, pod *corev1.Pod, now time.Time, opts Options) time.Duration {
+	if !enabled(task, pod, opts) || isFinal(pod) {
+		return 0
+	}
+	var next time.Duration
+	consider := func(d time.Duration) {
+		if d > 0 && (next == 0 || d < next) {
+			next = d
+		}
+	}
+	if d, ok := unschedulableFor(pod, now); ok && opts.PendingTimeout > 0 {
+		consider(opts.PendingTimeout - d)
+	}
+	if policy(task) == gputaskv1.ReschedulePeriodic {
+		consider(opts.Interval - now.Sub(pod.CreationTimestamp.Time))
+	}
+	return next
+}
+
+func enabled(task *gputaskv1.GPUTask, pod *corev1.Pod, opts Options) bool {
+	if task == nil || pod == nil || pod.DeletionTimestamp != nil || opts.Interval <= 0 {
+		return false
+	}
+	switch policy(task) {
+	case gputaskv1.RescheduleOnFailure, gputaskv1.ReschedulePeriodic:
+		return true
+	default:
+		// Never, and any value this version does not know: doing nothing is
+		// the safe reading of a policy we do not understand.
+		return false
+	}
+}
+
+func policy(task *gputaskv1.GPUTask) gputaskv1.ReschedulePolicy {
+	if task.Spec.ReschedulePolicy == "" {
+		return gputaskv1.RescheduleOnFailure
+	}
+	return task.Spec.ReschedulePolicy
+}
+
+func isFinal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// nodeNotReady is true when the node's Ready condition is False or Unknown
+// (the node lifecycle controller sets Unknown when the kubelet stops
+// reporting). A node that has not reported Ready at all yet is left alone.
+func nodeNotReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status != corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// unschedulableFor returns how long an unbound pending pod has been marked
+// unschedulable by the scheduler, measured from the condition's
+// lastTransitionTime (the scheduler keeps it while retrying).
+func unschedulableFor(pod *corev1.Pod, now time.Time) (time.Duration, bool) {
+	if pod.Status.Phase != corev1.PodPending || pod.Spec.NodeName != "" {
+		return 0, false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return now.Sub(c.LastTransitionTime.Time), true
+		}
+	}
+	return 0, false
+}
+
+// RestartVerdict is what a gputask.io/restartedAt annotation asks for.
+type RestartVerdict struct {
+	// Replace is true when the pod predates the requested restart.
+	Replace bool
+	// Wait, when > 0, is how long until the requested time is reached; a
+	// restart time in the future (clock skew) is acted on only once it has
+	// passed, so the replacement is never older than the request.
+	Wait time.Duration
+}
+
+// Restart reads task's gputask.io/restartedAt annotation and tells whether
+// pod must be replaced to honour it. A pod created at or after the requested
+// time already satisfies it, and so does a task whose lastRescheduleTime is
+// at or after it. An unparseable value is returned as an error, which the
+// caller reports and otherwise ignores.
+func Restart(task *gputaskv1.GPUTask, pod *corev1.Pod, now time.Time) (RestartVerdict, error) {
+	at, ok, err := RestartedAt(task)
+	if err != nil || !ok || pod == nil || pod.DeletionTimestamp != nil {
+		return RestartVerdict{}, err
+	}
+	if !pod.CreationTimestamp.Time.Before(at) {
+		return RestartVerdict{}, nil
+	}
+	if last := task.Status.LastRescheduleTime; last != nil && !last.Time.Before(at) {
+		return RestartVerdict{}, nil
+	}
+	if now.Before(at) {
+		return RestartVerdict{Wait: at.Sub(now)}, nil
+	}
+	return RestartVerdict{Replace: true}, nil
+}
+
+// RestartedAt parses task's gputask.io/restartedAt annotation. ok is false
+// when the annotation is absent or empty.
+func RestartedAt(task *gputaskv1.GPUTask) (at time.Time, ok bool, err error) {
+	v := task.Annotations[gputaskv1.AnnotationRestartedAt]
+	if v == "" {
+		return time.Time{}, false, nil
+	}
+	at, err = time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("annotation %s: %q is not an RFC 3339 time: %w", gputaskv1.AnnotationRestartedAt, v, err)
+	}
+	return at, true, nil
+}
