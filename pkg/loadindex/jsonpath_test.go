@@ -1,0 +1,78 @@
+package loadindex
+
+import (
+	"errors"
+	"math"
+	"testing"
+)
+
+func TestExtractValue(t *testing.T) {
+	tests := []struct {
+		doc, path string
+		want      float64
+		wantErr   error
+	}{
+		{doc: `{"a":{"b":1.5}}`, path: "a.b", want: 1.5},
+		{doc: `{"a":[0,{"b":"7"}]}`, path: "a.1.b", want: 7},
+		{doc: `{"a.b":1}`, path: "a.b", wantErr: ErrMissingField},
+		{doc: `{"a":[1]}`, path: "a.1", wantErr: ErrMissingField},
+		{doc: `{"a":[1]}`, path: "a.-1", wantErr: ErrMissingField},
+		{doc: `{"a":[1]}`, path: "a.x", wantErr: ErrMissingField},
+		{doc: `{"a":1}`, path: "a.b", wantErr: ErrMissingField},
+		{doc: `{"a":{}}`, path: "a", wantErr: ErrNotNumber},
+		{doc: `{"a":""}`, path: "a", wantErr: ErrNotNumber},
+		{doc: `{"a":"1e999"}`, path: "a", wantErr: ErrInf},
+		{doc: `{"a":"-0"}`, path: "a", want: 0},
+		{doc: ``, path: "a", wantErr: ErrBadJSON},
+		{doc: `{"a":1}{}`, path: "a", wantErr: ErrBadJSON},
+	}
+	for _, tt := range tests {
+		t.Run(tt.doc+"@"+tt.path, func(t *testing.T) {
+			got, err := ExtractValue([]byte(tt.doc), tt.path)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzExtractValue checks that any document and path either yield a finite,
+// non-negative value or a clear error, and never panic. The seeds run as a
+// plain test too.
+func FuzzExtractValue(f *testing.F) {
+	seeds := []struct{ doc, path string }{
+		{`{"data":{"load_balance":0.83}}`, "data.load_balance"},
+		{`{"data":{"items":[{"v":1},{"v":"2"}]}}`, "data.items.1.v"},
+		{`{"data":{"items":[]}}`, "data.items.0"},
+		{`[1,[2,[3]]]`, "1.1.0"},
+		{`{"a":"NaN"}`, "a"},
+		{`{"a":-1}`, "a"},
+		{`{"a":1e400}`, "a"},
+		{`{"a":`, "a"},
+		{`null`, "a"},
+		{`{"":1}`, ""},
+		{`{"a":{"b":true}}`, "a..b"},
+		{`{"a":[1]}`, "a.99999999999999999999"},
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s.doc), s.path)
+	}
+	f.Fuzz(func(t *testing.T, doc []byte, path string) {
+		v, err := ExtractValue(doc, path)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error message")
+			}
+			return
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			t.Fatalf("ExtractValue(%q, %q) = %v without error", doc, path, v)
+		}
+	})
+}
