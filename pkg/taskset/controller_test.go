@@ -1,0 +1,1153 @@
+package taskset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
+	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
+)
+
+var (
+	tasksResource = gputaskv1.SchemeGroupVersion.WithResource("gputasks")
+	setsResource  = gputaskv1.SchemeGroupVersion.WithResource("gputasksets")
+)
+
+// fixture is the sample-controller test fixture: objects preloaded into the
+// fake clientset and the informer indexers, the actions the sync is expected
+// to make, and the events it is expected to record.
+type fixture struct {
+	t *testing.T
+
+	client     *fake.Clientset
+	kubeclient *k8sfake.Clientset
+	clock      *testingclock.FakeClock
+	recorder   *record.FakeRecorder
+	queue      *recordingQueue
+
+	// Objects to put in the listers' indexers.
+	sets  []*gputaskv1.GPUTaskSet
+	tasks []*gputaskv1.GPUTask
+	// Objects the fake clientset starts with.
+	objects []runtime.Object
+	// Reactors to prepend before the name-generating one.
+	reactors []reactor
+
+	// Expected actions, in order, except that creates may come in any order
+	// within their run (they are made in parallel batches).
+	actions []core.Action
+}
+
+type reactor struct {
+	verb, resource string
+	fn             core.ReactionFunc
+}
+
+func newFixture(t *testing.T) *fixture {
+	return &fixture{
+		t:          t,
+		kubeclient: k8sfake.NewSimpleClientset(),
+		clock:      testingclock.NewFakeClock(testNow),
+		recorder:   record.NewFakeRecorder(100),
+	}
+}
+
+// recordingQueue records AddAfter calls, so tests can see when a set asked
+// to be synced again.
+type recordingQueue struct {
+	workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	mu    sync.Mutex
+	after []time.Duration
+}
+
+func (q *recordingQueue) AddAfter(key cache.ObjectName, d time.Duration) {
+	q.mu.Lock()
+	q.after = append(q.after, d)
+	q.mu.Unlock()
+	q.TypedRateLimitingInterface.AddAfter(key, d)
+}
+
+// newClients builds the fake clientset with the fixture's objects and
+// reactors that make it behave like the API server where the tests need it.
+func (f *fixture) newClients() {
+	f.client = fake.NewSimpleClientset(f.objects...)
+	// The status subresource writes only the status, so a status update made
+	// from a stale copy cannot undo a spec change, as on a real API server.
+	f.client.PrependReactor("update", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		in := action.(core.UpdateAction).GetObject().(*gputaskv1.GPUTaskSet)
+		cur, err := f.client.Tracker().Get(setsResource, in.Namespace, in.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		out := cur.(*gputaskv1.GPUTaskSet).DeepCopy()
+		out.Status = *in.Status.DeepCopy()
+		return true, out, f.client.Tracker().Update(setsResource, out, in.Namespace)
+	})
+	// The fake tracker does not implement generateName; the API server does.
+	var generated atomic.Int64
+	f.client.PrependReactor("create", "gputasks", func(action core.Action) (bool, runtime.Object, error) {
+		create := action.(core.CreateAction)
+		task := create.GetObject().(*gputaskv1.GPUTask).DeepCopy()
+		if task.Name == "" && task.GenerateName != "" {
+			task.Name = fmt.Sprintf("%s%05d", task.GenerateName, generated.Add(1))
+		}
+		return true, task, f.client.Tracker().Create(tasksResource, task, create.GetNamespace())
+	})
+	// The test's own reactors run first.
+	for _, r := range f.reactors {
+		f.client.PrependReactor(r.verb, r.resource, r.fn)
+	}
+}
+
+// newController builds the controller over fake clients and preloaded
+// indexers. The informers are not started: the test drives syncHandler.
+func (f *fixture) newController(ctx context.Context) *Controller {
+	f.newClients()
+	factory := informers.NewSharedInformerFactory(f.client, 0)
+	setInformer := factory.Gputask().V1().GPUTaskSets()
+	taskInformer := factory.Gputask().V1().GPUTasks()
+	c := NewController(ctx, f.kubeclient, f.client, setInformer, taskInformer, Options{
+		Recorder: f.recorder,
+		Clock:    f.clock,
+	})
+	f.queue = &recordingQueue{TypedRateLimitingInterface: c.queue}
+	c.queue = f.queue
+	f.t.Cleanup(c.queue.ShutDown)
+
+	for _, s := range f.sets {
+		if err := setInformer.Informer().GetIndexer().Add(s); err != nil {
+			f.t.Fatalf("preloading set: %v", err)
+		}
+	}
+	for _, t := range f.tasks {
+		if err := taskInformer.Informer().GetIndexer().Add(t); err != nil {
+			f.t.Fatalf("preloading task: %v", err)
+		}
+	}
+	return c
+}
+
+// run builds the controller, syncs key once, and checks the actions.
+func (f *fixture) run(ctx context.Context, key string) *Controller {
+	f.t.Helper()
+	c := f.newController(ctx)
+	f.sync(ctx, c, key, false)
+	return c
+}
+
+// sync runs syncHandler on key, checks its error, and compares the actions
+// made since the last check with f.actions.
+func (f *fixture) sync(ctx context.Context, c *Controller, key string, wantErr bool) {
+	f.t.Helper()
+	name, err := cache.ParseObjectName(key)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.client.ClearActions()
+	err = c.syncHandler(ctx, name)
+	if (err != nil) != wantErr {
+		f.t.Fatalf("syncHandler(%s) error = %v, want error: %v", key, err, wantErr)
+	}
+	f.checkActions()
+}
+
+func (f *fixture) checkActions() {
+	f.t.Helper()
+	got := filterInformerActions(f.client.Actions())
+	if len(got) != len(f.actions) {
+		f.t.Errorf("got %d actions, want %d:\n got: %s\nwant: %s", len(got), len(f.actions), describe(got), describe(f.actions))
+		return
+	}
+	for i := range got {
+		checkAction(f.t, f.actions[i], got[i])
+	}
+	if kube := filterInformerActions(f.kubeclient.Actions()); len(kube) > 0 {
+		f.t.Errorf("unexpected core API actions: %s", describe(kube))
+	}
+}
+
+// filterInformerActions drops the list and watch calls of informers.
+func filterInformerActions(actions []core.Action) []core.Action {
+	var out []core.Action
+	for _, a := range actions {
+		if a.Matches("list", "gputasks") || a.Matches("watch", "gputasks") ||
+			a.Matches("list", "gputasksets") || a.Matches("watch", "gputasksets") {
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func describe(actions []core.Action) string {
+	var parts []string
+	for _, a := range actions {
+		s := a.GetVerb() + " " + a.GetResource().Resource
+		if sub := a.GetSubresource(); sub != "" {
+			s += "/" + sub
+		}
+		switch a := a.(type) {
+		case core.DeleteAction:
+			s += " " + a.GetName()
+		case core.PatchAction:
+			s += " " + a.GetName()
+		}
+		parts = append(parts, s)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// checkAction compares verb, resource, subresource, namespace and the
+// payload of one action.
+func checkAction(t *testing.T, want, got core.Action) {
+	t.Helper()
+	if !(want.Matches(got.GetVerb(), got.GetResource().Resource) && want.GetSubresource() == got.GetSubresource()) {
+		t.Errorf("action = %s, want %s", describe([]core.Action{got}), describe([]core.Action{want}))
+		return
+	}
+	if want.GetNamespace() != got.GetNamespace() {
+		t.Errorf("action namespace = %q, want %q", got.GetNamespace(), want.GetNamespace())
+	}
+	switch w := want.(type) {
+	case core.CreateActionImpl:
+		g := got.(core.CreateActionImpl)
+		if !apiequality.Semantic.DeepEqual(w.GetObject(), g.GetObject()) {
+			t.Errorf("create object differs:\n got: %#v\nwant: %#v", g.GetObject(), w.GetObject())
+		}
+	case core.UpdateActionImpl:
+		g := got.(core.UpdateActionImpl)
+		if !apiequality.Semantic.DeepEqual(w.GetObject(), g.GetObject()) {
+			t.Errorf("update object differs:\n got: %#v\nwant: %#v", g.GetObject(), w.GetObject())
+		}
+	case core.DeleteActionImpl:
+		if g := got.(core.DeleteActionImpl); g.GetName() != w.GetName() {
+			t.Errorf("deleted %q, want %q", g.GetName(), w.GetName())
+		}
+	case core.PatchActionImpl:
+		g := got.(core.PatchActionImpl)
+		if g.GetName() != w.GetName() || g.GetPatchType() != w.GetPatchType() || string(g.GetPatch()) != string(w.GetPatch()) {
+			t.Errorf("patch = %s %s %s, want %s %s %s", g.GetName(), g.GetPatchType(), g.GetPatch(), w.GetName(), w.GetPatchType(), w.GetPatch())
+		}
+	case core.GetActionImpl:
+		if g := got.(core.GetActionImpl); g.GetName() != w.GetName() {
+			t.Errorf("got %q, want %q", g.GetName(), w.GetName())
+		}
+	}
+}
+
+func (f *fixture) expectCreate(task *gputaskv1.GPUTask) {
+	f.actions = append(f.actions, core.NewCreateAction(tasksResource, task.Namespace, task))
+}
+
+func (f *fixture) expectDelete(namespace, name string) {
+	f.actions = append(f.actions, core.NewDeleteAction(tasksResource, namespace, name))
+}
+
+func (f *fixture) expectStatusUpdate(set *gputaskv1.GPUTaskSet) {
+	f.actions = append(f.actions, core.NewUpdateSubresourceAction(setsResource, "status", set.Namespace, set))
+}
+
+func (f *fixture) expectRestartPatch(namespace, name, value string) {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, gputaskv1.AnnotationRestartedAt, value)
+	f.actions = append(f.actions, core.NewPatchAction(tasksResource, namespace, name, types.MergePatchType, []byte(patch)))
+}
+
+// events drains the recorded events.
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// countEvents counts events starting with prefix, such as "Normal SuccessfulCreate".
+func countEvents(events []string, prefix string) int {
+	n := 0
+	for _, e := range events {
+		if strings.HasPrefix(e, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// --- builders ---
+
+func newSet(name string, replicas *int32) *gputaskv1.GPUTaskSet {
+	return &gputaskv1.GPUTaskSet{
+		TypeMeta: metav1.TypeMeta{APIVersion: gputaskv1.SchemeGroupVersion.String(), Kind: "GPUTaskSet"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              name,
+			Namespace:         metav1.NamespaceDefault,
+			UID:               types.UID("uid-" + name),
+			Generation:        3,
+			CreationTimestamp: metav1.NewTime(testNow.Add(-24 * time.Hour)),
+		},
+		Spec: gputaskv1.GPUTaskSetSpec{
+			Replicas: replicas,
+			Template: gputaskv1.GPUTaskTemplateSpec{
+				Metadata: gputaskv1.TaskTemplateMeta{
+					Labels:      map[string]string{"app": "render"},
+					Annotations: map[string]string{"team": "vision"},
+				},
+				Spec: gputaskv1.GPUTaskSpec{
+					GPU:       "NVIDIA-A100-SXM4-80GB",
+					GPUAmount: ptr.To(intstr.FromInt32(2)),
+					Memory:    ptr.To(intstr.FromString("16Gi")),
+					Image:     "registry.example/render:1",
+					Args:      []string{"--serve"},
+				},
+			},
+		},
+	}
+}
+
+// ownedTask is a task the set controls, created age before testNow, in phase
+// on a node (Running and placed unless changed).
+func ownedTask(set *gputaskv1.GPUTaskSet, name string, age time.Duration) *gputaskv1.GPUTask {
+	return &gputaskv1.GPUTask{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              name,
+			Namespace:         set.Namespace,
+			UID:               types.UID("uid-" + name),
+			ResourceVersion:   "1",
+			CreationTimestamp: metav1.NewTime(testNow.Add(-age)),
+			Labels:            map[string]string{"app": "render", gputaskv1.LabelTaskSet: set.Name},
+			OwnerReferences:   []metav1.OwnerReference{*metav1.NewControllerRef(set, setKind)},
+		},
+		Spec: set.Spec.Template.Spec,
+		Status: gputaskv1.GPUTaskStatus{
+			Phase:    gputaskv1.GPUTaskRunning,
+			PodName:  name,
+			NodeName: "gpu-node-1",
+		},
+	}
+}
+
+// expectedTask is the task the controller must create for set, written out
+// field by field rather than with newTask, so the test checks newTask.
+func expectedTask(set *gputaskv1.GPUTaskSet) *gputaskv1.GPUTask {
+	return &gputaskv1.GPUTask{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: set.Name + "-",
+			Namespace:    set.Namespace,
+			Labels:       map[string]string{"app": "render", gputaskv1.LabelTaskSet: set.Name},
+			Annotations:  map[string]string{"team": "vision"},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion:         "gputask.io/v1",
+				Kind:               "GPUTaskSet",
+				Name:               set.Name,
+				UID:                set.UID,
+				Controller:         ptr.To(true),
+				BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: gputaskv1.GPUTaskSpec{
+			GPU:       "NVIDIA-A100-SXM4-80GB",
+			GPUAmount: ptr.To(intstr.FromInt32(2)),
+			Memory:    ptr.To(intstr.FromString("16Gi")),
+			Image:     "registry.example/render:1",
+			Args:      []string{"--serve"},
+		},
+	}
+}
+
+// withStatus returns a copy of set whose owned status fields are the ones
+// the controller computes for these tasks, so that it is in sync.
+func withStatus(set *gputaskv1.GPUTaskSet, replicas, running, pending, heldBack int32) *gputaskv1.GPUTaskSet {
+	s := set.DeepCopy()
+	s.Status.Replicas = replicas
+	s.Status.RunningReplicas = running
+	s.Status.PendingReplicas = pending
+	s.Status.HeldBackReplicas = heldBack
+	s.Status.Selector = gputaskv1.LabelTaskSet + "=" + set.Name
+	s.Status.ObservedGeneration = set.Generation
+	return s
+}
+
+func (f *fixture) addSet(set *gputaskv1.GPUTaskSet) {
+	f.sets = append(f.sets, set)
+	f.objects = append(f.objects, set)
+}
+
+func (f *fixture) addTasks(tasks ...*gputaskv1.GPUTask) {
+	for _, t := range tasks {
+		f.tasks = append(f.tasks, t)
+		f.objects = append(f.objects, t)
+	}
+}
+
+func setKey(set *gputaskv1.GPUTaskSet) string {
+	return set.Namespace + "/" + set.Name
+}
+
+// --- tests ---
+
+func TestCreatesTasksFromTemplate(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](3))
+	f.addSet(set)
+
+	for range 3 {
+		f.expectCreate(expectedTask(set))
+	}
+	f.expectStatusUpdate(withStatus(set, 0, 0, 0, 0))
+	c := f.run(ctx, setKey(set))
+
+	if n := countEvents(f.events(), "Normal SuccessfulCreate"); n != 3 {
+		t.Errorf("SuccessfulCreate events = %d, want 3", n)
+	}
+	if c.expectations.Satisfied(setKey(set)) {
+		t.Error("expectations satisfied before the informer saw the new tasks")
+	}
+}
+
+func TestNilReplicasMeansOne(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", nil)
+	f.addSet(set)
+	f.expectCreate(expectedTask(set))
+	f.expectStatusUpdate(withStatus(set, 0, 0, 0, 0))
+	f.run(ctx, setKey(set))
+}
+
+func TestTemplateChangeLeavesExistingTasks(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](2))
+	old := ownedTask(set, "render-old", time.Hour)
+	set.Spec.Template.Spec.Image = "registry.example/render:2"
+	f.addSet(withStatus(set, 1, 1, 0, 0))
+	f.addTasks(old)
+
+	// One new task from the new template; the old task is not updated.
+	want := expectedTask(set)
+	want.Spec.Image = "registry.example/render:2"
+	f.expectCreate(want)
+	f.run(ctx, setKey(set))
+}
+
+func TestNoWritesWhenInSync(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](3))
+	pending := ownedTask(set, "render-c", time.Minute)
+	pending.Status = gputaskv1.GPUTaskStatus{Phase: gputaskv1.GPUTaskPending}
+	inSync := withStatus(set, 3, 2, 1, 0)
+	// Fields the autoscaler owns do not matter to this controller.
+	inSync.Status.LoadIndex = "0.83"
+	inSync.Status.Conditions = []metav1.Condition{{Type: gputaskv1.ConditionAbleToScale, Status: metav1.ConditionTrue, Reason: "ReadyForNewScale"}}
+	f.addSet(inSync)
+	f.addTasks(ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", time.Hour), pending)
+
+	f.run(ctx, setKey(set)) // no actions expected
+	if events := f.events(); len(events) > 0 {
+		t.Errorf("events when in sync: %v", events)
+	}
+}
+
+func TestIgnoresTasksItDoesNotControl(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](1))
+	f.addSet(withStatus(set, 1, 1, 0, 0))
+
+	orphan := ownedTask(set, "render-orphan", time.Hour)
+	orphan.OwnerReferences = nil
+	oldSet := ownedTask(set, "render-of-old-set", time.Hour)
+	oldSet.OwnerReferences[0].UID = "uid-of-a-deleted-set"
+	notController := ownedTask(set, "render-not-controller", time.Hour)
+	notController.OwnerReferences[0].Controller = ptr.To(false)
+	otherLabel := ownedTask(set, "render-other-label", time.Hour)
+	otherLabel.Labels[gputaskv1.LabelTaskSet] = "other"
+	terminating := ownedTask(set, "render-terminating", time.Hour)
+	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
+	terminating.Finalizers = []string{"example.com/hold"}
+	f.addTasks(ownedTask(set, "render-mine", time.Hour), orphan, oldSet, notController, otherLabel, terminating)
+
+	// One task is controlled and active, so the set is in sync: the others
+	// are neither counted, adopted, deleted again nor restarted.
+	f.run(ctx, setKey(set))
+}
+
+func TestTerminatingTaskIsReplacedNotDeletedTwice(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](1))
+	terminating := ownedTask(set, "render-terminating", time.Hour)
+	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
+	terminating.Finalizers = []string{"example.com/hold"}
+	f.addSet(withStatus(set, 0, 0, 0, 0))
+	f.addTasks(terminating)
+
+	f.expectCreate(expectedTask(set))
+	f.run(ctx, setKey(set))
+}
+
+func TestScaleInDeletesTheRightVictims(t *testing.T) {
+	tests := []struct {
+		name     string
+		replicas int32
+		tasks    func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask
+		want     []string
+		// status after the sync: running and pending among all the tasks
+		running, pending int32
+	}{{
+		name:     "a task without a pod goes first",
+		replicas: 2,
+		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
+			nopod := ownedTask(set, "render-nopod", 3*time.Hour)
+			nopod.Status = gputaskv1.GPUTaskStatus{Phase: gputaskv1.GPUTaskPending}
+			return []*gputaskv1.GPUTask{ownedTask(set, "render-a", time.Hour), nopod, ownedTask(set, "render-b", 2*time.Hour)}
+		},
+		want: []string{"render-nopod"}, running: 2, pending: 1,
+	}, {
+		name:     "an unscheduled pod goes before a scheduled one",
+		replicas: 1,
+		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
+			unscheduled := ownedTask(set, "render-unscheduled", time.Hour)
+			unscheduled.Status.Phase, unscheduled.Status.NodeName = gputaskv1.GPUTaskPending, ""
+			scheduled := ownedTask(set, "render-scheduled", time.Minute)
+			scheduled.Status.Phase = gputaskv1.GPUTaskScheduled
+			return []*gputaskv1.GPUTask{scheduled, unscheduled}
+		},
+		want: []string{"render-unscheduled"}, running: 0, pending: 2,
+	}, {
+		name:     "Scheduled before Running",
+		replicas: 1,
+		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
+			scheduled := ownedTask(set, "render-scheduled", 2*time.Hour)
+			scheduled.Status.Phase = gputaskv1.GPUTaskScheduled
+			return []*gputaskv1.GPUTask{ownedTask(set, "render-running", time.Minute), scheduled}
+		},
+		want: []string{"render-scheduled"}, running: 1, pending: 1,
+	}, {
+		name:     "lower deletion cost first",
+		replicas: 1,
+		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
+			cheap := ownedTask(set, "render-cheap", 2*time.Hour)
+			cheap.Annotations = map[string]string{gputaskv1.AnnotationDeletionCost: "-1"}
+			dear := ownedTask(set, "render-dear", time.Minute)
+			dear.Annotations = map[string]string{gputaskv1.AnnotationDeletionCost: "100"}
+			return []*gputaskv1.GPUTask{dear, cheap, ownedTask(set, "render-zero", time.Minute)}
+		},
+		want: []string{"render-cheap", "render-zero"}, running: 3,
+	}, {
+		name:     "younger first",
+		replicas: 1,
+		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
+			return []*gputaskv1.GPUTask{ownedTask(set, "render-old", 3*time.Hour), ownedTask(set, "render-young", time.Minute), ownedTask(set, "render-mid", time.Hour)}
+		},
+		want: []string{"render-young", "render-mid"}, running: 3,
+	}, {
+		name:     "scale to zero deletes all",
+		replicas: 0,
+		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
+			return []*gputaskv1.GPUTask{ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", time.Minute)}
+		},
+		want: []string{"render-b", "render-a"}, running: 2,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newFixture(t)
+			set := newSet("render", ptr.To(tc.replicas))
+			tasks := tc.tasks(set)
+			f.addSet(set)
+			f.addTasks(tasks...)
+			for _, name := range tc.want {
+				f.expectDelete(set.Namespace, name)
+			}
+			f.expectStatusUpdate(withStatus(set, int32(len(tasks)), tc.running, tc.pending, 0))
+			c := f.run(ctx, setKey(set))
+
+			if n := countEvents(f.events(), "Normal SuccessfulDelete"); n != len(tc.want) {
+				t.Errorf("SuccessfulDelete events = %d, want %d", n, len(tc.want))
+			}
+			// The deletions are expected until the informer reports them.
+			if c.expectations.Satisfied(setKey(set)) {
+				t.Error("expectations satisfied before the deletions were observed")
+			}
+			for _, name := range tc.want {
+				c.deleteTask(klogDiscard(), cache.DeletedFinalStateUnknown{Key: "default/" + name, Obj: taskNamed(tasks, name)})
+			}
+			if !c.expectations.Satisfied(setKey(set)) {
+				t.Error("expectations not satisfied after every deletion was observed")
+			}
+		})
+	}
+}
+
+func taskNamed(tasks []*gputaskv1.GPUTask, name string) *gputaskv1.GPUTask {
+	for _, t := range tasks {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+func TestMinTaskAgeHoldsBackYoungRunningTasks(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](1))
+	set.Spec.MinTaskAge = &metav1.Duration{Duration: 10 * time.Minute}
+	youngPending := ownedTask(set, "render-young-pending", time.Minute)
+	youngPending.Status = gputaskv1.GPUTaskStatus{Phase: gputaskv1.GPUTaskPending}
+	f.addSet(set)
+	f.addTasks(
+		ownedTask(set, "render-old", time.Hour),
+		ownedTask(set, "render-young-1", 2*time.Minute),
+		ownedTask(set, "render-young-2", 4*time.Minute),
+		youngPending,
+	)
+
+	// 4 tasks, 1 wanted: the pending task and the old running task go; of
+	// the two young running tasks one is held back, and the set asks to be
+	// synced again when the older of them turns ten minutes old.
+	f.expectDelete(set.Namespace, "render-young-pending")
+	f.expectDelete(set.Namespace, "render-old")
+	f.expectStatusUpdate(withStatus(set, 4, 3, 1, 1))
+	f.run(ctx, setKey(set))
+
+	if !slices.Equal(f.queue.after, []time.Duration{6 * time.Minute}) {
+		t.Errorf("AddAfter calls = %v, want [6m]", f.queue.after)
+	}
+}
+
+func TestMinTaskAgeHeldBackIsStableWhenNothingChanged(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](1))
+	set.Spec.MinTaskAge = &metav1.Duration{Duration: 10 * time.Minute}
+	f.addSet(withStatus(set, 2, 2, 0, 1))
+	f.addTasks(ownedTask(set, "render-a", 2*time.Minute), ownedTask(set, "render-b", 3*time.Minute))
+
+	// Both tasks are protected: no delete, no status write, one requeue.
+	f.run(ctx, setKey(set))
+	if !slices.Equal(f.queue.after, []time.Duration{7 * time.Minute}) {
+		t.Errorf("AddAfter calls = %v, want [7m]", f.queue.after)
+	}
+}
+
+func TestStoppedDeletesAllAndIgnoresMinTaskAge(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](2))
+	set.Annotations = map[string]string{gputaskv1.AnnotationStopped: "true"}
+	set.Spec.MinTaskAge = &metav1.Duration{Duration: time.Hour}
+	f.addSet(withStatus(set, 2, 2, 0, 0))
+	f.addTasks(ownedTask(set, "render-a", time.Minute), ownedTask(set, "render-b", 2*time.Minute))
+
+	// Only deletes: spec.replicas stays 2, and no status field changes
+	// until the informer reports the deletions.
+	f.expectDelete(set.Namespace, "render-a")
+	f.expectDelete(set.Namespace, "render-b")
+	f.run(ctx, setKey(set))
+	if len(f.queue.after) != 0 {
+		t.Errorf("a stopped set must not wait for minTaskAge, got AddAfter %v", f.queue.after)
+	}
+}
+
+func TestStoppedWithNoTasksIsInSync(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](2))
+	set.Annotations = map[string]string{gputaskv1.AnnotationStopped: "true"}
+	f.addSet(withStatus(set, 0, 0, 0, 0))
+	f.run(ctx, setKey(set))
+}
+
+func TestStartRecreatesToSpecReplicas(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	// The stop annotation was removed; spec.replicas kept the old count.
+	set := newSet("render", ptr.To[int32](2))
+	set.Annotations = map[string]string{gputaskv1.AnnotationStopped: "false"}
+	f.addSet(withStatus(set, 0, 0, 0, 0))
+	f.expectCreate(expectedTask(set))
+	f.expectCreate(expectedTask(set))
+	f.run(ctx, setKey(set))
+}
+
+func TestExpectationsPreventDuplicateCreates(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](2))
+	f.addSet(withStatus(set, 0, 0, 0, 0))
+	f.expectCreate(expectedTask(set))
+	f.expectCreate(expectedTask(set))
+	c := f.run(ctx, setKey(set))
+
+	// The cache has not seen the new tasks yet: a second sync must not
+	// create them again.
+	f.actions = nil
+	f.sync(ctx, c, setKey(set), false)
+
+	// Once the informer reports both, the set acts again, on a fresh cache.
+	created, err := f.client.GputaskV1().GPUTasks(set.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(created.Items) != 2 {
+		t.Fatalf("tasks in the API = %d, want 2", len(created.Items))
+	}
+	for i := range created.Items {
+		c.addTask(klogDiscard(), &created.Items[i])
+	}
+	if !c.expectations.Satisfied(setKey(set)) {
+		t.Error("expectations not satisfied after both creations were observed")
+	}
+}
+
+func TestExpectationsExpire(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](1))
+	f.addSet(withStatus(set, 0, 0, 0, 0))
+	f.expectCreate(expectedTask(set))
+	c := f.run(ctx, setKey(set))
+
+	// The add event was lost. After the timeout the set creates again
+	// rather than waiting forever.
+	f.clock.Step(DefaultExpectationsTimeout + time.Second)
+	f.sync(ctx, c, setKey(set), false)
+}
+
+func TestSlowStartStopsAtFirstFailingBatch(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](10))
+	f.addSet(withStatus(set, 0, 0, 0, 0))
+	var calls atomic.Int64
+	f.reactors = append(f.reactors, reactor{"create", "gputasks", func(core.Action) (bool, runtime.Object, error) {
+		if calls.Add(1) > 3 {
+			return true, nil, apierrors.NewForbidden(tasksResource.GroupResource(), "", errors.New("exceeded quota"))
+		}
+		return false, nil, nil
+	}})
+
+	// Batches of 1 and 2 succeed; the batch of 4 fails; the last 3 are never tried.
+	for range 7 {
+		f.expectCreate(expectedTask(set))
+	}
+	failed := withStatus(set, 0, 0, 0, 0)
+	failed.Status.Conditions = []metav1.Condition{{
+		Type:               gputaskv1.ConditionReplicaFailure,
+		Status:             metav1.ConditionTrue,
+		Reason:             ReasonFailedCreate,
+		Message:            "creating tasks for gputaskset default/render: gputasks.gputask.io is forbidden: exceeded quota",
+		ObservedGeneration: set.Generation,
+		LastTransitionTime: metav1.NewTime(testNow),
+	}}
+	f.expectStatusUpdate(failed)
+	c := f.newController(ctx)
+	f.sync(ctx, c, setKey(set), true)
+
+	events := f.events()
+	if n := countEvents(events, "Normal SuccessfulCreate"); n != 3 {
+		t.Errorf("SuccessfulCreate events = %d, want 3", n)
+	}
+	if n := countEvents(events, "Warning FailedCreate"); n != 4 {
+		t.Errorf("FailedCreate events = %d, want 4", n)
+	}
+	// Only the 3 created tasks are still expected.
+	for range 2 {
+		c.expectations.CreationObserved(setKey(set))
+	}
+	if c.expectations.Satisfied(setKey(set)) {
+		t.Error("want one creation still expected")
+	}
+	c.expectations.CreationObserved(setKey(set))
+	if !c.expectations.Satisfied(setKey(set)) {
+		t.Error("want no creation expected after the 3 successes were observed")
+	}
+}
+
+// lastStatusUpdate returns the object of the last status update action.
+func lastStatusUpdate(t *testing.T, actions []core.Action) *gputaskv1.GPUTaskSet {
+	t.Helper()
+	for i := len(actions) - 1; i >= 0; i-- {
+		if u, ok := actions[i].(core.UpdateActionImpl); ok && u.GetSubresource() == "status" {
+			return u.GetObject().(*gputaskv1.GPUTaskSet)
+		}
+	}
+	t.Fatal("no status update")
+	return nil
+}
+
+func TestReplicaFailureClearedAfterSuccess(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](1))
+	failing := withStatus(set, 1, 1, 0, 0)
+	failing.Status.Conditions = []metav1.Condition{
+		{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: ReasonFailedCreate, Message: "quota"},
+		{Type: gputaskv1.ConditionScalingActive, Status: metav1.ConditionTrue, Reason: "ValidMetricFound"},
+	}
+	f.addSet(failing)
+	f.addTasks(ownedTask(set, "render-a", time.Hour))
+
+	want := withStatus(set, 1, 1, 0, 0)
+	want.Status.Conditions = []metav1.Condition{{Type: gputaskv1.ConditionScalingActive, Status: metav1.ConditionTrue, Reason: "ValidMetricFound"}}
+	f.expectStatusUpdate(want)
+	f.run(ctx, setKey(set))
+}
+
+func TestStatusWrittenOnlyWhenChangedAndOnlyOwnFields(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](2))
+	stale := withStatus(set, 2, 1, 1, 0) // one task has started running since
+	stale.Status.ObservedGeneration = 2
+	stale.Status.LoadIndex = "0.91"
+	stale.Status.DesiredReplicas = ptr.To[int32](2)
+	stale.Status.Recommendations = []gputaskv1.Recommendation{{Time: metav1.NewTime(testNow), Replicas: 2}}
+	stale.Status.Conditions = []metav1.Condition{{Type: gputaskv1.ConditionAbleToScale, Status: metav1.ConditionTrue, Reason: "ReadyForNewScale"}}
+	f.addSet(stale)
+	f.addTasks(ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", time.Hour))
+
+	want := stale.DeepCopy()
+	want.Status.RunningReplicas, want.Status.PendingReplicas, want.Status.ObservedGeneration = 2, 0, 3
+	f.expectStatusUpdate(want)
+	c := f.run(ctx, setKey(set))
+
+	// The same sync on a cache that shows the write makes no call.
+	f.sets = []*gputaskv1.GPUTaskSet{want}
+	f.objects = nil
+	f.actions = nil
+	f.tasks = f.tasks[:0]
+	f.addTasks(ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", time.Hour))
+	c = f.newController(ctx)
+	f.sync(ctx, c, setKey(set), false)
+}
+
+func TestStatusConflictRetriesWithFreshSet(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](1))
+	cached := withStatus(set, 0, 0, 0, 0)
+	f.sets = []*gputaskv1.GPUTaskSet{cached}
+	f.addTasks(ownedTask(set, "render-a", time.Hour))
+	// Meanwhile the autoscaler wrote its fields; the API has a newer set.
+	fresh := cached.DeepCopy()
+	fresh.ResourceVersion = "7"
+	fresh.Status.LoadIndex = "0.42"
+	f.objects = append(f.objects, fresh)
+	var conflicted atomic.Bool
+	f.reactors = append(f.reactors, reactor{"update", "gputasksets", func(a core.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && !conflicted.Swap(true) {
+			return true, nil, apierrors.NewConflict(setsResource.GroupResource(), set.Name, errors.New("stale"))
+		}
+		return false, nil, nil
+	}})
+
+	f.expectStatusUpdate(withStatus(set, 1, 1, 0, 0))
+	f.actions = append(f.actions, core.NewGetAction(setsResource, set.Namespace, set.Name))
+	want := withStatus(fresh, 1, 1, 0, 0)
+	f.expectStatusUpdate(want)
+	f.run(ctx, setKey(set))
+
+	got := lastStatusUpdate(t, f.client.Actions())
+	if got.Status.LoadIndex != "0.42" || got.ResourceVersion != "7" {
+		t.Errorf("retry did not start from the fresh set: loadIndex %q, resourceVersion %q", got.Status.LoadIndex, got.ResourceVersion)
+	}
+}
+
+func TestRestartAnnotatesOneTaskAtATime(t *testing.T) {
+	restartAt := testNow.Add(-10 * time.Minute).Format(time.RFC3339)
+	rescheduled := metav1.NewTime(testNow.Add(-5 * time.Minute))
+	done := func(task *gputaskv1.GPUTask) *gputaskv1.GPUTask {
+		task.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: restartAt}
+		task.Status.LastRescheduleTime = &rescheduled
+		return task
+	}
+	tests := []struct {
+		name      string
+		tasks     func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask
+		wantPatch string
+	}{{
+		name: "starts with the oldest task",
+		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
+			return []*gputaskv1.GPUTask{ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", 2*time.Hour), ownedTask(set, "render-c", 30*time.Minute)}
+		},
+		wantPatch: "render-b",
+	}, {
+		name: "waits while a task is mid-restart",
+		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
+			mid := ownedTask(set, "render-b", 2*time.Hour)
+			mid.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: restartAt}
+			return []*gputaskv1.GPUTask{ownedTask(set, "render-a", time.Hour), mid, ownedTask(set, "render-c", 30*time.Minute)}
+		},
+	}, {
+		name: "moves on once the task runs again",
+		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
+			return []*gputaskv1.GPUTask{ownedTask(set, "render-a", time.Hour), done(ownedTask(set, "render-b", 2*time.Hour)), ownedTask(set, "render-c", 30*time.Minute)}
+		},
+		wantPatch: "render-a",
+	}, {
+		name: "finished",
+		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
+			return []*gputaskv1.GPUTask{done(ownedTask(set, "render-a", time.Hour)), done(ownedTask(set, "render-b", 2*time.Hour)), ownedTask(set, "render-new", 5*time.Minute)}
+		},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newFixture(t)
+			set := newSet("render", ptr.To[int32](3))
+			set.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: restartAt}
+			f.addSet(withStatus(set, 3, 3, 0, 0))
+			f.addTasks(tc.tasks(set)...)
+			if tc.wantPatch != "" {
+				f.expectRestartPatch(set.Namespace, tc.wantPatch, restartAt)
+			}
+			c := f.run(ctx, setKey(set))
+
+			if n := countEvents(f.events(), "Normal RestartingTask"); (n == 1) != (tc.wantPatch != "") || n > 1 {
+				t.Errorf("RestartingTask events = %d", n)
+			}
+			if tc.wantPatch == "" {
+				return
+			}
+			// The cache has not shown the annotation yet: a second sync
+			// must not start a second task.
+			f.actions = nil
+			f.sync(ctx, c, setKey(set), false)
+
+			// The patch changed no spec.
+			patched, err := f.client.GputaskV1().GPUTasks(set.Namespace).Get(ctx, tc.wantPatch, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !apiequality.Semantic.DeepEqual(patched.Spec, set.Spec.Template.Spec) {
+				t.Errorf("restart changed the task spec: %+v", patched.Spec)
+			}
+			if patched.Annotations[gputaskv1.AnnotationRestartedAt] != restartAt {
+				t.Errorf("annotation = %q, want %q", patched.Annotations[gputaskv1.AnnotationRestartedAt], restartAt)
+			}
+			// Seeing the annotation settles the expectation.
+			old := taskNamed(f.tasks, tc.wantPatch)
+			patched.ResourceVersion = "2" // the fake tracker does not bump it
+			c.updateTask(klogDiscard(), old, patched)
+			if !c.expectations.Satisfied(setKey(set)) {
+				t.Error("expectation not settled by the annotated task")
+			}
+		})
+	}
+}
+
+func TestRestartWithInvalidTimeWarnsAndWaits(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](1))
+	set.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: "now please"}
+	f.addSet(withStatus(set, 1, 1, 0, 0))
+	f.addTasks(ownedTask(set, "render-a", time.Hour))
+	f.run(ctx, setKey(set))
+	if n := countEvents(f.events(), "Warning "+ReasonInvalidRestartAt); n != 1 {
+		t.Errorf("%s events = %d, want 1", ReasonInvalidRestartAt, n)
+	}
+}
+
+func TestDeletedSetIsForgotten(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	c := f.newController(ctx)
+	c.expectations.ExpectCreations("default/gone", 2)
+	f.sync(ctx, c, "default/gone", false)
+	if !c.expectations.Satisfied("default/gone") {
+		t.Error("expectations of a deleted set must be dropped")
+	}
+}
+
+func TestSetBeingDeletedIsNotManaged(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](3))
+	set.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
+	set.Finalizers = []string{"foregroundDeletion"}
+	f.addSet(withStatus(set, 1, 1, 0, 0))
+	f.addTasks(ownedTask(set, "render-a", time.Hour))
+	f.run(ctx, setKey(set))
+}
+
+func TestEventHandlers(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](1))
+	f.addSet(set)
+	c := f.newController(ctx)
+	key := setKey(set)
+	logger := klogDiscard()
+
+	mine := ownedTask(set, "render-a", time.Minute)
+	stranger := ownedTask(set, "render-x", time.Minute)
+	stranger.OwnerReferences[0].UID = "uid-someone-else"
+
+	c.expectations.ExpectCreations(key, 1)
+	c.addTask(logger, stranger)
+	if c.expectations.Satisfied(key) || c.queue.Len() != 0 {
+		t.Fatal("a task controlled by another set's UID must be ignored")
+	}
+	c.addTask(logger, mine)
+	if !c.expectations.Satisfied(key) || c.queue.Len() != 1 {
+		t.Fatalf("adding an owned task: satisfied=%v queue=%d, want true, 1", c.expectations.Satisfied(key), c.queue.Len())
+	}
+
+	// A resync (same resourceVersion) enqueues nothing new.
+	drain(c)
+	c.updateTask(logger, mine, mine.DeepCopy())
+	if c.queue.Len() != 0 {
+		t.Error("a resync of an unchanged task must not enqueue")
+	}
+	changed := mine.DeepCopy()
+	changed.ResourceVersion = "2"
+	changed.Status.Phase = gputaskv1.GPUTaskFailed
+	c.updateTask(logger, mine, changed)
+	if c.queue.Len() != 1 {
+		t.Error("a status change must enqueue the owner")
+	}
+	drain(c)
+
+	// A deletion seen first as a deletion timestamp, then as a tombstone,
+	// is counted once.
+	c.expectations.ExpectDeletions(key, "render-a")
+	terminating := changed.DeepCopy()
+	terminating.ResourceVersion = "3"
+	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
+	c.updateTask(logger, changed, terminating)
+	if !c.expectations.Satisfied(key) {
+		t.Error("a deletion timestamp must count as the deletion")
+	}
+	c.deleteTask(logger, cache.DeletedFinalStateUnknown{Key: "default/render-a", Obj: terminating})
+	if c.queue.Len() != 1 {
+		t.Errorf("queue = %d, want the owner once", c.queue.Len())
+	}
+	drain(c)
+
+	// Set handlers: a tombstone of the set drops its expectations.
+	c.expectations.ExpectCreations(key, 5)
+	c.deleteSet(logger, cache.DeletedFinalStateUnknown{Key: key, Obj: set})
+	if !c.expectations.Satisfied(key) || c.queue.Len() != 1 {
+		t.Error("deleting the set must drop its expectations and enqueue it")
+	}
+	drain(c)
+	c.addSet(logger, "not a set")
+	c.deleteTask(logger, "not a task")
+	if c.queue.Len() != 0 {
+		t.Error("unexpected objects must be ignored")
+	}
+}
+
+func drain(c *Controller) {
+	for c.queue.Len() > 0 {
+		k, _ := c.queue.Get()
+		c.queue.Done(k)
+		c.queue.Forget(k)
+	}
+}
+
+// TestRun drives the whole loop: informers on the fake clientset, the
+// handlers, the queue and the workers, then checks that Run returns once the
+// context ends.
+func TestRun(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](3))
+	f.objects = append(f.objects, set)
+	f.newClients()
+
+	factory := informers.NewSharedInformerFactory(f.client, 0)
+	c := NewController(ctx, f.kubeclient, f.client, factory.Gputask().V1().GPUTaskSets(), factory.Gputask().V1().GPUTasks(), Options{Recorder: f.recorder})
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, 2) }()
+
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		tasks, err := f.client.GputaskV1().GPUTasks(set.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		got, err := f.client.GputaskV1().GPUTaskSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return len(tasks.Items) == 3 && got.Status.Replicas == 3, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for 3 tasks and status.replicas=3: %v", err)
+	}
+
+	// Scale in through the API; the controller follows.
+	got, err := f.client.GputaskV1().GPUTaskSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Spec.Replicas = ptr.To[int32](1)
+	if _, err := f.client.GputaskV1().GPUTaskSets(set.Namespace).Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		tasks, err := f.client.GputaskV1().GPUTasks(set.Namespace).List(ctx, metav1.ListOptions{})
+		return err == nil && len(tasks.Items) == 1, err
+	})
+	if err != nil {
+		t.Fatalf("waiting for scale-in to 1 task: %v", err)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run() = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the context ended")
+	}
+}
+
+func klogDiscard() klog.Logger {
+	return logr.Discard()
+}
