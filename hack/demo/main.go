@@ -1,0 +1,142 @@
+// Command demo runs gputask-controller on a local control plane with fake GPU
+// nodes and shows tasks, pods and GPUs live, refreshed every second. It is
+// what `make demo` runs, after make has built the control plane and the
+// controller into bin/.
+//
+// It starts etcd, kube-apiserver, kube-scheduler, kube-controller-manager and
+// kwok on 127.0.0.1, creates three fake GPU nodes, installs the CRDs and the
+// manifests of artifacts/examples, and runs bin/gputask-controller. Ctrl-C
+// stops every process and removes the temporary files.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/gputask/gputask-controller/test/framework"
+)
+
+// demoNode is one fake GPU node of the demo cluster.
+type demoNode struct {
+	name, model string
+	gpus        int
+}
+
+var demoNodes = []demoNode{
+	{"gpu-a100-1", "A100", 8},
+	{"gpu-a100-2", "A100", 8},
+	{"gpu-h100-1", "H100", 4},
+}
+
+type options struct {
+	kubeconfig string
+	refresh    time.Duration
+	runFor     time.Duration
+	plain      bool
+}
+
+func main() {
+	opts := options{}
+	flag.StringVar(&opts.kubeconfig, "kubeconfig-out", filepath.Join(os.TempDir(), "gputask-demo.kubeconfig"),
+		"Where to write the admin kubeconfig for kubectl in another terminal; removed on exit.")
+	flag.DurationVar(&opts.refresh, "refresh", time.Second, "How often the live view is redrawn.")
+	flag.DurationVar(&opts.runFor, "for", 0, "Stop by itself after this long; 0 runs until Ctrl-C.")
+	flag.BoolVar(&opts.plain, "plain", false, "Print each view below the last instead of redrawing the screen.")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// A second Ctrl-C kills the demo at once; its components then die with it
+	// (they get SIGKILL when their parent dies).
+	context.AfterFunc(ctx, stop)
+	if opts.runFor > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.runFor)
+		defer cancel()
+	}
+	if err := run(ctx, opts); err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, opts options) error {
+	started := time.Now()
+	logf := func(format string, args ...any) {
+		fmt.Printf("[%5.1fs] %s\n", time.Since(started).Seconds(), fmt.Sprintf(format, args...))
+	}
+	cp, err := framework.Start(ctx, framework.Options{
+		Scheduler: true, ControllerManager: true, Kwok: true, Logf: logf,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the control plane: %w", err)
+	}
+	defer func() {
+		logf("stopping every process")
+		cp.Cleanup(false)
+		logf("stopped; temporary files removed")
+	}()
+
+	if err := setUp(ctx, cp, opts, logf); err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return nil
+		}
+		return fmt.Errorf("%w (logs in %s)", err, cp.Dir)
+	}
+	defer os.Remove(opts.kubeconfig)
+
+	v := newView(cp, opts, started)
+	v.loop(ctx)
+	if v.allRunningAfter > 0 {
+		logf("all tasks were Running %.1fs after the demo started", v.allRunningAfter.Seconds())
+	}
+	return nil
+}
+
+// setUp makes the demo cluster: the kubeconfig for the user, the nodes, the
+// controller and the examples.
+func setUp(ctx context.Context, cp *framework.ControlPlane, opts options, logf func(string, ...any)) error {
+	kubeconfig, err := os.ReadFile(cp.KubeconfigPath)
+	if err != nil {
+		return fmt.Errorf("reading kubeconfig: %w", err)
+	}
+	if err := os.WriteFile(opts.kubeconfig, kubeconfig, 0o600); err != nil {
+		return fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	logf("kubeconfig written: export KUBECONFIG=%s", opts.kubeconfig)
+
+	for _, n := range demoNodes {
+		if _, err := cp.CreateGPUNode(ctx, n.name, n.model, n.gpus); err != nil {
+			return err
+		}
+		logf("node %s ready with %d %s GPUs", n.name, n.gpus, n.model)
+	}
+	// The ServiceAccount controller would make the default ServiceAccount
+	// soon; making it now saves the first pods a rejected create.
+	if err := cp.CreateNamespace(ctx, "default"); err != nil {
+		return err
+	}
+	controller, err := cp.StartController(ctx, "--workers=4")
+	if err != nil {
+		return err
+	}
+	logf("gputask-controller running (pid %d, log %s)", controller.Pid(), controller.LogPath)
+
+	examples := filepath.Join(cp.Root, "artifacts", "examples")
+	// The PriorityClass goes first: a pod naming a missing one is rejected,
+	// and the task would wait for the controller's retry.
+	for _, path := range []string{filepath.Join(examples, "priorityclass.yaml"), examples} {
+		out, err := cp.Kubectl(ctx, "apply", "-f", path)
+		if err != nil {
+			return err
+		}
+		fmt.Print(out)
+	}
+	return nil
+}

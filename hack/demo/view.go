@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/test/framework"
+)
+
+// clearScreen moves the cursor home and clears the terminal.
+const clearScreen = "\x1b[H\x1b[2J"
+
+// section is one block of the live view. To show something new, write a
+// render function and add it to sections in newView.
+type section struct {
+	title  string
+	render func(ctx context.Context, w io.Writer) error
+}
+
+type view struct {
+	cp       *framework.ControlPlane
+	opts     options
+	started  time.Time
+	sections []section
+
+	// allRunningAfter is how long after the start every task first ran.
+	allRunningAfter time.Duration
+}
+
+func newView(cp *framework.ControlPlane, opts options, started time.Time) *view {
+	v := &view{cp: cp, opts: opts, started: started}
+	v.sections = []section{
+		{"GPUTasks", v.renderTasks},
+		{"GPUTaskSets", v.renderTaskSets},
+		{"Pods", v.renderPods},
+		{"Nodes", v.renderNodes},
+	}
+	return v
+}
+
+// loop redraws the view until ctx ends.
+func (v *view) loop(ctx context.Context) {
+	ticker := time.NewTicker(v.opts.refresh)
+	defer ticker.Stop()
+	for {
+		v.draw(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// draw renders the whole view into a buffer first, so the screen is cleared
+// and rewritten in one write and does not flicker.
+func (v *view) draw(ctx context.Context) {
+	var buf bytes.Buffer
+	if !v.opts.plain {
+		buf.WriteString(clearScreen)
+	}
+	v.header(ctx, &buf)
+	for _, s := range v.sections {
+		fmt.Fprintf(&buf, "\n== %s\n", s.title)
+		tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
+		if err := s.render(ctx, tw); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			fmt.Fprintf(tw, "error: %v\n", err)
+		}
+		tw.Flush()
+	}
+	_, _ = os.Stdout.Write(buf.Bytes())
+}
+
+func (v *view) header(ctx context.Context, w io.Writer) {
+	fmt.Fprintf(w, "gputask demo  up %s  apiserver %s\n", time.Since(v.started).Round(time.Second), v.cp.APIServerURL)
+	fmt.Fprintf(w, "in another terminal:  export KUBECONFIG=%s; kubectl get gt,gts,pods\n", v.opts.kubeconfig)
+	if v.allRunningAfter == 0 && v.allTasksRunning(ctx) {
+		v.allRunningAfter = time.Since(v.started)
+	}
+	if v.allRunningAfter > 0 {
+		fmt.Fprintf(w, "all tasks Running %.1fs after start.  ", v.allRunningAfter.Seconds())
+	}
+	fmt.Fprintf(w, "Ctrl-C stops everything.\n")
+}
+
+// allTasksRunning reports whether there are tasks and each one runs or has
+// finished well.
+func (v *view) allTasksRunning(ctx context.Context) bool {
+	list, err := v.cp.GPUTask.GputaskV1().GPUTasks("").List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) == 0 {
+		return false
+	}
+	for _, task := range list.Items {
+		if task.Status.Phase != gputaskv1.GPUTaskRunning && task.Status.Phase != gputaskv1.GPUTaskSucceeded {
+			return false
+		}
+	}
+	return true
+}
+
+func (v *view) renderTasks(ctx context.Context, w io.Writer) error {
+	list, err := v.cp.GPUTask.GputaskV1().GPUTasks("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return key(&list.Items[i].ObjectMeta) < key(&list.Items[j].ObjectMeta) })
+	fmt.Fprintln(w, "NAMESPACE\tNAME\tGPU\tAMOUNT\tPHASE\tNODE\tWHY")
+	for _, task := range list.Items {
+		amount := "1"
+		if task.Spec.GPUAmount != nil {
+			amount = task.Spec.GPUAmount.String()
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", task.Namespace, task.Name, orDash(task.Spec.GPU), amount,
+			orDash(string(task.Status.Phase)), orDash(task.Status.NodeName), why(&task))
+	}
+	return nil
+}
+
+// why explains a task that does not run: the first False condition.
+func why(task *gputaskv1.GPUTask) string {
+	for _, t := range []string{gputaskv1.ConditionSpecValid, gputaskv1.ConditionPodOwned, gputaskv1.ConditionScheduled} {
+		if c := meta.FindStatusCondition(task.Status.Conditions, t); c != nil && c.Status == metav1.ConditionFalse {
+			return truncate(c.Reason+": "+c.Message, 70)
+		}
+	}
+	return ""
+}
+
+func (v *view) renderTaskSets(ctx context.Context, w io.Writer) error {
+	list, err := v.cp.GPUTask.GputaskV1().GPUTaskSets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "NAMESPACE\tNAME\tDESIRED\tCURRENT\tRUNNING\tLOAD\tLAST DECISION")
+	for _, set := range list.Items {
+		desired := "-"
+		if set.Spec.Replicas != nil {
+			desired = fmt.Sprint(*set.Spec.Replicas)
+		}
+		decision := ""
+		if d := set.Status.LastDecision; d != nil {
+			decision = truncate(fmt.Sprintf("%d->%d %s", d.From, d.To, d.Reason), 50)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", set.Namespace, set.Name, desired,
+			set.Status.Replicas, set.Status.RunningReplicas, orDash(set.Status.LoadIndex), decision)
+	}
+	return nil
+}
+
+func (v *view) renderPods(ctx context.Context, w io.Writer) error {
+	list, err := v.cp.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return key(&list.Items[i].ObjectMeta) < key(&list.Items[j].ObjectMeta) })
+	fmt.Fprintln(w, "NAMESPACE\tNAME\tPHASE\tNODE\tGPUS\tIP")
+	for _, pod := range list.Items {
+		phase := string(pod.Status.Phase)
+		if pod.DeletionTimestamp != nil {
+			phase = "Terminating"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", pod.Namespace, pod.Name, phase,
+			orDash(pod.Spec.NodeName), podGPUs(&pod), orDash(pod.Status.PodIP))
+	}
+	return nil
+}
+
+func (v *view) renderNodes(ctx context.Context, w io.Writer) error {
+	nodes, err := v.cp.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	pods, err := v.cp.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	used := map[string]int64{}
+	for _, pod := range pods.Items {
+		if pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			used[pod.Spec.NodeName] += podGPUs(&pod)
+		}
+	}
+	fmt.Fprintln(w, "NAME\tMODEL\tREADY\tGPUS\tUSED\tFREE\t")
+	for _, node := range nodes.Items {
+		total := node.Status.Allocatable[framework.GPUResourceName]
+		n := used[node.Name]
+		fmt.Fprintf(w, "%s\t%s\t%v\t%d\t%d\t%d\t%s\n", node.Name, node.Labels[framework.GPUProductLabel],
+			framework.NodeReady(&node), total.Value(), n, total.Value()-n, bar(n, total.Value()))
+	}
+	return nil
+}
+
+// podGPUs is what the scheduler counts for a pod: its containers' GPU limits.
+func podGPUs(pod *corev1.Pod) int64 {
+	var sum resource.Quantity
+	for _, c := range pod.Spec.Containers {
+		if q, ok := c.Resources.Limits[framework.GPUResourceName]; ok {
+			sum.Add(q)
+		}
+	}
+	return sum.Value()
+}
+
+// bar draws used GPUs as # and free ones as . so a full node stands out.
+func bar(used, total int64) string {
+	if total <= 0 || used < 0 || used > total {
+		return ""
+	}
+	return "[" + strings.Repeat("#", int(used)) + strings.Repeat(".", int(total-used)) + "]"
+}
+
+func key(m *metav1.ObjectMeta) string { return m.Namespace + "/" + m.Name }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
