@@ -1,0 +1,618 @@
+// Package autoscaler sets a GPUTaskSet's replicas from its load indexes.
+//
+// decide.go holds the pure decision: Decide turns what the loop observed
+// (replicas, metric readings, history, limits) into a desired count and a
+// reason, with no clock, client or randomness, so one table test covers it.
+// controller.go holds the per-set loop that gathers the inputs and acts.
+package autoscaler
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Reasons of a decision. They are also used as condition reasons and event
+// messages, in the HPA's CamelCase style.
+const (
+	ReasonScaleUpAboveThreshold   = "ScaleUpAboveThreshold"
+	ReasonScaleDownBelowThreshold = "ScaleDownBelowThreshold"
+	ReasonWithinThresholds        = "WithinThresholds"
+	ReasonWithinTolerance         = "WithinTolerance"
+	ReasonProportionalScaleUp     = "ProportionalScaleUp"
+	ReasonProportionalScaleDown   = "ProportionalScaleDown"
+	ReasonTooFewReplicas          = "TooFewReplicas"
+	ReasonTooManyReplicas         = "TooManyReplicas"
+	ReasonCapacityLimited         = "CapacityLimited"
+	ReasonScaleUpLimited          = "ScaleUpLimited"
+	ReasonScaleDownStabilized     = "ScaleDownStabilized"
+	ReasonFailedGetLoadIndex      = "FailedGetLoadIndex"
+	ReasonFallbackReplicas        = "FallbackReplicas"
+	ReasonTasksTooYoung           = "TasksTooYoung"
+	ReasonPaused                  = "Paused"
+	ReasonStopped                 = "Stopped"
+	ReasonNoMetrics               = "NoMetrics"
+)
+
+// Policy is the resolved scaling policy, defaults applied.
+type Policy struct {
+	Type gputaskv1.ScalingPolicyType
+	// StepUp and StepDown are the Step policy's increments.
+	StepUp, StepDown int32
+	// Tolerance is the Proportional policy's dead band around value/target = 1.
+	Tolerance float64
+}
+
+// MetricInput is one metric's reading for this evaluation.
+type MetricInput struct {
+	Name string
+	// Value is the reading; it is only used when Err is nil.
+	Value float64
+	// Err is why the reading failed.
+	Err error
+	// UpThreshold and DownThreshold drive the Step policy.
+	UpThreshold, DownThreshold float64
+	// Target drives the Proportional policy; it must be above 0.
+	Target float64
+}
+
+// ScaleUpLimit allows at most Tasks to be added per Period.
+type ScaleUpLimit struct {
+	Tasks  int32
+	Period time.Duration
+}
+
+// Inputs is everything a decision depends on.
+type Inputs struct {
+	// Now is the time of the decision; it stamps the recommendation and
+	// measures the stabilization window and the scale-up period.
+	Now time.Time
+	// Current is spec.replicas.
+	Current int32
+	// Min and Max bound the result.
+	Min, Max int32
+	Policy   Policy
+	Metrics  []MetricInput
+
+	// Recommendations is status.recommendations from the last evaluation.
+	Recommendations []gputaskv1.Recommendation
+	// StabilizationWindow is the scale-down stabilization window; 0 disables it.
+	StabilizationWindow time.Duration
+	// ScaleUpLimit, when set, limits how fast tasks are added.
+	ScaleUpLimit *ScaleUpLimit
+	// LastScaleTime is status.lastScaleTime; zero if never scaled.
+	LastScaleTime time.Time
+
+	// ConsecutiveFailures is status.consecutiveFailures before this evaluation.
+	ConsecutiveFailures int32
+	// FailureThreshold is how many failed evaluations in a row start the fallback.
+	FailureThreshold int32
+	// Fallback is fallback.replicas, or nil without a fallback.
+	Fallback *int32
+
+	// Capacity is how many of the set's tasks fit the GPU nodes, or nil when
+	// capacityAware is off.
+	Capacity *int32
+	// HeldBack is status.heldBackReplicas: tasks a previous scale-in kept
+	// because they were too young.
+	HeldBack int32
+
+	// Paused and Stopped come from the set's annotations; DryRun from its spec.
+	Paused, Stopped, DryRun bool
+}
+
+// MetricOutcome is what one metric asked for.
+type MetricOutcome struct {
+	Name string
+	// Value is the reading, valid when Err is nil.
+	Value float64
+	Err   error
+	// Desired is the count this metric alone asked for, before any bound;
+	// valid when Err is nil.
+	Desired int32
+	Reason  string
+}
+
+// Decision is the outcome of Decide.
+type Decision struct {
+	// Desired is the count to set. When Paused or Stopped it equals Current.
+	Desired int32
+	// Recommended is what the policy asked for, bounded by Min and Max but
+	// before stabilization and rate limits. While paused or stopped it is what
+	// the autoscaler would have done.
+	Recommended int32
+	// Reason is the CamelCase word that best explains Desired.
+	Reason string
+	// Message explains the decision in a sentence.
+	Message string
+	// Inputs summarizes what the decision saw, such as "load=0.91 up=0.8 down=0.5".
+	Inputs string
+	// Limits are the reasons that bounded Desired: TooFewReplicas,
+	// TooManyReplicas, CapacityLimited, ScaleUpLimited.
+	Limits []string
+	// Stabilized is true when the stabilization window held back a scale-down.
+	Stabilized bool
+	// Metrics are the per-metric outcomes, in input order.
+	Metrics []MetricOutcome
+	// Winner is the index in Metrics of the metric that asked for the most
+	// tasks, or -1 when none was read.
+	Winner int
+	// ConsecutiveFailures is the new status.consecutiveFailures.
+	ConsecutiveFailures int32
+	// Fallback is true when Desired came from fallback.replicas.
+	Fallback bool
+	// AllFailed is true when no metric could be read.
+	AllFailed bool
+	// Recommendations is the new status.recommendations.
+	Recommendations []gputaskv1.Recommendation
+}
+
+// Direction is "up", "down" or "hold", for metrics and events.
+func (d Decision) Direction(current int32) string {
+	switch {
+	case d.Desired > current:
+		return "up"
+	case d.Desired < current:
+		return "down"
+	default:
+		return "hold"
+	}
+}
+
+// Decide computes the desired count. It is pure: the same inputs always give
+// the same decision. The rules, in order:
+//
+//  1. Each metric that was read asks for a count: Step adds StepUp above
+//     UpThreshold and removes StepDown below DownThreshold; Proportional asks
+//     for ceil(current × value / target) unless |value/target − 1| ≤ Tolerance.
+//     A metric that failed, or whose value is not finite and ≥ 0, asks nothing.
+//     With Current == 0 Proportional has no per-task base, so it reads the
+//     value as total load and asks for ceil(value / target) tasks (0 for 0).
+//  2. The largest count wins. If any metric failed, the others may scale up
+//     but never down: a scale-down is held at Current. A failure never
+//     lowers the count.
+//  3. If every metric failed the count is held, except that once
+//     ConsecutiveFailures reaches FailureThreshold and a Fallback is set, the
+//     count becomes the fallback. The fallback is the one way a failure may
+//     change the count, because the user chose that number for this case.
+//  4. The count is bounded by [Min, Max] and recorded as a recommendation.
+//  5. A scale-down goes no lower than the highest recommendation within the
+//     stabilization window (the HPA rule).
+//  6. A scale-up adds at most ScaleUpLimit.Tasks, and none at all within
+//     ScaleUpLimit.Period of LastScaleTime: so at most Tasks per Period.
+//  7. With a Capacity, a scale-up stops at the tasks that fit; capacity never
+//     causes a scale-down.
+//  8. While HeldBack > 0 (young tasks kept by the last scale-in), a further
+//     scale-down is held at Current.
+//  9. [Min, Max] always applies last: the bounds are the user's own settings,
+//     not a reading, so they hold even while metrics fail.
+//  10. Paused or Stopped keep Current and report what would have been done.
+func Decide(in Inputs) Decision {
+	in = normalize(in)
+	d := Decision{Winner: -1}
+	d.Metrics = evaluateMetrics(in)
+	d.Inputs = summarizeInputs(in, d.Metrics)
+
+	s := combine(in, &d)
+	s = bound(in, &d, s)
+	d.Recommended = s.desired
+	if d.AllFailed {
+		// A failed read says nothing about load, so it is not a recommendation.
+		d.Recommendations = prune(in.Recommendations, in.Now, in.StabilizationWindow)
+	} else {
+		d.Recommendations = record(in.Recommendations, in.Now, in.StabilizationWindow, s.desired)
+	}
+	if !d.Fallback {
+		s = stabilize(in, &d, s)
+	}
+	s = limitScaleUp(in, &d, s)
+	s = capAtCapacity(in, &d, s)
+	s = holdYoungTasks(in, s)
+	s = bound(in, &d, s)
+
+	d.Desired, d.Reason, d.Message = s.desired, s.reason, s.message
+	applyPauseAndStop(in, &d)
+	return d
+}
+
+// step is the count under construction and why it is what it is.
+type step struct {
+	desired int32
+	reason  string
+	message string
+}
+
+// limited replaces the count and its reason, keeping the earlier message
+// as context, e.g. "load 0.91 above up threshold 0.8; capped at maxReplicas 10".
+func (s step) limited(desired int32, reason, why string) step {
+	return step{desired: desired, reason: reason, message: s.message + "; " + why}
+}
+
+// Defaults documented on the API types, applied when an input is unset or invalid.
+const (
+	DefaultStepUp              = 3
+	DefaultStepDown            = 1
+	DefaultTolerance           = 0.1
+	DefaultFailureThreshold    = 3
+	DefaultScaleUpPeriod       = time.Minute
+	DefaultUpThreshold         = 0.8
+	DefaultDownThreshold       = 0.5
+	DefaultMinReplicas         = 1
+	DefaultStabilizationWindow = 5 * time.Minute
+	DefaultInterval            = 30 * time.Second
+	// maxRecommendations bounds status.recommendations. Since record keeps
+	// only entries larger than every later one, this is rarely reached.
+	maxRecommendations = 100
+)
+
+// normalize makes Decide total: inputs the API would reject are mapped to the
+// nearest sensible value instead of panicking or producing nonsense.
+func normalize(in Inputs) Inputs {
+	in.Current = max(in.Current, 0)
+	in.Min = max(in.Min, 0)
+	in.Max = max(in.Max, in.Min)
+	if in.Policy.Type != gputaskv1.ProportionalPolicy {
+		in.Policy.Type = gputaskv1.StepPolicy
+	}
+	if in.Policy.StepUp < 1 {
+		in.Policy.StepUp = DefaultStepUp
+	}
+	if in.Policy.StepDown < 1 {
+		in.Policy.StepDown = DefaultStepDown
+	}
+	if !(in.Policy.Tolerance >= 0) || math.IsInf(in.Policy.Tolerance, 0) {
+		in.Policy.Tolerance = DefaultTolerance
+	}
+	if in.FailureThreshold < 1 {
+		in.FailureThreshold = DefaultFailureThreshold
+	}
+	in.StabilizationWindow = max(in.StabilizationWindow, 0)
+	if in.ScaleUpLimit != nil {
+		limit := *in.ScaleUpLimit
+		limit.Tasks = max(limit.Tasks, 1)
+		if limit.Period <= 0 {
+			limit.Period = DefaultScaleUpPeriod
+		}
+		in.ScaleUpLimit = &limit
+	}
+	in.HeldBack = max(in.HeldBack, 0)
+	return in
+}
+
+// evaluateMetrics asks each metric for a count.
+func evaluateMetrics(in Inputs) []MetricOutcome {
+	out := make([]MetricOutcome, len(in.Metrics))
+	for i, m := range in.Metrics {
+		out[i] = MetricOutcome{Name: m.Name, Value: m.Value, Err: m.Err}
+		if out[i].Err == nil {
+			out[i].Err = checkValue(m.Value)
+		}
+		if out[i].Err != nil {
+			continue
+		}
+		if in.Policy.Type == gputaskv1.ProportionalPolicy {
+			out[i].Desired, out[i].Reason, out[i].Err = proportional(in.Current, m, in.Policy.Tolerance)
+		} else {
+			out[i].Desired, out[i].Reason = stepDesired(in.Current, m, in.Policy)
+		}
+	}
+	return out
+}
+
+// checkValue rejects readings a source should never have returned, so a
+// buggy source cannot drive the count.
+func checkValue(v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return fmt.Errorf("invalid load index %v: want a finite number >= 0", v)
+	}
+	return nil
+}
+
+func stepDesired(current int32, m MetricInput, p Policy) (int32, string) {
+	switch {
+	case m.Value > m.UpThreshold:
+		return addSat(current, int64(p.StepUp)), ReasonScaleUpAboveThreshold
+	case m.Value < m.DownThreshold:
+		return max(current-p.StepDown, 0), ReasonScaleDownBelowThreshold
+	default:
+		return current, ReasonWithinThresholds
+	}
+}
+
+func proportional(current int32, m MetricInput, tolerance float64) (int32, string, error) {
+	if !(m.Target > 0) || math.IsInf(m.Target, 0) {
+		return 0, "", fmt.Errorf("target must be a finite number above 0, got %v", m.Target)
+	}
+	ratio := m.Value / m.Target
+	if current == 0 {
+		// No tasks means no per-task load; read the value as the total load
+		// and start as many tasks as it takes to bring each to the target.
+		desired := ceilSat(ratio)
+		if desired == 0 {
+			return 0, ReasonWithinTolerance, nil
+		}
+		return desired, ReasonProportionalScaleUp, nil
+	}
+	if math.Abs(ratio-1) <= tolerance {
+		return current, ReasonWithinTolerance, nil
+	}
+	desired := ceilSat(float64(current) * ratio)
+	switch {
+	case desired > current:
+		return desired, ReasonProportionalScaleUp, nil
+	case desired < current:
+		return desired, ReasonProportionalScaleDown, nil
+	default:
+		return current, ReasonWithinTolerance, nil
+	}
+}
+
+// combine picks the largest count among the metrics read and applies the
+// failure rules.
+func combine(in Inputs, d *Decision) step {
+	failed := failedNames(d.Metrics)
+	d.ConsecutiveFailures = in.ConsecutiveFailures
+	if len(failed) > 0 || len(d.Metrics) == 0 {
+		d.ConsecutiveFailures = addSat(in.ConsecutiveFailures, 1)
+	} else {
+		d.ConsecutiveFailures = 0
+	}
+	for i, m := range d.Metrics {
+		if m.Err == nil && (d.Winner < 0 || m.Desired > d.Metrics[d.Winner].Desired) {
+			d.Winner = i
+		}
+	}
+	if d.Winner < 0 {
+		d.AllFailed = true
+		return allFailed(in, d)
+	}
+	w := d.Metrics[d.Winner]
+	s := step{desired: w.Desired, reason: w.Reason, message: describeMetric(in.Metrics[d.Winner], w)}
+	if len(failed) > 0 && s.desired < in.Current {
+		return step{
+			desired: in.Current,
+			reason:  ReasonFailedGetLoadIndex,
+			message: fmt.Sprintf("%s; not scaling down to %d while %s failed", s.message, s.desired, strings.Join(failed, ", ")),
+		}
+	}
+	return s
+}
+
+func allFailed(in Inputs, d *Decision) step {
+	cause := "no metrics configured"
+	if len(d.Metrics) > 0 {
+		cause = firstError(d.Metrics)
+	}
+	if in.Fallback != nil && d.ConsecutiveFailures >= in.FailureThreshold {
+		d.Fallback = true
+		return step{
+			desired: max(*in.Fallback, 0),
+			reason:  ReasonFallbackReplicas,
+			message: fmt.Sprintf("load index failed %d times in a row (%s); running fallback of %d tasks", d.ConsecutiveFailures, cause, *in.Fallback),
+		}
+	}
+	return step{
+		desired: in.Current,
+		reason:  ReasonFailedGetLoadIndex,
+		message: fmt.Sprintf("load index failed (%s); holding at %d", cause, in.Current),
+	}
+}
+
+// bound applies [Min, Max] and notes the limit that applied.
+func bound(in Inputs, d *Decision, s step) step {
+	switch {
+	case s.desired < in.Min:
+		d.addLimit(ReasonTooFewReplicas)
+		return s.limited(in.Min, ReasonTooFewReplicas, fmt.Sprintf("raised to minReplicas %d", in.Min))
+	case s.desired > in.Max:
+		d.addLimit(ReasonTooManyReplicas)
+		return s.limited(in.Max, ReasonTooManyReplicas, fmt.Sprintf("capped at maxReplicas %d", in.Max))
+	}
+	return s
+}
+
+// stabilize keeps a scale-down at or above the highest recommendation within
+// the window, so a short dip in load removes nothing.
+func stabilize(in Inputs, d *Decision, s step) step {
+	if s.desired >= in.Current || in.StabilizationWindow == 0 {
+		return s
+	}
+	highest := s.desired
+	for _, r := range d.Recommendations {
+		highest = max(highest, r.Replicas)
+	}
+	floor := min(highest, in.Current)
+	if floor <= s.desired {
+		return s
+	}
+	d.Stabilized = true
+	return s.limited(floor, ReasonScaleDownStabilized,
+		fmt.Sprintf("scale-down held at %d, the highest recommendation within the last %v", floor, in.StabilizationWindow))
+}
+
+// limitScaleUp allows at most Tasks more per Period: one scale-up of at most
+// Tasks, then none until Period has passed since the last scale.
+func limitScaleUp(in Inputs, d *Decision, s step) step {
+	limit := in.ScaleUpLimit
+	if limit == nil || s.desired <= in.Current {
+		return s
+	}
+	if !in.LastScaleTime.IsZero() {
+		if wait := in.LastScaleTime.Add(limit.Period).Sub(in.Now); wait > 0 {
+			d.addLimit(ReasonScaleUpLimited)
+			return s.limited(in.Current, ReasonScaleUpLimited,
+				fmt.Sprintf("scale-up to %d waits %v: at most %d tasks per %v", s.desired, wait, limit.Tasks, limit.Period))
+		}
+	}
+	if ceiling := addSat(in.Current, int64(limit.Tasks)); s.desired > ceiling {
+		d.addLimit(ReasonScaleUpLimited)
+		return s.limited(ceiling, ReasonScaleUpLimited,
+			fmt.Sprintf("scale-up limited to %d: at most %d tasks per %v", ceiling, limit.Tasks, limit.Period))
+	}
+	return s
+}
+
+// capAtCapacity stops a scale-up at the tasks that fit. It never lowers the
+// count below Current: tasks that already run keep their GPUs.
+func capAtCapacity(in Inputs, d *Decision, s step) step {
+	if in.Capacity == nil || s.desired <= in.Current || s.desired <= *in.Capacity {
+		return s
+	}
+	capped := max(in.Current, *in.Capacity)
+	d.addLimit(ReasonCapacityLimited)
+	return s.limited(capped, ReasonCapacityLimited,
+		fmt.Sprintf("capped at %d: only %d tasks fit the GPU nodes", capped, *in.Capacity))
+}
+
+// holdYoungTasks waits for the last scale-in to finish: while it keeps
+// tasks younger than minTaskAge, lowering the count further only piles up
+// removals that cannot happen yet.
+func holdYoungTasks(in Inputs, s step) step {
+	if in.HeldBack == 0 || s.desired >= in.Current {
+		return s
+	}
+	return s.limited(in.Current, ReasonTasksTooYoung,
+		fmt.Sprintf("scale-down to %d waits: %d tasks are younger than minTaskAge", s.desired, in.HeldBack))
+}
+
+func applyPauseAndStop(in Inputs, d *Decision) {
+	var reason, why string
+	switch {
+	case in.Stopped:
+		reason, why = ReasonStopped, "set is stopped ("+gputaskv1.AnnotationStopped+"=true)"
+	case in.Paused:
+		reason, why = ReasonPaused, "autoscaling is paused ("+gputaskv1.AnnotationPaused+"=true)"
+	default:
+		return
+	}
+	d.Message = fmt.Sprintf("%s; would scale to %d: %s", why, d.Desired, d.Message)
+	d.Desired, d.Reason = in.Current, reason
+}
+
+func (d *Decision) addLimit(reason string) {
+	for _, l := range d.Limits {
+		if l == reason {
+			return
+		}
+	}
+	d.Limits = append(d.Limits, reason)
+}
+
+// record adds the new recommendation and drops what the window no longer
+// needs: entries older than the window, and entries no larger than a later
+// one (the later one outlives them in the window and is at least as high).
+// The result is ordered by time with strictly falling counts.
+func record(recs []gputaskv1.Recommendation, now time.Time, window time.Duration, replicas int32) []gputaskv1.Recommendation {
+	if window == 0 {
+		return nil
+	}
+	recs = append(prune(recs, now, window), gputaskv1.Recommendation{Time: metav1.NewTime(now), Replicas: replicas})
+	var kept []gputaskv1.Recommendation
+	for _, r := range recs {
+		for len(kept) > 0 && kept[len(kept)-1].Replicas <= r.Replicas {
+			kept = kept[:len(kept)-1]
+		}
+		kept = append(kept, r)
+	}
+	if len(kept) > maxRecommendations {
+		kept = kept[len(kept)-maxRecommendations:]
+	}
+	return kept
+}
+
+// prune returns the recommendations within the window, oldest first, in a
+// new slice so that the caller's status is never modified.
+func prune(recs []gputaskv1.Recommendation, now time.Time, window time.Duration) []gputaskv1.Recommendation {
+	if window == 0 {
+		return nil
+	}
+	cutoff := now.Add(-window)
+	var kept []gputaskv1.Recommendation
+	for _, r := range recs {
+		if r.Time.Time.After(cutoff) {
+			kept = append(kept, r)
+		}
+	}
+	sort.SliceStable(kept, func(i, j int) bool { return kept[i].Time.Before(&kept[j].Time) })
+	return kept
+}
+
+func failedNames(metrics []MetricOutcome) []string {
+	var names []string
+	for _, m := range metrics {
+		if m.Err != nil {
+			names = append(names, strconv.Quote(m.Name))
+		}
+	}
+	return names
+}
+
+func firstError(metrics []MetricOutcome) string {
+	for _, m := range metrics {
+		if m.Err != nil {
+			return fmt.Sprintf("metric %q: %v", m.Name, m.Err)
+		}
+	}
+	return ""
+}
+
+// describeMetric says in words why a metric asked for its count.
+func describeMetric(in MetricInput, m MetricOutcome) string {
+	v := formatFloat(m.Value)
+	switch m.Reason {
+	case ReasonScaleUpAboveThreshold:
+		return fmt.Sprintf("load %s above up threshold %s", v, formatFloat(in.UpThreshold))
+	case ReasonScaleDownBelowThreshold:
+		return fmt.Sprintf("load %s below down threshold %s", v, formatFloat(in.DownThreshold))
+	case ReasonWithinThresholds:
+		return fmt.Sprintf("load %s within thresholds [%s, %s]", v, formatFloat(in.DownThreshold), formatFloat(in.UpThreshold))
+	default:
+		return fmt.Sprintf("load %s against target %s asks for %d tasks", v, formatFloat(in.Target), m.Desired)
+	}
+}
+
+// summarizeInputs renders what the decision saw, such as
+// "queue: load=0.91 up=0.8 down=0.5" or "util: load=0.6 target=0.5".
+func summarizeInputs(in Inputs, metrics []MetricOutcome) string {
+	parts := make([]string, 0, len(metrics))
+	for i, m := range metrics {
+		part := m.Name + ": "
+		if m.Err != nil {
+			part += "error"
+		} else {
+			part += "load=" + formatFloat(m.Value)
+		}
+		if in.Policy.Type == gputaskv1.ProportionalPolicy {
+			part += " target=" + formatFloat(in.Metrics[i].Target)
+		} else {
+			part += " up=" + formatFloat(in.Metrics[i].UpThreshold) + " down=" + formatFloat(in.Metrics[i].DownThreshold)
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+
+// addSat adds without overflowing int32.
+func addSat(a int32, b int64) int32 {
+	return int32(min(max(int64(a)+b, math.MinInt32), math.MaxInt32))
+}
+
+// ceilSat rounds up, saturating at the int32 range.
+func ceilSat(v float64) int32 {
+	c := math.Ceil(v)
+	switch {
+	case math.IsNaN(c) || c <= 0:
+		return 0
+	case c >= math.MaxInt32:
+		return math.MaxInt32
+	}
+	return int32(c)
+}
