@@ -420,6 +420,9 @@ func (cp *ControlPlane) startKwok() (*Process, int, error) {
 		"--manage-nodes-with-label-selector=" + KwokNodeLabel,
 		"--node-ip=127.0.0.1",
 		"--cidr=" + PodCIDR,
+		// Leases as a kubelet keeps them, so that a node lifecycle controller,
+		// if a test enables it, sees live nodes.
+		"--node-lease-duration-seconds=40",
 		"--server-address=127.0.0.1:" + strconv.Itoa(port),
 	}
 	for _, stage := range stages {

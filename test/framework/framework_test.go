@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/gputask/gputask-controller/test/kwok"
 )
@@ -67,6 +68,24 @@ func TestControlPlane(t *testing.T) {
 	})
 	if err != nil {
 		t.Errorf("deleted pod still there: %v", err)
+	}
+
+	// RBAC is enforced: a ServiceAccount with no binding may not list pods,
+	// through the client or through kubectl.
+	user, groups := ServiceAccountUser(ns, "default")
+	restricted, err := kubernetes.NewForConfig(cp.ConfigAs(user, groups...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := restricted.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("listing pods as %s: got %v, want Forbidden", user, err)
+	}
+	kubeconfig, err := cp.KubeconfigAs("sa", user, groups...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cp.Kubectl(ctx, "--kubeconfig="+kubeconfig, "auth", "can-i", "list", "pods", "-n", ns); err == nil || !strings.Contains(out, "no") {
+		t.Errorf("kubectl auth can-i as %s: %q, %v; want no", user, out, err)
 	}
 
 	out := cp.KubectlT(t, "get", "nodes", "-o", "name")
