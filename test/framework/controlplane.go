@@ -242,7 +242,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 
 func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 	return retryStart(func() (bool, error) {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return false, err
 		}
@@ -370,7 +370,7 @@ func (cp *ControlPlane) startComponents(ctx context.Context) error {
 // admin, serving its health and metrics on a loopback port with a certificate
 // from the test CA.
 func (cp *ControlPlane) startSecureComponent(name string, extra []string) (*Process, int, error) {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -410,7 +410,7 @@ func (cp *ControlPlane) startKwok() (*Process, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -534,8 +534,10 @@ func retryStart(start func() (retry bool, err error)) error {
 	return err
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
+// FreePort returns a loopback TCP port that was free a moment ago, for a
+// process a test starts, such as the controller's
+// --metrics-bind-address=127.0.0.1:<port>.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("finding a free port: %w", err)
@@ -552,7 +554,7 @@ func freePort2() (int, int, error) {
 		return 0, 0, fmt.Errorf("finding a free port: %w", err)
 	}
 	defer l1.Close()
-	p2, err := freePort()
+	p2, err := FreePort()
 	if err != nil {
 		return 0, 0, err
 	}
