@@ -176,11 +176,12 @@ func (c *Controller) trackSynced(logger klog.Logger, inf cache.SharedIndexInform
 	c.cacheSynced = append(c.cacheSynced, reg.HasSynced)
 }
 
-// Run waits for the caches, then runs workers until ctx ends. It returns
-// after every worker has stopped.
+// Run waits for the caches, then runs workers (at least one) until ctx ends.
+// It returns after every worker has stopped.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
+	workers = max(workers, 1)
 	logger.Info("Starting GPUTaskSet controller", "workers", workers)
 
 	var wg sync.WaitGroup

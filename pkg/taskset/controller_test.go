@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -1150,4 +1151,100 @@ func TestRun(t *testing.T) {
 
 func klogDiscard() klog.Logger {
 	return logr.Discard()
+}
+
+func TestFailedDeleteSetsReplicaFailure(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](0))
+	f.addSet(withStatus(set, 2, 2, 0, 0))
+	f.addTasks(ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-gone", time.Minute))
+	f.reactors = append(f.reactors, reactor{"delete", "gputasks", func(a core.Action) (bool, runtime.Object, error) {
+		switch a.(core.DeleteAction).GetName() {
+		case "render-gone":
+			// Already deleted by someone else: not a failure.
+			return true, nil, apierrors.NewNotFound(tasksResource.GroupResource(), "render-gone")
+		default:
+			return true, nil, apierrors.NewInternalError(errors.New("etcd timeout"))
+		}
+	}})
+
+	f.expectDelete(set.Namespace, "render-gone")
+	f.expectDelete(set.Namespace, "render-a")
+	want := withStatus(set, 2, 2, 0, 0)
+	want.Status.Conditions = []metav1.Condition{{
+		Type:               gputaskv1.ConditionReplicaFailure,
+		Status:             metav1.ConditionTrue,
+		Reason:             ReasonFailedDelete,
+		Message:            "deleting tasks of gputaskset default/render: deleting gputask default/render-a: Internal error occurred: etcd timeout",
+		ObservedGeneration: set.Generation,
+		LastTransitionTime: metav1.NewTime(testNow),
+	}}
+	f.expectStatusUpdate(want)
+	c := f.newController(ctx)
+	f.sync(ctx, c, setKey(set), true)
+
+	events := f.events()
+	if countEvents(events, "Warning FailedDelete") != 1 || countEvents(events, "Normal SuccessfulDelete") != 0 {
+		t.Errorf("events = %v, want one FailedDelete", events)
+	}
+	// Neither delete will be observed, so neither may be waited for.
+	if !c.expectations.Satisfied(setKey(set)) {
+		t.Error("failed and not-found deletes must not stay expected")
+	}
+}
+
+func TestNamespaceTerminatingIsNotAFailure(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](1))
+	f.addSet(withStatus(set, 0, 0, 0, 0))
+	f.reactors = append(f.reactors, reactor{"create", "gputasks", func(core.Action) (bool, runtime.Object, error) {
+		err := apierrors.NewForbidden(tasksResource.GroupResource(), "", errors.New("namespace default is being terminated"))
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}
+		return true, nil, err
+	}})
+	f.expectCreate(expectedTask(set))
+	c := f.newController(ctx)
+	f.sync(ctx, c, setKey(set), false)
+	if events := f.events(); len(events) != 0 {
+		t.Errorf("events = %v, want none", events)
+	}
+	if !c.expectations.Satisfied(setKey(set)) {
+		t.Error("a create refused by a terminating namespace must not stay expected")
+	}
+}
+
+func TestBurstReplicasCapsOneSync(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](5))
+	f.addSet(withStatus(set, 0, 0, 0, 0))
+	f.expectCreate(expectedTask(set))
+	f.expectCreate(expectedTask(set))
+	c := f.newController(ctx)
+	c.burst = 2
+	f.sync(ctx, c, setKey(set), false)
+}
+
+func TestFailedRestartPatchIsRetried(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	restartAt := testNow.Add(-time.Minute).Format(time.RFC3339)
+	set := newSet("render", ptr.To[int32](1))
+	set.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: restartAt}
+	f.addSet(withStatus(set, 1, 1, 0, 0))
+	f.addTasks(ownedTask(set, "render-a", time.Hour))
+	f.reactors = append(f.reactors, reactor{"patch", "gputasks", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("try later")
+	}})
+	f.expectRestartPatch(set.Namespace, "render-a", restartAt)
+	c := f.newController(ctx)
+	f.sync(ctx, c, setKey(set), true)
+	if n := countEvents(f.events(), "Warning "+ReasonFailedRestart); n != 1 {
+		t.Errorf("%s events = %d, want 1", ReasonFailedRestart, n)
+	}
+	if !c.expectations.Satisfied(setKey(set)) {
+		t.Error("a failed patch must not block the next attempt")
+	}
 }

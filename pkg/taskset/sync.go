@@ -54,10 +54,10 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (err
 	}
 	plan := planReplicas(set, active, c.clock.Now(), c.burst)
 
-	var manageErr error
+	var manageErr, restartErr error
 	if canAct {
 		manageErr = c.manageReplicas(ctx, set, plan)
-		manageErr = errors.Join(manageErr, c.rollRestart(ctx, set, withoutTasks(active, plan.scaleIn.Victims)))
+		restartErr = c.rollRestart(ctx, set, withoutTasks(active, plan.scaleIn.Victims))
 	} else {
 		logger.V(4).Info("Waiting for the cache to show earlier writes before acting")
 	}
@@ -68,10 +68,9 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (err
 
 	metrics.CurrentReplicas.WithLabelValues(set.Namespace, set.Name).Set(float64(len(active)))
 	want := calculateStatus(set, active, plan, canAct, manageErr, c.clock.Now())
-	if err := c.updateStatus(ctx, set, want); err != nil {
-		return errors.Join(manageErr, err)
-	}
-	return manageErr
+	// Any failure requeues the set with backoff; the status is written
+	// even when creates or deletes failed, so ReplicaFailure shows why.
+	return errors.Join(manageErr, restartErr, c.updateStatus(ctx, set, want))
 }
 
 // activeTasks lists the tasks the set controls that are not being deleted.
