@@ -342,7 +342,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	switch {
 	case pod == nil:
 		return c.syncMissingPod(ctx, key, task)
-	case !metav1.IsControlledBy(pod, task):
+	case !isControlledBy(pod, task):
 		return c.syncConflict(ctx, task, pod)
 	default:
 		return c.syncOwnedPod(ctx, key, task, pod)
@@ -404,7 +404,7 @@ func (c *Controller) handleCreateConflict(ctx context.Context, key cache.ObjectN
 	if err != nil {
 		return fmt.Errorf("reading pod %s/%s after a create conflict: %w", task.Namespace, task.Name, err)
 	}
-	if metav1.IsControlledBy(pod, task) {
+	if isControlledBy(pod, task) {
 		// Ours, and the informer will deliver it.
 		c.workqueue.AddAfter(key, replacementPoll)
 		return nil
@@ -652,7 +652,7 @@ func (c *Controller) deletePodOfDeletedTask(ctx context.Context, key cache.Objec
 		return fmt.Errorf("getting pod %s from the cache: %w", key, err)
 	}
 	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.UID != uid || pod.DeletionTimestamp != nil {
+	if ref == nil || ref.UID != uid || !isGPUTaskRef(ref) || pod.DeletionTimestamp != nil {
 		c.forgetDeletedTask(key)
 		return nil
 	}
@@ -765,7 +765,7 @@ func (c *Controller) handleObject(obj interface{}) {
 // pod of a new task with the same name. A pod not controlled by a task still
 // concerns the task of the same name, which it blocks (PodConflict).
 func (c *Controller) taskOfPod(pod *corev1.Pod) (key *cache.ObjectName, owned bool) {
-	if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == podspec.GPUTaskKind.Kind && refGroup(ref) == gputaskv1.SchemeGroupVersion.Group {
+	if ref := metav1.GetControllerOf(pod); ref != nil && isGPUTaskRef(ref) {
 		task, err := c.tasksLister.GPUTasks(pod.Namespace).Get(ref.Name)
 		if err == nil && task.UID == ref.UID {
 			k := cache.MetaObjectToName(task)
@@ -777,6 +777,17 @@ func (c *Controller) taskOfPod(pod *corev1.Pod) (key *cache.ObjectName, owned bo
 		return &k, false
 	}
 	return nil, false
+}
+
+// isControlledBy checks the controller reference's kind and group as well as
+// its UID: metav1.IsControlledBy checks the UID alone.
+func isControlledBy(pod *corev1.Pod, task *gputaskv1.GPUTask) bool {
+	ref := metav1.GetControllerOf(pod)
+	return ref != nil && ref.UID == task.UID && isGPUTaskRef(ref)
+}
+
+func isGPUTaskRef(ref *metav1.OwnerReference) bool {
+	return ref.Kind == podspec.GPUTaskKind.Kind && refGroup(ref) == gputaskv1.SchemeGroupVersion.Group
 }
 
 func refGroup(ref *metav1.OwnerReference) string {

@@ -10,7 +10,7 @@ import (
 )
 
 var (
-	once    sync.Once
+	once      sync.Once
 	signalCtx context.Context
 )
 

@@ -1,0 +1,1099 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/diff"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubeinformers "k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
+	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
+	"github.com/gputask/gputask-controller/pkg/reschedule"
+)
+
+var (
+	testNow      = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	podsResource = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	taskResource = gputaskv1.SchemeGroupVersion.WithResource("gputasks")
+)
+
+// fixture is the sample-controller test fixture: fake clientsets, informer
+// indexers preloaded with objects, and the actions each sync is expected to
+// make.
+type fixture struct {
+	t *testing.T
+
+	client     *fake.Clientset
+	kubeclient *k8sfake.Clientset
+
+	// Objects preloaded into the informers' indexers.
+	taskLister []*gputaskv1.GPUTask
+	podLister  []*corev1.Pod
+	nodeLister []*corev1.Node
+	// Objects the fake clientsets hold.
+	objects     []runtime.Object
+	kubeobjects []runtime.Object
+	// Actions expected of the clientsets.
+	actions     []core.Action
+	kubeactions []core.Action
+
+	opts Options
+
+	c        *Controller
+	recorder *record.FakeRecorder
+	inf      gputaskinformers.SharedInformerFactory
+	kinf     kubeinformers.SharedInformerFactory
+}
+
+func newFixture(t *testing.T) *fixture {
+	return &fixture{t: t, opts: Options{RescheduleInterval: 10 * time.Minute, PendingTimeout: 5 * time.Minute}}
+}
+
+// newController builds the controller once and loads the indexers.
+func (f *fixture) newController(ctx context.Context) *Controller {
+	if f.c != nil {
+		return f.c
+	}
+	f.client = fake.NewSimpleClientset(f.objects...)
+	f.kubeclient = k8sfake.NewClientset(f.kubeobjects...)
+	f.inf = gputaskinformers.NewSharedInformerFactory(f.client, 0)
+	f.kinf = kubeinformers.NewSharedInformerFactory(f.kubeclient, 0)
+
+	c := NewController(ctx, f.kubeclient, f.client,
+		f.inf.Gputask().V1().GPUTasks(), f.kinf.Core().V1().Pods(), f.kinf.Core().V1().Nodes(), f.opts)
+	f.t.Cleanup(c.broadcaster.Shutdown)
+	c.tasksSynced, c.podsSynced, c.nodesSynced = alwaysReady, alwaysReady, alwaysReady
+	f.recorder = record.NewFakeRecorder(100)
+	c.recorder = f.recorder
+	c.now = func() time.Time { return testNow }
+
+	for _, t := range f.taskLister {
+		f.mustAdd(f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer(), t)
+	}
+	for _, p := range f.podLister {
+		f.mustAdd(f.kinf.Core().V1().Pods().Informer().GetIndexer(), p)
+	}
+	for _, n := range f.nodeLister {
+		f.mustAdd(f.kinf.Core().V1().Nodes().Informer().GetIndexer(), n)
+	}
+	f.c = c
+	return c
+}
+
+func alwaysReady() bool { return true }
+
+func (f *fixture) mustAdd(indexer cache.Indexer, obj interface{}) {
+	f.t.Helper()
+	if err := indexer.Add(obj); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// setTask replaces a task in the cache, as a watch event would.
+func (f *fixture) setTask(task *gputaskv1.GPUTask) {
+	f.t.Helper()
+	if err := f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer().Update(task); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) setPod(pod *corev1.Pod) {
+	f.t.Helper()
+	if err := f.kinf.Core().V1().Pods().Informer().GetIndexer().Update(pod); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) removePod(pod *corev1.Pod) {
+	f.t.Helper()
+	if err := f.kinf.Core().V1().Pods().Informer().GetIndexer().Delete(pod); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// run syncs key once and checks the actions and that the sync succeeded.
+func (f *fixture) run(ctx context.Context, key cache.ObjectName) {
+	f.t.Helper()
+	f.runExpectError(ctx, key, false)
+}
+
+func (f *fixture) runExpectError(ctx context.Context, key cache.ObjectName, expectError bool) {
+	f.t.Helper()
+	c := f.newController(ctx)
+	f.client.ClearActions()
+	f.kubeclient.ClearActions()
+
+	err := c.syncHandler(ctx, key)
+	if !expectError && err != nil {
+		f.t.Errorf("error syncing gputask: %v", err)
+	} else if expectError && err == nil {
+		f.t.Error("expected error syncing gputask, got nil")
+	}
+	f.checkActions(f.actions, filterInformerActions(f.client.Actions()))
+	f.checkActions(f.kubeactions, filterInformerActions(f.kubeclient.Actions()))
+	f.actions, f.kubeactions = nil, nil
+}
+
+func (f *fixture) checkActions(expected, actual []core.Action) {
+	f.t.Helper()
+	for i, action := range actual {
+		if i >= len(expected) {
+			f.t.Errorf("%d unexpected actions: %s", len(actual)-len(expected), describeActions(actual[i:]))
+			break
+		}
+		checkAction(f.t, expected[i], action)
+	}
+	if len(expected) > len(actual) {
+		f.t.Errorf("%d additional expected actions: %s", len(expected)-len(actual), describeActions(expected[len(actual):]))
+	}
+}
+
+func describeActions(actions []core.Action) string {
+	var parts []string
+	for _, a := range actions {
+		parts = append(parts, fmt.Sprintf("%s %s/%s", a.GetVerb(), a.GetResource().Resource, a.GetSubresource()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// checkAction compares verb, resource, subresource, namespace and the object
+// (or, for a delete, the name and the UID precondition).
+func checkAction(t *testing.T, expected, actual core.Action) {
+	t.Helper()
+	if !(expected.Matches(actual.GetVerb(), actual.GetResource().Resource) && actual.GetSubresource() == expected.GetSubresource() &&
+		actual.GetNamespace() == expected.GetNamespace()) {
+		t.Errorf("expected\n\t%#v\ngot\n\t%#v", expected, actual)
+		return
+	}
+	switch a := actual.(type) {
+	case core.CreateActionImpl:
+		e := expected.(core.CreateActionImpl)
+		if !equality.Semantic.DeepEqual(e.GetObject(), a.GetObject()) {
+			t.Errorf("create %s: object differs (-want +got):\n%s", a.GetResource().Resource, diff.Diff(e.GetObject(), a.GetObject()))
+		}
+	case core.UpdateActionImpl:
+		e := expected.(core.UpdateActionImpl)
+		if !equality.Semantic.DeepEqual(e.GetObject(), a.GetObject()) {
+			t.Errorf("update %s/%s: object differs (-want +got):\n%s", a.GetResource().Resource, a.GetSubresource(), diff.Diff(e.GetObject(), a.GetObject()))
+		}
+	case core.DeleteActionImpl:
+		e := expected.(core.DeleteActionImpl)
+		if e.GetName() != a.GetName() {
+			t.Errorf("delete: name %q, want %q", a.GetName(), e.GetName())
+		}
+		if !equality.Semantic.DeepEqual(e.DeleteOptions.Preconditions, a.DeleteOptions.Preconditions) {
+			t.Errorf("delete %s: preconditions %v, want %v", a.GetName(), a.DeleteOptions.Preconditions, e.DeleteOptions.Preconditions)
+		}
+	case core.GetActionImpl:
+		e := expected.(core.GetActionImpl)
+		if e.GetName() != a.GetName() {
+			t.Errorf("get: name %q, want %q", a.GetName(), e.GetName())
+		}
+	default:
+		t.Errorf("uncovered action type %T", actual)
+	}
+}
+
+// filterInformerActions drops the list and watch calls that informers make.
+func filterInformerActions(actions []core.Action) []core.Action {
+	var ret []core.Action
+	for _, action := range actions {
+		if action.Matches("list", "pods") || action.Matches("watch", "pods") ||
+			action.Matches("list", "nodes") || action.Matches("watch", "nodes") ||
+			action.Matches("list", "gputasks") || action.Matches("watch", "gputasks") ||
+			action.Matches("create", "events") || action.Matches("patch", "events") {
+			continue
+		}
+		ret = append(ret, action)
+	}
+	return ret
+}
+
+func (f *fixture) expectCreatePod(pod *corev1.Pod) {
+	f.kubeactions = append(f.kubeactions, core.NewCreateAction(podsResource, pod.Namespace, pod))
+}
+
+func (f *fixture) expectDeletePod(pod *corev1.Pod) {
+	f.kubeactions = append(f.kubeactions, core.NewDeleteActionWithOptions(podsResource, pod.Namespace, pod.Name,
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(pod.UID)}}))
+}
+
+func (f *fixture) expectUpdateStatus(task *gputaskv1.GPUTask) {
+	f.actions = append(f.actions, core.NewUpdateSubresourceAction(taskResource, "status", task.Namespace, task))
+}
+
+// addTask puts a task into the cache and the fake clientset.
+func (f *fixture) addTask(task *gputaskv1.GPUTask) {
+	f.taskLister = append(f.taskLister, task)
+	f.objects = append(f.objects, task)
+}
+
+func (f *fixture) addPod(pod *corev1.Pod) {
+	f.podLister = append(f.podLister, pod)
+	f.kubeobjects = append(f.kubeobjects, pod)
+}
+
+func (f *fixture) addNode(node *corev1.Node) {
+	f.nodeLister = append(f.nodeLister, node)
+	f.kubeobjects = append(f.kubeobjects, node)
+}
+
+// expectEvents checks the events recorded since the last call, in order.
+func (f *fixture) expectEvents(want ...string) {
+	f.t.Helper()
+	var got []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			got = append(got, e)
+			continue
+		default:
+		}
+		break
+	}
+	if len(got) != len(want) {
+		f.t.Errorf("events = %q, want %d events %q", got, len(want), want)
+		return
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			f.t.Errorf("event %d = %q, want prefix %q", i, got[i], want[i])
+		}
+	}
+}
+
+func newTask(name string) *gputaskv1.GPUTask {
+	return &gputaskv1.GPUTask{
+		TypeMeta: metav1.TypeMeta{APIVersion: gputaskv1.SchemeGroupVersion.String(), Kind: "GPUTask"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: metav1.NamespaceDefault, UID: types.UID("uid-" + name), Generation: 1,
+			Labels: map[string]string{"app": "render"},
+		},
+		Spec: gputaskv1.GPUTaskSpec{
+			GPU:       "NVIDIA-A100-SXM4-80GB",
+			GPUAmount: ptr.To(intstr.FromString("2")),
+			CPU:       ptr.To(intstr.FromInt32(4)),
+			Memory:    ptr.To(intstr.FromString("16Gi")),
+			Priority:  "gpu-high",
+			Command:   []string{"render"},
+			Args:      []string{"--frames=100"},
+			Env:       []corev1.EnvVar{{Name: "MODE", Value: "fast"}},
+		},
+	}
+}
+
+// expectedPod is the pod newTask(name) must produce, written out by hand so
+// that the test does not trust the builder it checks.
+func expectedPod(task *gputaskv1.GPUTask) *corev1.Pod {
+	q := resource.MustParse
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: task.Name, Namespace: task.Namespace,
+			Labels: map[string]string{"app": "render", gputaskv1.LabelTask: task.Name},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "gputask.io/v1", Kind: "GPUTask", Name: task.Name, UID: task.UID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy:     corev1.RestartPolicyNever,
+			PriorityClassName: "gpu-high",
+			NodeSelector:      map[string]string{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+			Containers: []corev1.Container{{
+				Name: "task", Image: "busybox:1.36",
+				Command: []string{"render"}, Args: []string{"--frames=100"},
+				Env: []corev1.EnvVar{{Name: "MODE", Value: "fast"}},
+				Resources: corev1.ResourceRequirements{
+					Limits:   corev1.ResourceList{"nvidia.com/gpu": q("2"), corev1.ResourceCPU: q("4"), corev1.ResourceMemory: q("16Gi")},
+					Requests: corev1.ResourceList{corev1.ResourceCPU: q("4"), corev1.ResourceMemory: q("16Gi")},
+				},
+			}},
+		},
+	}
+}
+
+// podWith returns the task's pod as the API would hold it, in the given phase.
+func podWith(task *gputaskv1.GPUTask, phase corev1.PodPhase, node string) *corev1.Pod {
+	p := expectedPod(task)
+	p.UID = types.UID("pod-uid-" + task.Name)
+	p.ResourceVersion = "1"
+	p.CreationTimestamp = metav1.NewTime(testNow.Add(-time.Hour))
+	p.Spec.NodeName = node
+	p.Status.Phase = phase
+	if node != "" {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
+	}
+	ready := corev1.ConditionFalse
+	if phase == corev1.PodRunning {
+		ready = corev1.ConditionTrue
+	}
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: ready})
+	return p
+}
+
+func readyNode(name string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1"},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+}
+
+func cond(t string, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(testNow)}
+}
+
+// withStatus returns a copy of task with the status the controller writes
+// for a pod in phase on node.
+func withStatus(task *gputaskv1.GPUTask, phase gputaskv1.GPUTaskPhase, node string) *gputaskv1.GPUTask {
+	t := task.DeepCopy()
+	scheduled := cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "PodNotScheduled", "")
+	if node != "" {
+		scheduled = cond(gputaskv1.ConditionScheduled, metav1.ConditionTrue, "PodScheduled", "")
+	}
+	ready := cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodNotReady", "")
+	if phase == gputaskv1.GPUTaskRunning {
+		ready = cond(gputaskv1.ConditionReady, metav1.ConditionTrue, "PodReady", "")
+	}
+	t.Status = gputaskv1.GPUTaskStatus{
+		Phase: phase, PodName: task.Name, NodeName: node, ObservedGeneration: 1,
+		Reschedules: task.Status.Reschedules, LastRescheduleTime: task.Status.LastRescheduleTime,
+		Conditions: []metav1.Condition{
+			cond(gputaskv1.ConditionSpecValid, metav1.ConditionTrue, "Valid", ""),
+			cond(gputaskv1.ConditionPodOwned, metav1.ConditionTrue, "PodControlled", ""),
+			scheduled,
+			ready,
+		},
+	}
+	return t
+}
+
+func key(task *gputaskv1.GPUTask) cache.ObjectName { return cache.MetaObjectToName(task) }
+
+func TestCreatesPod(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	f.addTask(task)
+
+	f.expectCreatePod(expectedPod(task))
+	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
+	f.run(ctx, key(task))
+	f.expectEvents("Normal Created Created pod render")
+}
+
+func TestCreatesPodWithDefaults(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.opts.GPUResourceName = "amd.com/gpu"
+	f.opts.DefaultImage = "registry.local/worker:1"
+	task := newTask("plain")
+	task.Spec = gputaskv1.GPUTaskSpec{}
+	task.Labels = nil
+	f.addTask(task)
+
+	want := expectedPod(task)
+	want.Labels = map[string]string{gputaskv1.LabelTask: "plain"}
+	want.Spec.NodeSelector, want.Spec.PriorityClassName = nil, ""
+	c := &want.Spec.Containers[0]
+	c.Image, c.Command, c.Args, c.Env = "registry.local/worker:1", nil, nil, nil
+	c.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{"amd.com/gpu": resource.MustParse("1")}}
+	f.expectCreatePod(want)
+	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
+	f.run(ctx, key(task))
+}
+
+func TestNoWritesWhenInSync(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := withStatus(newTask("render"), gputaskv1.GPUTaskRunning, "gpu-1")
+	f.addTask(task)
+	f.addPod(podWith(task, corev1.PodRunning, "gpu-1"))
+	f.addNode(readyNode("gpu-1"))
+
+	f.run(ctx, key(task))
+	f.expectEvents()
+}
+
+func TestUpdatesStatusWhenPodChanges(t *testing.T) {
+	tests := []struct {
+		name      string
+		podPhase  corev1.PodPhase
+		node      string
+		wantPhase gputaskv1.GPUTaskPhase
+	}{
+		{"bound but pending is Scheduled", corev1.PodPending, "gpu-1", gputaskv1.GPUTaskScheduled},
+		{"running", corev1.PodRunning, "gpu-1", gputaskv1.GPUTaskRunning},
+		{"running on another node", corev1.PodRunning, "gpu-2", gputaskv1.GPUTaskRunning},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newFixture(t)
+			task := withStatus(newTask("render"), gputaskv1.GPUTaskPending, "")
+			f.addTask(task)
+			f.addPod(podWith(task, tc.podPhase, tc.node))
+			f.addNode(readyNode("gpu-1"))
+			f.addNode(readyNode("gpu-2"))
+
+			f.expectUpdateStatus(withStatus(task, tc.wantPhase, tc.node))
+			f.run(ctx, key(task))
+		})
+	}
+}
+
+func TestMirrorsUnschedulable(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := withStatus(newTask("render"), gputaskv1.GPUTaskPending, "")
+	f.addTask(task)
+	pod := podWith(task, corev1.PodPending, "")
+	msg := "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+	pod.Status.Conditions = []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: msg, LastTransitionTime: metav1.NewTime(testNow.Add(-time.Minute)),
+	}}
+	f.addPod(pod)
+
+	want := task.DeepCopy()
+	want.Status.Conditions[2] = cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "Unschedulable", msg)
+	f.expectUpdateStatus(want)
+	f.run(ctx, key(task))
+}
+
+func TestLeavesForeignPodAlone(t *testing.T) {
+	tests := []struct {
+		name  string
+		owner []metav1.OwnerReference
+	}{
+		{"no owner", nil},
+		{"owned by a deleted task of the same name", []metav1.OwnerReference{{
+			APIVersion: "gputask.io/v1", Kind: "GPUTask", Name: "render", UID: "old-uid", Controller: ptr.To(true),
+		}}},
+		{"owned by a Job", []metav1.OwnerReference{{
+			APIVersion: "batch/v1", Kind: "Job", Name: "render", UID: "uid-render", Controller: ptr.To(true),
+		}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newFixture(t)
+			task := newTask("render")
+			f.addTask(task)
+			foreign := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+				Name: "render", Namespace: task.Namespace, UID: "foreign", OwnerReferences: tc.owner,
+				Labels: map[string]string{gputaskv1.LabelTask: "render"},
+			}, Status: corev1.PodStatus{Phase: corev1.PodRunning}, Spec: corev1.PodSpec{NodeName: "gpu-1"}}
+			f.addPod(foreign)
+
+			msg := "pod default/render exists and is not controlled by this GPUTask"
+			want := task.DeepCopy()
+			want.Status = gputaskv1.GPUTaskStatus{
+				Phase: gputaskv1.GPUTaskPending, ObservedGeneration: 1,
+				Conditions: []metav1.Condition{
+					cond(gputaskv1.ConditionSpecValid, metav1.ConditionTrue, "Valid", ""),
+					cond(gputaskv1.ConditionPodOwned, metav1.ConditionFalse, "PodConflict", msg),
+					cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "PodConflict", msg),
+					cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodConflict", msg),
+				},
+			}
+			f.expectUpdateStatus(want)
+			f.run(ctx, key(task))
+			f.expectEvents("Warning PodConflict " + msg)
+
+			// Once reported, the conflict costs neither writes nor events.
+			f.setTask(want)
+			f.run(ctx, key(task))
+			f.expectEvents()
+		})
+	}
+}
+
+func TestCreateConflictWithUnlabelledPod(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	f.addTask(task)
+	// Not in the filtered pod cache: it lacks the gputask.io/task label.
+	f.kubeobjects = append(f.kubeobjects, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "render", Namespace: task.Namespace, UID: "foreign"}})
+
+	f.expectCreatePod(expectedPod(task))
+	f.kubeactions = append(f.kubeactions, core.NewGetAction(podsResource, task.Namespace, "render"))
+	msg := "pod default/render exists and is not controlled by this GPUTask"
+	want := task.DeepCopy()
+	want.Status = gputaskv1.GPUTaskStatus{
+		Phase: gputaskv1.GPUTaskPending, ObservedGeneration: 1,
+		Conditions: []metav1.Condition{
+			cond(gputaskv1.ConditionSpecValid, metav1.ConditionTrue, "Valid", ""),
+			cond(gputaskv1.ConditionPodOwned, metav1.ConditionFalse, "PodConflict", msg),
+			cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "PodConflict", msg),
+			cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodConflict", msg),
+		},
+	}
+	f.expectUpdateStatus(want)
+	f.run(ctx, key(task))
+	f.expectEvents("Warning PodConflict")
+	if !f.c.expectations.Satisfied(key(task).String()) {
+		t.Error("a failed create must not leave an expectation behind")
+	}
+}
+
+func TestDeletedTask(t *testing.T) {
+	tests := []struct {
+		name       string
+		podOwner   types.UID
+		wantDelete bool
+	}{
+		{"deletes the pod it controlled", "uid-render", true},
+		{"keeps a pod of another incarnation", "uid-older", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newFixture(t)
+			task := newTask("render")
+			pod := podWith(task, corev1.PodRunning, "gpu-1")
+			pod.OwnerReferences[0].UID = tc.podOwner
+			f.addPod(pod)
+			c := f.newController(ctx)
+
+			// The task is gone from the cache; the informer hands over a tombstone.
+			c.handleTaskDelete(cache.DeletedFinalStateUnknown{Key: "default/render", Obj: task})
+			if tc.wantDelete {
+				f.expectDeletePod(pod)
+			}
+			f.run(ctx, key(task))
+			// The UID is used up: a second sync does nothing.
+			f.run(ctx, key(task))
+		})
+	}
+}
+
+func TestDeletedTaskLeavesForeignPod(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	f.addPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "render", Namespace: task.Namespace, UID: "foreign"}})
+	c := f.newController(ctx)
+	c.handleTaskDelete(task)
+	f.run(ctx, key(task))
+}
+
+func TestInvalidSpec(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*gputaskv1.GPUTaskSpec)
+		wantMsg string
+	}{
+		{"bad cpu quantity", func(s *gputaskv1.GPUTaskSpec) { s.CPU = ptr.To(intstr.FromString("lots")) },
+			`spec.cpu: "lots" is not a quantity: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'`},
+		{"gpu-amount 0", func(s *gputaskv1.GPUTaskSpec) { s.GPUAmount = ptr.To(intstr.FromInt32(0)) },
+			"spec.gpu-amount: 0 is not an integer from 1 to 1024"},
+		{"gpu-amount abc", func(s *gputaskv1.GPUTaskSpec) { s.GPUAmount = ptr.To(intstr.FromString("abc")) },
+			`spec.gpu-amount: "abc" is not an integer from 1 to 1024`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newFixture(t)
+			task := newTask("render")
+			tc.mutate(&task.Spec)
+			f.addTask(task)
+
+			want := task.DeepCopy()
+			want.Status = gputaskv1.GPUTaskStatus{
+				Phase: gputaskv1.GPUTaskPending, ObservedGeneration: 1,
+				Conditions: []metav1.Condition{
+					cond(gputaskv1.ConditionSpecValid, metav1.ConditionFalse, "InvalidSpec", tc.wantMsg),
+					cond(gputaskv1.ConditionPodOwned, metav1.ConditionUnknown, "PodNotCreated", ""),
+					cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "PodNotCreated", ""),
+					cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodNotCreated", ""),
+				},
+			}
+			f.expectUpdateStatus(want)
+			f.run(ctx, key(task)) // no error: a retry cannot fix the spec
+			f.expectEvents("Warning InvalidSpec " + tc.wantMsg)
+
+			f.setTask(want)
+			f.run(ctx, key(task))
+			f.expectEvents()
+		})
+	}
+}
+
+func TestFinalPods(t *testing.T) {
+	tests := []struct {
+		name      string
+		phase     corev1.PodPhase
+		policy    gputaskv1.ReschedulePolicy
+		wantPhase gputaskv1.GPUTaskPhase
+	}{
+		{"succeeded is final", corev1.PodSucceeded, "", gputaskv1.GPUTaskSucceeded},
+		{"succeeded is final even when Periodic", corev1.PodSucceeded, gputaskv1.ReschedulePeriodic, gputaskv1.GPUTaskSucceeded},
+		{"failed stays failed under Never", corev1.PodFailed, gputaskv1.RescheduleNever, gputaskv1.GPUTaskFailed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newFixture(t)
+			task := withStatus(newTask("render"), gputaskv1.GPUTaskRunning, "gpu-1")
+			task.Spec.ReschedulePolicy = tc.policy
+			f.addTask(task)
+			f.addPod(podWith(task, tc.phase, "gpu-1"))
+			// No node in the cache: a lost node must not revive a final pod.
+
+			f.expectUpdateStatus(withStatus(task, tc.wantPhase, "gpu-1"))
+			f.run(ctx, key(task))
+			f.expectEvents()
+		})
+	}
+}
+
+func TestNoDuplicateCreateWhileExpectationPending(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	f.addTask(task)
+
+	f.expectCreatePod(expectedPod(task))
+	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
+	f.run(ctx, key(task))
+
+	// The task's status update arrives, the pod's add event does not yet: a
+	// stale cache must not cause a second create.
+	f.setTask(withStatus(task, gputaskv1.GPUTaskPending, ""))
+	f.run(ctx, key(task))
+
+	// The informer delivers the pod; the expectation is met.
+	pod := podWith(task, corev1.PodPending, "")
+	f.c.handlePodAdd(pod)
+	if !f.c.expectations.Satisfied(key(task).String()) {
+		t.Fatal("expectation not met after the pod was observed")
+	}
+}
+
+func TestExpectationExpires(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	f.addTask(task)
+	c := f.newController(ctx)
+	c.expectations.ExpectCreations(key(task).String(), 1)
+	f.run(ctx, key(task)) // pending: nothing happens
+
+	// Expired expectations no longer block.
+	c.expectations.Delete(key(task).String())
+	f.expectCreatePod(expectedPod(task))
+	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
+	f.run(ctx, key(task))
+}
+
+// TestReschedulesDeleteWaitCreate walks one replacement through its three
+// syncs: delete the old pod; wait while it terminates; create the new one
+// and count it.
+func TestReschedulesDeleteWaitCreate(t *testing.T) {
+	tests := []struct {
+		name       string
+		setup      func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod
+		wantReason string
+	}{
+		{"failed pod", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
+			f.addNode(readyNode("gpu-1"))
+			return podWith(task, corev1.PodFailed, "gpu-1")
+		}, reschedule.ReasonPodFailed},
+		{"evicted pod", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
+			f.addNode(readyNode("gpu-1"))
+			p := podWith(task, corev1.PodFailed, "gpu-1")
+			p.Status.Reason = "Evicted"
+			return p
+		}, reschedule.ReasonEvicted},
+		{"node gone", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
+			return podWith(task, corev1.PodRunning, "gpu-1")
+		}, reschedule.ReasonNodeLost},
+		{"node not ready", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
+			n := readyNode("gpu-1")
+			n.Status.Conditions[0].Status = corev1.ConditionUnknown
+			f.addNode(n)
+			return podWith(task, corev1.PodRunning, "gpu-1")
+		}, reschedule.ReasonNodeNotReady},
+		{"unschedulable too long", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
+			p := podWith(task, corev1.PodPending, "")
+			p.Status.Conditions = []corev1.PodCondition{{
+				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+				LastTransitionTime: metav1.NewTime(testNow.Add(-6 * time.Minute)),
+			}}
+			return p
+		}, reschedule.ReasonUnschedulable},
+		{"periodic", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
+			task.Spec.ReschedulePolicy = gputaskv1.ReschedulePeriodic
+			f.addNode(readyNode("gpu-1"))
+			return podWith(task, corev1.PodRunning, "gpu-1")
+		}, reschedule.ReasonPeriodic},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newFixture(t)
+			task := newTask("render")
+			old := tc.setup(f, task)
+			task.Status.Reschedules = 2
+			f.addTask(task)
+			f.addPod(old)
+			c := f.newController(ctx)
+			cur := c.computeStatus(task, statusView{pod: old})
+			task = task.DeepCopy()
+			task.Status = cur
+			f.setTask(task)
+
+			// 1: delete the old pod, guarded by its UID; create nothing.
+			f.expectDeletePod(old)
+			f.run(ctx, key(task))
+			f.expectEvents("Normal Rescheduling Deleted pod render to replace it: " + tc.wantReason)
+
+			// 2: the pod terminates and is still in the cache: wait.
+			terminating := old.DeepCopy()
+			terminating.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
+			terminating.ResourceVersion = "2"
+			f.setPod(terminating)
+			f.run(ctx, key(task))
+
+			// 3: the pod is gone: create the new one and count it.
+			f.removePod(terminating)
+			f.expectCreatePod(expectedPod(task))
+			want := task.DeepCopy()
+			want.Status.Reschedules = 3
+			want.Status.LastRescheduleTime = ptr.To(metav1.NewTime(testNow))
+			want = withStatus(want, gputaskv1.GPUTaskPending, "")
+			for i := range want.Status.Conditions {
+				// Conditions that did not flip keep their old transition time.
+				if old := findCond(task.Status.Conditions, want.Status.Conditions[i].Type); old != nil && old.Status == want.Status.Conditions[i].Status {
+					want.Status.Conditions[i].LastTransitionTime = old.LastTransitionTime
+				}
+			}
+			f.expectUpdateStatus(want)
+			f.run(ctx, key(task))
+			f.expectEvents("Normal Created Created pod render", "Normal Rescheduled Rescheduled ("+tc.wantReason+")")
+			if n := len(c.replacements); n != 0 {
+				t.Errorf("%d replacements left in flight", n)
+			}
+		})
+	}
+}
+
+func findCond(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+func TestRescheduleCacheLagsBehindDelete(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	old := podWith(task, corev1.PodFailed, "gpu-1")
+	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
+	f.addTask(task)
+	f.addPod(old)
+	f.addNode(readyNode("gpu-1"))
+
+	f.expectDeletePod(old)
+	f.run(ctx, key(task))
+	// The cache still shows the old pod without a deletion timestamp: the
+	// delete must not be sent twice.
+	f.run(ctx, key(task))
+}
+
+func TestMaxConcurrentReschedules(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.opts.MaxConcurrentReschedules = 1
+	a, b := newTask("a"), newTask("b")
+	podA, podB := podWith(a, corev1.PodFailed, "gpu-1"), podWith(b, corev1.PodFailed, "gpu-1")
+	a, b = withStatus(a, gputaskv1.GPUTaskFailed, "gpu-1"), withStatus(b, gputaskv1.GPUTaskFailed, "gpu-1")
+	f.addTask(a)
+	f.addTask(b)
+	f.addPod(podA)
+	f.addPod(podB)
+	f.addNode(readyNode("gpu-1"))
+
+	f.expectDeletePod(podA)
+	f.run(ctx, key(a))
+	// b must wait: a is between delete and create.
+	f.run(ctx, key(b))
+
+	// a's new pod is created; b may go.
+	f.removePod(podA)
+	f.expectCreatePod(expectedPod(a))
+	wantA := a.DeepCopy()
+	wantA.Status.Reschedules = 1
+	wantA.Status.LastRescheduleTime = ptr.To(metav1.NewTime(testNow))
+	wantA = withStatus(wantA, gputaskv1.GPUTaskPending, "")
+	f.expectUpdateStatus(wantA)
+	f.run(ctx, key(a))
+
+	f.expectDeletePod(podB)
+	f.run(ctx, key(b))
+}
+
+func TestRestart(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.opts.RescheduleInterval = 0 // a restart does not depend on rescheduling
+	restartAt := testNow.Add(-time.Minute).Format(time.RFC3339)
+	task := newTask("render")
+	task.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: restartAt}
+	old := podWith(task, corev1.PodRunning, "gpu-1") // created an hour ago
+	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
+	f.addTask(task)
+	f.addPod(old)
+	f.addNode(readyNode("gpu-1"))
+
+	f.expectDeletePod(old)
+	f.run(ctx, key(task))
+	f.expectEvents("Normal Rescheduling Deleted pod render to replace it: Restart")
+
+	f.removePod(old)
+	f.expectCreatePod(expectedPod(task))
+	want := task.DeepCopy()
+	want.Status.Reschedules = 1
+	want.Status.LastRescheduleTime = ptr.To(metav1.NewTime(testNow))
+	want = withStatus(want, gputaskv1.GPUTaskPending, "")
+	f.expectUpdateStatus(want)
+	f.run(ctx, key(task))
+	f.expectEvents("Normal Created", "Normal Restarted")
+
+	// The new pod is newer than the request: done, no further restart.
+	newPod := podWith(task, corev1.PodRunning, "gpu-1")
+	newPod.UID = "new-pod"
+	newPod.CreationTimestamp = metav1.NewTime(testNow)
+	f.setPod(newPod)
+	f.setTask(want)
+	f.expectUpdateStatus(withStatus(want, gputaskv1.GPUTaskRunning, "gpu-1"))
+	f.run(ctx, key(task))
+}
+
+func TestRestartAcknowledgedWhenPodIsNewer(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	task.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: testNow.Add(-time.Hour).Format(time.RFC3339)}
+	pod := podWith(task, corev1.PodRunning, "gpu-1")
+	pod.CreationTimestamp = metav1.NewTime(testNow.Add(-time.Minute))
+	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
+	f.addTask(task)
+	f.addPod(pod)
+	f.addNode(readyNode("gpu-1"))
+
+	want := task.DeepCopy()
+	want.Status.LastRescheduleTime = ptr.To(pod.CreationTimestamp)
+	f.expectUpdateStatus(want)
+	f.run(ctx, key(task))
+}
+
+func TestInvalidRestartedAtIsIgnored(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	task.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: "last tuesday"}
+	pod := podWith(task, corev1.PodRunning, "gpu-1")
+	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
+	f.addTask(task)
+	f.addPod(pod)
+	f.addNode(readyNode("gpu-1"))
+
+	f.run(ctx, key(task))
+	f.expectEvents("Warning InvalidRestartedAt")
+	f.run(ctx, key(task))
+	f.expectEvents()
+}
+
+func TestHandleObject(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	f.addTask(task)
+	other := newTask("other")
+	f.addTask(other)
+	c := f.newController(ctx)
+
+	drain := func() []cache.ObjectName {
+		var keys []cache.ObjectName
+		for c.workqueue.Len() > 0 {
+			k, _ := c.workqueue.Get()
+			c.workqueue.Done(k)
+			keys = append(keys, k)
+		}
+		return keys
+	}
+
+	owned := podWith(task, corev1.PodRunning, "gpu-1")
+	c.handleObject(cache.DeletedFinalStateUnknown{Key: "default/render", Obj: owned})
+	if got := drain(); len(got) != 1 || got[0] != key(task) {
+		t.Errorf("tombstone of owned pod enqueued %v, want [%v]", got, key(task))
+	}
+
+	// A pod that claims the task by name but with another UID is not owned,
+	// and must not count down the task's expectation.
+	stale := owned.DeepCopy()
+	stale.Name = "stray"
+	stale.OwnerReferences[0].Name = "other"
+	c.expectations.ExpectCreations(key(other).String(), 1)
+	c.handlePodAdd(stale)
+	if got := drain(); len(got) != 0 {
+		t.Errorf("pod with a stale owner UID enqueued %v", got)
+	}
+	if c.expectations.Satisfied(key(other).String()) {
+		t.Error("a pod with another UID met the expectation")
+	}
+
+	// A node going NotReady enqueues the tasks of its pods.
+	f.setPod(owned)
+	oldNode, newNode := readyNode("gpu-1"), readyNode("gpu-1")
+	newNode.Status.Conditions[0].Status = corev1.ConditionFalse
+	c.handleNodeUpdate(oldNode, oldNode.DeepCopy())
+	if got := drain(); len(got) != 0 {
+		t.Errorf("a heartbeat enqueued %v", got)
+	}
+	c.handleNodeUpdate(oldNode, newNode)
+	if got := drain(); len(got) != 1 || got[0] != key(task) {
+		t.Errorf("node NotReady enqueued %v, want [%v]", got, key(task))
+	}
+	c.handleNodeDelete(cache.DeletedFinalStateUnknown{Key: "gpu-1", Obj: newNode})
+	if got := drain(); len(got) != 1 || got[0] != key(task) {
+		t.Errorf("node delete enqueued %v, want [%v]", got, key(task))
+	}
+}
+
+// TestRun drives the controller through its informers and queue, as main
+// does, and checks that Run returns once the context is cancelled.
+func TestRun(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	task := newTask("render")
+	client := fake.NewSimpleClientset(task)
+	kubeclient := k8sfake.NewClientset()
+	inf := gputaskinformers.NewSharedInformerFactory(client, 0)
+	kinf := kubeinformers.NewSharedInformerFactory(kubeclient, 0)
+	c := NewController(ctx, kubeclient, client, inf.Gputask().V1().GPUTasks(), kinf.Core().V1().Pods(), kinf.Core().V1().Nodes(), Options{})
+	inf.Start(ctx.Done())
+	kinf.Start(ctx.Done())
+
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, 2) }()
+
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := kubeclient.CoreV1().Pods("default").Get(ctx, "render", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("pod was not created: %v", err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run() = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the context was cancelled")
+	}
+	inf.Shutdown()
+	kinf.Shutdown()
+}
+
+func TestFlagValidation(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "defaults"},
+		{name: "integration-test flags", args: []string{"--kubeconfig=/k", "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}},
+		{name: "servers off", args: []string{"--metrics-bind-address=0", "--health-probe-bind-address=0"}},
+		{name: "workers 0", args: []string{"--workers=0"}, wantErr: "--workers must be at least 1"},
+		{name: "qps 0", args: []string{"--kube-api-qps=0"}, wantErr: "--kube-api-qps"},
+		{name: "bad resource name", args: []string{"--gpu-resource-name=nvidia.com/g p u"}, wantErr: "--gpu-resource-name"},
+		{name: "empty image", args: []string{"--default-image="}, wantErr: "--default-image"},
+		{name: "negative interval", args: []string{"--reschedule-interval=-1s"}, wantErr: "--reschedule-interval"},
+		{name: "no concurrent reschedules", args: []string{"--max-concurrent-reschedules=0"}, wantErr: "--max-concurrent-reschedules"},
+		{name: "bad bind address", args: []string{"--metrics-bind-address=8080"}, wantErr: "--metrics-bind-address"},
+		{name: "lease shorter than renew", args: []string{"--leader-elect", "--leader-elect-lease-duration=5s"}, wantErr: "--leader-elect-lease-duration"},
+		{name: "renew shorter than retry", args: []string{"--leader-elect", "--leader-elect-renew-deadline=2s"}, wantErr: "--leader-elect-renew-deadline"},
+		{name: "leader election timings ignored when off", args: []string{"--leader-elect-lease-duration=1s"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flagSet()
+			cfg := bindFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := cfg.validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Errorf("validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("validate() = %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func flagSet() *flag.FlagSet { return flag.NewFlagSet("gputask-controller", flag.ContinueOnError) }
+
+func TestHealthEndpoints(t *testing.T) {
+	var ready atomic.Bool
+	srv := httptest.NewServer(healthMux(&ready, nil))
+	defer srv.Close()
+
+	get := func(path string) int {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d, want 200", code)
+	}
+	if code := get("/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz before sync = %d, want 503", code)
+	}
+	ready.Store(true)
+	if code := get("/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz after sync = %d, want 200", code)
+	}
+}
