@@ -206,7 +206,7 @@ func Decide(in Inputs) Decision {
 		// A failed read says nothing about load, so it is not a recommendation.
 		d.Recommendations = prune(in.Recommendations, in.Now, in.StabilizationWindow)
 	} else {
-		d.Recommendations = record(in.Recommendations, in.Now, in.StabilizationWindow, s.desired)
+		d.Recommendations = recordRecommendation(in.Recommendations, in.Now, in.StabilizationWindow, s.desired)
 	}
 	if !d.Fallback {
 		s = stabilize(in, &d, s)
@@ -246,7 +246,7 @@ const (
 	DefaultMinReplicas         = 1
 	DefaultStabilizationWindow = 5 * time.Minute
 	DefaultInterval            = 30 * time.Second
-	// maxRecommendations bounds status.recommendations. Since record keeps
+	// maxRecommendations bounds status.recommendations. Since recordRecommendation keeps
 	// only entries larger than every later one, this is rarely reached.
 	maxRecommendations = 100
 )
@@ -504,11 +504,11 @@ func (d *Decision) addLimit(reason string) {
 	d.Limits = append(d.Limits, reason)
 }
 
-// record adds the new recommendation and drops what the window no longer
+// recordRecommendation adds the new recommendation and drops what the window no longer
 // needs: entries older than the window, and entries no larger than a later
 // one (the later one outlives them in the window and is at least as high).
 // The result is ordered by time with strictly falling counts.
-func record(recs []gputaskv1.Recommendation, now time.Time, window time.Duration, replicas int32) []gputaskv1.Recommendation {
+func recordRecommendation(recs []gputaskv1.Recommendation, now time.Time, window time.Duration, replicas int32) []gputaskv1.Recommendation {
 	if window == 0 {
 		return nil
 	}

@@ -1,0 +1,132 @@
+package autoscaler
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+)
+
+// capacity is how many of the set's tasks fit: on each schedulable node with
+// the template's GPU model (any GPU node when the template names none), the
+// free GPUs divided by the GPUs per task, plus the set's tasks already bound
+// to a node (their GPUs are already counted as used).
+func (c *Controller) capacity(set *gputaskv1.GPUTaskSet) (int32, error) {
+	perTask := gpusPerTask(set.Spec.Template.Spec.GPUAmount)
+	nodes, err := c.nodeLister.List(labels.Everything())
+	if err != nil {
+		return 0, fmt.Errorf("listing nodes: %w", err)
+	}
+	pods, err := c.podLister.List(labels.Everything())
+	if err != nil {
+		return 0, fmt.Errorf("listing pods: %w", err)
+	}
+	used := gpusInUseByNode(pods, c.opts.GPUResourceName)
+
+	var fit int64
+	for _, node := range nodes {
+		if !c.nodeMatches(node, set.Spec.Template.Spec.GPU) {
+			continue
+		}
+		allocatable := node.Status.Allocatable[c.opts.GPUResourceName]
+		free := allocatable.Value() - used[node.Name]
+		if free > 0 {
+			fit += free / perTask
+		}
+	}
+
+	bound, err := c.boundTasks(set)
+	if err != nil {
+		return 0, err
+	}
+	return int32(min(fit+bound, math.MaxInt32)), nil
+}
+
+// nodeMatches reports whether new tasks of a set asking for model could land
+// on node. Cordoned nodes take no new pods, so they add no capacity.
+func (c *Controller) nodeMatches(node *corev1.Node, model string) bool {
+	if node.Spec.Unschedulable {
+		return false
+	}
+	if model != "" && node.Labels[c.opts.GPULabelKey] != model {
+		return false
+	}
+	allocatable, ok := node.Status.Allocatable[c.opts.GPUResourceName]
+	return ok && allocatable.Sign() > 0
+}
+
+// boundTasks counts the set's live tasks that have a node.
+func (c *Controller) boundTasks(set *gputaskv1.GPUTaskSet) (int64, error) {
+	tasks, err := c.taskLister.GPUTasks(set.Namespace).List(labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: set.Name}))
+	if err != nil {
+		return 0, fmt.Errorf("listing tasks: %w", err)
+	}
+	var n int64
+	for _, t := range tasks {
+		// The label alone could be copied by anyone; the controller ref's
+		// UID proves the set owns the task.
+		if metav1.IsControlledBy(t, set) && t.DeletionTimestamp == nil && t.Status.NodeName != "" {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// gpusPerTask is the template's gpu-amount, at least 1.
+func gpusPerTask(amount *intstr.IntOrString) int64 {
+	if amount == nil {
+		return 1
+	}
+	n := int64(amount.IntVal)
+	if amount.Type == intstr.String {
+		parsed, err := strconv.ParseInt(amount.StrVal, 10, 64)
+		if err != nil {
+			return 1
+		}
+		n = parsed
+	}
+	return max(n, 1)
+}
+
+// gpusInUseByNode sums the GPUs of the non-terminal pods bound to each node.
+func gpusInUseByNode(pods []*corev1.Pod, gpu corev1.ResourceName) map[string]int64 {
+	used := map[string]int64{}
+	for _, pod := range pods {
+		if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		used[pod.Spec.NodeName] += podGPUs(pod, gpu)
+	}
+	return used
+}
+
+// podGPUs is what the scheduler charges a pod: the sum over its containers,
+// or the largest init container if that is more.
+func podGPUs(pod *corev1.Pod, gpu corev1.ResourceName) int64 {
+	var sum, initMax int64
+	for _, ctr := range pod.Spec.Containers {
+		sum += containerGPUs(ctr, gpu)
+	}
+	for _, ctr := range pod.Spec.InitContainers {
+		initMax = max(initMax, containerGPUs(ctr, gpu))
+	}
+	return max(sum, initMax)
+}
+
+// containerGPUs reads the request, or the limit when no request is given:
+// extended resources default their request to the limit.
+func containerGPUs(ctr corev1.Container, gpu corev1.ResourceName) int64 {
+	if q, ok := ctr.Resources.Requests[gpu]; ok {
+		return q.Value()
+	}
+	if q, ok := ctr.Resources.Limits[gpu]; ok {
+		return q.Value()
+	}
+	return 0
+}

@@ -1,0 +1,274 @@
+package autoscaler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/loadindex"
+	"github.com/gputask/gputask-controller/pkg/metrics"
+)
+
+// Event reasons besides the decision reasons.
+const (
+	EventScaledUp          = "ScaledUp"
+	EventScaledDown        = "ScaledDown"
+	EventDryRun            = "DryRunScale"
+	EventFailedRescale     = "FailedRescale"
+	EventInvalidMetricSpec = "InvalidMetricSpec"
+)
+
+// errReplicasChanged means someone else scaled the set while it was being
+// evaluated; the decision was made for a count that no longer holds.
+var errReplicasChanged = errors.New("replicas changed during evaluation")
+
+// evaluate reads the set's load indexes, decides, scales and reports.
+func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) error {
+	logger := klog.FromContext(ctx)
+	now := c.opts.Clock.Now()
+	key := cache.MetaObjectToName(set)
+
+	state, sources, configErrs := c.sourcesFor(ctx, key, set, now)
+	readings := readAll(ctx, set.Spec.Autoscaling.Metrics, sources, configErrs)
+
+	var capacity *int32
+	if set.Spec.Autoscaling.CapacityAware {
+		n, err := c.capacity(set)
+		if err != nil {
+			return fmt.Errorf("computing GPU capacity: %w", err)
+		}
+		capacity = &n
+	}
+
+	in := buildInputs(set, now, readings, capacity, state.recommendations)
+	d := Decide(in)
+	state.recommendations = d.Recommendations
+	logger.V(4).Info("Decided", "from", in.Current, "to", d.Desired, "reason", d.Reason, "message", d.Message)
+
+	c.recordMetrics(set, in, d)
+	scaled, scaleErr := c.scale(ctx, set, in, d)
+	c.emitEvents(set, in, d, configErrs, scaled, scaleErr)
+	want := desiredStatus(set, in, d, now, configErrs, scaled, scaleErr)
+	if err := c.updateStatus(ctx, set, want); err != nil {
+		return errors.Join(scaleErr, err)
+	}
+	return scaleErr
+}
+
+// sourcesFor returns the set's sources, building them when the metric spec
+// changed, when the set is new (or was re-created with a new UID), when a
+// build failed last time, or when they are older than sourceTTL. A metric
+// whose source cannot be built has a nil source and an error instead.
+func (c *Controller) sourcesFor(ctx context.Context, key cache.ObjectName, set *gputaskv1.GPUTaskSet, now time.Time) (*setState, []loadindex.Source, []error) {
+	c.mu.Lock()
+	state := c.sets[key]
+	if state == nil || state.uid != string(set.UID) {
+		state = &setState{uid: string(set.UID), recommendations: set.Status.Recommendations}
+		c.sets[key] = state
+	}
+	c.mu.Unlock()
+
+	metricSpecs := set.Spec.Autoscaling.Metrics
+	errs := make([]error, len(metricSpecs))
+	fresh := state.sources != nil && now.Sub(state.builtAt) < sourceTTL &&
+		(state.generation == set.Generation || apiequality.Semantic.DeepEqual(state.metrics, metricSpecs))
+	if fresh {
+		state.generation = set.Generation
+		return state, state.sources, errs
+	}
+
+	sources := make([]loadindex.Source, len(metricSpecs))
+	ok := true
+	for i, m := range metricSpecs {
+		sources[i], errs[i] = c.opts.NewSource(ctx, m, set.Namespace)
+		ok = ok && errs[i] == nil
+	}
+	state.sources, state.generation, state.builtAt = nil, set.Generation, now
+	state.metrics = nil
+	if ok {
+		// A failed build is retried next time: the missing Secret may exist by then.
+		state.sources = sources
+		state.metrics = deepCopyMetrics(metricSpecs)
+	}
+	return state, sources, errs
+}
+
+func deepCopyMetrics(in []gputaskv1.MetricSpec) []gputaskv1.MetricSpec {
+	out := make([]gputaskv1.MetricSpec, len(in))
+	for i := range in {
+		in[i].DeepCopyInto(&out[i])
+	}
+	return out
+}
+
+// readAll reads every metric at once; each source bounds its own read with
+// its timeout, so one slow endpoint does not delay the others.
+func readAll(ctx context.Context, specs []gputaskv1.MetricSpec, sources []loadindex.Source, configErrs []error) []MetricInput {
+	readings := make([]MetricInput, len(specs))
+	var wg sync.WaitGroup
+	for i, spec := range specs {
+		readings[i] = metricInput(spec)
+		if configErrs[i] != nil || sources[i] == nil {
+			readings[i].Err = configErrs[i]
+			if readings[i].Err == nil {
+				readings[i].Err = errors.New("no source")
+			}
+			continue
+		}
+		wg.Go(func() {
+			readings[i].Value, readings[i].Err = sources[i].Read(ctx)
+		})
+	}
+	wg.Wait()
+	return readings
+}
+
+// metricInput resolves a metric's thresholds, defaults applied.
+func metricInput(spec gputaskv1.MetricSpec) MetricInput {
+	return MetricInput{
+		Name:          spec.Name,
+		UpThreshold:   quantityOr(spec.UpThreshold, DefaultUpThreshold),
+		DownThreshold: quantityOr(spec.DownThreshold, DefaultDownThreshold),
+		Target:        quantityOr(spec.Target, 0),
+	}
+}
+
+func quantityOr(q *resource.Quantity, def float64) float64 {
+	if q == nil {
+		return def
+	}
+	return q.AsApproximateFloat64()
+}
+
+// buildInputs gathers everything Decide needs from the set, defaults applied.
+func buildInputs(set *gputaskv1.GPUTaskSet, now time.Time, readings []MetricInput, capacity *int32, recs []gputaskv1.Recommendation) Inputs {
+	spec := set.Spec.Autoscaling
+	in := Inputs{
+		Now:     now,
+		Current: currentReplicas(set),
+		Min:     ptrOr(spec.MinReplicas, DefaultMinReplicas),
+		Max:     spec.MaxReplicas,
+		Policy: Policy{
+			Type:      spec.Policy.Type,
+			StepUp:    ptrOr(spec.Policy.StepUp, DefaultStepUp),
+			StepDown:  ptrOr(spec.Policy.StepDown, DefaultStepDown),
+			Tolerance: quantityOr(spec.Policy.Tolerance, DefaultTolerance),
+		},
+		Metrics:             readings,
+		Recommendations:     recs,
+		StabilizationWindow: DefaultStabilizationWindow,
+		ConsecutiveFailures: set.Status.ConsecutiveFailures,
+		FailureThreshold:    ptrOr(spec.FailureThreshold, DefaultFailureThreshold),
+		Capacity:            capacity,
+		HeldBack:            set.Status.HeldBackReplicas,
+		Paused:              isPaused(set),
+		Stopped:             isStopped(set),
+		DryRun:              spec.DryRun,
+	}
+	if spec.ScaleDownStabilizationWindow != nil {
+		in.StabilizationWindow = spec.ScaleDownStabilizationWindow.Duration
+	}
+	if l := spec.ScaleUpLimit; l != nil {
+		in.ScaleUpLimit = &ScaleUpLimit{Tasks: l.Tasks, Period: DefaultScaleUpPeriod}
+		if l.Period != nil {
+			in.ScaleUpLimit.Period = l.Period.Duration
+		}
+	}
+	if set.Status.LastScaleTime != nil {
+		in.LastScaleTime = set.Status.LastScaleTime.Time
+	}
+	if spec.Fallback != nil {
+		in.Fallback = &spec.Fallback.Replicas
+	}
+	return in
+}
+
+// currentReplicas is spec.replicas, which defaults to 1.
+func currentReplicas(set *gputaskv1.GPUTaskSet) int32 {
+	return ptrOr(set.Spec.Replicas, 1)
+}
+
+func ptrOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func (c *Controller) recordMetrics(set *gputaskv1.GPUTaskSet, in Inputs, d Decision) {
+	for _, m := range d.Metrics {
+		if m.Err != nil {
+			metrics.LoadIndexErrors.WithLabelValues(set.Namespace, set.Name, m.Name).Inc()
+			continue
+		}
+		metrics.LoadIndex.WithLabelValues(set.Namespace, set.Name, m.Name).Set(m.Value)
+	}
+	metrics.DesiredReplicas.WithLabelValues(set.Namespace, set.Name).Set(float64(d.Desired))
+	metrics.ScalingDecisions.WithLabelValues(set.Namespace, set.Name, d.Direction(in.Current), d.Reason).Inc()
+}
+
+// acts reports whether the decision may change replicas.
+func acts(in Inputs) bool {
+	return !in.DryRun && !in.Paused && !in.Stopped
+}
+
+// scale writes the new count through the scale subresource, as kubectl
+// scale and the HPA do, so the set controller stays the only writer of the
+// rest of the spec.
+func (c *Controller) scale(ctx context.Context, set *gputaskv1.GPUTaskSet, in Inputs, d Decision) (bool, error) {
+	if !acts(in) || d.Desired == in.Current {
+		return false, nil
+	}
+	sets := c.client.GputaskV1().GPUTaskSets(set.Namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sc, err := sets.GetScale(ctx, set.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("getting scale: %w", err)
+		}
+		if sc.Spec.Replicas != in.Current {
+			return fmt.Errorf("%w: from %d to %d", errReplicasChanged, in.Current, sc.Spec.Replicas)
+		}
+		sc.Spec.Replicas = d.Desired
+		if _, err := sets.UpdateScale(ctx, set.Name, sc, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("updating scale to %d: %w", d.Desired, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	klog.FromContext(ctx).Info("Scaled", "from", in.Current, "to", d.Desired, "reason", d.Reason)
+	return true, nil
+}
+
+func (c *Controller) emitEvents(set *gputaskv1.GPUTaskSet, in Inputs, d Decision, configErrs []error, scaled bool, scaleErr error) {
+	for i, m := range d.Metrics {
+		switch {
+		case configErrs[i] != nil:
+			c.recorder.Event(set, corev1.EventTypeWarning, EventInvalidMetricSpec, configErrs[i].Error())
+		case m.Err != nil:
+			c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonFailedGetLoadIndex, "metric %q: %v", m.Name, m.Err)
+		}
+	}
+	switch {
+	case scaled && d.Desired > in.Current:
+		c.recorder.Eventf(set, corev1.EventTypeNormal, EventScaledUp, "New size: %d; reason: %s", d.Desired, d.Message)
+	case scaled:
+		c.recorder.Eventf(set, corev1.EventTypeNormal, EventScaledDown, "New size: %d; reason: %s", d.Desired, d.Message)
+	case scaleErr != nil:
+		c.recorder.Eventf(set, corev1.EventTypeWarning, EventFailedRescale, "New size: %d; reason: %s; error: %v", d.Desired, d.Message, scaleErr)
+	case in.DryRun && !in.Paused && !in.Stopped && d.Desired != in.Current:
+		c.recorder.Eventf(set, corev1.EventTypeNormal, EventDryRun, "Would scale from %d to %d; reason: %s", in.Current, d.Desired, d.Message)
+	}
+}

@@ -1,0 +1,227 @@
+package autoscaler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+)
+
+// Condition reasons besides the decision reasons, following the HPA's.
+const (
+	ReasonReadyForNewScale   = "ReadyForNewScale"
+	ReasonSucceededRescale   = "SucceededRescale"
+	ReasonFailedUpdateScale  = "FailedUpdateScale"
+	ReasonScalingDisabled    = "ScalingDisabled"
+	ReasonValidMetricFound   = "ValidMetricFound"
+	ReasonInvalidMetricSpec  = "InvalidMetricSpec"
+	ReasonDesiredWithinRange = "DesiredWithinRange"
+	ReasonLoadIndexAvailable = "LoadIndexAvailable"
+)
+
+// autoscalerConditions are the condition types this loop owns. The set
+// controller owns ReplicaFailure.
+var autoscalerConditions = []string{
+	gputaskv1.ConditionAbleToScale, gputaskv1.ConditionScalingActive,
+	gputaskv1.ConditionScalingLimited, gputaskv1.ConditionFallback,
+}
+
+// desiredStatus is the set's status with the autoscaler's fields as this
+// evaluation found them, and every other field as it was.
+func desiredStatus(set *gputaskv1.GPUTaskSet, in Inputs, d Decision, now time.Time, configErrs []error, scaled bool, scaleErr error) *gputaskv1.GPUTaskSetStatus {
+	status := set.Status.DeepCopy()
+	ts := metav1.NewTime(now)
+
+	if d.Winner >= 0 {
+		status.LoadIndex = formatFloat(d.Metrics[d.Winner].Value)
+	}
+	status.DesiredReplicas = &d.Desired
+	status.CapacityReplicas = in.Capacity
+	if scaled {
+		status.LastScaleTime = &ts
+	}
+	status.LastDecision = &gputaskv1.ScalingDecision{
+		Time: ts, Inputs: d.Inputs, From: in.Current, To: d.Desired, Reason: d.Reason, Message: d.Message,
+	}
+	status.Metrics = metricStatuses(d, ts)
+	status.ConsecutiveFailures = d.ConsecutiveFailures
+	status.Recommendations = d.Recommendations
+
+	setCondition(status, ts, ableToScale(in, d, scaled, scaleErr))
+	setCondition(status, ts, scalingActive(d, configErrs))
+	setCondition(status, ts, scalingLimited(d))
+	if set.Spec.Autoscaling.Fallback != nil {
+		setCondition(status, ts, fallbackCondition(d))
+	} else {
+		meta.RemoveStatusCondition(&status.Conditions, gputaskv1.ConditionFallback)
+	}
+	return status
+}
+
+func metricStatuses(d Decision, ts metav1.Time) []gputaskv1.MetricStatus {
+	out := make([]gputaskv1.MetricStatus, len(d.Metrics))
+	for i, m := range d.Metrics {
+		out[i] = gputaskv1.MetricStatus{Name: m.Name, LastReadTime: &ts}
+		if m.Err != nil {
+			out[i].Error = m.Err.Error()
+			continue
+		}
+		desired := m.Desired
+		out[i].Value = formatFloat(m.Value)
+		out[i].DesiredReplicas = &desired
+	}
+	return out
+}
+
+func setCondition(status *gputaskv1.GPUTaskSetStatus, ts metav1.Time, cond metav1.Condition) {
+	cond.LastTransitionTime = ts
+	meta.SetStatusCondition(&status.Conditions, cond)
+}
+
+func condition(condType string, ok bool, reason, message string) metav1.Condition {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: condType, Status: status, Reason: reason, Message: message}
+}
+
+// ableToScale is False while the autoscaler may not or could not act.
+func ableToScale(in Inputs, d Decision, scaled bool, scaleErr error) metav1.Condition {
+	const t = gputaskv1.ConditionAbleToScale
+	switch {
+	case in.Stopped, in.Paused:
+		return condition(t, false, ReasonScalingDisabled, d.Message)
+	case scaleErr != nil:
+		return condition(t, false, ReasonFailedUpdateScale, fmt.Sprintf("the autoscaler failed to update the scale subresource: %v", scaleErr))
+	case scaled:
+		return condition(t, true, ReasonSucceededRescale, fmt.Sprintf("the autoscaler set the size to %d", d.Desired))
+	case d.Reason == ReasonScaleDownStabilized, d.Reason == ReasonTasksTooYoung:
+		return condition(t, false, d.Reason, d.Message)
+	default:
+		return condition(t, true, ReasonReadyForNewScale, "recommended size matches current size")
+	}
+}
+
+func scalingActive(d Decision, configErrs []error) metav1.Condition {
+	const t = gputaskv1.ConditionScalingActive
+	for _, err := range configErrs {
+		if err != nil {
+			return condition(t, false, ReasonInvalidMetricSpec, err.Error())
+		}
+	}
+	for _, m := range d.Metrics {
+		if m.Err != nil {
+			return condition(t, false, ReasonFailedGetLoadIndex, fmt.Sprintf("metric %q: %v", m.Name, m.Err))
+		}
+	}
+	if len(d.Metrics) == 0 {
+		return condition(t, false, ReasonInvalidMetricSpec, "no metrics configured")
+	}
+	return condition(t, true, ReasonValidMetricFound, "the autoscaler read every load index: "+d.Inputs)
+}
+
+func scalingLimited(d Decision) metav1.Condition {
+	const t = gputaskv1.ConditionScalingLimited
+	if len(d.Limits) == 0 {
+		return condition(t, false, ReasonDesiredWithinRange, "the desired count is within the acceptable range")
+	}
+	return condition(t, true, d.Limits[len(d.Limits)-1], d.Message)
+}
+
+func fallbackCondition(d Decision) metav1.Condition {
+	const t = gputaskv1.ConditionFallback
+	if d.Fallback {
+		return condition(t, true, ReasonFallbackReplicas, d.Message)
+	}
+	return condition(t, false, ReasonLoadIndexAvailable, "fallback is not in use")
+}
+
+// updateStatus writes the autoscaler's fields when they changed in more than
+// timestamps. On a conflict it re-reads the set and applies only its own
+// fields again, so the set controller's concurrent writes are kept.
+func (c *Controller) updateStatus(ctx context.Context, set *gputaskv1.GPUTaskSet, want *gputaskv1.GPUTaskSetStatus) error {
+	if sameIgnoringTimes(&set.Status, want) {
+		return nil
+	}
+	sets := c.client.GputaskV1().GPUTaskSets(set.Namespace)
+	latest := set.DeepCopy()
+	first := true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			fresh, err := sets.Get(ctx, set.Name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("re-reading gputaskset: %w", err)
+			}
+			latest = fresh
+		}
+		first = false
+		applyAutoscalerStatus(&latest.Status, want)
+		if _, err := sets.UpdateStatus(ctx, latest, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("updating status: %w", err)
+		}
+		return nil
+	})
+}
+
+// applyAutoscalerStatus copies the autoscaler's fields from src to dst and
+// leaves the set controller's fields alone.
+func applyAutoscalerStatus(dst, src *gputaskv1.GPUTaskSetStatus) {
+	dst.LoadIndex = src.LoadIndex
+	dst.DesiredReplicas = src.DesiredReplicas
+	dst.CapacityReplicas = src.CapacityReplicas
+	dst.LastScaleTime = src.LastScaleTime
+	dst.LastDecision = src.LastDecision
+	dst.Metrics = src.Metrics
+	dst.ConsecutiveFailures = src.ConsecutiveFailures
+	dst.Recommendations = src.Recommendations
+	for _, t := range autoscalerConditions {
+		if cond := meta.FindStatusCondition(src.Conditions, t); cond != nil {
+			meta.SetStatusCondition(&dst.Conditions, *cond)
+		} else {
+			meta.RemoveStatusCondition(&dst.Conditions, t)
+		}
+	}
+}
+
+// sameIgnoringTimes compares the autoscaler's fields, leaving out the times
+// that move at every evaluation: the decision time, each metric's read time
+// and the recommendations' times. A steady set therefore causes no writes;
+// the times are written along with the next real change.
+func sameIgnoringTimes(a, b *gputaskv1.GPUTaskSetStatus) bool {
+	return apiequality.Semantic.DeepEqual(timeless(a), timeless(b))
+}
+
+func timeless(s *gputaskv1.GPUTaskSetStatus) gputaskv1.GPUTaskSetStatus {
+	var out gputaskv1.GPUTaskSetStatus
+	applyAutoscalerStatus(&out, s)
+	out = *out.DeepCopy()
+	if out.LastDecision != nil {
+		out.LastDecision.Time = metav1.Time{}
+	}
+	for i := range out.Metrics {
+		out.Metrics[i].LastReadTime = nil
+	}
+	for i := range out.Recommendations {
+		out.Recommendations[i].Time = metav1.Time{}
+	}
+	for i := range out.Conditions {
+		out.Conditions[i].LastTransitionTime = metav1.Time{}
+	}
+	if len(out.Conditions) == 0 {
+		out.Conditions = nil
+	}
+	if len(out.Metrics) == 0 {
+		out.Metrics = nil
+	}
+	if len(out.Recommendations) == 0 {
+		out.Recommendations = nil
+	}
+	return out
+}
