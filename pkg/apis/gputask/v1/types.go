@@ -85,6 +85,7 @@ const (
 // +kubebuilder:printcolumn:name="PHASE",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="NODE",type=string,JSONPath=`.status.nodeName`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="name must be at most 63 characters: it is the value of the pod's gputask.io/task label"
 
 // GPUTask is one unit of GPU work. The controller runs it as exactly one Pod
 // that asks for spec.gpu-amount GPUs of model spec.gpu, and mirrors the pod's
@@ -234,6 +235,7 @@ const (
 // +kubebuilder:printcolumn:name="RUNNING",type=integer,JSONPath=`.status.runningReplicas`
 // +kubebuilder:printcolumn:name="LOAD",type=string,JSONPath=`.status.loadIndex`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 57",message="name must be at most 57 characters: task names add 6 and must fit a 63-character label value"
 
 // GPUTaskSet keeps spec.replicas identical GPUTasks, made from spec.template.
 // With spec.autoscaling it also sets spec.replicas from a load index.
