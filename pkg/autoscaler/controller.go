@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	componentmetrics "k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -223,8 +224,13 @@ func (c *Controller) forget(key cache.ObjectName) {
 	delete(c.sets, key)
 	c.mu.Unlock()
 	labels := map[string]string{"namespace": key.Namespace, "taskset": key.Name}
-	metrics.LoadIndex.DeletePartialMatch(labels)
-	metrics.DesiredReplicas.DeletePartialMatch(labels)
+	// DeletePartialMatch comes from the embedded Prometheus vector, which
+	// does not exist until the metric is registered.
+	for _, vec := range []*componentmetrics.GaugeVec{metrics.LoadIndex, metrics.DesiredReplicas} {
+		if vec.IsCreated() {
+			vec.DeletePartialMatch(labels)
+		}
+	}
 }
 
 // Run starts workers and blocks until ctx is cancelled.

@@ -1,0 +1,823 @@
+package autoscaler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	kubeinformers "k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
+	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
+	"github.com/gputask/gputask-controller/pkg/loadindex"
+)
+
+// fakeSource returns a fixed value or error.
+type fakeSource struct {
+	value float64
+	err   error
+}
+
+func (s fakeSource) Read(context.Context) (float64, error) { return s.value, s.err }
+
+type fixture struct {
+	t          *testing.T
+	client     *fake.Clientset
+	kubeClient *kubefake.Clientset
+	recorder   *record.FakeRecorder
+	clock      *testingclock.FakeClock
+
+	sets  []*gputaskv1.GPUTaskSet
+	tasks []*gputaskv1.GPUTask
+	nodes []*corev1.Node
+	pods  []*corev1.Pod
+
+	// readings maps metric name to what its source returns.
+	readings map[string]fakeSource
+	// sourceErrs maps metric name to a source build error.
+	sourceErrs map[string]error
+	mu         sync.Mutex
+	builds     int
+
+	// scaleReplicas is what the scale subresource reports as spec.replicas.
+	scaleReplicas int32
+	// noPreload leaves the informer caches empty, for tests that start the
+	// informers: objects already cached would arrive as no-op updates.
+	noPreload bool
+}
+
+func newFixture(t *testing.T) *fixture {
+	return &fixture{
+		t: t, readings: map[string]fakeSource{}, sourceErrs: map[string]error{},
+		clock: testingclock.NewFakeClock(t0), recorder: record.NewFakeRecorder(100),
+	}
+}
+
+func newSet(name string, replicas int32) *gputaskv1.GPUTaskSet {
+	return &gputaskv1.GPUTaskSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: gputaskv1.SchemeGroupVersion.String(), Kind: "GPUTaskSet"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault, UID: "uid-" + "set", Generation: 1},
+		Spec: gputaskv1.GPUTaskSetSpec{
+			Replicas: ptr.To(replicas),
+			Template: gputaskv1.GPUTaskTemplateSpec{Spec: gputaskv1.GPUTaskSpec{GPU: "A100", GPUAmount: ptr.To(intstr.FromInt32(1))}},
+			Autoscaling: &gputaskv1.AutoscalingSpec{
+				MinReplicas: ptr.To[int32](1), MaxReplicas: 20,
+				Metrics: []gputaskv1.MetricSpec{{Name: "queue", HTTP: &gputaskv1.HTTPSource{URL: "http://127.0.0.1:1/load"}}},
+			},
+		},
+		Status: gputaskv1.GPUTaskSetStatus{Replicas: replicas, Selector: "gputask.io/taskset=" + name},
+	}
+}
+
+func (f *fixture) newController(ctx context.Context) (*Controller, informers.SharedInformerFactory) {
+	c, inf, _ := f.newControllerWithFactories(ctx)
+	return c, inf
+}
+
+func (f *fixture) newControllerWithFactories(ctx context.Context) (*Controller, informers.SharedInformerFactory, kubeinformers.SharedInformerFactory) {
+	f.t.Helper()
+	var objs []runtime.Object
+	for _, s := range f.sets {
+		objs = append(objs, s)
+	}
+	for _, task := range f.tasks {
+		objs = append(objs, task)
+	}
+	f.client = fake.NewSimpleClientset(objs...)
+	var kubeObjs []runtime.Object
+	for _, n := range f.nodes {
+		kubeObjs = append(kubeObjs, n)
+	}
+	for _, p := range f.pods {
+		kubeObjs = append(kubeObjs, p)
+	}
+	f.kubeClient = kubefake.NewClientset(kubeObjs...)
+	f.addScaleReactors()
+
+	inf := informers.NewSharedInformerFactory(f.client, 0)
+	kinf := kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
+	c, err := NewController(ctx, f.kubeClient, f.client,
+		inf.Gputask().V1().GPUTaskSets(), inf.Gputask().V1().GPUTasks(),
+		kinf.Core().V1().Nodes(), kinf.Core().V1().Pods(),
+		Options{Clock: f.clock, Recorder: f.recorder, NewSource: f.newSource})
+	if err != nil {
+		f.t.Fatalf("NewController: %v", err)
+	}
+	if f.noPreload {
+		return c, inf, kinf
+	}
+	// Preload the caches, as sample-controller's fixture does.
+	for _, s := range f.sets {
+		mustAdd(f.t, inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), s)
+	}
+	for _, task := range f.tasks {
+		mustAdd(f.t, inf.Gputask().V1().GPUTasks().Informer().GetIndexer(), task)
+	}
+	for _, n := range f.nodes {
+		mustAdd(f.t, kinf.Core().V1().Nodes().Informer().GetIndexer(), n)
+	}
+	for _, p := range f.pods {
+		mustAdd(f.t, kinf.Core().V1().Pods().Informer().GetIndexer(), p)
+	}
+	return c, inf, kinf
+}
+
+func mustAdd(t *testing.T, indexer cache.Indexer, obj any) {
+	t.Helper()
+	if err := indexer.Add(obj); err != nil {
+		t.Fatalf("adding to indexer: %v", err)
+	}
+}
+
+func (f *fixture) newSource(_ context.Context, spec gputaskv1.MetricSpec, _ string) (loadindex.Source, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.builds++
+	if err := f.sourceErrs[spec.Name]; err != nil {
+		return nil, fmt.Errorf("metric %q: %w", spec.Name, err)
+	}
+	return sourceFunc(func() (float64, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		r := f.readings[spec.Name]
+		return r.value, r.err
+	}), nil
+}
+
+type sourceFunc func() (float64, error)
+
+func (s sourceFunc) Read(context.Context) (float64, error) { return s() }
+
+// addScaleReactors serves the scale subresource, which the fake object
+// tracker does not know, from scaleReplicas.
+func (f *fixture) addScaleReactors() {
+	f.client.PrependReactor("get", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "scale" {
+			return false, nil, nil
+		}
+		get := action.(core.GetAction)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return true, &autoscalingv1.Scale{
+			ObjectMeta: metav1.ObjectMeta{Name: get.GetName(), Namespace: get.GetNamespace(), ResourceVersion: "7"},
+			Spec:       autoscalingv1.ScaleSpec{Replicas: f.scaleReplicas},
+		}, nil
+	})
+	f.client.PrependReactor("update", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "scale" {
+			return false, nil, nil
+		}
+		sc := action.(core.UpdateAction).GetObject().(*autoscalingv1.Scale)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.scaleReplicas = sc.Spec.Replicas
+		return true, sc, nil
+	})
+}
+
+func (f *fixture) sync(ctx context.Context, c *Controller, name string) (time.Duration, error) {
+	return c.syncHandler(ctx, cache.ObjectName{Namespace: metav1.NamespaceDefault, Name: name})
+}
+
+// writes returns the non-read actions on the gputask client, as
+// "verb resource/subresource".
+func (f *fixture) writes() []string {
+	var out []string
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "list" || a.GetVerb() == "watch" || (a.GetVerb() == "get" && a.GetSubresource() == "") {
+			continue
+		}
+		out = append(out, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
+	}
+	return out
+}
+
+func (f *fixture) lastStatus() *gputaskv1.GPUTaskSet {
+	f.t.Helper()
+	actions := f.client.Actions()
+	for i := len(actions) - 1; i >= 0; i-- {
+		if u, ok := actions[i].(core.UpdateAction); ok && u.GetSubresource() == "status" {
+			return u.GetObject().(*gputaskv1.GPUTaskSet)
+		}
+	}
+	f.t.Fatal("no status update")
+	return nil
+}
+
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func assertCondition(t *testing.T, set *gputaskv1.GPUTaskSet, condType string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	cond := meta.FindStatusCondition(set.Status.Conditions, condType)
+	if cond == nil {
+		t.Fatalf("condition %s missing: %+v", condType, set.Status.Conditions)
+	}
+	if cond.Status != status || cond.Reason != reason {
+		t.Errorf("condition %s = %s/%s (%s), want %s/%s", condType, cond.Status, cond.Reason, cond.Message, status, reason)
+	}
+}
+
+func assertEvents(t *testing.T, got []string, want ...string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("events = %q, want %d events starting with %q", got, len(want), want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("event %d = %q, want prefix %q", i, got[i], want[i])
+		}
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	return strings.Join(a, "|") == strings.Join(b, "|")
+}
+
+func TestScaleUpWritesScaleStatusAndEvent(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
+	f.scaleReplicas = 5
+	f.readings["queue"] = fakeSource{value: 0.91}
+	c, _ := f.newController(ctx)
+
+	next, err := f.sync(ctx, c, "web")
+	if err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if next != DefaultInterval {
+		t.Errorf("next evaluation in %v, want %v", next, DefaultInterval)
+	}
+	want := []string{"get gputasksets/scale", "update gputasksets/scale", "update gputasksets/status"}
+	if got := f.writes(); !equalStrings(got, want) {
+		t.Fatalf("actions = %v, want %v", got, want)
+	}
+	if f.scaleReplicas != 8 {
+		t.Errorf("scale replicas = %d, want 8", f.scaleReplicas)
+	}
+	set := f.lastStatus()
+	if got := ptr.Deref(set.Status.DesiredReplicas, -1); got != 8 {
+		t.Errorf("status.desiredReplicas = %d, want 8", got)
+	}
+	if set.Status.LastScaleTime == nil || !set.Status.LastScaleTime.Time.Equal(t0) {
+		t.Errorf("status.lastScaleTime = %v, want %v", set.Status.LastScaleTime, t0)
+	}
+	if set.Status.LoadIndex != "0.91" {
+		t.Errorf("status.loadIndex = %q, want 0.91", set.Status.LoadIndex)
+	}
+	d := set.Status.LastDecision
+	if d == nil || d.From != 5 || d.To != 8 || d.Reason != ReasonScaleUpAboveThreshold || d.Inputs != "queue: load=0.91 up=0.8 down=0.5" {
+		t.Errorf("status.lastDecision = %+v", d)
+	}
+	if len(set.Status.Metrics) != 1 || set.Status.Metrics[0].Value != "0.91" || ptr.Deref(set.Status.Metrics[0].DesiredReplicas, 0) != 8 {
+		t.Errorf("status.metrics = %+v", set.Status.Metrics)
+	}
+	// The set controller's fields are left as they were.
+	if set.Status.Replicas != 5 || set.Status.Selector != "gputask.io/taskset=web" {
+		t.Errorf("set controller's status fields changed: %+v", set.Status)
+	}
+	assertCondition(t, set, gputaskv1.ConditionAbleToScale, metav1.ConditionTrue, ReasonSucceededRescale)
+	assertCondition(t, set, gputaskv1.ConditionScalingActive, metav1.ConditionTrue, ReasonValidMetricFound)
+	assertCondition(t, set, gputaskv1.ConditionScalingLimited, metav1.ConditionFalse, ReasonDesiredWithinRange)
+	if meta.FindStatusCondition(set.Status.Conditions, gputaskv1.ConditionFallback) != nil {
+		t.Error("Fallback condition set without a fallback")
+	}
+	assertEvents(t, f.events(), "Normal ScaledUp New size: 8; reason: load 0.91 above up threshold 0.8")
+}
+
+func TestHoldMakesNoScaleWriteAndSteadyStateNoWrites(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
+	f.scaleReplicas = 5
+	f.readings["queue"] = fakeSource{value: 0.6}
+	c, inf := f.newController(ctx)
+
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if got, want := f.writes(), []string{"update gputasksets/status"}; !equalStrings(got, want) {
+		t.Fatalf("actions = %v, want %v", got, want)
+	}
+	set := f.lastStatus()
+	if set.Status.LastScaleTime != nil {
+		t.Error("lastScaleTime set on a hold")
+	}
+	assertCondition(t, set, gputaskv1.ConditionAbleToScale, metav1.ConditionTrue, ReasonReadyForNewScale)
+	assertEvents(t, f.events())
+
+	// The informer delivers our own write; the next evaluation, with the same
+	// load, must not write anything although the clock moved.
+	mustUpdate(t, inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), set)
+	f.client.ClearActions()
+	f.clock.Step(30 * time.Second)
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatalf("second sync: %v", err)
+	}
+	if got := f.writes(); len(got) != 0 {
+		t.Errorf("steady state wrote %v, want nothing", got)
+	}
+	if f.builds != 1 {
+		t.Errorf("sources built %d times, want once", f.builds)
+	}
+
+	// A changed load index is a real change and is written.
+	f.readings["queue"] = fakeSource{value: 0.7}
+	f.clock.Step(30 * time.Second)
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatalf("third sync: %v", err)
+	}
+	if got, want := f.writes(), []string{"update gputasksets/status"}; !equalStrings(got, want) {
+		t.Errorf("actions = %v, want %v", got, want)
+	}
+}
+
+func mustUpdate(t *testing.T, indexer cache.Indexer, obj any) {
+	t.Helper()
+	if err := indexer.Update(obj); err != nil {
+		t.Fatalf("updating indexer: %v", err)
+	}
+}
+
+func TestFailureReportsAndNeverScalesDown(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("web", 5)
+	set.Spec.Autoscaling.Metrics = append(set.Spec.Autoscaling.Metrics,
+		gputaskv1.MetricSpec{Name: "util", Prometheus: &gputaskv1.PrometheusSource{ServerAddress: "http://127.0.0.1:1", Query: "up"}})
+	f.sets = []*gputaskv1.GPUTaskSet{set}
+	f.scaleReplicas = 5
+	f.readings["queue"] = fakeSource{err: errors.New("GET http://127.0.0.1:1/load: connection refused")}
+	f.readings["util"] = fakeSource{value: 0.1} // alone, this would scale down
+	c, _ := f.newController(ctx)
+
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if got, want := f.writes(), []string{"update gputasksets/status"}; !equalStrings(got, want) {
+		t.Fatalf("actions = %v, want %v (no scale-down)", got, want)
+	}
+	got := f.lastStatus()
+	assertCondition(t, got, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, ReasonFailedGetLoadIndex)
+	if got.Status.ConsecutiveFailures != 1 {
+		t.Errorf("consecutiveFailures = %d, want 1", got.Status.ConsecutiveFailures)
+	}
+	if got.Status.LastDecision.Reason != ReasonFailedGetLoadIndex || got.Status.LastDecision.To != 5 {
+		t.Errorf("lastDecision = %+v", got.Status.LastDecision)
+	}
+	if m := got.Status.Metrics[0]; m.Error == "" || m.Value != "" {
+		t.Errorf("failed metric status = %+v", m)
+	}
+	assertEvents(t, f.events(), `Warning FailedGetLoadIndex metric "queue": GET http://127.0.0.1:1/load: connection refused`)
+}
+
+func TestFallbackAfterThreshold(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("web", 5)
+	set.Spec.Autoscaling.Fallback = &gputaskv1.Fallback{Replicas: 2}
+	set.Status.ConsecutiveFailures = 2
+	f.sets = []*gputaskv1.GPUTaskSet{set}
+	f.scaleReplicas = 5
+	f.readings["queue"] = fakeSource{err: errors.New("timed out")}
+	c, _ := f.newController(ctx)
+
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if f.scaleReplicas != 2 {
+		t.Errorf("scale replicas = %d, want fallback 2", f.scaleReplicas)
+	}
+	got := f.lastStatus()
+	assertCondition(t, got, gputaskv1.ConditionFallback, metav1.ConditionTrue, ReasonFallbackReplicas)
+	assertEvents(t, f.events(), "Warning FailedGetLoadIndex", "Normal ScaledDown New size: 2; reason: load index failed 3 times in a row")
+}
+
+func TestInvalidMetricSpec(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
+	f.scaleReplicas = 5
+	f.sourceErrs["queue"] = errors.New("http.auth.bearerTokenSecretRef: secret default/token not found")
+	c, _ := f.newController(ctx)
+
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	got := f.lastStatus()
+	assertCondition(t, got, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, ReasonInvalidMetricSpec)
+	assertEvents(t, f.events(), `Warning InvalidMetricSpec metric "queue": http.auth.bearerTokenSecretRef`)
+
+	// A failed build is retried: the Secret may exist by now.
+	delete(f.sourceErrs, "queue")
+	f.readings["queue"] = fakeSource{value: 0.6}
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatalf("second sync: %v", err)
+	}
+	if f.builds != 2 {
+		t.Errorf("sources built %d times, want 2", f.builds)
+	}
+	assertCondition(t, f.lastStatus(), gputaskv1.ConditionScalingActive, metav1.ConditionTrue, ReasonValidMetricFound)
+}
+
+func TestDryRunWritesStatusButNoScale(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("web", 5)
+	set.Spec.Autoscaling.DryRun = true
+	f.sets = []*gputaskv1.GPUTaskSet{set}
+	f.scaleReplicas = 5
+	f.readings["queue"] = fakeSource{value: 0.95}
+	c, _ := f.newController(ctx)
+
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if got, want := f.writes(), []string{"update gputasksets/status"}; !equalStrings(got, want) {
+		t.Fatalf("actions = %v, want %v", got, want)
+	}
+	got := f.lastStatus()
+	if ptr.Deref(got.Status.DesiredReplicas, 0) != 8 || got.Status.LastScaleTime != nil {
+		t.Errorf("dry run status: desired %v, lastScaleTime %v", got.Status.DesiredReplicas, got.Status.LastScaleTime)
+	}
+	assertEvents(t, f.events(), "Normal DryRunScale Would scale from 5 to 8")
+}
+
+func TestPausedAndStoppedMakeNoScaleWrite(t *testing.T) {
+	for _, annotation := range []string{gputaskv1.AnnotationPaused, gputaskv1.AnnotationStopped} {
+		t.Run(annotation, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newFixture(t)
+			set := newSet("web", 5)
+			set.Annotations = map[string]string{annotation: "true"}
+			f.sets = []*gputaskv1.GPUTaskSet{set}
+			f.scaleReplicas = 5
+			f.readings["queue"] = fakeSource{value: 0.95}
+			c, _ := f.newController(ctx)
+
+			if _, err := f.sync(ctx, c, "web"); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			if got, want := f.writes(), []string{"update gputasksets/status"}; !equalStrings(got, want) {
+				t.Fatalf("actions = %v, want %v", got, want)
+			}
+			got := f.lastStatus()
+			assertCondition(t, got, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, ReasonScalingDisabled)
+			if !strings.Contains(got.Status.LastDecision.Message, "would scale to 8") {
+				t.Errorf("lastDecision message = %q", got.Status.LastDecision.Message)
+			}
+		})
+	}
+}
+
+func gpuNode(name, model string, gpus int64, unschedulable bool) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{DefaultGPULabelKey: model}},
+		Spec:       corev1.NodeSpec{Unschedulable: unschedulable},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+			DefaultGPUResourceName: *resource.NewQuantity(gpus, resource.DecimalSI),
+		}},
+	}
+}
+
+func gpuPod(name, node string, gpus int64, phase corev1.PodPhase) *corev1.Pod {
+	q := *resource.NewQuantity(gpus, resource.DecimalSI)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
+			Name: "main", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{DefaultGPUResourceName: q}},
+		}}},
+		Status: corev1.PodStatus{Phase: phase},
+	}
+}
+
+func task(name string, owner *gputaskv1.GPUTaskSet, node string) *gputaskv1.GPUTask {
+	return &gputaskv1.GPUTask{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: metav1.NamespaceDefault,
+			Labels:          map[string]string{gputaskv1.LabelTaskSet: owner.Name},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, gputaskv1.SchemeGroupVersion.WithKind("GPUTaskSet"))},
+		},
+		Status: gputaskv1.GPUTaskStatus{NodeName: node},
+	}
+}
+
+func TestCapacityAwareCapsScaleUp(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("web", 2)
+	set.Spec.Autoscaling.CapacityAware = true
+	set.Spec.Autoscaling.Policy.StepUp = ptr.To[int32](8)
+	impostor := set.DeepCopy()
+	impostor.UID = "someone-else"
+	f.sets = []*gputaskv1.GPUTaskSet{set}
+	f.nodes = []*corev1.Node{
+		gpuNode("a100-1", "A100", 4, false),
+		gpuNode("a100-2", "A100", 4, false),
+		gpuNode("a100-cordoned", "A100", 8, true),
+		gpuNode("h100", "H100", 8, false),
+	}
+	f.pods = []*corev1.Pod{
+		gpuPod("web-0", "a100-1", 1, corev1.PodRunning),
+		gpuPod("web-1", "a100-1", 1, corev1.PodRunning),
+		gpuPod("other", "a100-1", 1, corev1.PodRunning),
+		gpuPod("done", "a100-2", 4, corev1.PodSucceeded),
+		gpuPod("pending", "", 1, corev1.PodPending),
+	}
+	f.tasks = []*gputaskv1.GPUTask{
+		task("web-0", set, "a100-1"), task("web-1", set, "a100-1"),
+		task("web-2", set, ""),                // not bound yet
+		task("stranger", impostor, "a100-2"), // same label, other owner
+	}
+	f.scaleReplicas = 2
+	f.readings["queue"] = fakeSource{value: 0.95}
+	c, _ := f.newController(ctx)
+
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	// a100-1: 4 − 3 used = 1; a100-2: 4 free; plus 2 bound tasks = 7.
+	if f.scaleReplicas != 7 {
+		t.Errorf("scale replicas = %d, want capacity 7", f.scaleReplicas)
+	}
+	got := f.lastStatus()
+	if ptr.Deref(got.Status.CapacityReplicas, -1) != 7 {
+		t.Errorf("status.capacityReplicas = %v, want 7", got.Status.CapacityReplicas)
+	}
+	assertCondition(t, got, gputaskv1.ConditionScalingLimited, metav1.ConditionTrue, ReasonCapacityLimited)
+}
+
+func TestCapacityCountsGPUAmountAndAnyModel(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("web", 1)
+	set.Spec.Template.Spec.GPU = ""
+	set.Spec.Template.Spec.GPUAmount = ptr.To(intstr.FromString("2"))
+	f.sets = []*gputaskv1.GPUTaskSet{set}
+	f.nodes = []*corev1.Node{gpuNode("a", "A100", 5, false), gpuNode("b", "H100", 4, false), {ObjectMeta: metav1.ObjectMeta{Name: "cpu"}}}
+	c, _ := f.newController(ctx)
+	n, err := c.capacity(set)
+	if err != nil {
+		t.Fatalf("capacity: %v", err)
+	}
+	if n != 4 { // floor(5/2) + floor(4/2)
+		t.Errorf("capacity = %d, want 4", n)
+	}
+}
+
+func TestStatusConflictKeepsOtherWritersFields(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
+	f.scaleReplicas = 5
+	f.readings["queue"] = fakeSource{value: 0.6}
+	c, _ := f.newController(ctx)
+
+	// Meanwhile the set controller wrote its own fields.
+	fresh := f.sets[0].DeepCopy()
+	fresh.Status.RunningReplicas = 4
+	fresh.Status.HeldBackReplicas = 1
+	fresh.Status.Conditions = []metav1.Condition{{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: "FailedCreate", LastTransitionTime: metav1.NewTime(t0)}}
+	if err := f.client.Tracker().Update(gputaskv1.SchemeGroupVersion.WithResource("gputasksets"), fresh, fresh.Namespace); err != nil {
+		t.Fatalf("tracker update: %v", err)
+	}
+	conflicts := 0
+	f.client.PrependReactor("update", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() == "status" && conflicts == 0 {
+			conflicts++
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: gputaskv1.SchemeGroupVersion.Group, Resource: "gputasksets"}, "web", errors.New("stale"))
+		}
+		return false, nil, nil
+	})
+
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	got := f.lastStatus()
+	if got.Status.RunningReplicas != 4 || got.Status.HeldBackReplicas != 1 {
+		t.Errorf("set controller's fields lost: %+v", got.Status)
+	}
+	assertCondition(t, got, gputaskv1.ConditionReplicaFailure, metav1.ConditionTrue, "FailedCreate")
+	assertCondition(t, got, gputaskv1.ConditionScalingActive, metav1.ConditionTrue, ReasonValidMetricFound)
+}
+
+func TestReplicasChangedDuringEvaluation(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
+	f.scaleReplicas = 9 // someone ran kubectl scale after the cache was filled
+	f.readings["queue"] = fakeSource{value: 0.95}
+	c, _ := f.newController(ctx)
+
+	next, err := f.sync(ctx, c, "web")
+	if !errors.Is(err, errReplicasChanged) {
+		t.Fatalf("sync error = %v, want errReplicasChanged", err)
+	}
+	if next != DefaultInterval {
+		t.Errorf("next = %v, want the regular interval as well", next)
+	}
+	if f.scaleReplicas != 9 {
+		t.Errorf("overwrote someone else's scale: replicas = %d", f.scaleReplicas)
+	}
+	assertCondition(t, f.lastStatus(), gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, ReasonFailedUpdateScale)
+}
+
+func TestSetsWithoutAutoscalingAreIgnored(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("plain", 3)
+	set.Spec.Autoscaling = nil
+	f.sets = []*gputaskv1.GPUTaskSet{set}
+	c, _ := f.newController(ctx)
+	next, err := f.sync(ctx, c, "plain")
+	if err != nil || next != 0 {
+		t.Fatalf("sync = %v, %v; want no requeue", next, err)
+	}
+	if got := f.writes(); len(got) != 0 {
+		t.Errorf("actions = %v, want none", got)
+	}
+	if next, err := f.sync(ctx, c, "gone"); err != nil || next != 0 {
+		t.Errorf("sync of a missing set = %v, %v", next, err)
+	}
+}
+
+func TestSourcesRebuiltOnMetricSpecChange(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
+	f.scaleReplicas = 5
+	f.readings["queue"] = fakeSource{value: 0.6}
+	c, inf := f.newController(ctx)
+	indexer := inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer()
+
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatal(err)
+	}
+	// A replicas change bumps the generation but keeps the sources.
+	scaled := f.sets[0].DeepCopy()
+	scaled.Generation, scaled.Spec.Replicas = 2, ptr.To[int32](6)
+	f.scaleReplicas = 6
+	mustUpdate(t, indexer, scaled)
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if f.builds != 1 {
+		t.Errorf("builds after a replicas change = %d, want 1", f.builds)
+	}
+	changed := scaled.DeepCopy()
+	changed.Generation = 3
+	changed.Spec.Autoscaling.Metrics[0].HTTP.URL = "http://127.0.0.1:2/load"
+	mustUpdate(t, indexer, changed)
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if f.builds != 2 {
+		t.Errorf("builds after a metric change = %d, want 2", f.builds)
+	}
+	// Sources also expire, to pick up rotated Secrets.
+	f.clock.Step(sourceTTL)
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if f.builds != 3 {
+		t.Errorf("builds after the TTL = %d, want 3", f.builds)
+	}
+}
+
+func TestStabilizationAcrossEvaluations(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
+	f.scaleReplicas = 5
+	f.readings["queue"] = fakeSource{value: 0.6}
+	c, inf := f.newController(ctx)
+	indexer := inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer()
+
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatal(err)
+	}
+	mustUpdate(t, indexer, f.lastStatus())
+	// Load drops a minute later: the recommendation of 5 is still in the
+	// window, so nothing is removed.
+	f.readings["queue"] = fakeSource{value: 0.1}
+	f.clock.Step(time.Minute)
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if f.scaleReplicas != 5 {
+		t.Fatalf("scaled down to %d inside the stabilization window", f.scaleReplicas)
+	}
+	got := f.lastStatus()
+	if got.Status.LastDecision.Reason != ReasonScaleDownStabilized {
+		t.Errorf("reason = %s, want %s", got.Status.LastDecision.Reason, ReasonScaleDownStabilized)
+	}
+	mustUpdate(t, indexer, got)
+	// Past the window the scale-down happens.
+	f.clock.Step(5 * time.Minute)
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if f.scaleReplicas != 4 {
+		t.Errorf("scale replicas = %d after the window, want 4", f.scaleReplicas)
+	}
+}
+
+func TestUpdateHandlerOnlyEnqueuesAutoscalingChanges(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	c, _ := f.newController(ctx)
+	defer c.queue.ShutDown()
+	old := newSet("web", 5)
+
+	statusOnly := old.DeepCopy()
+	statusOnly.Status.LoadIndex = "0.5"
+	replicasOnly := old.DeepCopy()
+	replicasOnly.Spec.Replicas = ptr.To[int32](9)
+	c.onSetUpdate(old, statusOnly)
+	c.onSetUpdate(old, replicasOnly)
+	if n := c.queue.Len(); n != 0 {
+		t.Fatalf("queue length = %d after status/replicas changes, want 0", n)
+	}
+	paused := old.DeepCopy()
+	paused.Annotations = map[string]string{gputaskv1.AnnotationPaused: "true"}
+	c.onSetUpdate(old, paused)
+	if n := c.queue.Len(); n != 1 {
+		t.Fatalf("queue length = %d after pausing, want 1", n)
+	}
+	plain := old.DeepCopy()
+	plain.Spec.Autoscaling = nil
+	c.onSetAdd(plain)
+	if n := c.queue.Len(); n != 1 {
+		t.Errorf("a set without autoscaling was enqueued")
+	}
+}
+
+func TestRunScalesAndStopsWithContext(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f := newFixture(t)
+	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
+	f.scaleReplicas = 5
+	f.readings["queue"] = fakeSource{value: 0.91}
+	f.noPreload = true
+	c, inf, kinf := f.newControllerWithFactories(ctx)
+	inf.Start(ctx.Done())
+	kinf.Start(ctx.Done())
+
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, 2) }()
+	scaled := func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.scaleReplicas == 8
+	}
+	for deadline := time.Now().Add(10 * time.Second); !scaled(); {
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not scale the set up within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop after cancel")
+	}
+	inf.Shutdown()
+	kinf.Shutdown()
+}
