@@ -557,7 +557,7 @@ func TestCapacityAwareCapsScaleUp(t *testing.T) {
 	}
 	f.tasks = []*gputaskv1.GPUTask{
 		task("web-0", set, "a100-1"), task("web-1", set, "a100-1"),
-		task("web-2", set, ""),                // not bound yet
+		task("web-2", set, ""),               // not bound yet
 		task("stranger", impostor, "a100-2"), // same label, other owner
 	}
 	f.scaleReplicas = 2
