@@ -37,7 +37,6 @@ const (
 	ReasonTasksTooYoung           = "TasksTooYoung"
 	ReasonPaused                  = "Paused"
 	ReasonStopped                 = "Stopped"
-	ReasonNoMetrics               = "NoMetrics"
 )
 
 // Policy is the resolved scaling policy, defaults applied.
@@ -175,8 +174,7 @@ func (d Decision) Direction(current int32) string {
 //     With Current == 0 Proportional has no per-task base, so it reads the
 //     value as total load and asks for ceil(value / target) tasks (0 for 0).
 //  2. The largest count wins. If any metric failed, the others may scale up
-//     but never down: a scale-down is held at Current. A failure never
-//     lowers the count.
+//     but never down: a scale-down is held at Current.
 //  3. If every metric failed the count is held, except that once
 //     ConsecutiveFailures reaches FailureThreshold and a Fallback is set, the
 //     count becomes the fallback. The fallback is the one way a failure may
@@ -191,8 +189,11 @@ func (d Decision) Direction(current int32) string {
 //  8. While HeldBack > 0 (young tasks kept by the last scale-in), a further
 //     scale-down is held at Current.
 //  9. [Min, Max] always applies last: the bounds are the user's own settings,
-//     not a reading, so they hold even while metrics fail.
-//  10. Paused or Stopped keep Current and report what would have been done.
+//     not a reading, so they hold even while metrics fail. A failure thus
+//     never lowers the count; only Max and a configured fallback can.
+//  10. Paused or Stopped keep Current, even outside [Min, Max], and the
+//     message says what would have been done. Recommendations are still
+//     recorded, so resuming does not forget a recent peak.
 func Decide(in Inputs) Decision {
 	in = normalize(in)
 	d := Decision{Winner: -1}

@@ -41,6 +41,10 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 
 	state, sources, configErrs := c.sourcesFor(ctx, key, set, now)
 	readings := readAll(ctx, set.Spec.Autoscaling.Metrics, sources, configErrs)
+	if err := ctx.Err(); err != nil {
+		// Shutting down: the reads failed because of us, not the endpoints.
+		return fmt.Errorf("reading load indexes: %w", err)
+	}
 
 	var capacity *int32
 	if set.Spec.Autoscaling.CapacityAware {

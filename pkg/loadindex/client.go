@@ -50,7 +50,7 @@ func newClient(ctx context.Context, auth *gputaskv1.SourceAuth, namespace string
 	transport = transport.Clone()
 	transport.TLSClientConfig = tlsConfig
 	return &client{
-		http:    &http.Client{Transport: transport},
+		http:    &http.Client{Transport: transport, CheckRedirect: sameHostRedirect},
 		headers: headers,
 		timeout: timeout,
 	}, nil
@@ -87,6 +87,22 @@ func addBearer(ctx context.Context, headers http.Header, auth *gputaskv1.SourceA
 	// Secrets written with `echo` often end in a newline, which is never part of a token.
 	if t := strings.TrimSpace(string(token)); t != "" {
 		headers.Set("Authorization", "Bearer "+t)
+	}
+	return nil
+}
+
+// maxRedirects matches net/http's default limit.
+const maxRedirects = 10
+
+// sameHostRedirect follows redirects only within the configured host. Go
+// drops the Authorization header on a redirect to another host, but not
+// custom headers, which may carry an API key from a Secret.
+func sameHostRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	if req.URL.Host != via[0].URL.Host {
+		return fmt.Errorf("refusing redirect to another host %q", req.URL.Host)
 	}
 	return nil
 }

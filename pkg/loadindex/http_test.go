@@ -328,3 +328,35 @@ func TestOptionalSecretMayBeMissing(t *testing.T) {
 		t.Fatalf("Read: %v", err)
 	}
 }
+
+func TestHTTPSourceRedirects(t *testing.T) {
+	var gotKey string
+	other := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		gotKey = r.Header.Get("X-Api-Key")
+		jsonBody(`{"data":{"load_balance":1}}`)(w, r)
+	})
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/same":
+			http.Redirect(w, r, "/final", http.StatusFound)
+		case "/other":
+			http.Redirect(w, r, other.URL+"/final", http.StatusFound)
+		default:
+			jsonBody(`{"data":{"load_balance":0.4}}`)(w, r)
+		}
+	})
+	key := "k3y"
+	withKey := func(h *gputaskv1.HTTPSource) {
+		h.Headers = []gputaskv1.HTTPHeader{{Name: "X-Api-Key", Value: &key}}
+	}
+	if v, err := mustNew(t, httpMetric(srv.URL+"/same", withKey), nil).Read(context.Background()); err != nil || v != 0.4 {
+		t.Fatalf("same-host redirect: %v, %v", v, err)
+	}
+	_, err := mustNew(t, httpMetric(srv.URL+"/other", withKey), nil).Read(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "refusing redirect") {
+		t.Fatalf("cross-host redirect error = %v, want a refusal", err)
+	}
+	if gotKey != "" {
+		t.Errorf("API key leaked to another host: %q", gotKey)
+	}
+}
