@@ -42,7 +42,7 @@ type fakeSource struct {
 func (s fakeSource) Read(context.Context) (float64, error) { return s.value, s.err }
 
 type fixture struct {
-	t          *testing.T
+	t          testing.TB
 	client     *fake.Clientset
 	kubeClient *kubefake.Clientset
 	recorder   *record.FakeRecorder
@@ -67,7 +67,7 @@ type fixture struct {
 	noPreload bool
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	return &fixture{
 		t: t, readings: map[string]fakeSource{}, sourceErrs: map[string]error{},
 		clock: testingclock.NewFakeClock(t0), recorder: record.NewFakeRecorder(100),
@@ -143,7 +143,7 @@ func (f *fixture) newControllerWithFactories(ctx context.Context) (*Controller, 
 	return c, inf, kinf
 }
 
-func mustAdd(t *testing.T, indexer cache.Indexer, obj any) {
+func mustAdd(t testing.TB, indexer cache.Indexer, obj any) {
 	t.Helper()
 	if err := indexer.Add(obj); err != nil {
 		t.Fatalf("adding to indexer: %v", err)
@@ -820,4 +820,29 @@ func TestRunScalesAndStopsWithContext(t *testing.T) {
 	}
 	inf.Shutdown()
 	kinf.Shutdown()
+}
+
+// BenchmarkCapacity measures the capacity sum over a large cluster: 1,000
+// GPU nodes and 8,000 pods. Target: under 10ms per evaluation, so that
+// capacityAware sets can be evaluated every few seconds.
+func BenchmarkCapacity(b *testing.B) {
+	_, ctx := ktesting.NewTestContext(b)
+	f := newFixture(b)
+	set := newSet("web", 1)
+	f.sets = []*gputaskv1.GPUTaskSet{set}
+	for i := range 1000 {
+		node := fmt.Sprintf("node-%d", i)
+		f.nodes = append(f.nodes, gpuNode(node, "A100", 8, false))
+		for j := range 8 {
+			f.pods = append(f.pods, gpuPod(fmt.Sprintf("pod-%d-%d", i, j), node, int64(j%2), corev1.PodRunning))
+		}
+	}
+	c, _ := f.newController(ctx)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := c.capacity(set); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
