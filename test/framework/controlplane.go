@@ -73,6 +73,10 @@ type Options struct {
 	Kwok bool
 	// SkipCRDs leaves the gputask.io CRDs uninstalled.
 	SkipCRDs bool
+	// ExtraArgs adds flags to a component, keyed by binary name (BinAPIServer,
+	// BinControllerManager, ...), after the harness's own so they win; for
+	// example {"kube-controller-manager": {"--node-monitor-grace-period=10s"}}.
+	ExtraArgs map[string][]string
 	// Dir is where data, certificates and logs go; empty means a new
 	// temporary directory, which Cleanup removes.
 	Dir string
@@ -434,8 +438,10 @@ func (cp *ControlPlane) startKwok() (*Process, int, error) {
 	return p, port, err
 }
 
-// startProcess starts bin/<name> with a fresh log file and records it for Stop.
+// startProcess starts bin/<name>, with Options.ExtraArgs[name] appended, a
+// fresh log file, and records it for Stop.
 func (cp *ControlPlane) startProcess(name string, env []string, args ...string) (*Process, error) {
+	args = append(args, cp.opts.ExtraArgs[name]...)
 	return cp.startBinary(name, filepath.Join(cp.BinDir, name), env, args...)
 }
 
@@ -456,6 +462,20 @@ func (cp *ControlPlane) startBinary(name, path string, env []string, args ...str
 	cp.procs = append(cp.procs, p)
 	cp.mu.Unlock()
 	return p, nil
+}
+
+// Process returns the most recently started process of that binary name
+// (BinKwok, BinController, ...), or nil; a fault test stops kwok with it to
+// make its nodes go silent.
+func (cp *ControlPlane) Process(name string) *Process {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	for i := len(cp.procs) - 1; i >= 0; i-- {
+		if cp.procs[i].Name == name {
+			return cp.procs[i]
+		}
+	}
+	return nil
 }
 
 // Stopped reports whether Stop has been called.

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -22,10 +23,25 @@ import (
 // code finishes, and a deleted pod goes away. After the control plane stops,
 // no process it started is left.
 func TestControlPlane(t *testing.T) {
-	cp := StartT(t, Options{Scheduler: true, ControllerManager: true, Kwok: true})
+	cp := StartT(t, Options{
+		Scheduler: true, ControllerManager: true, Kwok: true,
+		ExtraArgs: map[string][]string{BinScheduler: {"--v=2"}},
+	})
 	ctx := context.Background()
 
-	if _, err := cp.CreateGPUNode(ctx, "gpu-node-1", "A100", 8); err != nil {
+	scheduler := cp.Process(BinScheduler)
+	if scheduler == nil {
+		t.Fatal("no kube-scheduler process")
+	}
+	log, err := os.ReadFile(scheduler.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if firstLine, _, _ := strings.Cut(string(log), "\n"); !strings.HasSuffix(firstLine, "--v=1 --v=2") {
+		t.Errorf("kube-scheduler command line %q does not end with the extra --v=2", firstLine)
+	}
+
+	if _, err = cp.CreateGPUNode(ctx, "gpu-node-1", "A100", 8); err != nil {
 		t.Fatal(err)
 	}
 	node, err := cp.Kube.CoreV1().Nodes().Get(ctx, "gpu-node-1", metav1.GetOptions{})
