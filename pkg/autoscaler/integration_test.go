@@ -1,0 +1,153 @@
+//go:build integration
+
+// This test runs the autoscaler in-process against a real etcd and
+// kube-apiserver with the CRDs installed, to prove what fakes cannot: the
+// scale subresource, the status subresource and events for GPUTaskSets.
+//
+//	go test -tags integration -count=1 -run TestAutoscalerOnRealAPIServer ./pkg/autoscaler/
+package autoscaler_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/autoscaler"
+	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
+	"github.com/gputask/gputask-controller/test/framework"
+)
+
+func TestAutoscalerOnRealAPIServer(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cp := framework.StartT(t, framework.Options{})
+	ns := cp.NamespaceT(t)
+
+	var load atomic.Value
+	load.Store("0.9")
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `{"data":{"load_balance":%s}}`, load.Load())
+	}))
+	defer backend.Close()
+
+	sets := cp.GPUTask.GputaskV1().GPUTaskSets(ns)
+	_, err := sets.Create(ctx, &gputaskv1.GPUTaskSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: gputaskv1.GPUTaskSetSpec{
+			Replicas: ptr.To[int32](2),
+			Template: gputaskv1.GPUTaskTemplateSpec{Spec: gputaskv1.GPUTaskSpec{GPU: "A100"}},
+			Autoscaling: &gputaskv1.AutoscalingSpec{
+				MinReplicas: ptr.To[int32](1), MaxReplicas: 10,
+				Interval:                     &metav1.Duration{Duration: time.Second},
+				ScaleDownStabilizationWindow: &metav1.Duration{},
+				Metrics:                      []gputaskv1.MetricSpec{{Name: "queue", HTTP: &gputaskv1.HTTPSource{URL: backend.URL}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating the set: %v", err)
+	}
+
+	inf := informers.NewSharedInformerFactory(cp.GPUTask, 0)
+	kinf := kubeinformers.NewSharedInformerFactory(cp.Kube, 0)
+	pods := kubeinformers.NewSharedInformerFactoryWithOptions(cp.Kube, 0, kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.AndSelectors(
+			fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+			fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
+		).String()
+	}))
+	c, err := autoscaler.NewController(ctx, cp.Kube, cp.GPUTask,
+		inf.Gputask().V1().GPUTaskSets(), inf.Gputask().V1().GPUTasks(),
+		kinf.Core().V1().Nodes(), pods.Core().V1().Pods(), autoscaler.Options{})
+	if err != nil {
+		t.Fatalf("NewController: %v", err)
+	}
+	inf.Start(ctx.Done())
+	kinf.Start(ctx.Done())
+	pods.Start(ctx.Done())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, 2) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		inf.Shutdown()
+		kinf.Shutdown()
+		pods.Shutdown()
+	}()
+
+	waitFor := func(what string, cond func(*gputaskv1.GPUTaskSet) bool) *gputaskv1.GPUTaskSet {
+		t.Helper()
+		var last *gputaskv1.GPUTaskSet
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			s, err := sets.Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			last = s
+			return cond(s), nil
+		})
+		if err != nil {
+			t.Fatalf("waiting for %s: %v; last status %+v", what, err, last.Status)
+		}
+		return last
+	}
+
+	// High load: 2 → 5 through the scale subresource.
+	set := waitFor("scale-up to 5", func(s *gputaskv1.GPUTaskSet) bool {
+		return ptr.Deref(s.Spec.Replicas, 0) == 5 && s.Status.LastScaleTime != nil
+	})
+	if cond := meta.FindStatusCondition(set.Status.Conditions, gputaskv1.ConditionScalingActive); cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Errorf("ScalingActive = %+v, want True", cond)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := cp.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=ScaledUp"})
+		return err == nil && len(events.Items) > 0, err
+	}); err != nil {
+		t.Errorf("no ScaledUp event: %v", err)
+	}
+
+	// Steady load: no writes at all, so the resourceVersion stays put.
+	load.Store("0.6")
+	set = waitFor("a hold", func(s *gputaskv1.GPUTaskSet) bool {
+		return s.Status.LastDecision != nil && s.Status.LastDecision.Reason == autoscaler.ReasonWithinThresholds
+	})
+	steadyRV := set.ResourceVersion
+	time.Sleep(3 * time.Second) // three intervals
+	if now := waitFor("the set", func(*gputaskv1.GPUTaskSet) bool { return true }); now.ResourceVersion != steadyRV {
+		t.Errorf("steady state wrote the set: resourceVersion %s → %s", steadyRV, now.ResourceVersion)
+	}
+
+	// Low load: down to minReplicas, one step per interval.
+	load.Store("0.1")
+	waitFor("scale-down to 1", func(s *gputaskv1.GPUTaskSet) bool {
+		return ptr.Deref(s.Spec.Replicas, 0) == 1 && s.Status.LastDecision != nil &&
+			s.Status.LastDecision.Reason == autoscaler.ReasonTooFewReplicas
+	})
+
+	// A broken endpoint never scales down and reports why.
+	backend.Close()
+	set = waitFor("FailedGetLoadIndex", func(s *gputaskv1.GPUTaskSet) bool {
+		cond := meta.FindStatusCondition(s.Status.Conditions, gputaskv1.ConditionScalingActive)
+		return cond != nil && cond.Reason == autoscaler.ReasonFailedGetLoadIndex
+	})
+	if got := ptr.Deref(set.Spec.Replicas, 0); got != 1 {
+		t.Errorf("replicas = %d after failures, want 1", got)
+	}
+}
