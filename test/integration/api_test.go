@@ -179,3 +179,49 @@ func TestGPUTaskSetValidation(t *testing.T) {
 		}
 	})
 }
+
+// TestGPUTaskSetScaleSubresource checks that `kubectl scale` and the scale
+// client (what an HPA and the autoscaler use) reach spec.replicas.
+func TestGPUTaskSetScaleSubresource(t *testing.T) {
+	ns := cp.NamespaceT(t)
+	ctx := context.Background()
+	manifest := `{"apiVersion":"gputask.io/v1","kind":"GPUTaskSet","metadata":{"name":"pool"},"spec":{"template":{"spec":{"gpu":"A100"}}}}`
+	if err := createRaw(ctx, ns, "gputasksets", manifest); err != nil {
+		t.Fatal(err)
+	}
+	sets := cp.GPUTask.GputaskV1().GPUTaskSets(ns)
+	set, err := sets.Get(ctx, "pool", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Spec.Replicas == nil || *set.Spec.Replicas != 1 {
+		t.Errorf("default replicas = %v, want 1", set.Spec.Replicas)
+	}
+
+	cp.KubectlT(t, "scale", "-n", ns, "gts/pool", "--replicas=3")
+	scale, err := sets.GetScale(ctx, "pool", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scale.Spec.Replicas != 3 {
+		t.Errorf("scale after kubectl scale = %d, want 3", scale.Spec.Replicas)
+	}
+
+	scale.Spec.Replicas = 5
+	scale, err = sets.UpdateScale(ctx, "pool", scale, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err = sets.Get(ctx, "pool", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Spec.Replicas == nil || *set.Spec.Replicas != 5 {
+		t.Errorf("spec.replicas after UpdateScale = %v, want 5", set.Spec.Replicas)
+	}
+
+	scale.Spec.Replicas = -1
+	if _, err := sets.UpdateScale(ctx, "pool", scale, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("UpdateScale to -1: got %v, want Invalid", err)
+	}
+}
