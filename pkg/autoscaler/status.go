@@ -19,6 +19,7 @@ const (
 	ReasonSucceededRescale   = "SucceededRescale"
 	ReasonFailedUpdateScale  = "FailedUpdateScale"
 	ReasonScalingDisabled    = "ScalingDisabled"
+	ReasonBackoffUpscale     = "BackoffUpscale"
 	ReasonValidMetricFound   = "ValidMetricFound"
 	ReasonInvalidMetricSpec  = "InvalidMetricSpec"
 	ReasonDesiredWithinRange = "DesiredWithinRange"
@@ -104,6 +105,9 @@ func ableToScale(in Inputs, d Decision, scaled bool, scaleErr error) metav1.Cond
 		return condition(t, true, ReasonSucceededRescale, fmt.Sprintf("the autoscaler set the size to %d", d.Desired))
 	case d.Reason == ReasonScaleDownStabilized, d.Reason == ReasonTasksTooYoung:
 		return condition(t, false, d.Reason, d.Message)
+	case d.Reason == ReasonScaleUpLimited && d.Desired == in.Current:
+		// Waiting out the scale-up period, as the HPA's BackoffUpscale.
+		return condition(t, false, ReasonBackoffUpscale, d.Message)
 	default:
 		return condition(t, true, ReasonReadyForNewScale, "recommended size matches current size")
 	}
@@ -193,7 +197,9 @@ func applyAutoscalerStatus(dst, src *gputaskv1.GPUTaskSetStatus) {
 // sameIgnoringTimes compares the autoscaler's fields, leaving out the times
 // that move at every evaluation: the decision time, each metric's read time
 // and the recommendations' times. A steady set therefore causes no writes;
-// the times are written along with the next real change.
+// the times are written along with the next real change. The loop keeps the
+// exact recommendation times in memory; only after a restart does it fall
+// back to the written ones, which may be older and so expire a little early.
 func sameIgnoringTimes(a, b *gputaskv1.GPUTaskSetStatus) bool {
 	return apiequality.Semantic.DeepEqual(timeless(a), timeless(b))
 }

@@ -1,0 +1,87 @@
+package autoscaler
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+)
+
+func TestAbleToScale(t *testing.T) {
+	tests := []struct {
+		name     string
+		in       Inputs
+		d        Decision
+		scaled   bool
+		scaleErr error
+		status   metav1.ConditionStatus
+		reason   string
+	}{
+		{name: "paused", in: Inputs{Paused: true}, status: metav1.ConditionFalse, reason: ReasonScalingDisabled},
+		{name: "stopped", in: Inputs{Stopped: true}, status: metav1.ConditionFalse, reason: ReasonScalingDisabled},
+		{name: "failed rescale", scaleErr: errors.New("forbidden"), status: metav1.ConditionFalse, reason: ReasonFailedUpdateScale},
+		{name: "rescaled", scaled: true, d: Decision{Desired: 3}, status: metav1.ConditionTrue, reason: ReasonSucceededRescale},
+		{name: "stabilized", d: Decision{Reason: ReasonScaleDownStabilized}, status: metav1.ConditionFalse, reason: ReasonScaleDownStabilized},
+		{name: "young tasks", d: Decision{Reason: ReasonTasksTooYoung}, status: metav1.ConditionFalse, reason: ReasonTasksTooYoung},
+		{name: "scale-up period", in: Inputs{Current: 4}, d: Decision{Desired: 4, Reason: ReasonScaleUpLimited}, status: metav1.ConditionFalse, reason: ReasonBackoffUpscale},
+		{name: "scale-up limited in size", in: Inputs{Current: 4}, d: Decision{Desired: 6, Reason: ReasonScaleUpLimited}, status: metav1.ConditionTrue, reason: ReasonReadyForNewScale},
+		{name: "ready", status: metav1.ConditionTrue, reason: ReasonReadyForNewScale},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ableToScale(tt.in, tt.d, tt.scaled, tt.scaleErr)
+			if got.Type != gputaskv1.ConditionAbleToScale || got.Status != tt.status || got.Reason != tt.reason {
+				t.Errorf("ableToScale = %s/%s/%s, want %s/%s", got.Type, got.Status, got.Reason, tt.status, tt.reason)
+			}
+		})
+	}
+}
+
+func TestScalingLimitedAndFallbackConditions(t *testing.T) {
+	if c := scalingLimited(Decision{}); c.Status != metav1.ConditionFalse || c.Reason != ReasonDesiredWithinRange {
+		t.Errorf("no limits: %s/%s", c.Status, c.Reason)
+	}
+	if c := scalingLimited(Decision{Limits: []string{ReasonTooManyReplicas, ReasonCapacityLimited}}); c.Status != metav1.ConditionTrue || c.Reason != ReasonCapacityLimited {
+		t.Errorf("limits: %s/%s, want the last limit applied", c.Status, c.Reason)
+	}
+	if c := fallbackCondition(Decision{Fallback: true}); c.Status != metav1.ConditionTrue || c.Reason != ReasonFallbackReplicas {
+		t.Errorf("fallback: %s/%s", c.Status, c.Reason)
+	}
+	if c := scalingActive(Decision{}, nil); c.Status != metav1.ConditionFalse || c.Reason != ReasonInvalidMetricSpec {
+		t.Errorf("no metrics: %s/%s", c.Status, c.Reason)
+	}
+}
+
+func TestSameIgnoringTimes(t *testing.T) {
+	base := func(at time.Time) *gputaskv1.GPUTaskSetStatus {
+		ts := metav1.NewTime(at)
+		return &gputaskv1.GPUTaskSetStatus{
+			Replicas:        3,
+			LoadIndex:       "0.6",
+			LastDecision:    &gputaskv1.ScalingDecision{Time: ts, From: 3, To: 3, Reason: ReasonWithinThresholds},
+			Metrics:         []gputaskv1.MetricStatus{{Name: "q", Value: "0.6", LastReadTime: &ts}},
+			Recommendations: []gputaskv1.Recommendation{{Time: ts, Replicas: 3}},
+			Conditions:      []metav1.Condition{{Type: gputaskv1.ConditionAbleToScale, Status: metav1.ConditionTrue, Reason: ReasonReadyForNewScale, LastTransitionTime: ts}},
+		}
+	}
+	a, b := base(t0), base(t0.Add(time.Minute))
+	if !sameIgnoringTimes(a, b) {
+		t.Error("statuses differing only in times compare unequal")
+	}
+	b.Replicas = 7 // the set controller's field is not ours to compare
+	if !sameIgnoringTimes(a, b) {
+		t.Error("a set controller field made the autoscaler's status differ")
+	}
+	b.LoadIndex = "0.7"
+	if sameIgnoringTimes(a, b) {
+		t.Error("a changed load index compares equal")
+	}
+	c := base(t0)
+	c.Recommendations[0].Replicas = 4
+	if sameIgnoringTimes(a, c) {
+		t.Error("a changed recommendation compares equal")
+	}
+}
