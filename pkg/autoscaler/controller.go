@@ -231,6 +231,11 @@ func (c *Controller) forget(key cache.ObjectName) {
 			vec.DeletePartialMatch(labels)
 		}
 	}
+	for _, vec := range []*componentmetrics.CounterVec{metrics.ScalingDecisions, metrics.LoadIndexErrors} {
+		if vec.IsCreated() {
+			vec.DeletePartialMatch(labels)
+		}
+	}
 }
 
 // Run starts workers and blocks until ctx is cancelled.
@@ -315,7 +320,12 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (tim
 		return 0, fmt.Errorf("getting gputaskset %s: %w", key, err)
 	}
 	if set.Spec.Autoscaling == nil {
+		// Autoscaling was removed: drop what it left behind, so the status
+		// no longer claims an autoscaler is at work.
 		c.forget(key)
+		if err := c.updateStatus(ctx, set, withoutAutoscalerStatus(&set.Status)); err != nil {
+			return 0, fmt.Errorf("clearing autoscaler status of gputaskset %s: %w", key, err)
+		}
 		return 0, nil
 	}
 	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(ctx), "gputaskset", klog.KObj(set)))

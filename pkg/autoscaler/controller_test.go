@@ -672,6 +672,31 @@ func TestSetsWithoutAutoscalingAreIgnored(t *testing.T) {
 	}
 }
 
+func TestRemovingAutoscalingClearsItsStatus(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("web", 3)
+	set.Spec.Autoscaling = nil
+	set.Status.LoadIndex = "0.7"
+	set.Status.DesiredReplicas = ptr.To[int32](3)
+	set.Status.Conditions = []metav1.Condition{
+		{Type: gputaskv1.ConditionAbleToScale, Status: metav1.ConditionTrue, Reason: ReasonReadyForNewScale},
+		{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: "FailedCreate"},
+	}
+	f.sets = []*gputaskv1.GPUTaskSet{set}
+	c, _ := f.newController(ctx)
+	if next, err := f.sync(ctx, c, "web"); err != nil || next != 0 {
+		t.Fatalf("sync = %v, %v; want no requeue", next, err)
+	}
+	got := f.lastStatus()
+	if got.Status.LoadIndex != "" || got.Status.DesiredReplicas != nil || got.Status.Replicas != 3 {
+		t.Errorf("status = %+v, want autoscaler fields cleared and the rest kept", got.Status)
+	}
+	if len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != gputaskv1.ConditionReplicaFailure {
+		t.Errorf("conditions = %+v, want only ReplicaFailure", got.Status.Conditions)
+	}
+}
+
 func TestSourcesRebuiltOnMetricSpecChange(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)

@@ -174,6 +174,13 @@ func (c *Controller) updateStatus(ctx context.Context, set *gputaskv1.GPUTaskSet
 	})
 }
 
+// withoutAutoscalerStatus is status with every autoscaler field cleared.
+func withoutAutoscalerStatus(status *gputaskv1.GPUTaskSetStatus) *gputaskv1.GPUTaskSetStatus {
+	out := status.DeepCopy()
+	applyAutoscalerStatus(out, &gputaskv1.GPUTaskSetStatus{})
+	return out
+}
+
 // applyAutoscalerStatus copies the autoscaler's fields from src to dst and
 // leaves the set controller's fields alone.
 func applyAutoscalerStatus(dst, src *gputaskv1.GPUTaskSetStatus) {
