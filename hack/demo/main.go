@@ -66,7 +66,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, opts options) error {
+func run(ctx context.Context, opts options) (err error) {
 	started := time.Now()
 	logf := func(format string, args ...any) {
 		fmt.Printf("[%5.1fs] %s\n", time.Since(started).Seconds(), fmt.Sprintf(format, args...))
@@ -75,21 +75,28 @@ func run(ctx context.Context, opts options) error {
 		Scheduler: true, ControllerManager: true, Kwok: true, Logf: logf,
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("starting the control plane: %w", err)
 	}
 	defer func() {
 		logf("stopping every process")
-		cp.Cleanup(false)
+		// The logs are the only clue when the demo failed; keep them then.
+		if kept := cp.Cleanup(err != nil); kept != "" {
+			logf("stopped; logs kept in %s", kept)
+			return
+		}
 		logf("stopped; temporary files removed")
 	}()
+	defer os.Remove(opts.kubeconfig)
 
 	if err := setUp(ctx, cp, opts, logf); err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return nil
 		}
-		return fmt.Errorf("%w (logs in %s)", err, cp.Dir)
+		return err
 	}
-	defer os.Remove(opts.kubeconfig)
 
 	v := newView(cp, opts, started)
 	v.loop(ctx)
