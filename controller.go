@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/expectations"
@@ -308,7 +309,13 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 		return true
 	}
 	metrics.ReconcileTotal.WithLabelValues(metricsName, "error").Inc()
-	utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing for later retry", "objectReference", key)
+	if apierrors.IsConflict(err) {
+		// The cache is behind a write (often our own status write); the
+		// retry reads the newer object. Routine, so not logged as an error.
+		klog.FromContext(ctx).V(2).Info("Conflict syncing; requeuing", "gputask", key, "err", err)
+	} else {
+		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing for later retry", "objectReference", key)
+	}
 	c.workqueue.AddRateLimited(key)
 	return true
 }
@@ -478,6 +485,8 @@ func (c *Controller) replacementReason(ctx context.Context, key cache.ObjectName
 
 	node := c.nodeOf(pod)
 	if ok, reason := reschedule.Decide(task, pod, node, now, c.rescheduling); ok {
+		klog.FromContext(ctx).V(4).Info("Pod must be placed again", "pod", klog.KObj(pod), "podUID", pod.UID,
+			"phase", pod.Status.Phase, "node", pod.Spec.NodeName, "nodeKnown", node != nil, "reason", reason)
 		return reason, true
 	}
 	if next := reschedule.NextCheck(task, pod, now, c.rescheduling); next > 0 {
@@ -509,9 +518,15 @@ func (c *Controller) startReplacement(ctx context.Context, key cache.ObjectName,
 	}
 
 	uid := pod.UID
-	err := c.kubeclientset.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &uid},
-	})
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+	if reason == reschedule.ReasonNodeLost {
+		// The node object is gone, so no kubelet will ever confirm the
+		// pod's end and it would stay terminating until the pod garbage
+		// collector notices. Removing it at once is what that collector
+		// does too.
+		opts.GracePeriodSeconds = ptr.To[int64](0)
+	}
+	err := c.kubeclientset.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, opts)
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 	case apierrors.IsConflict(err):

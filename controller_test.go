@@ -205,8 +205,8 @@ func checkAction(t *testing.T, expected, actual core.Action) {
 		if e.GetName() != a.GetName() {
 			t.Errorf("delete: name %q, want %q", a.GetName(), e.GetName())
 		}
-		if !equality.Semantic.DeepEqual(e.DeleteOptions.Preconditions, a.DeleteOptions.Preconditions) {
-			t.Errorf("delete %s: preconditions %v, want %v", a.GetName(), a.DeleteOptions.Preconditions, e.DeleteOptions.Preconditions)
+		if !equality.Semantic.DeepEqual(e.DeleteOptions, a.DeleteOptions) {
+			t.Errorf("delete %s: options differ (-want +got):\n%s", a.GetName(), diff.Diff(e.DeleteOptions, a.DeleteOptions))
 		}
 	case core.GetActionImpl:
 		e := expected.(core.GetActionImpl)
@@ -240,6 +240,13 @@ func (f *fixture) expectCreatePod(pod *corev1.Pod) {
 func (f *fixture) expectDeletePod(pod *corev1.Pod) {
 	f.kubeactions = append(f.kubeactions, core.NewDeleteActionWithOptions(podsResource, pod.Namespace, pod.Name,
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(pod.UID)}}))
+}
+
+// expectDeletePodNow is expectDeletePod without a grace period, for a pod
+// whose node is gone.
+func (f *fixture) expectDeletePodNow(pod *corev1.Pod) {
+	f.kubeactions = append(f.kubeactions, core.NewDeleteActionWithOptions(podsResource, pod.Namespace, pod.Name,
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(pod.UID)}, GracePeriodSeconds: ptr.To[int64](0)}))
 }
 
 func (f *fixture) expectUpdateStatus(task *gputaskv1.GPUTask) {
@@ -769,7 +776,11 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			f.setTask(task)
 
 			// 1: delete the old pod, guarded by its UID; create nothing.
-			f.expectDeletePod(old)
+			if tc.wantReason == reschedule.ReasonNodeLost {
+				f.expectDeletePodNow(old)
+			} else {
+				f.expectDeletePod(old)
+			}
 			f.run(ctx, key(task))
 			f.expectEvents("Normal Rescheduling Deleted pod render to replace it: " + tc.wantReason)
 
