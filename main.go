@@ -29,9 +29,11 @@ import (
 	"k8s.io/klog/v2"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/autoscaler"
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/metrics"
+	"github.com/gputask/gputask-controller/pkg/taskset"
 	"github.com/gputask/gputask-controller/signals"
 )
 
@@ -188,6 +190,8 @@ type informerSet struct {
 	taskPods kubeinformers.SharedInformerFactory
 	cluster  kubeinformers.SharedInformerFactory
 	gputask  gputaskinformers.SharedInformerFactory
+	// activePods is every non-terminal pod, for capacity-aware scaling.
+	activePods kubeinformers.SharedInformerFactory
 }
 
 func run(ctx context.Context, cfg *config) error {
@@ -213,6 +217,11 @@ func run(ctx context.Context, cfg *config) error {
 		inf.taskPods.Core().V1().Pods(),
 		inf.cluster.Core().V1().Nodes(),
 		cfg.controllerOptions())
+
+	setControllers, err := newSetControllers(ctx, cfg, cl, inf)
+	if err != nil {
+		return err
+	}
 
 	var servers serverGroup
 	defer servers.shutdown(logger, cfg.shutdownGracePeriod)
@@ -243,7 +252,7 @@ func run(ctx context.Context, cfg *config) error {
 	}()
 
 	start := func(ctx context.Context) error {
-		return startControllers(ctx, cfg, cl, inf, gputaskController)
+		return startControllers(ctx, cfg, cl, inf, gputaskController, setControllers)
 	}
 	if !cfg.leaderElect {
 		return start(ctx)
@@ -275,13 +284,46 @@ func newInformerSet(cl clients, resync time.Duration) *informerSet {
 		// autoscaler, GPU capacity).
 		cluster: kubeinformers.NewSharedInformerFactory(cl.kube, resync),
 		gputask: gputaskinformers.NewSharedInformerFactory(cl.gputask, resync),
+		// Every pod that still holds resources, whoever owns it: the
+		// autoscaler subtracts their GPUs from the nodes' allocatable ones.
+		activePods: kubeinformers.NewSharedInformerFactoryWithOptions(cl.kube, resync,
+			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed)
+			})),
 	}
+}
+
+// namedController is a controller that startControllers runs.
+type namedController struct {
+	name string
+	run  func(context.Context) error
+}
+
+// newSetControllers builds the GPUTaskSet controller and the autoscaler.
+func newSetControllers(ctx context.Context, cfg *config, cl clients, inf *informerSet) ([]namedController, error) {
+	sets := inf.gputask.Gputask().V1().GPUTaskSets()
+	tasks := inf.gputask.Gputask().V1().GPUTasks()
+	setController := taskset.NewController(ctx, cl.kube, cl.gputask, sets, tasks, taskset.Options{})
+	scaler, err := autoscaler.NewController(ctx, cl.kube, cl.gputask, sets, tasks,
+		inf.cluster.Core().V1().Nodes(), inf.activePods.Core().V1().Pods(),
+		autoscaler.Options{
+			GPUResourceName: corev1.ResourceName(cfg.gpuResourceName),
+			GPULabelKey:     cfg.gpuLabelKey,
+		})
+	if err != nil {
+		return nil, fmt.Errorf("building the autoscaler: %w", err)
+	}
+	return []namedController{
+		{name: "gputaskset", run: func(ctx context.Context) error { return setController.Run(ctx, cfg.workers) }},
+		{name: "autoscaler", run: func(ctx context.Context) error { return scaler.Run(ctx, cfg.workers) }},
+	}, nil
 }
 
 func (s *informerSet) start(ctx context.Context) {
 	s.taskPods.Start(ctx.Done())
 	s.cluster.Start(ctx.Done())
 	s.gputask.Start(ctx.Done())
+	s.activePods.Start(ctx.Done())
 }
 
 // waitForSync reports whether every started informer has synced.
@@ -296,12 +338,15 @@ func (s *informerSet) waitForSync(ctx context.Context) bool {
 	for _, ok := range s.gputask.WaitForCacheSync(ctx.Done()) {
 		synced = synced && ok
 	}
+	for _, ok := range s.activePods.WaitForCacheSync(ctx.Done()) {
+		synced = synced && ok
+	}
 	return synced
 }
 
 // startControllers runs every controller until ctx is cancelled and returns
 // once all of them have stopped. Only the leader runs it.
-func startControllers(ctx context.Context, cfg *config, cl clients, inf *informerSet, gputaskController *Controller) error {
+func startControllers(ctx context.Context, cfg *config, cl clients, inf *informerSet, gputaskController *Controller, ctrls []namedController) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -319,16 +364,9 @@ func startControllers(ctx context.Context, cfg *config, cl clients, inf *informe
 
 	runController("gputask", func(ctx context.Context) error { return gputaskController.Run(ctx, cfg.workers) })
 
-	// ---- GPUTaskSet controller: wired here by the lead (pkg/taskset). ----
-	// It is built before the factories start (see run), from
-	// inf.gputask.Gputask().V1().GPUTaskSets() and .GPUTasks(), and run here:
-	//   runController("gputaskset", func(ctx context.Context) error { return tasksetController.Run(ctx, cfg.workers) })
-
-	// ---- Autoscaler: wired here by the lead (pkg/autoscaler). ----
-	// One loop per GPUTaskSet with autoscaling, writing spec.replicas through
-	// the scale subresource; it may use inf.cluster.Core().V1().Nodes() for
-	// capacity-aware scaling:
-	//   runController("autoscaler", func(ctx context.Context) error { return scaler.Run(ctx, cfg.workers) })
+	for _, c := range ctrls {
+		runController(c.name, c.run)
+	}
 
 	// Factories started after new informers were requested start just those.
 	inf.start(ctx)
