@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -869,5 +870,101 @@ func BenchmarkCapacity(b *testing.B) {
 		if _, err := c.capacity(set); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestBuildInputsAppliesDefaultsAndSpec(t *testing.T) {
+	set := newSet("web", 4)
+	set.Spec.Autoscaling.MinReplicas = nil
+	set.Status.HeldBackReplicas = 2
+	set.Status.ConsecutiveFailures = 1
+	in := buildInputs(set, t0, nil, nil, nil)
+	want := Inputs{Now: t0, Current: 4, Min: DefaultMinReplicas, Max: 20,
+		Policy:              Policy{StepUp: DefaultStepUp, StepDown: DefaultStepDown, Tolerance: DefaultTolerance},
+		StabilizationWindow: DefaultStabilizationWindow, FailureThreshold: DefaultFailureThreshold,
+		ConsecutiveFailures: 1, HeldBack: 2}
+	if !reflect.DeepEqual(in, want) {
+		t.Errorf("defaults:\n got %+v\nwant %+v", in, want)
+	}
+
+	as := set.Spec.Autoscaling
+	as.MinReplicas = ptr.To[int32](2)
+	as.Policy = gputaskv1.ScalingPolicy{Type: gputaskv1.ProportionalPolicy, StepUp: ptr.To[int32](5), StepDown: ptr.To[int32](2), Tolerance: ptr.To(resource.MustParse("0.2"))}
+	as.ScaleDownStabilizationWindow = &metav1.Duration{}
+	as.ScaleUpLimit = &gputaskv1.ScaleUpLimit{Tasks: 4, Period: &metav1.Duration{Duration: 2 * time.Minute}}
+	as.FailureThreshold = ptr.To[int32](5)
+	as.Fallback = &gputaskv1.Fallback{Replicas: 3}
+	as.DryRun = true
+	set.Spec.Replicas = nil
+	set.Annotations = map[string]string{gputaskv1.AnnotationPaused: "true", gputaskv1.AnnotationStopped: "yes"}
+	set.Status.LastScaleTime = ptr.To(metav1.NewTime(t0.Add(-time.Minute)))
+	in = buildInputs(set, t0, nil, ptr.To[int32](9), nil)
+	want = Inputs{Now: t0, Current: 1, Min: 2, Max: 20,
+		Policy:       Policy{Type: gputaskv1.ProportionalPolicy, StepUp: 5, StepDown: 2, Tolerance: 0.2},
+		ScaleUpLimit: &ScaleUpLimit{Tasks: 4, Period: 2 * time.Minute}, LastScaleTime: t0.Add(-time.Minute),
+		FailureThreshold: 5, Fallback: ptr.To[int32](3), Capacity: ptr.To[int32](9),
+		ConsecutiveFailures: 1, HeldBack: 2, Paused: true, DryRun: true}
+	if !reflect.DeepEqual(in, want) {
+		t.Errorf("spec:\n got %+v\nwant %+v", in, want)
+	}
+	if got := intervalOf(&gputaskv1.AutoscalingSpec{Interval: &metav1.Duration{Duration: time.Millisecond}}); got != minInterval {
+		t.Errorf("interval = %v, want the %v floor", got, minInterval)
+	}
+}
+
+func TestMetricInputDefaults(t *testing.T) {
+	got := metricInput(gputaskv1.MetricSpec{Name: "q", Target: ptr.To(resource.MustParse("500m"))})
+	want := MetricInput{Name: "q", UpThreshold: 0.8, DownThreshold: 0.5, Target: 0.5}
+	if got != want {
+		t.Errorf("metricInput = %+v, want %+v", got, want)
+	}
+}
+
+func TestPodGPUs(t *testing.T) {
+	gpu := func(n int64) corev1.ResourceList {
+		return corev1.ResourceList{DefaultGPUResourceName: *resource.NewQuantity(n, resource.DecimalSI)}
+	}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: gpu(3)}}},
+		Containers: []corev1.Container{
+			{Resources: corev1.ResourceRequirements{Limits: gpu(1)}},
+			{Resources: corev1.ResourceRequirements{Requests: gpu(1), Limits: gpu(1)}},
+			{},
+		},
+	}}
+	if got := podGPUs(pod, DefaultGPUResourceName); got != 3 {
+		t.Errorf("podGPUs = %d, want 3 (the init container's)", got)
+	}
+	pod.Spec.InitContainers = nil
+	if got := podGPUs(pod, DefaultGPUResourceName); got != 2 {
+		t.Errorf("podGPUs = %d, want 2", got)
+	}
+	for amount, want := range map[string]int64{"": 1, "4": 4, "x": 1, "0": 1} {
+		var a *intstr.IntOrString
+		if amount != "" {
+			a = ptr.To(intstr.FromString(amount))
+		}
+		if got := gpusPerTask(a); got != want {
+			t.Errorf("gpusPerTask(%q) = %d, want %d", amount, got, want)
+		}
+	}
+}
+
+func TestDeleteForgetsTheSet(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
+	f.scaleReplicas = 5
+	f.readings["queue"] = fakeSource{value: 0.6}
+	c, _ := f.newController(ctx)
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.sets) != 1 {
+		t.Fatalf("cached sets = %d, want 1", len(c.sets))
+	}
+	c.onSetDelete(cache.DeletedFinalStateUnknown{Key: "default/web", Obj: f.sets[0]})
+	if len(c.sets) != 0 {
+		t.Errorf("cached sets = %d after delete, want 0", len(c.sets))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -37,5 +38,18 @@ func TestKubeSecrets(t *testing.T) {
 	ref.Optional = &optional
 	if got, err := secrets.SecretKey(ctx, "ns", *ref); err != nil || got != nil {
 		t.Errorf("optional missing secret = %q, %v; want nil, nil", got, err)
+	}
+}
+
+func TestReadSecretNeedsAGetterAndAName(t *testing.T) {
+	spec := httpMetric("http://127.0.0.1:1", func(h *gputaskv1.HTTPSource) {
+		h.Auth = &gputaskv1.SourceAuth{BearerTokenSecretRef: secretRef("token", "token")}
+	})
+	if _, err := New(context.Background(), spec, "ns", nil); err == nil || !strings.Contains(err.Error(), "no secret reader") {
+		t.Errorf("New without a SecretGetter: %v", err)
+	}
+	spec.HTTP.Auth.BearerTokenSecretRef = secretRef("", "token")
+	if _, err := New(context.Background(), spec, "ns", fakeSecrets{}); err == nil || !strings.Contains(err.Error(), "secret name and key must be set") {
+		t.Errorf("New with an empty secret name: %v", err)
 	}
 }
