@@ -1,9 +1,3 @@
-// Package autoscaler sets a GPUTaskSet's replicas from its load indexes.
-//
-// decide.go holds the pure decision: Decide turns what the loop observed
-// (replicas, metric readings, history, limits) into a desired count and a
-// reason, with no clock, client or randomness, so one table test covers it.
-// controller.go holds the per-set loop that gathers the inputs and acts.
 package autoscaler
 
 import (

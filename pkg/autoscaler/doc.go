@@ -1,0 +1,42 @@
+// Package autoscaler sets a GPUTaskSet's spec.replicas from its load indexes.
+//
+// decide.go holds the pure decision: Decide turns what the loop observed
+// (replicas, metric readings, history, limits) into a desired count and a
+// CamelCase reason, with no clock, client or randomness, so one table test
+// covers it. The loop (controller.go, evaluate.go, status.go) gathers the
+// inputs and acts on the decision:
+//
+//	set informer ─▶ queue ─▶ evaluate every spec.autoscaling.interval (30s)
+//	  read all metrics at once (pkg/loadindex, sources cached per set)
+//	  capacity from node, pod and task listers (capacityAware only)
+//	  Decide
+//	  UpdateScale (not when dryRun, paused or stopped)
+//	  events, pkg/metrics, and the autoscaler's status fields
+//
+// Only a change to spec.autoscaling or to the paused/stopped annotations
+// evaluates a set at once; replicas and status changes wait for the next
+// interval, because a load index that has not yet felt a scale-up would
+// only ask for another.
+//
+// The status is shared with the set controller. The autoscaler writes only
+// loadIndex, desiredReplicas, capacityReplicas, lastScaleTime, lastDecision,
+// metrics, consecutiveFailures, recommendations and the AbleToScale,
+// ScalingActive, ScalingLimited and Fallback conditions, re-reading the set
+// on a conflict, and skips the write when only timestamps moved.
+//
+// Wiring, with the informer factories of main.go:
+//
+//	scaler, err := autoscaler.NewController(ctx, kubeClient, gputaskClient,
+//		gputaskInformers.Gputask().V1().GPUTaskSets(),
+//		gputaskInformers.Gputask().V1().GPUTasks(),
+//		kubeInformers.Core().V1().Nodes(),
+//		nonTerminalPodInformers.Core().V1().Pods(),
+//		autoscaler.Options{GPUResourceName: gpuResource, GPULabelKey: gpuLabel})
+//	...
+//	go scaler.Run(ctx, workers)
+//
+// The controller needs RBAC to get, list and watch gputasksets, gputasks,
+// nodes and pods; to get and update gputasksets/scale and
+// gputasksets/status; to get secrets (for metric credentials); and to
+// create and patch events.
+package autoscaler
