@@ -100,6 +100,12 @@ func TestGPUTaskValidation(t *testing.T) {
 		{"gpu-amount-zero-string", `"gpu-amount":"0"`, "gpu-amount"},
 		{"cpu-word", `"cpu":"abc"`, "spec.cpu"},
 		{"memory-word", `"memory":"lots"`, "spec.memory"},
+		{"gpu-amount-too-many-string", `"gpu-amount":"2000"`, "gpu-amount"},
+		{"cpu-negative", `"cpu":"-1"`, "spec.cpu"},
+		{"cpu-negative-int", `"cpu":-2`, "spec.cpu"},
+		{"cpu-zero", `"cpu":0`, "spec.cpu"},
+		{"memory-negative", `"memory":"-4Gi"`, "spec.memory"},
+		{"memory-zero-string", `"memory":"0"`, "spec.memory"},
 		{"reschedule-policy", `"reschedulePolicy":"Sometimes"`, "reschedulePolicy"},
 		{"gpu-label-value", `"gpu":"A100 80GB!"`, "spec.gpu"},
 		{"gpu-label-too-long", fmt.Sprintf(`"gpu":%q`, strings.Repeat("a", 64)), "spec.gpu"},
@@ -124,6 +130,7 @@ func TestGPUTaskValidation(t *testing.T) {
 		{"strings", []string{`"gpu-amount":"2"`, `"cpu":"2"`, `"memory":"16Gi"`}},
 		{"millicores-and-model", []string{`"cpu":"500m"`, `"gpu":"NVIDIA-A100-SXM4-80GB"`, `"reschedulePolicy":"Periodic"`}},
 		{"max-gpus", []string{`"gpu-amount":1024`}},
+		{"max-gpus-string", []string{`"gpu-amount":"1024"`, `"cpu":"0.5"`, `"memory":"1e9"`}},
 		{"defaults-only", nil},
 	}
 	for i, tc := range valid {

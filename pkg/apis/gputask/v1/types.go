@@ -118,7 +118,7 @@ type GPUTaskSpec struct {
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:XIntOrString
-	// +kubebuilder:validation:Pattern=`^[1-9][0-9]{0,5}$`
+	// +kubebuilder:validation:Pattern=`^([1-9][0-9]{0,2}|10[01][0-9]|102[0-4])$`
 	// +kubebuilder:validation:XValidation:rule="type(self) != int || (self >= 1 && self <= 1024)",message="gpu-amount must be an integer from 1 to 1024"
 	GPUAmount *intstr.IntOrString `json:"gpu-amount,omitempty"`
 
@@ -126,14 +126,16 @@ type GPUTaskSpec struct {
 	// "2" or "500m".
 	// +optional
 	// +kubebuilder:validation:XIntOrString
-	// +kubebuilder:validation:Pattern=`^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`
+	// +kubebuilder:validation:Pattern=`^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : (isQuantity(self) && quantity(self).isGreaterThan(quantity('0')))",message="must be a positive quantity"
 	CPU *intstr.IntOrString `json:"cpu,omitempty"`
 
 	// Memory is the pod's memory request and limit, a Kubernetes quantity such
 	// as "16Gi".
 	// +optional
 	// +kubebuilder:validation:XIntOrString
-	// +kubebuilder:validation:Pattern=`^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`
+	// +kubebuilder:validation:Pattern=`^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self > 0 : (isQuantity(self) && quantity(self).isGreaterThan(quantity('0')))",message="must be a positive quantity"
 	Memory *intstr.IntOrString `json:"memory,omitempty"`
 
 	// Priority is the name of a PriorityClass for the pod.
