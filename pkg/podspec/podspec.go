@@ -164,8 +164,10 @@ func parseQuantity(field string, v intstr.IntOrString) (resource.Quantity, error
 	default:
 		return resource.Quantity{}, fmt.Errorf("%s: unknown value type %d", field, v.Type)
 	}
-	if q.Sign() < 0 {
-		return resource.Quantity{}, fmt.Errorf("%s: %s must not be negative", field, q.String())
+	// A zero request and limit is accepted by the API server but would make
+	// the pod BestEffort for that resource; the CRD rejects it too.
+	if q.Sign() <= 0 {
+		return resource.Quantity{}, fmt.Errorf("%s: %s is not a positive quantity", field, q.String())
 	}
 	return q, nil
 }

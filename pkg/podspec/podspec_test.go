@@ -94,7 +94,10 @@ func TestBuild(t *testing.T) {
 		{name: "gpu-amount fraction", mutate: func(tk *gputaskv1.GPUTask) { tk.Spec.GPUAmount = ios("1.5") }, wantErr: "spec.gpu-amount"},
 		{name: "bad cpu", mutate: func(tk *gputaskv1.GPUTask) { tk.Spec.CPU = ios("two") }, wantErr: `spec.cpu: "two" is not a quantity`},
 		{name: "bad memory", mutate: func(tk *gputaskv1.GPUTask) { tk.Spec.Memory = ios("16GB!") }, wantErr: `spec.memory: "16GB!" is not a quantity`},
-		{name: "negative memory", mutate: func(tk *gputaskv1.GPUTask) { tk.Spec.Memory = ios("-1Gi") }, wantErr: "spec.memory: -1Gi must not be negative"},
+		{name: "negative memory", mutate: func(tk *gputaskv1.GPUTask) { tk.Spec.Memory = ios("-1Gi") }, wantErr: "spec.memory: -1Gi is not a positive quantity"},
+		{name: "zero cpu", mutate: func(tk *gputaskv1.GPUTask) { tk.Spec.CPU = ioi(0) }, wantErr: "spec.cpu: 0 is not a positive quantity"},
+		{name: "zero memory string", mutate: func(tk *gputaskv1.GPUTask) { tk.Spec.Memory = ios("0Gi") }, wantErr: "spec.memory: 0 is not a positive quantity"},
+		{name: "negative int cpu", mutate: func(tk *gputaskv1.GPUTask) { tk.Spec.CPU = ioi(-2) }, wantErr: "spec.cpu: -2 is not a positive quantity"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
