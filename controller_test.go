@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -1106,5 +1108,149 @@ func TestHealthEndpoints(t *testing.T) {
 	ready.Store(true)
 	if code := get("/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz after sync = %d, want 200", code)
+	}
+}
+
+func TestTaskPhase(t *testing.T) {
+	tests := []struct {
+		name  string
+		pod   *corev1.Pod
+		phase gputaskv1.GPUTaskPhase
+	}{
+		{"no pod", nil, gputaskv1.GPUTaskPending},
+		{"unbound pending", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending}}, gputaskv1.GPUTaskPending},
+		{"bound pending", &corev1.Pod{Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}, gputaskv1.GPUTaskScheduled},
+		{"running", &corev1.Pod{Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}, gputaskv1.GPUTaskRunning},
+		{"succeeded", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}, gputaskv1.GPUTaskSucceeded},
+		{"failed", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}, gputaskv1.GPUTaskFailed},
+		{"no phase yet", &corev1.Pod{}, gputaskv1.GPUTaskPending},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := taskPhase(tc.pod); got != tc.phase {
+				t.Errorf("taskPhase() = %s, want %s", got, tc.phase)
+			}
+		})
+	}
+}
+
+func TestMirrorPodCondition(t *testing.T) {
+	pod := func(conds ...corev1.PodCondition) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Conditions: conds}}
+	}
+	long := strings.Repeat("x", maxConditionMessage+10)
+	tests := []struct {
+		name       string
+		pod        *corev1.Pod
+		wantStatus metav1.ConditionStatus
+		wantReason string
+		wantMsgLen int
+	}{
+		{"absent", pod(), metav1.ConditionFalse, "PodNotReady", 0},
+		{"true without reason", pod(corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue}), metav1.ConditionTrue, "PodReady", 0},
+		{"kubelet reason kept", pod(corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", Message: "m"}), metav1.ConditionFalse, "ContainersNotReady", 1},
+		{"reason that is not CamelCase replaced", pod(corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "not ready!"}), metav1.ConditionFalse, "PodNotReady", 0},
+		{"unknown status kept", pod(corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionUnknown}), metav1.ConditionUnknown, "PodNotReady", 0},
+		{"long message cut", pod(corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Message: long}), metav1.ConditionFalse, "PodNotReady", maxConditionMessage},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, reason, msg := mirrorPodCondition(tc.pod, corev1.PodReady, "PodReady", "PodNotReady")
+			if s != tc.wantStatus || reason != tc.wantReason || len(msg) != tc.wantMsgLen {
+				t.Errorf("mirrorPodCondition() = (%s, %s, %d chars), want (%s, %s, %d chars)", s, reason, len(msg), tc.wantStatus, tc.wantReason, tc.wantMsgLen)
+			}
+		})
+	}
+}
+
+// TestRescheduleDeleteConflict: the pod of that name changed between the
+// cache and the API server, so the UID precondition fails; the replacement is
+// abandoned and judged again rather than counted as in flight.
+func TestRescheduleDeleteConflict(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.opts.MaxConcurrentReschedules = 1
+	task := newTask("render")
+	old := podWith(task, corev1.PodFailed, "gpu-1")
+	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
+	f.addTask(task)
+	f.addPod(old)
+	f.addNode(readyNode("gpu-1"))
+	c := f.newController(ctx)
+	f.kubeclient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(podsResource.GroupResource(), old.Name, errors.New("uid precondition failed"))
+	})
+
+	f.expectDeletePod(old)
+	f.run(ctx, key(task))
+	if n := len(c.replacements); n != 0 {
+		t.Errorf("%d replacements in flight after a failed precondition, want 0", n)
+	}
+}
+
+// TestRescheduleDeleteError: an API error is retried with backoff and is
+// reported once as FailedDelete.
+func TestRescheduleDeleteError(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	old := podWith(task, corev1.PodFailed, "gpu-1")
+	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
+	f.addTask(task)
+	f.addPod(old)
+	f.addNode(readyNode("gpu-1"))
+	c := f.newController(ctx)
+	f.kubeclient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("try later")
+	})
+
+	f.expectDeletePod(old)
+	f.runExpectError(ctx, key(task), true)
+	f.expectEvents("Warning FailedDelete")
+	if n := len(c.replacements); n != 0 {
+		t.Errorf("%d replacements in flight after a failed delete, want 0", n)
+	}
+}
+
+func TestCreateErrorIsRetried(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	f.addTask(task)
+	c := f.newController(ctx)
+	f.kubeclient.PrependReactor("create", "pods", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(podsResource.GroupResource(), "render", errors.New("exceeded quota"))
+	})
+
+	f.expectCreatePod(expectedPod(task))
+	f.runExpectError(ctx, key(task), true)
+	f.expectEvents("Warning FailedCreate")
+	if !c.expectations.Satisfied(key(task).String()) {
+		t.Error("a failed create must not leave an expectation behind")
+	}
+}
+
+func TestTaskDeletedMidReplacement(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	old := podWith(task, corev1.PodFailed, "gpu-1")
+	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
+	f.addTask(task)
+	f.addPod(old)
+	f.addNode(readyNode("gpu-1"))
+	c := f.newController(ctx)
+
+	f.expectDeletePod(old)
+	f.run(ctx, key(task))
+
+	if err := f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer().Delete(task); err != nil {
+		t.Fatal(err)
+	}
+	c.handleTaskDelete(task)
+	f.removePod(old)
+	f.run(ctx, key(task))
+	if n := len(c.replacements); n != 0 {
+		t.Errorf("%d replacements left for a deleted task", n)
 	}
 }
