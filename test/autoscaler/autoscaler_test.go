@@ -1,10 +1,8 @@
-//go:build integration
-
 // This test runs the autoscaler in-process against a real etcd and
 // kube-apiserver with the CRDs installed, to prove what fakes cannot: the
 // scale subresource, the status subresource and events for GPUTaskSets.
 //
-//	go test -tags integration -count=1 -run TestAutoscalerOnRealAPIServer ./pkg/autoscaler/
+//	go test -count=1 -run TestAutoscalerOnRealAPIServer ./test/autoscaler/
 package autoscaler_test
 
 import (
