@@ -43,8 +43,9 @@ test-integration: tools build ## Integration and end-to-end tests on a real loca
 test: verify test-unit test-integration ## Everything CI runs.
 
 .PHONY: bench
-bench: tools ## Benchmarks: decision, ranking, and controller throughput on the real control plane.
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+bench: tools build ## Benchmarks: decision, ranking, sources, and throughput on the real control plane.
+	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./test/bench/
 
 .PHONY: demo
 demo: tools build ## Local control plane with fake GPU nodes, the controller, the examples and a live view.
