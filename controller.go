@@ -124,6 +124,12 @@ type replacement struct {
 	// created is set once the new pod exists and only the status write that
 	// counts the replacement is left.
 	created bool
+	// countedFrom is status.reschedules before this replacement and at the
+	// time the new pod was created. Writing countedFrom+1 and at, rather
+	// than adding one to whatever the status holds, keeps a retried status
+	// write from counting the same replacement twice.
+	countedFrom int32
+	at          metav1.Time
 }
 
 // Controller runs each GPUTask as exactly one Pod and mirrors the pod in the
@@ -391,9 +397,9 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 	c.recorder.Eventf(task, corev1.EventTypeNormal, ReasonCreated, "Created pod %s", created.Name)
 
 	view := statusView{pod: created}
-	if r := c.markReplacementCreated(key); r != nil {
+	if r := c.markReplacementCreated(key, task); r != nil {
 		c.recordReplacement(task, r, created)
-		view.replaced = true
+		view.replaced = r
 	}
 	if err := c.updateStatus(ctx, task, c.computeStatus(task, view)); err != nil {
 		return err
@@ -447,7 +453,10 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 			return c.updateStatus(ctx, task, c.computeStatus(task, view))
 		}
 		// The replacement exists; what is left is to count it.
-		view.replaced = true
+		if !r.created {
+			r = c.markReplacementCreated(key, task)
+		}
+		view.replaced = r
 		if err := c.updateStatus(ctx, task, c.computeStatus(task, view)); err != nil {
 			return err
 		}
@@ -461,8 +470,11 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 		return c.updateStatus(ctx, task, c.computeStatus(task, view))
 	}
 
-	if reason, ok := c.replacementReason(ctx, key, task, pod); ok {
-		return c.startReplacement(ctx, key, task, pod, reason, view)
+	// A pod whose replacement cannot be built is kept, whatever its state.
+	if specErr == nil {
+		if reason, ok := c.replacementReason(ctx, key, task, pod); ok {
+			return c.startReplacement(ctx, key, task, pod, reason, view)
+		}
 	}
 	return c.updateStatus(ctx, task, c.computeStatus(task, view))
 }
@@ -584,14 +596,18 @@ func (c *Controller) replacementFor(key cache.ObjectName) *replacement {
 
 // markReplacementCreated flags the replacement of key as created and returns
 // it, or nil when the pod was not being replaced.
-func (c *Controller) markReplacementCreated(key cache.ObjectName) *replacement {
+func (c *Controller) markReplacementCreated(key cache.ObjectName, task *gputaskv1.GPUTask) *replacement {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.replacements[key]
 	if !ok {
 		return nil
 	}
-	r.created = true
+	if !r.created {
+		r.created = true
+		r.countedFrom = task.Status.Reschedules
+		r.at = metav1.NewTime(c.now())
+	}
 	cp := *r
 	return &cp
 }
@@ -870,8 +886,8 @@ type statusView struct {
 	// conflict, when set, is why the pod of the task's name is not the task's.
 	conflict string
 	specErr  error
-	// replaced counts a completed replacement.
-	replaced bool
+	// replaced, when set, is a completed replacement to count.
+	replaced *replacement
 }
 
 // Condition reasons the controller sets itself; mirrored conditions keep the
@@ -900,9 +916,10 @@ func (c *Controller) computeStatus(task *gputaskv1.GPUTask, view statusView) gpu
 		status.PodName = view.pod.Name
 		status.NodeName = view.pod.Spec.NodeName
 	}
-	if view.replaced {
-		status.Reschedules++
-		status.LastRescheduleTime = &now
+	if r := view.replaced; r != nil {
+		status.Reschedules = max(status.Reschedules, r.countedFrom+1)
+		at := r.at
+		status.LastRescheduleTime = &at
 	}
 	acknowledgeRestart(task, view.pod, &status)
 

@@ -1254,3 +1254,56 @@ func TestTaskDeletedMidReplacement(t *testing.T) {
 		t.Errorf("%d replacements left for a deleted task", n)
 	}
 }
+
+// TestReplacementCountedOnce: the status write after the create fails (say,
+// a timeout after the server applied it). The retry must neither create again
+// nor count the replacement twice.
+func TestReplacementCountedOnce(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	old := podWith(task, corev1.PodFailed, "gpu-1")
+	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
+	f.addTask(task)
+	f.addPod(old)
+	f.addNode(readyNode("gpu-1"))
+	c := f.newController(ctx)
+
+	f.expectDeletePod(old)
+	f.run(ctx, key(task))
+	f.expectEvents("Normal Rescheduling")
+	f.removePod(old)
+
+	failStatus := true
+	f.client.PrependReactor("update", "gputasks", func(a core.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && failStatus {
+			return true, nil, apierrors.NewTimeoutError("request timed out", 1)
+		}
+		return false, nil, nil
+	})
+	want := task.DeepCopy()
+	want.Status.Reschedules = 1
+	want.Status.LastRescheduleTime = ptr.To(metav1.NewTime(testNow))
+	want = withStatus(want, gputaskv1.GPUTaskPending, "")
+	for i := range want.Status.Conditions {
+		if prev := findCond(task.Status.Conditions, want.Status.Conditions[i].Type); prev != nil && prev.Status == want.Status.Conditions[i].Status {
+			want.Status.Conditions[i].LastTransitionTime = prev.LastTransitionTime
+		}
+	}
+	f.expectCreatePod(expectedPod(task))
+	f.expectUpdateStatus(want)
+	f.runExpectError(ctx, key(task), true)
+	f.expectEvents("Normal Created", "Normal Rescheduled")
+
+	// The write had in fact been applied, and the cache now shows it and the
+	// new pod: nothing is left to write, and the count stays at 1.
+	failStatus = false
+	f.setTask(want)
+	newPod := expectedPod(task)
+	newPod.UID, newPod.ResourceVersion = "new-pod", "5"
+	f.setPod(newPod)
+	f.run(ctx, key(task))
+	if n := len(c.replacements); n != 0 {
+		t.Errorf("%d replacements left in flight", n)
+	}
+}
