@@ -55,6 +55,7 @@ const (
 	ReasonRescheduled        = "Rescheduled"
 	ReasonRestarted          = "Restarted"
 	ReasonInvalidRestartedAt = "InvalidRestartedAt"
+	ReasonForceDeleted       = "ForceDeleted"
 
 	// DefaultGPUResourceName is the extended resource of the NVIDIA device plugin.
 	DefaultGPUResourceName = "nvidia.com/gpu"
@@ -450,6 +451,9 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 			// Our delete is under way: the pod terminates or the cache has
 			// not caught up yet. Never create in the same sync.
 			c.workqueue.AddAfter(key, replacementPoll)
+			if err := c.forceDeleteIfUnreachable(ctx, task, pod, r.reason); err != nil {
+				return err
+			}
 			return c.updateStatus(ctx, task, c.computeStatus(task, view))
 		}
 		// The replacement exists; what is left is to count it.
@@ -555,6 +559,27 @@ func (c *Controller) startReplacement(ctx context.Context, key cache.ObjectName,
 	c.recorder.Eventf(task, corev1.EventTypeNormal, ReasonRescheduling, "Deleted pod %s to replace it: %s", pod.Name, reason)
 	c.workqueue.AddAfter(key, replacementPoll)
 	return c.updateStatus(ctx, task, c.computeStatus(task, view))
+}
+
+// forceDeleteIfUnreachable removes a pod that was deleted because its node
+// was lost or NotReady and that outlived its grace period there: no kubelet
+// will confirm its end, and the task would otherwise wait for the node.
+func (c *Controller) forceDeleteIfUnreachable(ctx context.Context, task *gputaskv1.GPUTask, pod *corev1.Pod, reason string) error {
+	if !reschedule.ForceDelete(pod, c.nodeOf(pod), reason, c.now()) {
+		return nil
+	}
+	uid := pod.UID
+	err := c.kubeclientset.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		Preconditions:      &metav1.Preconditions{UID: &uid},
+		GracePeriodSeconds: ptr.To[int64](0),
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("force deleting pod %s on unreachable node %s: %w", klog.KObj(pod), pod.Spec.NodeName, err)
+	}
+	klog.FromContext(ctx).Info("Force deleted pod on unreachable node", "pod", klog.KObj(pod), "node", pod.Spec.NodeName)
+	c.recorder.Eventf(task, corev1.EventTypeWarning, ReasonForceDeleted,
+		"Pod %s on unreachable node %s outlived its grace period; deleted it without waiting for the kubelet", pod.Name, pod.Spec.NodeName)
+	return nil
 }
 
 func (c *Controller) recordReplacement(task *gputaskv1.GPUTask, r *replacement, pod *corev1.Pod) {

@@ -1307,3 +1307,37 @@ func TestReplacementCountedOnce(t *testing.T) {
 		t.Errorf("%d replacements left in flight", n)
 	}
 }
+
+// TestForceDeleteOnNotReadyNode: a pod deleted because its node is NotReady
+// stays terminating, as no kubelet confirms its end. Past its grace period
+// and the margin it is removed without waiting, so the task gets a new pod.
+func TestForceDeleteOnNotReadyNode(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	old := podWith(task, corev1.PodRunning, "gpu-1")
+	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
+	notReady := readyNode("gpu-1")
+	notReady.Status.Conditions[0].Status = corev1.ConditionUnknown
+	f.addTask(task)
+	f.addPod(old)
+	f.addNode(notReady)
+	c := f.newController(ctx)
+
+	f.expectDeletePod(old)
+	f.run(ctx, key(task))
+	f.expectEvents("Normal Rescheduling Deleted pod render to replace it: NodeNotReady")
+
+	// Terminating, within its grace period: wait.
+	terminating := old.DeepCopy()
+	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(testNow.Add(30 * time.Second)))
+	terminating.ResourceVersion = "2"
+	f.setPod(terminating)
+	f.run(ctx, key(task))
+
+	// Well past it: force delete.
+	c.now = func() time.Time { return testNow.Add(30*time.Second + reschedule.ForceDeleteMargin) }
+	f.expectDeletePodNow(terminating)
+	f.run(ctx, key(task))
+	f.expectEvents("Warning ForceDeleted")
+}

@@ -190,3 +190,26 @@ func RestartedAt(task *gputaskv1.GPUTask) (at time.Time, ok bool, err error) {
 	}
 	return at, true, nil
 }
+
+// ForceDeleteMargin is how long past the end of its grace period a pod
+// deleted because its node was lost or NotReady may stay terminating before
+// it is removed without the kubelet's confirmation.
+const ForceDeleteMargin = 30 * time.Second
+
+// ForceDelete reports whether pod, deleted for reason and still terminating,
+// should be removed at once. Only a pod whose node is gone or still not Ready
+// qualifies: no kubelet will confirm its end, and the task would wait, holding
+// one of the concurrent reschedules, until the node came back. A pod on a
+// healthy node is always left to terminate on its own.
+func ForceDelete(pod *corev1.Pod, node *corev1.Node, reason string, now time.Time) bool {
+	if pod == nil || pod.DeletionTimestamp == nil {
+		return false
+	}
+	if reason != ReasonNodeLost && reason != ReasonNodeNotReady {
+		return false
+	}
+	if now.Before(pod.DeletionTimestamp.Add(ForceDeleteMargin)) {
+		return false
+	}
+	return node == nil || nodeNotReady(node)
+}

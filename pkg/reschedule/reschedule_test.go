@@ -192,3 +192,37 @@ func TestRestart(t *testing.T) {
 		})
 	}
 }
+
+func TestForceDelete(t *testing.T) {
+	// deletionTimestamp is when the grace period ends.
+	terminating := func(graceEndedAgo time.Duration) *corev1.Pod {
+		p := pod()
+		ts := metav1.NewTime(now.Add(-graceEndedAgo))
+		p.DeletionTimestamp = &ts
+		return p
+	}
+	tests := []struct {
+		name   string
+		pod    *corev1.Pod
+		node   *corev1.Node
+		reason string
+		want   bool
+	}{
+		{"node gone, past grace and margin", terminating(ForceDeleteMargin), nil, ReasonNodeLost, true},
+		{"node NotReady, past grace and margin", terminating(time.Hour), node(corev1.ConditionUnknown), ReasonNodeNotReady, true},
+		{"within the margin", terminating(ForceDeleteMargin - time.Second), nil, ReasonNodeLost, false},
+		{"node recovered", terminating(time.Hour), node(corev1.ConditionTrue), ReasonNodeNotReady, false},
+		{"failed pod on a healthy node", terminating(time.Hour), node(corev1.ConditionTrue), ReasonPodFailed, false},
+		{"failed pod, node gone since", terminating(time.Hour), nil, ReasonPodFailed, false},
+		{"restart", terminating(time.Hour), nil, ReasonRestart, false},
+		{"not terminating", pod(), nil, ReasonNodeLost, false},
+		{"no pod", nil, nil, ReasonNodeLost, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ForceDelete(tc.pod, tc.node, tc.reason, now); got != tc.want {
+				t.Errorf("ForceDelete() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
