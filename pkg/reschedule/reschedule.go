@@ -177,8 +177,8 @@ func Restart(task *gputaskv1.GPUTask, pod *corev1.Pod, now time.Time) (RestartVe
 	return RestartVerdict{Replace: true}, nil
 }
 
-// RestartedAt parses task's gputask.io/restartedAt annotation. ok is false
-// when the annotation is absent or empty.
+// RestartedAt parses task's gputask.io/restartedAt annotation, to whole
+// seconds. ok is false when the annotation is absent or empty.
 func RestartedAt(task *gputaskv1.GPUTask) (at time.Time, ok bool, err error) {
 	v := task.Annotations[gputaskv1.AnnotationRestartedAt]
 	if v == "" {
@@ -188,7 +188,10 @@ func RestartedAt(task *gputaskv1.GPUTask) (at time.Time, ok bool, err error) {
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("annotation %s: %q is not an RFC 3339 time: %w", gputaskv1.AnnotationRestartedAt, v, err)
 	}
-	return at, true, nil
+	// Creation and reschedule times keep whole seconds only; a fractional
+	// request would make a pod created in the same second look older than
+	// the request forever.
+	return at.Truncate(time.Second), true, nil
 }
 
 // ForceDeleteMargin is how long past the end of its grace period a pod

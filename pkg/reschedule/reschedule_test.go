@@ -173,6 +173,8 @@ func TestRestart(t *testing.T) {
 		{name: "request in the future waits", task: withRestart(now.Add(30*time.Second).Format(time.RFC3339), nil), pod: pod(age(time.Hour)), now: now, want: RestartVerdict{Wait: 30 * time.Second}},
 		{name: "no pod", task: withRestart(at.Format(time.RFC3339), nil), pod: nil, now: now},
 		{name: "pod being deleted", task: withRestart(at.Format(time.RFC3339), nil), pod: pod(age(time.Hour), deleting), now: now},
+		{name: "fractional request, pod created in the same second", task: withRestart(at.Add(500*time.Millisecond).Format(time.RFC3339Nano), nil), pod: pod(age(time.Minute)), now: now},
+		{name: "fractional request, older pod", task: withRestart(at.Add(500*time.Millisecond).Format(time.RFC3339Nano), nil), pod: pod(age(time.Hour)), now: now, want: RestartVerdict{Replace: true}},
 		{name: "unparseable", task: withRestart("yesterday", nil), pod: pod(age(time.Hour)), now: now, wantErr: "not an RFC 3339 time"},
 		{name: "empty value is no request", task: withRestart("", nil), pod: pod(age(time.Hour)), now: now},
 	}
