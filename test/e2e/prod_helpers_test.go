@@ -97,7 +97,9 @@ func prodWaitTask(t *testing.T, c *framework.ControlPlane, ns, name, what string
 	return task
 }
 
-func prodTaskRunning(task *gputaskv1.GPUTask) bool { return task.Status.Phase == gputaskv1.GPUTaskRunning }
+func prodTaskRunning(task *gputaskv1.GPUTask) bool {
+	return task.Status.Phase == gputaskv1.GPUTaskRunning
+}
 
 // prodPod returns the task's pod (named like the task), or nil if there is none.
 func prodPod(t *testing.T, c *framework.ControlPlane, ns, name string) *corev1.Pod {

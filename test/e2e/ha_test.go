@@ -1,0 +1,154 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/gputask/gputask-controller/test/framework"
+)
+
+// Leader election timings of the HA test, as flags.
+const (
+	haLeaseDuration = 4 * time.Second
+	haRenewDeadline = 3 * time.Second
+	haRetryPeriod   = 500 * time.Millisecond
+	// haTakeoverMargin is added to the lease duration for the takeover: the
+	// follower notices the expired lease at its next retry (retry period
+	// plus jitter), and a busy 2-core machine adds its own delay.
+	haTakeoverMargin = 3 * time.Second
+)
+
+// TestHALeaderFailover runs two controllers with leader election on a
+// control plane of their own. Only the leader acts. SIGKILL of the leader
+// (no lease release) hands the lease to the other within the lease duration
+// plus a small margin, and across the failover every task has exactly one
+// pod: the pods of earlier tasks keep their UIDs, and no pod is ever created
+// twice.
+func TestHALeaderFailover(t *testing.T) {
+	c := startProdCluster(t, prodNode{"a100-1", "A100", 8}, prodNode{"a100-2", "A100", 8})
+	ctx := context.Background()
+	const leaseNS, leaseName = "gputask-ha", "gputask-controller"
+	if err := c.CreateNamespace(ctx, leaseNS); err != nil {
+		t.Fatal(err)
+	}
+	ns := c.NamespaceT(t)
+	rec := startPodRecorder(t, c, ns, nil)
+
+	args := []string{"--workers=2", "--leader-elect",
+		"--leader-elect-namespace=" + leaseNS,
+		"--leader-elect-lease-duration=" + haLeaseDuration.String(),
+		"--leader-elect-renew-deadline=" + haRenewDeadline.String(),
+		"--leader-elect-retry-period=" + haRetryPeriod.String(),
+	}
+	byIdentity := map[string]*framework.Process{}
+	for range 2 {
+		p := c.StartControllerT(t, args...)
+		byIdentity[controllerIdentity(t, p)] = p
+	}
+
+	leaderID := waitLeaseHolder(t, c, leaseNS, leaseName, func(id string) bool { return byIdentity[id] != nil })
+	leader := byIdentity[leaderID]
+	var follower *framework.Process
+	for id, p := range byIdentity {
+		if id != leaderID {
+			follower = p
+		}
+	}
+	prodPoll(t, 30*time.Second, "leader logs Became leader", func(context.Context) (bool, string) {
+		return logContains(leader, "Became leader", leaderID), leader.LogTail(3)
+	})
+	t.Logf("leader %s (%s), follower %s", leaderID, leader.LogPath, follower.LogPath)
+
+	before := []string{"before-0", "before-1", "before-2"}
+	for _, name := range before {
+		prodCreateTask(t, c, ns, prodTask(name, "A100", 1))
+	}
+	beforeUIDs := map[string]string{}
+	for _, name := range before {
+		prodWaitTask(t, c, ns, name, "Running", prodTaskRunning)
+		beforeUIDs[name] = string(prodPod(t, c, ns, name).UID)
+	}
+	if logContains(follower, "Became leader") || logContains(follower, "Created pod") {
+		t.Fatalf("the follower acted while the other process led; its log:\n%s", follower.LogTail(30))
+	}
+
+	killed := time.Now()
+	leader.Kill()
+	after := []string{"after-0", "after-1", "after-2"}
+	for _, name := range after {
+		prodCreateTask(t, c, ns, prodTask(name, "A100", 1))
+	}
+	followerID := ""
+	for id, p := range byIdentity {
+		if p == follower {
+			followerID = id
+		}
+	}
+	waitLeaseHolder(t, c, leaseNS, leaseName, func(id string) bool { return id == followerID })
+	takeover := time.Since(killed)
+	prodPoll(t, 10*time.Second, "new leader logs Became leader", func(context.Context) (bool, string) {
+		return logContains(follower, "Became leader", followerID), follower.LogTail(3)
+	})
+	t.Logf("takeover %s after SIGKILL of the leader (lease duration %s)", takeover.Round(10*time.Millisecond), haLeaseDuration)
+	if limit := haLeaseDuration + haTakeoverMargin; takeover > limit {
+		t.Errorf("takeover took %s, want at most the lease duration plus %s (%s)", takeover, haTakeoverMargin, limit)
+	}
+
+	for _, name := range append(append([]string(nil), before...), after...) {
+		prodWaitTask(t, c, ns, name, "Running after the failover", prodTaskRunning)
+	}
+	pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(pods.Items), len(before)+len(after); got != want {
+		t.Errorf("%d pods for %d tasks", got, want)
+	}
+	for _, name := range before {
+		if pod := prodPod(t, c, ns, name); pod == nil || string(pod.UID) != beforeUIDs[name] {
+			t.Errorf("pod of %s changed across the failover: was %s, now %v", name, beforeUIDs[name], pod)
+		}
+	}
+	// Give the watch a moment to deliver the last events, then check that
+	// each pod name was created exactly once and never deleted.
+	time.Sleep(500 * time.Millisecond)
+	rec.Stop()
+	events, err := rec.Events()
+	if err != nil {
+		t.Error(err)
+	}
+	added := checkPodOrder(t, events)
+	for _, name := range append(append([]string(nil), before...), after...) {
+		if n := added[ns+"/"+name]; n != 1 {
+			t.Errorf("pod %s created %d times, want once", name, n)
+		}
+		if n := prodEventCount(t, c, ns, name, "Created"); n > 1 {
+			t.Errorf("task %s has %d Created events, want at most one", name, n)
+		}
+	}
+	for _, e := range events {
+		if e.typ == "DELETED" || e.deleting {
+			t.Errorf("pod %s deleted during the failover", e.name)
+		}
+	}
+}
+
+// waitLeaseHolder waits until the Lease's holder satisfies ok and returns it.
+func waitLeaseHolder(t *testing.T, c *framework.ControlPlane, ns, name string, ok func(string) bool) string {
+	t.Helper()
+	var holder string
+	prodPoll(t, 30*time.Second, fmt.Sprintf("holder of lease %s/%s", ns, name), func(ctx context.Context) (bool, string) {
+		lease, err := c.Kube.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		holder = ptr.Deref(lease.Spec.HolderIdentity, "")
+		return ok(holder), "holder " + holder
+	})
+	return holder
+}
