@@ -35,17 +35,17 @@ import (
 // for, so the tests run in parallel without sharing GPUs.
 
 const (
-	// poolName is the GPUTaskSet of every test; namespaces keep them apart.
-	poolName = "pool"
-	// scaleInterval is spec.autoscaling.interval: short, so a test sees
+	// tsPoolName is the GPUTaskSet of every test; namespaces keep them apart.
+	tsPoolName = "pool"
+	// tsInterval is spec.autoscaling.interval: short, so a test sees
 	// many decisions in a few seconds.
-	scaleInterval = time.Second
+	tsInterval = time.Second
 	// Loads against the default thresholds (up 0.8, down 0.5).
-	loadHigh = 0.9
-	loadMid  = 0.6
-	loadLow  = 0.3
-	// scaleTimeout bounds each wait for a scaling step or a condition.
-	scaleTimeout = 60 * time.Second
+	tsLoadHigh = 0.9
+	tsLoadMid  = 0.6
+	tsLoadLow  = 0.3
+	// tsTimeout bounds each wait for a scaling step or a condition.
+	tsTimeout = 60 * time.Second
 )
 
 // TestTaskSetScalesUpInStepsAndHolds: at load 0.9 a set of 1 grows by the
@@ -54,15 +54,15 @@ const (
 func TestTaskSetScalesUpInStepsAndHolds(t *testing.T) {
 	t.Parallel()
 	ns := cp.NamespaceT(t)
-	model := gpuNodesT(t, ns, 1, 16)
-	load := newLoadServer(t, loadHigh)
-	rec := recordPool(t, ns)
+	model := tsGPUNodesT(t, ns, 1, 16)
+	load := tsNewLoadServer(t, tsLoadHigh)
+	rec := tsRecordPool(t, ns)
 
-	createPool(t, ns, pool{replicas: 1, min: 1, max: 7, model: model, gpus: 1, url: load.URL()})
+	tsCreatePool(t, ns, tsPool{replicas: 1, min: 1, max: 7, model: model, gpus: 1, url: load.URL()})
 
 	rec.waitSet(t, "7 running tasks, held at maxReplicas", func(s *gputaskv1.GPUTaskSet) bool {
-		return s.Status.RunningReplicas == 7 && decisionReason(s) == autoscaler.ReasonTooManyReplicas &&
-			conditionIs(s, gputaskv1.ConditionScalingLimited, metav1.ConditionTrue, autoscaler.ReasonTooManyReplicas)
+		return s.Status.RunningReplicas == 7 && tsDecisionReason(s) == autoscaler.ReasonTooManyReplicas &&
+			tsConditionIs(s, gputaskv1.ConditionScalingLimited, metav1.ConditionTrue, autoscaler.ReasonTooManyReplicas)
 	})
 	if got, want := rec.replicaSequence(), []int32{1, 4, 7}; !slices.Equal(got, want) {
 		t.Errorf("spec.replicas went %v, want %v", got, want)
@@ -70,19 +70,19 @@ func TestTaskSetScalesUpInStepsAndHolds(t *testing.T) {
 	if got := rec.reasons(); !slices.Contains(got, autoscaler.ReasonScaleUpAboveThreshold) {
 		t.Errorf("status.lastDecision.reason went %v, want %s among them", got, autoscaler.ReasonScaleUpAboveThreshold)
 	}
-	waitEvents(t, ns, autoscaler.EventScaledUp, corev1.EventTypeNormal, "New size: 4", "New size: 7")
+	tsWaitEvents(t, ns, autoscaler.EventScaledUp, corev1.EventTypeNormal, "New size: 4", "New size: 7")
 
-	load.Set(loadMid)
+	load.Set(tsLoadMid)
 	rec.waitSet(t, "a decision within the thresholds", func(s *gputaskv1.GPUTaskSet) bool {
-		return decisionReason(s) == autoscaler.ReasonWithinThresholds
+		return tsDecisionReason(s) == autoscaler.ReasonWithinThresholds
 	})
 	reads := load.Reads()
-	time.Sleep(5 * scaleInterval)
+	time.Sleep(5 * tsInterval)
 	if n := load.Reads() - reads; n < 3 {
 		t.Errorf("the load index was read %d times in 5 intervals; the hold proves nothing", n)
 	}
 	if got, want := rec.replicaSequence(), []int32{1, 4, 7}; !slices.Equal(got, want) {
-		t.Errorf("at load %v spec.replicas went %v, want it held at 7 (%v)", loadMid, got, want)
+		t.Errorf("at load %v spec.replicas went %v, want it held at 7 (%v)", tsLoadMid, got, want)
 	}
 	t.Logf("kubectl get gts:\n%s", cp.KubectlT(t, "get", "gts", "-n", ns))
 }
@@ -96,21 +96,21 @@ func TestTaskSetScalesDownPastYoungTasks(t *testing.T) {
 	t.Parallel()
 	const minTaskAge = 20 * time.Second
 	ns := cp.NamespaceT(t)
-	model := gpuNodesT(t, ns, 1, 8)
-	load := newLoadServer(t, loadMid)
-	rec := recordPool(t, ns)
+	model := tsGPUNodesT(t, ns, 1, 8)
+	load := tsNewLoadServer(t, tsLoadMid)
+	rec := tsRecordPool(t, ns)
 
-	createPool(t, ns, pool{replicas: 4, min: 1, max: 7, model: model, gpus: 1, url: load.URL(), minTaskAge: minTaskAge})
+	tsCreatePool(t, ns, tsPool{replicas: 4, min: 1, max: 7, model: model, gpus: 1, url: load.URL(), minTaskAge: minTaskAge})
 	rec.waitSet(t, "4 running tasks", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.RunningReplicas == 4 })
 	youngUntil := rec.oldestTask(t).Add(minTaskAge)
 	if time.Until(youngUntil) < 5*time.Second {
 		t.Fatalf("tasks took too long to run: they come of age in %v, too soon to test minTaskAge", time.Until(youngUntil))
 	}
 
-	load.Set(loadLow)
+	load.Set(tsLoadLow)
 	rec.waitSet(t, "scale-in held back by young tasks", func(s *gputaskv1.GPUTaskSet) bool {
-		return s.Status.HeldBackReplicas > 0 && decisionReason(s) == autoscaler.ReasonTasksTooYoung &&
-			conditionIs(s, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, autoscaler.ReasonTasksTooYoung)
+		return s.Status.HeldBackReplicas > 0 && tsDecisionReason(s) == autoscaler.ReasonTasksTooYoung &&
+			tsConditionIs(s, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, autoscaler.ReasonTasksTooYoung)
 	})
 	if time.Now().After(youngUntil) {
 		t.Fatal("the tasks came of age before the hold could be checked")
@@ -123,7 +123,7 @@ func TestTaskSetScalesDownPastYoungTasks(t *testing.T) {
 	}
 
 	rec.waitSet(t, "1 task at minReplicas", func(s *gputaskv1.GPUTaskSet) bool {
-		return s.Status.Replicas == 1 && decisionReason(s) == autoscaler.ReasonTooFewReplicas
+		return s.Status.Replicas == 1 && tsDecisionReason(s) == autoscaler.ReasonTooFewReplicas
 	})
 	if got, want := rec.replicaSequence(), []int32{4, 3, 2, 1}; !slices.Equal(got, want) {
 		t.Errorf("spec.replicas went %v, want %v", got, want)
@@ -137,7 +137,7 @@ func TestTaskSetScalesDownPastYoungTasks(t *testing.T) {
 			t.Errorf("task %s was deleted %v after its creation, before minTaskAge %v", d.name, age, minTaskAge)
 		}
 	}
-	waitEvents(t, ns, autoscaler.EventScaledDown, corev1.EventTypeNormal, "New size: 3", "New size: 2", "New size: 1")
+	tsWaitEvents(t, ns, autoscaler.EventScaledDown, corev1.EventTypeNormal, "New size: 3", "New size: 2", "New size: 1")
 }
 
 // TestTaskSetHoldsWhileLoadIndexFails: while the endpoint answers 500, hangs
@@ -148,14 +148,14 @@ func TestTaskSetScalesDownPastYoungTasks(t *testing.T) {
 func TestTaskSetHoldsWhileLoadIndexFails(t *testing.T) {
 	t.Parallel()
 	ns := cp.NamespaceT(t)
-	model := gpuNodesT(t, ns, 1, 8)
-	load := newLoadServer(t, loadMid)
-	rec := recordPool(t, ns)
+	model := tsGPUNodesT(t, ns, 1, 8)
+	load := tsNewLoadServer(t, tsLoadMid)
+	rec := tsRecordPool(t, ns)
 
-	createPool(t, ns, pool{replicas: 3, min: 1, max: 7, model: model, gpus: 1, url: load.URL(), timeout: time.Second})
+	tsCreatePool(t, ns, tsPool{replicas: 3, min: 1, max: 7, model: model, gpus: 1, url: load.URL(), timeout: time.Second})
 	rec.waitSet(t, "3 running tasks, load index read", func(s *gputaskv1.GPUTaskSet) bool {
 		return s.Status.RunningReplicas == 3 &&
-			conditionIs(s, gputaskv1.ConditionScalingActive, metav1.ConditionTrue, autoscaler.ReasonValidMetricFound)
+			tsConditionIs(s, gputaskv1.ConditionScalingActive, metav1.ConditionTrue, autoscaler.ReasonValidMetricFound)
 	})
 
 	outages := []struct {
@@ -171,22 +171,22 @@ func TestTaskSetHoldsWhileLoadIndexFails(t *testing.T) {
 	for i, outage := range outages {
 		if i > 0 {
 			// Recover in between, so each outage starts from a good reading.
-			load.Set(loadMid)
+			load.Set(tsLoadMid)
 			rec.waitSet(t, "recovery before "+outage.name, func(s *gputaskv1.GPUTaskSet) bool {
-				return conditionIs(s, gputaskv1.ConditionScalingActive, metav1.ConditionTrue, autoscaler.ReasonValidMetricFound) &&
+				return tsConditionIs(s, gputaskv1.ConditionScalingActive, metav1.ConditionTrue, autoscaler.ReasonValidMetricFound) &&
 					s.Status.ConsecutiveFailures == 0
 			})
 		}
 		outage.start()
 		rec.waitSet(t, outage.name+": ScalingActive False past the failure threshold", func(s *gputaskv1.GPUTaskSet) bool {
 			c := meta.FindStatusCondition(s.Status.Conditions, gputaskv1.ConditionScalingActive)
-			return conditionIs(s, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, autoscaler.ReasonFailedGetLoadIndex) &&
+			return tsConditionIs(s, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, autoscaler.ReasonFailedGetLoadIndex) &&
 				strings.Contains(c.Message, outage.message) && s.Status.ConsecutiveFailures > autoscaler.DefaultFailureThreshold &&
-				decisionReason(s) == autoscaler.ReasonFailedGetLoadIndex
+				tsDecisionReason(s) == autoscaler.ReasonFailedGetLoadIndex
 		})
 		set := rec.set(t)
 		t.Logf("%s: %d failures in a row, decision %q", outage.name, set.Status.ConsecutiveFailures, set.Status.LastDecision.Message)
-		waitEvents(t, ns, autoscaler.ReasonFailedGetLoadIndex, corev1.EventTypeWarning, outage.message)
+		tsWaitEvents(t, ns, autoscaler.ReasonFailedGetLoadIndex, corev1.EventTypeWarning, outage.message)
 		if got := rec.replicaSequence(); !slices.Equal(got, []int32{3}) {
 			t.Errorf("%s: spec.replicas went %v, want it held at 3", outage.name, got)
 		}
@@ -202,18 +202,18 @@ func TestTaskSetHoldsWhileLoadIndexFails(t *testing.T) {
 func TestTaskSetStopsAtGPUCapacity(t *testing.T) {
 	t.Parallel()
 	ns := cp.NamespaceT(t)
-	model := gpuNodesT(t, ns, 2, 8)
-	load := newLoadServer(t, loadHigh)
-	rec := recordPool(t, ns)
+	model := tsGPUNodesT(t, ns, 2, 8)
+	load := tsNewLoadServer(t, tsLoadHigh)
+	rec := tsRecordPool(t, ns)
 
-	createPool(t, ns, pool{replicas: 1, min: 1, max: 10, model: model, gpus: 3, url: load.URL(), capacityAware: true})
+	tsCreatePool(t, ns, tsPool{replicas: 1, min: 1, max: 10, model: model, gpus: 3, url: load.URL(), capacityAware: true})
 	rec.waitSet(t, "4 running tasks, capped at capacity", func(s *gputaskv1.GPUTaskSet) bool {
 		return s.Status.RunningReplicas == 4 && s.Status.CapacityReplicas != nil && *s.Status.CapacityReplicas == 4 &&
-			decisionReason(s) == autoscaler.ReasonCapacityLimited &&
-			conditionIs(s, gputaskv1.ConditionScalingLimited, metav1.ConditionTrue, autoscaler.ReasonCapacityLimited)
+			tsDecisionReason(s) == autoscaler.ReasonCapacityLimited &&
+			tsConditionIs(s, gputaskv1.ConditionScalingLimited, metav1.ConditionTrue, autoscaler.ReasonCapacityLimited)
 	})
 	reads := load.Reads()
-	time.Sleep(3 * scaleInterval)
+	time.Sleep(3 * tsInterval)
 	if n := load.Reads() - reads; n < 2 {
 		t.Errorf("the load index was read %d times in 3 intervals; the cap proves nothing", n)
 	}
@@ -228,8 +228,8 @@ func TestTaskSetStopsAtGPUCapacity(t *testing.T) {
 	t.Logf("kubectl get gt:\n%s", cp.KubectlT(t, "get", "gt", "-n", ns))
 }
 
-// pool is the GPUTaskSet a test creates.
-type pool struct {
+// tsPool is the GPUTaskSet a test creates.
+type tsPool struct {
 	replicas, min, max int32
 	model              string
 	gpus               int32
@@ -240,10 +240,10 @@ type pool struct {
 	timeout time.Duration
 }
 
-// createPool creates the set with a Step policy at its defaults (thresholds
+// tsCreatePool creates the set with a Step policy at its defaults (thresholds
 // 0.8 and 0.5, stepUp 3, stepDown 1) and no scale-down stabilization, so
 // every decision shows at once.
-func createPool(t *testing.T, ns string, p pool) {
+func tsCreatePool(t *testing.T, ns string, p tsPool) {
 	t.Helper()
 	amount := intstr.FromInt32(p.gpus)
 	source := &gputaskv1.HTTPSource{URL: p.url}
@@ -251,7 +251,7 @@ func createPool(t *testing.T, ns string, p pool) {
 		source.Timeout = &metav1.Duration{Duration: p.timeout}
 	}
 	set := &gputaskv1.GPUTaskSet{
-		ObjectMeta: metav1.ObjectMeta{Name: poolName},
+		ObjectMeta: metav1.ObjectMeta{Name: tsPoolName},
 		Spec: gputaskv1.GPUTaskSetSpec{
 			Replicas: &p.replicas,
 			Template: gputaskv1.GPUTaskTemplateSpec{
@@ -260,7 +260,7 @@ func createPool(t *testing.T, ns string, p pool) {
 			Autoscaling: &gputaskv1.AutoscalingSpec{
 				MinReplicas:                  &p.min,
 				MaxReplicas:                  p.max,
-				Interval:                     &metav1.Duration{Duration: scaleInterval},
+				Interval:                     &metav1.Duration{Duration: tsInterval},
 				Metrics:                      []gputaskv1.MetricSpec{{Name: "backend-load", HTTP: source}},
 				Policy:                       gputaskv1.ScalingPolicy{Type: gputaskv1.StepPolicy},
 				ScaleDownStabilizationWindow: &metav1.Duration{},
@@ -272,13 +272,13 @@ func createPool(t *testing.T, ns string, p pool) {
 		set.Spec.MinTaskAge = &metav1.Duration{Duration: p.minTaskAge}
 	}
 	if _, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Create(context.Background(), set, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating gputaskset %s/%s: %v", ns, poolName, err)
+		t.Fatalf("creating gputaskset %s/%s: %v", ns, tsPoolName, err)
 	}
 }
 
-// gpuNodesT creates n fake nodes with gpus GPUs each, of a GPU model named
+// tsGPUNodesT creates n fake nodes with gpus GPUs each, of a GPU model named
 // after the namespace, and returns the model.
-func gpuNodesT(t *testing.T, ns string, n, gpus int) string {
+func tsGPUNodesT(t *testing.T, ns string, n, gpus int) string {
 	t.Helper()
 	model := "gpu-" + ns
 	for i := range n {
@@ -287,9 +287,9 @@ func gpuNodesT(t *testing.T, ns string, n, gpus int) string {
 	return model
 }
 
-// loadServer is a scripted load-index endpoint on 127.0.0.1. It answers
+// tsLoadServer is a scripted load-index endpoint on 127.0.0.1. It answers
 // {"data":{"load_balance":X}} with the value last set, or fails as told.
-type loadServer struct {
+type tsLoadServer struct {
 	srv   *httptest.Server
 	reads atomic.Int64
 	// stop ends hanging requests when the server closes.
@@ -302,15 +302,15 @@ type loadServer struct {
 	hang   bool
 }
 
-func newLoadServer(t *testing.T, value float64) *loadServer {
-	s := &loadServer{value: value, stop: make(chan struct{})}
+func tsNewLoadServer(t *testing.T, value float64) *tsLoadServer {
+	s := &tsLoadServer{value: value, stop: make(chan struct{})}
 	// httptest listens on 127.0.0.1 with a free port.
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
 }
 
-func (s *loadServer) serve(w http.ResponseWriter, r *http.Request) {
+func (s *tsLoadServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.reads.Add(1)
 	s.mu.Lock()
 	value, status, hang := s.value, s.status, s.hang
@@ -331,34 +331,34 @@ func (s *loadServer) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // URL is the endpoint's address, for spec.autoscaling.metrics[].http.url.
-func (s *loadServer) URL() string { return s.srv.URL + "/api/load" }
+func (s *tsLoadServer) URL() string { return s.srv.URL + "/api/load" }
 
 // Reads counts the requests served so far.
-func (s *loadServer) Reads() int64 { return s.reads.Load() }
+func (s *tsLoadServer) Reads() int64 { return s.reads.Load() }
 
 // Set answers value from now on.
-func (s *loadServer) Set(value float64) {
+func (s *tsLoadServer) Set(value float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.value, s.status, s.hang = value, 0, false
 }
 
 // Fail answers the HTTP status code from now on.
-func (s *loadServer) Fail(code int) {
+func (s *tsLoadServer) Fail(code int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.status, s.hang = code, false
 }
 
 // Hang answers nothing from now on, so reads time out.
-func (s *loadServer) Hang() {
+func (s *tsLoadServer) Hang() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hang = true
 }
 
 // Close stops the server; its port then refuses connections.
-func (s *loadServer) Close() {
+func (s *tsLoadServer) Close() {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.srv.CloseClientConnections()
@@ -366,9 +366,9 @@ func (s *loadServer) Close() {
 	})
 }
 
-// poolRecorder watches the namespace's pool and tasks through informers, so
+// tsRecorder watches the namespace's pool and tasks through informers, so
 // that no step of the autoscaler goes unseen between two polls.
-type poolRecorder struct {
+type tsRecorder struct {
 	ns         string
 	setLister  gputasklisters.GPUTaskSetLister
 	taskLister gputasklisters.GPUTaskLister
@@ -379,17 +379,17 @@ type poolRecorder struct {
 	replicas []int32
 	// decisions are the reasons of status.lastDecision, likewise.
 	decisions []string
-	deleted   map[string]deletedTask
+	deleted   map[string]tsDeletedTask
 }
 
-// deletedTask is a task seen going away: its creation, and when the
+// tsDeletedTask is a task seen going away: its creation, and when the
 // deletion was first seen (never before it happened).
-type deletedTask struct {
+type tsDeletedTask struct {
 	name             string
 	created, deleted time.Time
 }
 
-func recordPool(t *testing.T, ns string) *poolRecorder {
+func tsRecordPool(t *testing.T, ns string) *tsRecorder {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := gputaskinformers.NewSharedInformerFactoryWithOptions(cp.GPUTask, 0, gputaskinformers.WithNamespace(ns))
@@ -399,7 +399,7 @@ func recordPool(t *testing.T, ns string) *poolRecorder {
 	})
 	sets := factory.Gputask().V1().GPUTaskSets()
 	tasks := factory.Gputask().V1().GPUTasks()
-	r := &poolRecorder{ns: ns, setLister: sets.Lister(), taskLister: tasks.Lister(), deleted: map[string]deletedTask{}}
+	r := &tsRecorder{ns: ns, setLister: sets.Lister(), taskLister: tasks.Lister(), deleted: map[string]tsDeletedTask{}}
 	_, err := sets.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    r.onSet,
 		UpdateFunc: func(_, obj any) { r.onSet(obj) },
@@ -423,24 +423,24 @@ func recordPool(t *testing.T, ns string) *poolRecorder {
 	return r
 }
 
-func (r *poolRecorder) onSet(obj any) {
+func (r *tsRecorder) onSet(obj any) {
 	set, ok := obj.(*gputaskv1.GPUTaskSet)
-	if !ok || set.Name != poolName {
+	if !ok || set.Name != tsPoolName {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if replicas := ptrValue(set.Spec.Replicas, 1); len(r.replicas) == 0 || r.replicas[len(r.replicas)-1] != replicas {
+	if replicas := tsPtrOr(set.Spec.Replicas, 1); len(r.replicas) == 0 || r.replicas[len(r.replicas)-1] != replicas {
 		r.replicas = append(r.replicas, replicas)
 	}
-	if reason := decisionReason(set); reason != "" && (len(r.decisions) == 0 || r.decisions[len(r.decisions)-1] != reason) {
+	if reason := tsDecisionReason(set); reason != "" && (len(r.decisions) == 0 || r.decisions[len(r.decisions)-1] != reason) {
 		r.decisions = append(r.decisions, reason)
 	}
 }
 
 // onTaskGone notes a task being deleted. Tasks have no finalizers and
 // usually vanish at once; a delete event may carry a tombstone.
-func (r *poolRecorder) onTaskGone(obj any, deleted bool) {
+func (r *tsRecorder) onTaskGone(obj any, deleted bool) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
@@ -451,26 +451,26 @@ func (r *poolRecorder) onTaskGone(obj any, deleted bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, seen := r.deleted[task.Name]; !seen {
-		r.deleted[task.Name] = deletedTask{name: task.Name, created: task.CreationTimestamp.Time, deleted: time.Now()}
+		r.deleted[task.Name] = tsDeletedTask{name: task.Name, created: task.CreationTimestamp.Time, deleted: time.Now()}
 	}
 }
 
-func (r *poolRecorder) replicaSequence() []int32 {
+func (r *tsRecorder) replicaSequence() []int32 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.replicas)
 }
 
-func (r *poolRecorder) reasons() []string {
+func (r *tsRecorder) reasons() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.decisions)
 }
 
-func (r *poolRecorder) deletedTasks() []deletedTask {
+func (r *tsRecorder) deletedTasks() []tsDeletedTask {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]deletedTask, 0, len(r.deleted))
+	out := make([]tsDeletedTask, 0, len(r.deleted))
 	for _, d := range r.deleted {
 		out = append(out, d)
 	}
@@ -478,9 +478,9 @@ func (r *poolRecorder) deletedTasks() []deletedTask {
 }
 
 // set returns the pool as the informer last saw it.
-func (r *poolRecorder) set(t *testing.T) *gputaskv1.GPUTaskSet {
+func (r *tsRecorder) set(t *testing.T) *gputaskv1.GPUTaskSet {
 	t.Helper()
-	set, err := r.setLister.GPUTaskSets(r.ns).Get(poolName)
+	set, err := r.setLister.GPUTaskSets(r.ns).Get(tsPoolName)
 	if err != nil {
 		t.Fatalf("getting the pool from the cache: %v", err)
 	}
@@ -488,9 +488,9 @@ func (r *poolRecorder) set(t *testing.T) *gputaskv1.GPUTaskSet {
 }
 
 // oldestTask returns the creation time of the pool's oldest task.
-func (r *poolRecorder) oldestTask(t *testing.T) time.Time {
+func (r *tsRecorder) oldestTask(t *testing.T) time.Time {
 	t.Helper()
-	tasks, err := r.taskLister.GPUTasks(r.ns).List(labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: poolName}))
+	tasks, err := r.taskLister.GPUTasks(r.ns).List(labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: tsPoolName}))
 	if err != nil || len(tasks) == 0 {
 		t.Fatalf("listing the pool's tasks: %d tasks, %v", len(tasks), err)
 	}
@@ -505,11 +505,11 @@ func (r *poolRecorder) oldestTask(t *testing.T) time.Time {
 
 // waitSet waits until done holds for the pool, and fails the test with the
 // pool's last state otherwise.
-func (r *poolRecorder) waitSet(t *testing.T, what string, done func(*gputaskv1.GPUTaskSet) bool) {
+func (r *tsRecorder) waitSet(t *testing.T, what string, done func(*gputaskv1.GPUTaskSet) bool) {
 	t.Helper()
 	var last *gputaskv1.GPUTaskSet
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, scaleTimeout, true, func(context.Context) (bool, error) {
-		set, err := r.setLister.GPUTaskSets(r.ns).Get(poolName)
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, tsTimeout, true, func(context.Context) (bool, error) {
+		set, err := r.setLister.GPUTaskSets(r.ns).Get(tsPoolName)
 		if err != nil {
 			return false, nil
 		}
@@ -518,22 +518,22 @@ func (r *poolRecorder) waitSet(t *testing.T, what string, done func(*gputaskv1.G
 	})
 	if err != nil {
 		t.Fatalf("waiting for %s: %v\nspec.replicas went %v, decisions %v\nlast status: %s",
-			what, err, r.replicaSequence(), r.reasons(), describeStatus(last))
+			what, err, r.replicaSequence(), r.reasons(), tsDescribeStatus(last))
 	}
 }
 
-// waitEvents waits until the pool has events of the reason and type whose
+// tsWaitEvents waits until the pool has events of the reason and type whose
 // messages contain each of wants.
-func waitEvents(t *testing.T, ns, reason, eventType string, wants ...string) {
+func tsWaitEvents(t *testing.T, ns, reason, eventType string, wants ...string) {
 	t.Helper()
 	selector := fields.Set{
 		"involvedObject.kind": "GPUTaskSet",
-		"involvedObject.name": poolName,
+		"involvedObject.name": tsPoolName,
 		"reason":              reason,
 		"type":                eventType,
 	}.AsSelector().String()
 	var messages []string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, scaleTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, tsTimeout, true, func(ctx context.Context) (bool, error) {
 		list, err := cp.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: selector})
 		if err != nil {
 			return false, nil
@@ -554,25 +554,25 @@ func waitEvents(t *testing.T, ns, reason, eventType string, wants ...string) {
 	}
 }
 
-func decisionReason(set *gputaskv1.GPUTaskSet) string {
+func tsDecisionReason(set *gputaskv1.GPUTaskSet) string {
 	if set.Status.LastDecision == nil {
 		return ""
 	}
 	return set.Status.LastDecision.Reason
 }
 
-func conditionIs(set *gputaskv1.GPUTaskSet, condType string, status metav1.ConditionStatus, reason string) bool {
+func tsConditionIs(set *gputaskv1.GPUTaskSet, condType string, status metav1.ConditionStatus, reason string) bool {
 	c := meta.FindStatusCondition(set.Status.Conditions, condType)
 	return c != nil && c.Status == status && c.Reason == reason
 }
 
-func describeStatus(set *gputaskv1.GPUTaskSet) string {
+func tsDescribeStatus(set *gputaskv1.GPUTaskSet) string {
 	if set == nil {
 		return "no set"
 	}
 	s := set.Status
 	out := fmt.Sprintf("spec.replicas=%d replicas=%d running=%d pending=%d heldBack=%d load=%q failures=%d",
-		ptrValue(set.Spec.Replicas, 1), s.Replicas, s.RunningReplicas, s.PendingReplicas, s.HeldBackReplicas, s.LoadIndex, s.ConsecutiveFailures)
+		tsPtrOr(set.Spec.Replicas, 1), s.Replicas, s.RunningReplicas, s.PendingReplicas, s.HeldBackReplicas, s.LoadIndex, s.ConsecutiveFailures)
 	if s.CapacityReplicas != nil {
 		out += fmt.Sprintf(" capacity=%d", *s.CapacityReplicas)
 	}
@@ -585,7 +585,7 @@ func describeStatus(set *gputaskv1.GPUTaskSet) string {
 	return out
 }
 
-func ptrValue[T any](p *T, def T) T {
+func tsPtrOr[T any](p *T, def T) T {
 	if p == nil {
 		return def
 	}
