@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -162,6 +163,8 @@ type Controller struct {
 	// deletedTasks keeps the UID of a deleted task until its pod is deleted,
 	// so that only the pod this very task controlled is deleted.
 	deletedTasks map[cache.ObjectName]types.UID
+	// orphaning holds the UIDs of tasks being deleted with their pods orphaned.
+	orphaning map[cache.ObjectName]types.UID
 	// warnedRestartedAt remembers the bad restartedAt value already reported,
 	// so a bad annotation costs one event, not one per sync.
 	warnedRestartedAt map[cache.ObjectName]string
@@ -215,6 +218,7 @@ func NewController(
 		now:               time.Now,
 		replacements:      map[cache.ObjectName]*replacement{},
 		deletedTasks:      map[cache.ObjectName]types.UID{},
+		orphaning:         map[cache.ObjectName]types.UID{},
 		warnedRestartedAt: map[cache.ObjectName]string{},
 	}
 
@@ -226,7 +230,7 @@ func NewController(
 	}{
 		{"gputask", taskInformer.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.enqueueTask,
-			UpdateFunc: func(_, newObj interface{}) { c.enqueueTask(newObj) },
+			UpdateFunc: c.handleTaskUpdate,
 			DeleteFunc: c.handleTaskDelete,
 		}},
 		{"pod", podInformer.Informer(), cache.ResourceEventHandlerFuncs{
@@ -258,6 +262,10 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	logger.Info("Waiting for informer caches to sync")
 	if ok := cache.WaitForCacheSync(ctx.Done(), c.tasksSynced, c.podsSynced, c.nodesSynced); !ok {
 		c.workqueue.ShutDown()
+		if ctx.Err() != nil {
+			// Asked to stop before the caches synced: a clean shutdown.
+			return nil
+		}
 		return errors.New("failed to wait for caches to sync")
 	}
 
@@ -491,6 +499,10 @@ func (c *Controller) replacementReason(ctx context.Context, key cache.ObjectName
 	verdict, err := reschedule.Restart(task, pod, now)
 	if err != nil {
 		c.warnBadRestartedAt(ctx, key, task, err)
+	} else {
+		c.mu.Lock()
+		delete(c.warnedRestartedAt, key)
+		c.mu.Unlock()
 	}
 	if verdict.Replace {
 		return reschedule.ReasonRestart, true
@@ -754,9 +766,25 @@ func (c *Controller) handleTaskDelete(obj interface{}) {
 	}
 	key := cache.MetaObjectToName(task)
 	c.mu.Lock()
-	c.deletedTasks[key] = task.UID
+	if c.orphaning[key] != task.UID {
+		c.deletedTasks[key] = task.UID
+	}
+	delete(c.orphaning, key)
 	c.mu.Unlock()
 	c.workqueue.Add(key)
+}
+
+// handleTaskUpdate enqueues the task, and notes a task deleted with
+// propagationPolicy=Orphan: its final state no longer shows the orphan
+// finalizer, and its pod must then be left running.
+func (c *Controller) handleTaskUpdate(_, newObj interface{}) {
+	if task, ok := newObj.(*gputaskv1.GPUTask); ok && task.DeletionTimestamp != nil &&
+		slices.Contains(task.Finalizers, metav1.FinalizerOrphanDependents) {
+		c.mu.Lock()
+		c.orphaning[cache.MetaObjectToName(task)] = task.UID
+		c.mu.Unlock()
+	}
+	c.enqueueTask(newObj)
 }
 
 func (c *Controller) enqueueAllTasks(ctx context.Context) {

@@ -1341,3 +1341,20 @@ func TestForceDeleteOnNotReadyNode(t *testing.T) {
 	f.run(ctx, key(task))
 	f.expectEvents("Warning ForceDeleted")
 }
+
+// TestOrphanedTaskKeepsPod: `kubectl delete --cascade=orphan` must leave the
+// pod running even if the pod cache still shows the owner reference.
+func TestOrphanedTaskKeepsPod(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	f.addPod(podWith(task, corev1.PodRunning, "gpu-1"))
+	c := f.newController(ctx)
+
+	orphaning := task.DeepCopy()
+	orphaning.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
+	orphaning.Finalizers = []string{metav1.FinalizerOrphanDependents}
+	c.handleTaskUpdate(task, orphaning)
+	c.handleTaskDelete(task)
+	f.run(ctx, key(task)) // no delete
+}
