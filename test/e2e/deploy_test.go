@@ -1,0 +1,267 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/test/framework"
+)
+
+// The names artifacts/deploy installs.
+const (
+	deployNamespace      = "gputask-system"
+	deployServiceAccount = "gputask-controller"
+	deployLease          = "gputask-controller"
+)
+
+// TestDeployRBAC checks the shipped manifests on a control plane of its own:
+// the whole kustomization passes a server-side dry run, and the controller,
+// running with exactly the rights of its ServiceAccount (impersonated, so
+// RBAC is enforced), does the end-to-end job with leader election in
+// gputask-system and without a single Forbidden, while an action it does
+// not need is refused.
+func TestDeployRBAC(t *testing.T) {
+	c := startProdCluster(t, prodNode{"a100-1", "A100", 8}, prodNode{"a100-2", "A100", 8})
+	ctx := context.Background()
+	dir := filepath.Join(c.Root, "artifacts", "deploy")
+
+	dryRunDeploy(t, c, dir)
+	applyDeployWithoutDeployment(t, c, dir)
+
+	user, groups := framework.ServiceAccountUser(deployNamespace, deployServiceAccount)
+	kubeconfig, err := c.KubeconfigAs("controller-sa", user, groups...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	controller := c.StartControllerT(t, "--kubeconfig="+kubeconfig, "--workers=4",
+		"--leader-elect", "--leader-elect-namespace="+deployNamespace)
+	prodPoll(t, 30*time.Second, "lease "+deployNamespace+"/"+deployLease+" held", func(ctx context.Context) (bool, string) {
+		lease, err := c.Kube.CoordinationV1().Leases(deployNamespace).Get(ctx, deployLease, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error() + "; controller log:\n" + controller.LogTail(5)
+		}
+		return ptr.Deref(lease.Spec.HolderIdentity, "") != "", "no holder"
+	})
+
+	runDeployScenario(t, c)
+
+	if bad := forbiddenLines(controller); len(bad) > 0 {
+		t.Errorf("the controller was refused something as its ServiceAccount:\n%s", strings.Join(bad, "\n"))
+	}
+
+	// What the controller must not be able to do.
+	sa, err := kubernetes.NewForConfig(c.ConfigAs(user, groups...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := map[string]error{
+		"delete a node": sa.CoreV1().Nodes().Delete(ctx, "a100-1", metav1.DeleteOptions{}),
+		"list secrets": func() error {
+			_, err := sa.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
+			return err
+		}(),
+		"create a deployment": func() error {
+			_, err := sa.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{Name: "not-allowed"},
+				Spec: appsv1.DeploymentSpec{
+					Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+					Template: corev1.PodTemplateSpec{
+						ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+						Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+					},
+				},
+			}, metav1.CreateOptions{})
+			return err
+		}(),
+		"update a gputaskset's spec": func() error {
+			_, err := sa.CoreV1().RESTClient().Get().AbsPath("/apis/gputask.io/v1/gputasksets").DoRaw(ctx)
+			if err != nil {
+				return fmt.Errorf("listing gputasksets should be allowed: %w", err)
+			}
+			_, err = sa.CoreV1().RESTClient().Patch("application/merge-patch+json").
+				AbsPath("/apis/gputask.io/v1/namespaces/default/gputasksets/any").
+				Body([]byte(`{"spec":{"replicas":1}}`)).DoRaw(ctx)
+			return err
+		}(),
+	}
+	for what, err := range refused {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("as %s, %s: got %v, want Forbidden", user, what, err)
+		}
+	}
+}
+
+// dryRunDeploy runs `kubectl apply --dry-run=server -k artifacts/deploy`. A
+// server-side dry run creates nothing, so the namespaced objects fail while
+// gputask-system does not exist; the namespace is then created first, as a
+// GitOps tool applying the Namespace in an earlier wave would.
+func dryRunDeploy(t *testing.T, c *framework.ControlPlane, dir string) {
+	t.Helper()
+	ctx := context.Background()
+	out, err := c.Kubectl(ctx, "apply", "--dry-run=server", "-k", dir)
+	if err != nil {
+		if !strings.Contains(err.Error(), fmt.Sprintf("namespaces %q not found", deployNamespace)) {
+			t.Fatalf("server dry run of %s: %v", dir, err)
+		}
+		t.Logf("server dry run without namespace %s fails as expected (%v); creating it first", deployNamespace, lineWith(err.Error(), "not found"))
+		if err := c.CreateNamespace(ctx, deployNamespace); err != nil {
+			t.Fatal(err)
+		}
+		if out, err = c.Kubectl(ctx, "apply", "--dry-run=server", "-k", dir); err != nil {
+			t.Fatalf("server dry run of %s: %v", dir, err)
+		}
+	}
+	for _, want := range []string{
+		"deployment.apps/gputask-controller", "clusterrole.rbac.authorization.k8s.io/gputask-controller",
+		"serviceaccount/gputask-controller", "role.rbac.authorization.k8s.io/gputask-controller-leader-election",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("server dry run output lacks %s:\n%s", want, out)
+		}
+	}
+	t.Logf("kubectl apply --dry-run=server -k artifacts/deploy:\n%s", out)
+}
+
+var kindDeployment = regexp.MustCompile(`(?m)^kind: Deployment$`)
+
+// applyDeployWithoutDeployment applies what `kubectl kustomize
+// artifacts/deploy` renders, less the Deployment: the controller runs as a
+// process here, with the ServiceAccount's rights.
+func applyDeployWithoutDeployment(t *testing.T, c *framework.ControlPlane, dir string) {
+	t.Helper()
+	ctx := context.Background()
+	rendered := c.KubectlT(t, "kustomize", dir)
+	var kept []string
+	for _, doc := range strings.Split(rendered, "\n---\n") {
+		if !kindDeployment.MatchString(doc) {
+			kept = append(kept, doc)
+		}
+	}
+	if len(kept) == len(strings.Split(rendered, "\n---\n")) {
+		t.Fatalf("no Deployment in the rendered kustomization:\n%s", rendered)
+	}
+	out, err := c.KubectlWithInput(ctx, []byte(strings.Join(kept, "\n---\n")), "apply", "-f", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("applied:\n%s", out)
+}
+
+// runDeployScenario is the end-to-end job: tasks that fill the GPUs with
+// the overflow Pending, a set of three, deletes that free GPUs and remove
+// the set's tasks.
+func runDeployScenario(t *testing.T, c *framework.ControlPlane) {
+	t.Helper()
+	ctx := context.Background()
+	ns := c.NamespaceT(t)
+	for i := range 6 {
+		prodCreateTask(t, c, ns, prodTask(fmt.Sprintf("job-%d", i), "A100", 3))
+	}
+	running, pending := waitPhases(t, c, ns, "", 4, 2)
+
+	set := &gputaskv1.GPUTaskSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "pool"},
+		Spec: gputaskv1.GPUTaskSetSpec{
+			Replicas: ptr.To[int32](3),
+			Template: gputaskv1.GPUTaskTemplateSpec{Spec: prodTask("", "A100", 1).Spec},
+		},
+	}
+	setNS := c.NamespaceT(t)
+	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(setNS).Create(ctx, set, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPhases(t, c, setNS, gputaskv1.LabelTaskSet+"=pool", 3, 0)
+	prodPoll(t, settleTimeout, "set status 3 running", func(ctx context.Context) (bool, string) {
+		got, err := c.GPUTask.GputaskV1().GPUTaskSets(setNS).Get(ctx, "pool", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Status.Replicas == 3 && got.Status.RunningReplicas == 3, fmt.Sprintf("%+v", got.Status)
+	})
+
+	// A deleted task frees its 3 GPUs; one Pending task takes them.
+	if err := c.GPUTask.GputaskV1().GPUTasks(ns).Delete(ctx, running[0], metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPhases(t, c, ns, "", 4, 1)
+	t.Logf("deleted %s; one of %v took its GPUs", running[0], pending)
+
+	// Deleting the set removes its tasks (garbage collection) and their pods.
+	if err := c.GPUTask.GputaskV1().GPUTaskSets(setNS).Delete(ctx, "pool", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+		t.Fatal(err)
+	}
+	prodPoll(t, settleTimeout, "the set's tasks and pods gone", func(ctx context.Context) (bool, string) {
+		tasks, err := c.GPUTask.GputaskV1().GPUTasks(setNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		pods, err := c.Kube.CoreV1().Pods(setNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(tasks.Items) == 0 && len(pods.Items) == 0, fmt.Sprintf("%d tasks, %d pods", len(tasks.Items), len(pods.Items))
+	})
+}
+
+// waitPhases waits until the namespace's tasks (matching selector) are
+// exactly wantRunning Running and wantPending Pending, and returns their names.
+func waitPhases(t *testing.T, c *framework.ControlPlane, ns, selector string, wantRunning, wantPending int) (running, pending []string) {
+	t.Helper()
+	prodPoll(t, settleTimeout, fmt.Sprintf("%d running and %d pending tasks in %s", wantRunning, wantPending, ns), func(ctx context.Context) (bool, string) {
+		list, err := c.GPUTask.GputaskV1().GPUTasks(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err.Error()
+		}
+		running, pending = nil, nil
+		other := 0
+		for _, task := range list.Items {
+			switch {
+			case task.DeletionTimestamp != nil:
+				other++
+			case task.Status.Phase == gputaskv1.GPUTaskRunning:
+				running = append(running, task.Name)
+			case task.Status.Phase == gputaskv1.GPUTaskPending && unschedulableForGPUs(&task):
+				pending = append(pending, task.Name)
+			default:
+				other++
+			}
+		}
+		return len(running) == wantRunning && len(pending) == wantPending && other == 0,
+			fmt.Sprintf("running %v, pending %v, %d other", running, pending, other)
+	})
+	return running, pending
+}
+
+// forbiddenLines returns the log lines of p that report a refused request.
+func forbiddenLines(p *framework.Process) []string {
+	var bad []string
+	for _, line := range strings.Split(readLog(p), "\n") {
+		if strings.Contains(strings.ToLower(line), "forbidden") {
+			bad = append(bad, line)
+		}
+	}
+	return bad
+}
+
+// lineWith returns the first line of s that contains part.
+func lineWith(s, part string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, part) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
