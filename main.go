@@ -132,10 +132,11 @@ func (c *config) validate() error {
 			errs = append(errs, fmt.Errorf("--leader-elect-id %q: %s", c.leaderElectID, msg))
 		}
 	}
-	for flagName, addr := range map[string]string{
-		"--metrics-bind-address":      c.metricsBindAddress,
-		"--health-probe-bind-address": c.healthProbeBindAddress,
+	for _, bind := range []struct{ flagName, addr string }{
+		{"--metrics-bind-address", c.metricsBindAddress},
+		{"--health-probe-bind-address", c.healthProbeBindAddress},
 	} {
+		flagName, addr := bind.flagName, bind.addr
 		if addr == "0" {
 			continue
 		}
