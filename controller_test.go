@@ -1358,3 +1358,60 @@ func TestOrphanedTaskKeepsPod(t *testing.T) {
 	c.handleTaskDelete(task)
 	f.run(ctx, key(task)) // no delete
 }
+
+// TestLeaderElection runs the controllers only once the Lease is held, and
+// releases the Lease on shutdown so a successor need not wait it out.
+func TestLeaderElection(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fs := flagSet()
+	cfg := bindFlags(fs)
+	if err := fs.Parse([]string{"--leader-elect", "--leader-elect-namespace=gputask-system",
+		"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=100ms"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	kube := k8sfake.NewClientset()
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- runWithLeaderElection(ctx, cfg, clients{kube: kube}, nil, func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			return nil
+		})
+	}()
+
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("controllers not started after acquiring the lease")
+	}
+	lease, err := kube.CoordinationV1().Leases("gputask-system").Get(ctx, "gputask-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("lease not created: %v", err)
+	}
+	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); !strings.Contains(holder, "_") {
+		t.Errorf("holder identity %q, want hostname_uuid", holder)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("runWithLeaderElection() = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("runWithLeaderElection did not return after cancel")
+	}
+	lease, err = kube.CoordinationV1().Leases("gputask-system").Get(context.Background(), "gputask-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder != "" {
+		t.Errorf("lease still held by %q after shutdown, want released", holder)
+	}
+}
