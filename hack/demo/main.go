@@ -5,11 +5,15 @@
 //
 // It starts etcd, kube-apiserver, kube-scheduler, kube-controller-manager and
 // kwok on 127.0.0.1, creates three fake GPU nodes, installs the CRDs and the
-// manifests of artifacts/examples, and runs bin/gputask-controller. Ctrl-C
+// manifests of artifacts/examples, and runs bin/gputask-controller. It also
+// serves a scripted load index on 127.0.0.1 and applies an autoscaled
+// GPUTaskSet that reads it (artifacts/examples/autoscaling/gputaskset-demo.yaml),
+// so the view shows the set growing and shrinking with the load. Ctrl-C
 // stops every process and removes the temporary files.
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -91,14 +95,21 @@ func run(ctx context.Context, opts options) (err error) {
 	}()
 	defer os.Remove(opts.kubeconfig)
 
-	if err := setUp(ctx, cp, opts, logf); err != nil {
+	load, err := startLoadServer(ctx, demoCurve)
+	if err != nil {
+		return err
+	}
+	defer load.Close()
+	logf("load index served at %s (a %v curve: %s)", load.URL, demoCurve.period(), demoCurve.names())
+
+	if err := setUp(ctx, cp, opts, load.URL, logf); err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return nil
 		}
 		return err
 	}
 
-	v := newView(cp, opts, started)
+	v := newView(cp, opts, started, load)
 	v.loop(ctx)
 	if v.allRunningAfter > 0 {
 		logf("all tasks were Running %.1fs after the demo started", v.allRunningAfter.Seconds())
@@ -107,8 +118,8 @@ func run(ctx context.Context, opts options) (err error) {
 }
 
 // setUp makes the demo cluster: the kubeconfig for the user, the nodes, the
-// controller and the examples.
-func setUp(ctx context.Context, cp *framework.ControlPlane, opts options, logf func(string, ...any)) error {
+// controller, the examples, and the autoscaled set reading loadURL.
+func setUp(ctx context.Context, cp *framework.ControlPlane, opts options, loadURL string, logf func(string, ...any)) error {
 	kubeconfig, err := os.ReadFile(cp.KubeconfigPath)
 	if err != nil {
 		return fmt.Errorf("reading kubeconfig: %w", err)
@@ -145,5 +156,31 @@ func setUp(ctx context.Context, cp *framework.ControlPlane, opts options, logf f
 		}
 		fmt.Print(out)
 	}
+	return applyAutoscaledSet(ctx, cp, loadURL)
+}
+
+// autoscaledSetFile is the example the demo applies with the load index's
+// real address in place of its placeholder URL, so the file users read is
+// the set the demo runs.
+const (
+	autoscaledSetFile  = "artifacts/examples/autoscaling/gputaskset-demo.yaml"
+	autoscaledSetName  = "a100-elastic"
+	placeholderLoadURL = "http://load-index.example.svc:8080/api/load"
+)
+
+func applyAutoscaledSet(ctx context.Context, cp *framework.ControlPlane, loadURL string) error {
+	manifest, err := os.ReadFile(filepath.Join(cp.Root, autoscaledSetFile))
+	if err != nil {
+		return fmt.Errorf("reading the autoscaled set: %w", err)
+	}
+	if !bytes.Contains(manifest, []byte(placeholderLoadURL)) {
+		return fmt.Errorf("%s no longer names %s; update the demo to match", autoscaledSetFile, placeholderLoadURL)
+	}
+	manifest = bytes.ReplaceAll(manifest, []byte(placeholderLoadURL), []byte(loadURL))
+	out, err := cp.KubectlWithInput(ctx, manifest, "apply", "-f", "-")
+	if err != nil {
+		return err
+	}
+	fmt.Print(out)
 	return nil
 }

@@ -34,17 +34,24 @@ type view struct {
 	cp       *framework.ControlPlane
 	opts     options
 	started  time.Time
+	load     *loadServer
 	sections []section
+
+	// history holds the autoscaled set over time, one sample per
+	// sampleEvery, for the Autoscaling section.
+	history    []sample
+	lastSample time.Time
 
 	// allRunningAfter is how long after the start every task first ran.
 	allRunningAfter time.Duration
 }
 
-func newView(cp *framework.ControlPlane, opts options, started time.Time) *view {
-	v := &view{cp: cp, opts: opts, started: started}
+func newView(cp *framework.ControlPlane, opts options, started time.Time, load *loadServer) *view {
+	v := &view{cp: cp, opts: opts, started: started, load: load}
 	v.sections = []section{
 		{"GPUTasks", v.renderTasks},
 		{"GPUTaskSets", v.renderTaskSets},
+		{"Autoscaling " + autoscaledSetName + " (load index " + load.URL + ")", v.renderAutoscaling},
 		{"Pods", v.renderPods},
 		{"Nodes", v.renderNodes},
 	}
@@ -160,6 +167,50 @@ func (v *view) renderTaskSets(ctx context.Context, w io.Writer) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", set.Namespace, set.Name, desired,
 			set.Status.Replicas, set.Status.RunningReplicas, orDash(set.Status.LoadIndex), decision)
 	}
+	return nil
+}
+
+// renderAutoscaling shows the autoscaled set over time: a table of the last
+// samples, one per autoscaling interval, then the load and the desired
+// count as sparklines over a whole round of the load curve, and the last
+// decision in full.
+func (v *view) renderAutoscaling(ctx context.Context, w io.Writer) error {
+	set, err := v.cp.GPUTask.GputaskV1().GPUTaskSets(metav1.NamespaceDefault).Get(ctx, autoscaledSetName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	served, segment := v.load.Now()
+	// Half a refresh of slack: the ticker's jitter must not skip a sample.
+	if now := time.Now(); now.Sub(v.lastSample) >= sampleEvery-v.opts.refresh/2 {
+		v.history = appendSample(v.history, newSample(now.Sub(v.started), served, segment, set))
+		v.lastSample = now
+	}
+
+	fmt.Fprintln(w, "T\tSERVED\tREAD\tDESIRED\tTASKS\tRUNNING\tPENDING\tCAP\tDECISION")
+	for _, s := range last(v.history, tableSamples) {
+		fmt.Fprintf(w, "%s\t%.2f %s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", s.at.Round(time.Second), s.served, s.segment,
+			s.read, s.desired, s.tasks, s.running, s.pending, s.capacity, s.decision)
+	}
+
+	spark := last(v.history, sparkSamples)
+	loads := make([]float64, len(spark))
+	desired := make([]float64, len(spark))
+	for i, s := range spark {
+		loads[i], desired[i] = s.served, float64(s.desired)
+	}
+	top := float64(8)
+	if a := set.Spec.Autoscaling; a != nil {
+		top = float64(a.MaxReplicas)
+	}
+	fmt.Fprintf(w, "load now %.2f (%s); last %v, one mark per %v:\n", served, segment, time.Duration(len(spark))*sampleEvery, sampleEvery)
+	fmt.Fprintf(w, "  load     0 %s 1\n", sparkline(loads, 1))
+	fmt.Fprintf(w, "  desired  0 %s %d\n", sparkline(desired, top), int(top))
+	if d := set.Status.LastDecision; d != nil {
+		// The autoscaler rewrites its status only when the decision changes, so
+		// the time is when this decision was first made.
+		fmt.Fprintf(w, "last decision (first made %s ago): %d->%d %s: %s\n", time.Since(d.Time.Time).Round(time.Second), d.From, d.To, d.Reason, truncate(d.Message, 110))
+	}
+	fmt.Fprintf(w, "%s\n", conditionSummary(set.Status.Conditions))
 	return nil
 }
 
