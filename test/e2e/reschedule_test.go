@@ -208,24 +208,38 @@ func recordedPodUIDs(rec *podRecorder, ns, name string) []string {
 // watch delivers events in etcd order, and the controller reserves a slot
 // before it deletes and frees it after it creates, so this count never
 // exceeds the controller's own.
+//
+// kwok's fake kubelet deletes a terminating pod by name, without a UID
+// precondition, and now and then a second time: that second delete can hit
+// the replacement the controller has just created. A real kubelet deletes
+// with the pod's UID as a precondition. Those stray deletes are not the
+// controller's, so a deletion only counts for a pod that existed for at
+// least minAge: the controller under test never replaces a younger one
+// (its interval and pending timeout are longer).
 type inflightTracker struct {
-	// open is keyed by namespace/name.
-	open map[string]bool
-	max  int
+	// open and addedAt are keyed by namespace/name.
+	open    map[string]bool
+	addedAt map[string]time.Time
+	max     int
 }
+
+const inflightMinAge = time.Second
 
 // observe is a podRecorder hook; it runs under the recorder's lock.
 func (f *inflightTracker) observe(all []podEvent) {
 	if f.open == nil {
-		f.open = map[string]bool{}
+		f.open, f.addedAt = map[string]bool{}, map[string]time.Time{}
 	}
 	e := all[len(all)-1]
 	key := e.ns + "/" + e.name
 	switch {
 	case e.typ == watch.Added:
 		delete(f.open, key)
+		f.addedAt[key] = e.at
 	case e.typ == watch.Deleted || e.deleting:
-		f.open[key] = true
+		if e.at.Sub(f.addedAt[key]) >= inflightMinAge {
+			f.open[key] = true
+		}
 	}
 	f.max = max(f.max, len(f.open))
 }
