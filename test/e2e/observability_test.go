@@ -1,0 +1,206 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/test/framework"
+)
+
+// TestObservability runs the controller (with leader election, so that
+// /healthz includes the lease watchdog) on a control plane of its own, with
+// its metrics and health servers on loopback ports. /healthz and /readyz
+// answer 200 once the caches have synced; /metrics carries the workqueue,
+// reconcile and autoscaler series an operator alerts on, including the
+// load-index error counter once the endpoint fails; and the log is
+// structured, with objects as namespace/name key=value pairs.
+func TestObservability(t *testing.T) {
+	c := startProdCluster(t, prodNode{"a100-1", "A100", 8})
+	ctx := context.Background()
+	leaseNS := c.NamespaceT(t)
+	ns := c.NamespaceT(t)
+
+	metricsAddr, probeAddr := loopbackAddr(t), loopbackAddr(t)
+	controller := c.StartControllerT(t, "--workers=2",
+		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr,
+		"--leader-elect", "--leader-elect-namespace="+leaseNS)
+
+	sawNotReady := false
+	prodPoll(t, 30*time.Second, "/healthz and /readyz 200", func(ctx context.Context) (bool, string) {
+		health, _ := httpGet(ctx, "http://"+probeAddr+"/healthz")
+		ready, body := httpGet(ctx, "http://"+probeAddr+"/readyz")
+		sawNotReady = sawNotReady || ready == http.StatusServiceUnavailable
+		return health == http.StatusOK && ready == http.StatusOK, fmt.Sprintf("healthz %d, readyz %d %q", health, ready, body)
+	})
+	t.Logf("healthz and readyz 200; readyz answered 503 before the caches synced: %v", sawNotReady)
+	if !logContains(controller, "Informer caches synced; ready") {
+		t.Errorf("/readyz is 200 but the controller has not logged that its caches synced")
+	}
+
+	prodCreateTask(t, c, ns, prodTask("probe", "A100", 1))
+	prodWaitTask(t, c, ns, "probe", "Running", prodTaskRunning)
+	waitMetrics(t, metricsAddr, []metricWant{
+		{"workqueue_depth", map[string]string{"name": "gputasks"}, nil},
+		{"workqueue_queue_duration_seconds_count", map[string]string{"name": "gputasks"}, atLeast(1)},
+		{"workqueue_work_duration_seconds_count", map[string]string{"name": "gputasks"}, atLeast(1)},
+		{"workqueue_adds_total", map[string]string{"name": "gputasks"}, atLeast(1)},
+		{"gputask_reconcile_total", map[string]string{"controller": "gputask", "result": "success"}, atLeast(1)},
+		{"gputask_reconcile_duration_seconds_count", map[string]string{"controller": "gputask"}, atLeast(1)},
+		{"gputask_reconcile_duration_seconds_bucket", map[string]string{"controller": "gputask", "le": "+Inf"}, atLeast(1)},
+	})
+
+	// An autoscaled set reading a load endpoint of the test's own.
+	var failing atomic.Bool
+	load := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if failing.Load() {
+			http.Error(w, "backend down", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprint(w, `{"data":{"load_balance":0.9}}`)
+	}))
+	t.Cleanup(load.Close)
+	_, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Create(ctx, &gputaskv1.GPUTaskSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "scaled"},
+		Spec: gputaskv1.GPUTaskSetSpec{
+			Replicas: ptr.To[int32](1),
+			Template: gputaskv1.GPUTaskTemplateSpec{Spec: prodTask("", "A100", 1).Spec},
+			Autoscaling: &gputaskv1.AutoscalingSpec{
+				MinReplicas: ptr.To[int32](1),
+				MaxReplicas: 3,
+				Interval:    &metav1.Duration{Duration: time.Second},
+				Policy:      gputaskv1.ScalingPolicy{Type: gputaskv1.StepPolicy, StepUp: ptr.To[int32](1)},
+				Metrics:     []gputaskv1.MetricSpec{{Name: "load", HTTP: &gputaskv1.HTTPSource{URL: load.URL}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]string{"namespace": ns, "taskset": "scaled"}
+	withMetric := map[string]string{"namespace": ns, "taskset": "scaled", "metric": "load"}
+	up := map[string]string{"namespace": ns, "taskset": "scaled", "direction": "up"}
+	waitMetrics(t, metricsAddr, []metricWant{
+		{"gputask_taskset_load_index", withMetric, equals(0.9)},
+		{"gputask_taskset_desired_replicas", set, atLeast(2)},
+		{"gputask_taskset_current_replicas", set, atLeast(2)},
+		{"gputask_taskset_scaling_decisions_total", up, atLeast(1)},
+		{"gputask_reconcile_total", map[string]string{"controller": "gputaskset", "result": "success"}, atLeast(1)},
+	})
+
+	failing.Store(true)
+	waitMetrics(t, metricsAddr, []metricWant{
+		{"gputask_taskset_load_index_errors_total", withMetric, atLeast(1)},
+	})
+
+	// Structured logs: klog.KObj renders objects as namespace/name values.
+	for _, want := range [][]string{
+		{`"Created pod"`, fmt.Sprintf(`gputask="%s/probe"`, ns), fmt.Sprintf(`pod="%s/probe"`, ns)},
+		{fmt.Sprintf(`gputaskset="%s/scaled"`, ns)},
+	} {
+		if !logContains(controller, want...) {
+			t.Errorf("no log line with %v in %s", want, controller.LogPath)
+		}
+	}
+}
+
+// metricWant is a series that must be in /metrics, with a check of its value
+// (nil: any value).
+type metricWant struct {
+	name   string
+	labels map[string]string
+	ok     func(float64) bool
+}
+
+func atLeast(min float64) func(float64) bool { return func(v float64) bool { return v >= min } }
+func equals(want float64) func(float64) bool  { return func(v float64) bool { return v == want } }
+
+// waitMetrics polls /metrics until every wanted series is there with a good value.
+func waitMetrics(t *testing.T, addr string, wants []metricWant) {
+	t.Helper()
+	prodPoll(t, settleTimeout, "metrics at "+addr, func(ctx context.Context) (bool, string) {
+		status, body := httpGet(ctx, "http://"+addr+"/metrics")
+		if status != http.StatusOK {
+			return false, fmt.Sprintf("status %d", status)
+		}
+		var missing []string
+		for _, w := range wants {
+			v, found := metricValue(body, w.name, w.labels)
+			if !found || (w.ok != nil && !w.ok(v)) {
+				missing = append(missing, fmt.Sprintf("%s%v (found %v, value %v)", w.name, w.labels, found, v))
+			}
+		}
+		return len(missing) == 0, "missing or wrong: " + strings.Join(missing, "; ")
+	})
+}
+
+// metricValue finds the sample of name whose labels include labels, in the
+// Prometheus text format, and returns its value.
+func metricValue(body, name string, labels map[string]string) (float64, bool) {
+	var pairs []string
+	for k, v := range labels {
+		pairs = append(pairs, fmt.Sprintf("%s=%q", k, v))
+	}
+	sort.Strings(pairs)
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		all := true
+		for _, p := range pairs {
+			all = all && strings.Contains(line, p)
+		}
+		if !all {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			continue
+		}
+		return v, true
+	}
+	return 0, false
+}
+
+// httpGet returns the status and body of a GET, or 0 if it failed.
+func httpGet(ctx context.Context, url string) (int, string) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return 0, err.Error()
+	}
+	return resp.StatusCode, string(b)
+}
+
+// loopbackAddr returns 127.0.0.1:<a free port>.
+func loopbackAddr(t *testing.T) string {
+	t.Helper()
+	port, err := framework.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "127.0.0.1:" + strconv.Itoa(port)
+}
