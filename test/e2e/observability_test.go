@@ -125,7 +125,7 @@ type metricWant struct {
 }
 
 func atLeast(min float64) func(float64) bool { return func(v float64) bool { return v >= min } }
-func equals(want float64) func(float64) bool  { return func(v float64) bool { return v == want } }
+func equals(want float64) func(float64) bool { return func(v float64) bool { return v == want } }
 
 // waitMetrics polls /metrics until every wanted series is there with a good value.
 func waitMetrics(t *testing.T, addr string, wants []metricWant) {
