@@ -124,8 +124,8 @@ type metricWant struct {
 	ok     func(float64) bool
 }
 
-func atLeast(min float64) func(float64) bool { return func(v float64) bool { return v >= min } }
-func equals(want float64) func(float64) bool { return func(v float64) bool { return v == want } }
+func atLeast(floor float64) func(float64) bool { return func(v float64) bool { return v >= floor } }
+func equals(want float64) func(float64) bool   { return func(v float64) bool { return v == want } }
 
 // waitMetrics polls /metrics until every wanted series is there with a good value.
 func waitMetrics(t *testing.T, addr string, wants []metricWant) {
