@@ -188,6 +188,9 @@ func (d Decision) Direction(current int32) string {
 //  10. Paused or Stopped keep Current, even outside [Min, Max], and the
 //     message says what would have been done. Recommendations are still
 //     recorded, so resuming does not forget a recent peak.
+//  11. A Step scale-down clears the recommendations: the window demanded low
+//     load throughout before the first step, and each further low reading
+//     steps again, until a hold or scale-up ask starts a new window.
 func Decide(in Inputs) Decision {
 	in = normalize(in)
 	d := Decision{Winner: -1}
@@ -213,7 +216,21 @@ func Decide(in Inputs) Decision {
 
 	d.Desired, d.Reason, d.Message = s.desired, s.reason, s.message
 	applyPauseAndStop(in, &d)
+	restartStepWindow(in, &d)
 	return d
+}
+
+// restartStepWindow starts a new stabilization window after a Step scale-down.
+// Step asks are relative: each one is "one task fewer than now". Kept after a
+// step, the asks made before it (one task more than the new count) would hold
+// every further step for a whole window, so a set would shed one task per
+// window instead of one per interval. The window has done its job once load
+// stayed low through it; from then on a step follows every low reading, and
+// any hold or scale-up ask is recorded again and holds scale-in for a window.
+func restartStepWindow(in Inputs, d *Decision) {
+	if in.Policy.Type == gputaskv1.StepPolicy && d.Desired < in.Current {
+		d.Recommendations = nil
+	}
 }
 
 // step is the count under construction and why it is what it is.

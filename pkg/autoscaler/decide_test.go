@@ -373,3 +373,64 @@ func BenchmarkDecide(b *testing.B) {
 		Decide(in)
 	}
 }
+
+// TestDecideStepWindowThenOneStepPerInterval replays evaluations every 30s: a
+// set held at 7, then low load. The first step waits for the window since the
+// last hold ask; after it, every low reading steps down by one, to min.
+// A hold ask in between starts a new window.
+func TestDecideStepWindowThenOneStepPerInterval(t *testing.T) {
+	const interval = 30 * time.Second
+	window := 5 * time.Minute
+	in := base()
+	in.Current, in.Min, in.StabilizationWindow = 7, 3, window
+
+	now := t0
+	evaluate := func(value float64) Decision {
+		in.Now, in.Metrics = now, []MetricInput{load(value)}
+		d := Decide(in)
+		in.Current, in.Recommendations = d.Desired, d.Recommendations
+		now = now.Add(interval)
+		return d
+	}
+
+	for range 4 {
+		evaluate(0.6)
+	}
+	lastHold := now.Add(-interval)
+	var counts []int32
+	var firstStep time.Time
+	for range 16 {
+		at := now
+		d := evaluate(0.3)
+		if d.Desired < 7 && firstStep.IsZero() {
+			firstStep = at
+		}
+		counts = append(counts, d.Desired)
+	}
+	if wait := firstStep.Sub(lastHold); wait < window {
+		t.Fatalf("first step %v after the last hold ask, want at least the %v window", wait, window)
+	}
+	want := []int32{7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 5, 4, 3, 3, 3, 3}
+	if !reflect.DeepEqual(counts, want) {
+		t.Fatalf("counts = %v, want %v", counts, want)
+	}
+
+	// A hold ask records the count again, so the next low reading waits a window.
+	in.Current = 6
+	evaluate(0.6)
+	if d := evaluate(0.3); d.Desired != 6 || d.Reason != ReasonScaleDownStabilized {
+		t.Fatalf("after a hold ask: %d %s, want 6 %s", d.Desired, d.Reason, ReasonScaleDownStabilized)
+	}
+}
+
+// TestDecideProportionalKeepsHPAWindow checks that Proportional, whose asks
+// are absolute, keeps the HPA rule: recommendations survive a scale-down.
+func TestDecideProportionalKeepsHPAWindow(t *testing.T) {
+	in := proportionalBase(load(0.25)) // target 0.5: asks ceil(8 × 0.5) = 4
+	in.Current, in.StabilizationWindow = 8, 5*time.Minute
+	in.Recommendations = []gputaskv1.Recommendation{rec(6*time.Minute, 8), rec(time.Minute, 4)}
+	d := Decide(in)
+	if d.Desired != 4 || len(d.Recommendations) == 0 {
+		t.Fatalf("desired %d recommendations %v, want 4 and the window kept", d.Desired, d.Recommendations)
+	}
+}
