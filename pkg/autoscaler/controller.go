@@ -31,6 +31,7 @@ import (
 	gputasklisters "github.com/gputask/gputask-controller/pkg/generated/listers/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/metrics"
+	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
 const (
@@ -337,7 +338,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (tim
 
 func intervalOf(spec *gputaskv1.AutoscalingSpec) time.Duration {
 	if spec.Interval == nil {
-		return DefaultInterval
+		return scaling.DefaultInterval
 	}
 	return max(spec.Interval.Duration, minInterval)
 }

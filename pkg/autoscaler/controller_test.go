@@ -32,9 +32,13 @@ import (
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
+	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
 // fakeSource returns a fixed value or error.
+// t0 is the fake clock's start.
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
 type fakeSource struct {
 	value float64
 	err   error
@@ -277,8 +281,8 @@ func TestScaleUpWritesScaleStatusAndEvent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	if next != DefaultInterval {
-		t.Errorf("next evaluation in %v, want %v", next, DefaultInterval)
+	if next != scaling.DefaultInterval {
+		t.Errorf("next evaluation in %v, want %v", next, scaling.DefaultInterval)
 	}
 	want := []string{"get gputasksets/scale", "update gputasksets/scale", "update gputasksets/status"}
 	if got := f.writes(); !equalStrings(got, want) {
@@ -298,7 +302,7 @@ func TestScaleUpWritesScaleStatusAndEvent(t *testing.T) {
 		t.Errorf("status.loadIndex = %q, want 0.91", set.Status.LoadIndex)
 	}
 	d := set.Status.LastDecision
-	if d == nil || d.From != 5 || d.To != 8 || d.Reason != ReasonScaleUpAboveThreshold || d.Inputs != "queue: load=0.91 up=0.8 down=0.5" {
+	if d == nil || d.From != 5 || d.To != 8 || d.Reason != scaling.ReasonScaleUpAboveThreshold || d.Inputs != "queue: load=0.91 up=0.8 down=0.5" {
 		t.Errorf("status.lastDecision = %+v", d)
 	}
 	if len(set.Status.Metrics) != 1 || set.Status.Metrics[0].Value != "0.91" || ptr.Deref(set.Status.Metrics[0].DesiredReplicas, 0) != 8 {
@@ -390,11 +394,11 @@ func TestFailureReportsAndNeverScalesDown(t *testing.T) {
 		t.Fatalf("actions = %v, want %v (no scale-down)", got, want)
 	}
 	got := f.lastStatus()
-	assertCondition(t, got, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, ReasonFailedGetLoadIndex)
+	assertCondition(t, got, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, scaling.ReasonFailedGetLoadIndex)
 	if got.Status.ConsecutiveFailures != 1 {
 		t.Errorf("consecutiveFailures = %d, want 1", got.Status.ConsecutiveFailures)
 	}
-	if got.Status.LastDecision.Reason != ReasonFailedGetLoadIndex || got.Status.LastDecision.To != 5 {
+	if got.Status.LastDecision.Reason != scaling.ReasonFailedGetLoadIndex || got.Status.LastDecision.To != 5 {
 		t.Errorf("lastDecision = %+v", got.Status.LastDecision)
 	}
 	if m := got.Status.Metrics[0]; m.Error == "" || m.Value != "" {
@@ -421,7 +425,7 @@ func TestFallbackAfterThreshold(t *testing.T) {
 		t.Errorf("scale replicas = %d, want fallback 2", f.scaleReplicas)
 	}
 	got := f.lastStatus()
-	assertCondition(t, got, gputaskv1.ConditionFallback, metav1.ConditionTrue, ReasonFallbackReplicas)
+	assertCondition(t, got, gputaskv1.ConditionFallback, metav1.ConditionTrue, scaling.ReasonFallbackReplicas)
 	assertEvents(t, f.events(), "Warning FailedGetLoadIndex", "Normal ScaledDown New size: 2; reason: load index failed 3 times in a row")
 }
 
@@ -576,7 +580,7 @@ func TestCapacityAwareCapsScaleUp(t *testing.T) {
 	if ptr.Deref(got.Status.CapacityReplicas, -1) != 7 {
 		t.Errorf("status.capacityReplicas = %v, want 7", got.Status.CapacityReplicas)
 	}
-	assertCondition(t, got, gputaskv1.ConditionScalingLimited, metav1.ConditionTrue, ReasonCapacityLimited)
+	assertCondition(t, got, gputaskv1.ConditionScalingLimited, metav1.ConditionTrue, scaling.ReasonCapacityLimited)
 }
 
 func TestCapacityCountsGPUAmountAndAnyModel(t *testing.T) {
@@ -645,7 +649,7 @@ func TestReplicasChangedDuringEvaluation(t *testing.T) {
 	if !errors.Is(err, errReplicasChanged) {
 		t.Fatalf("sync error = %v, want errReplicasChanged", err)
 	}
-	if next != DefaultInterval {
+	if next != scaling.DefaultInterval {
 		t.Errorf("next = %v, want the regular interval as well", next)
 	}
 	if f.scaleReplicas != 9 {
@@ -765,8 +769,8 @@ func TestStabilizationAcrossEvaluations(t *testing.T) {
 		t.Fatalf("scaled down to %d inside the stabilization window", f.scaleReplicas)
 	}
 	got := f.lastStatus()
-	if got.Status.LastDecision.Reason != ReasonScaleDownStabilized {
-		t.Errorf("reason = %s, want %s", got.Status.LastDecision.Reason, ReasonScaleDownStabilized)
+	if got.Status.LastDecision.Reason != scaling.ReasonScaleDownStabilized {
+		t.Errorf("reason = %s, want %s", got.Status.LastDecision.Reason, scaling.ReasonScaleDownStabilized)
 	}
 	mustUpdate(t, indexer, got)
 	// Past the window the scale-down happens.
@@ -879,9 +883,9 @@ func TestBuildInputsAppliesDefaultsAndSpec(t *testing.T) {
 	set.Status.HeldBackReplicas = 2
 	set.Status.ConsecutiveFailures = 1
 	in := buildInputs(set, t0, nil, nil, nil)
-	want := Inputs{Now: t0, Current: 4, Min: DefaultMinReplicas, Max: 20,
-		Policy:              Policy{StepUp: DefaultStepUp, StepDown: DefaultStepDown, Tolerance: DefaultTolerance},
-		StabilizationWindow: DefaultStabilizationWindow, FailureThreshold: DefaultFailureThreshold,
+	want := scaling.Inputs{Now: t0, Current: 4, Min: scaling.DefaultMinReplicas, Max: 20,
+		Policy:              scaling.Policy{StepUp: scaling.DefaultStepUp, StepDown: scaling.DefaultStepDown, Tolerance: scaling.DefaultTolerance},
+		StabilizationWindow: scaling.DefaultStabilizationWindow, FailureThreshold: scaling.DefaultFailureThreshold,
 		ConsecutiveFailures: 1, HeldBack: 2}
 	if !reflect.DeepEqual(in, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", in, want)
@@ -899,9 +903,9 @@ func TestBuildInputsAppliesDefaultsAndSpec(t *testing.T) {
 	set.Annotations = map[string]string{gputaskv1.AnnotationPaused: "true", gputaskv1.AnnotationStopped: "yes"}
 	set.Status.LastScaleTime = ptr.To(metav1.NewTime(t0.Add(-time.Minute)))
 	in = buildInputs(set, t0, nil, ptr.To[int32](9), nil)
-	want = Inputs{Now: t0, Current: 1, Min: 2, Max: 20,
-		Policy:       Policy{Type: gputaskv1.ProportionalPolicy, StepUp: 5, StepDown: 2, Tolerance: 0.2},
-		ScaleUpLimit: &ScaleUpLimit{Tasks: 4, Period: 2 * time.Minute}, LastScaleTime: t0.Add(-time.Minute),
+	want = scaling.Inputs{Now: t0, Current: 1, Min: 2, Max: 20,
+		Policy:       scaling.Policy{Type: gputaskv1.ProportionalPolicy, StepUp: 5, StepDown: 2, Tolerance: 0.2},
+		ScaleUpLimit: &scaling.ScaleUpLimit{Tasks: 4, Period: 2 * time.Minute}, LastScaleTime: t0.Add(-time.Minute),
 		FailureThreshold: 5, Fallback: ptr.To[int32](3), Capacity: ptr.To[int32](9),
 		ConsecutiveFailures: 1, HeldBack: 2, Paused: true, DryRun: true}
 	if !reflect.DeepEqual(in, want) {
@@ -914,7 +918,7 @@ func TestBuildInputsAppliesDefaultsAndSpec(t *testing.T) {
 
 func TestMetricInputDefaults(t *testing.T) {
 	got := metricInput(gputaskv1.MetricSpec{Name: "q", Target: ptr.To(resource.MustParse("500m"))})
-	want := MetricInput{Name: "q", UpThreshold: 0.8, DownThreshold: 0.5, Target: 0.5}
+	want := scaling.MetricInput{Name: "q", UpThreshold: 0.8, DownThreshold: 0.5, Target: 0.5}
 	if got != want {
 		t.Errorf("metricInput = %+v, want %+v", got, want)
 	}

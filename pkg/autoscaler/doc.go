@@ -1,15 +1,13 @@
 // Package autoscaler sets a GPUTaskSet's spec.replicas from its load indexes.
 //
-// decide.go holds the pure decision: Decide turns what the loop observed
-// (replicas, metric readings, history, limits) into a desired count and a
-// CamelCase reason, with no clock, client or randomness, so one table test
-// covers it. The loop (controller.go, evaluate.go, status.go) gathers the
+// The decision itself is pure and lives in pkg/scaling. This package is the
+// loop around it (controller.go, evaluate.go, status.go): it gathers the
 // inputs and acts on the decision:
 //
 //	set informer ─▶ queue ─▶ evaluate every spec.autoscaling.interval (30s)
 //	  read all metrics at once (pkg/loadindex, sources cached per set)
 //	  capacity from node, pod and task listers (capacityAware only)
-//	  Decide
+//	  scaling.Decide
 //	  UpdateScale (not when dryRun, paused or stopped)
 //	  events, pkg/metrics, and the autoscaler's status fields
 //

@@ -18,6 +18,7 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/metrics"
+	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
 // Event reasons besides the decision reasons.
@@ -56,7 +57,7 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 	}
 
 	in := buildInputs(set, now, readings, capacity, state.recommendations)
-	d := Decide(in)
+	d := scaling.Decide(in)
 	state.recommendations = d.Recommendations
 	logger.V(4).Info("Decided", "from", in.Current, "to", d.Desired, "reason", d.Reason, "message", d.Message)
 
@@ -118,8 +119,8 @@ func deepCopyMetrics(in []gputaskv1.MetricSpec) []gputaskv1.MetricSpec {
 
 // readAll reads every metric at once; each source bounds its own read with
 // its timeout, so one slow endpoint does not delay the others.
-func readAll(ctx context.Context, specs []gputaskv1.MetricSpec, sources []loadindex.Source, configErrs []error) []MetricInput {
-	readings := make([]MetricInput, len(specs))
+func readAll(ctx context.Context, specs []gputaskv1.MetricSpec, sources []loadindex.Source, configErrs []error) []scaling.MetricInput {
+	readings := make([]scaling.MetricInput, len(specs))
 	var wg sync.WaitGroup
 	for i, spec := range specs {
 		readings[i] = metricInput(spec)
@@ -139,11 +140,11 @@ func readAll(ctx context.Context, specs []gputaskv1.MetricSpec, sources []loadin
 }
 
 // metricInput resolves a metric's thresholds, defaults applied.
-func metricInput(spec gputaskv1.MetricSpec) MetricInput {
-	return MetricInput{
+func metricInput(spec gputaskv1.MetricSpec) scaling.MetricInput {
+	return scaling.MetricInput{
 		Name:          spec.Name,
-		UpThreshold:   quantityOr(spec.UpThreshold, DefaultUpThreshold),
-		DownThreshold: quantityOr(spec.DownThreshold, DefaultDownThreshold),
+		UpThreshold:   quantityOr(spec.UpThreshold, scaling.DefaultUpThreshold),
+		DownThreshold: quantityOr(spec.DownThreshold, scaling.DefaultDownThreshold),
 		Target:        quantityOr(spec.Target, 0),
 	}
 }
@@ -156,24 +157,24 @@ func quantityOr(q *resource.Quantity, def float64) float64 {
 }
 
 // buildInputs gathers everything Decide needs from the set, defaults applied.
-func buildInputs(set *gputaskv1.GPUTaskSet, now time.Time, readings []MetricInput, capacity *int32, recs []gputaskv1.Recommendation) Inputs {
+func buildInputs(set *gputaskv1.GPUTaskSet, now time.Time, readings []scaling.MetricInput, capacity *int32, recs []gputaskv1.Recommendation) scaling.Inputs {
 	spec := set.Spec.Autoscaling
-	in := Inputs{
+	in := scaling.Inputs{
 		Now:     now,
 		Current: currentReplicas(set),
-		Min:     ptrOr(spec.MinReplicas, DefaultMinReplicas),
+		Min:     ptrOr(spec.MinReplicas, scaling.DefaultMinReplicas),
 		Max:     spec.MaxReplicas,
-		Policy: Policy{
+		Policy: scaling.Policy{
 			Type:      spec.Policy.Type,
-			StepUp:    ptrOr(spec.Policy.StepUp, DefaultStepUp),
-			StepDown:  ptrOr(spec.Policy.StepDown, DefaultStepDown),
-			Tolerance: quantityOr(spec.Policy.Tolerance, DefaultTolerance),
+			StepUp:    ptrOr(spec.Policy.StepUp, scaling.DefaultStepUp),
+			StepDown:  ptrOr(spec.Policy.StepDown, scaling.DefaultStepDown),
+			Tolerance: quantityOr(spec.Policy.Tolerance, scaling.DefaultTolerance),
 		},
 		Metrics:             readings,
 		Recommendations:     recs,
-		StabilizationWindow: DefaultStabilizationWindow,
+		StabilizationWindow: scaling.DefaultStabilizationWindow,
 		ConsecutiveFailures: set.Status.ConsecutiveFailures,
-		FailureThreshold:    ptrOr(spec.FailureThreshold, DefaultFailureThreshold),
+		FailureThreshold:    ptrOr(spec.FailureThreshold, scaling.DefaultFailureThreshold),
 		Capacity:            capacity,
 		HeldBack:            set.Status.HeldBackReplicas,
 		Paused:              isPaused(set),
@@ -184,7 +185,7 @@ func buildInputs(set *gputaskv1.GPUTaskSet, now time.Time, readings []MetricInpu
 		in.StabilizationWindow = spec.ScaleDownStabilizationWindow.Duration
 	}
 	if l := spec.ScaleUpLimit; l != nil {
-		in.ScaleUpLimit = &ScaleUpLimit{Tasks: l.Tasks, Period: DefaultScaleUpPeriod}
+		in.ScaleUpLimit = &scaling.ScaleUpLimit{Tasks: l.Tasks, Period: scaling.DefaultScaleUpPeriod}
 		if l.Period != nil {
 			in.ScaleUpLimit.Period = l.Period.Duration
 		}
@@ -210,7 +211,7 @@ func ptrOr[T any](p *T, def T) T {
 	return *p
 }
 
-func (c *Controller) recordMetrics(set *gputaskv1.GPUTaskSet, in Inputs, d Decision) {
+func (c *Controller) recordMetrics(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision) {
 	for _, m := range d.Metrics {
 		if m.Err != nil {
 			metrics.LoadIndexErrors.WithLabelValues(set.Namespace, set.Name, m.Name).Inc()
@@ -223,14 +224,14 @@ func (c *Controller) recordMetrics(set *gputaskv1.GPUTaskSet, in Inputs, d Decis
 }
 
 // acts reports whether the decision may change replicas.
-func acts(in Inputs) bool {
+func acts(in scaling.Inputs) bool {
 	return !in.DryRun && !in.Paused && !in.Stopped
 }
 
 // scale writes the new count through the scale subresource, as kubectl
 // scale and the HPA do, so the set controller stays the only writer of the
 // rest of the spec.
-func (c *Controller) scale(ctx context.Context, set *gputaskv1.GPUTaskSet, in Inputs, d Decision) (bool, error) {
+func (c *Controller) scale(ctx context.Context, set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision) (bool, error) {
 	if !acts(in) || d.Desired == in.Current {
 		return false, nil
 	}
@@ -256,13 +257,13 @@ func (c *Controller) scale(ctx context.Context, set *gputaskv1.GPUTaskSet, in In
 	return true, nil
 }
 
-func (c *Controller) emitEvents(set *gputaskv1.GPUTaskSet, in Inputs, d Decision, configErrs []error, scaled bool, scaleErr error) {
+func (c *Controller) emitEvents(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision, configErrs []error, scaled bool, scaleErr error) {
 	for i, m := range d.Metrics {
 		switch {
 		case configErrs[i] != nil:
 			c.recorder.Event(set, corev1.EventTypeWarning, EventInvalidMetricSpec, configErrs[i].Error())
 		case m.Err != nil:
-			c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonFailedGetLoadIndex, "metric %q: %v", m.Name, m.Err)
+			c.recorder.Eventf(set, corev1.EventTypeWarning, scaling.ReasonFailedGetLoadIndex, "metric %q: %v", m.Name, m.Err)
 		}
 	}
 	switch {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
 // Condition reasons besides the decision reasons, following the HPA's.
@@ -35,12 +36,12 @@ var autoscalerConditions = []string{
 
 // desiredStatus is the set's status with the autoscaler's fields as this
 // evaluation found them, and every other field as it was.
-func desiredStatus(set *gputaskv1.GPUTaskSet, in Inputs, d Decision, now time.Time, configErrs []error, scaled bool, scaleErr error) *gputaskv1.GPUTaskSetStatus {
+func desiredStatus(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision, now time.Time, configErrs []error, scaled bool, scaleErr error) *gputaskv1.GPUTaskSetStatus {
 	status := set.Status.DeepCopy()
 	ts := metav1.NewTime(now)
 
 	if d.Winner >= 0 {
-		status.LoadIndex = formatFloat(d.Metrics[d.Winner].Value)
+		status.LoadIndex = scaling.FormatValue(d.Metrics[d.Winner].Value)
 	}
 	status.DesiredReplicas = &d.Desired
 	status.CapacityReplicas = in.Capacity
@@ -65,7 +66,7 @@ func desiredStatus(set *gputaskv1.GPUTaskSet, in Inputs, d Decision, now time.Ti
 	return status
 }
 
-func metricStatuses(d Decision, ts metav1.Time) []gputaskv1.MetricStatus {
+func metricStatuses(d scaling.Decision, ts metav1.Time) []gputaskv1.MetricStatus {
 	out := make([]gputaskv1.MetricStatus, len(d.Metrics))
 	for i, m := range d.Metrics {
 		out[i] = gputaskv1.MetricStatus{Name: m.Name, LastReadTime: &ts}
@@ -74,7 +75,7 @@ func metricStatuses(d Decision, ts metav1.Time) []gputaskv1.MetricStatus {
 			continue
 		}
 		desired := m.Desired
-		out[i].Value = formatFloat(m.Value)
+		out[i].Value = scaling.FormatValue(m.Value)
 		out[i].DesiredReplicas = &desired
 	}
 	return out
@@ -94,7 +95,7 @@ func condition(condType string, ok bool, reason, message string) metav1.Conditio
 }
 
 // ableToScale is False while the autoscaler may not or could not act.
-func ableToScale(in Inputs, d Decision, scaled bool, scaleErr error) metav1.Condition {
+func ableToScale(in scaling.Inputs, d scaling.Decision, scaled bool, scaleErr error) metav1.Condition {
 	const t = gputaskv1.ConditionAbleToScale
 	switch {
 	case in.Stopped, in.Paused:
@@ -103,9 +104,9 @@ func ableToScale(in Inputs, d Decision, scaled bool, scaleErr error) metav1.Cond
 		return condition(t, false, ReasonFailedUpdateScale, fmt.Sprintf("the autoscaler failed to update the scale subresource: %v", scaleErr))
 	case scaled:
 		return condition(t, true, ReasonSucceededRescale, fmt.Sprintf("the autoscaler set the size to %d", d.Desired))
-	case d.Reason == ReasonScaleDownStabilized, d.Reason == ReasonTasksTooYoung:
+	case d.Reason == scaling.ReasonScaleDownStabilized, d.Reason == scaling.ReasonTasksTooYoung:
 		return condition(t, false, d.Reason, d.Message)
-	case d.Reason == ReasonScaleUpLimited && d.Desired == in.Current:
+	case d.Reason == scaling.ReasonScaleUpLimited && d.Desired == in.Current:
 		// Waiting out the scale-up period, as the HPA's BackoffUpscale.
 		return condition(t, false, ReasonBackoffUpscale, d.Message)
 	default:
@@ -113,7 +114,7 @@ func ableToScale(in Inputs, d Decision, scaled bool, scaleErr error) metav1.Cond
 	}
 }
 
-func scalingActive(d Decision, configErrs []error) metav1.Condition {
+func scalingActive(d scaling.Decision, configErrs []error) metav1.Condition {
 	const t = gputaskv1.ConditionScalingActive
 	for _, err := range configErrs {
 		if err != nil {
@@ -122,7 +123,7 @@ func scalingActive(d Decision, configErrs []error) metav1.Condition {
 	}
 	for _, m := range d.Metrics {
 		if m.Err != nil {
-			return condition(t, false, ReasonFailedGetLoadIndex, fmt.Sprintf("metric %q: %v", m.Name, m.Err))
+			return condition(t, false, scaling.ReasonFailedGetLoadIndex, fmt.Sprintf("metric %q: %v", m.Name, m.Err))
 		}
 	}
 	if len(d.Metrics) == 0 {
@@ -131,7 +132,7 @@ func scalingActive(d Decision, configErrs []error) metav1.Condition {
 	return condition(t, true, ReasonValidMetricFound, "the autoscaler read every load index: "+d.Inputs)
 }
 
-func scalingLimited(d Decision) metav1.Condition {
+func scalingLimited(d scaling.Decision) metav1.Condition {
 	const t = gputaskv1.ConditionScalingLimited
 	if len(d.Limits) == 0 {
 		return condition(t, false, ReasonDesiredWithinRange, "the desired count is within the acceptable range")
@@ -139,10 +140,10 @@ func scalingLimited(d Decision) metav1.Condition {
 	return condition(t, true, d.Limits[len(d.Limits)-1], d.Message)
 }
 
-func fallbackCondition(d Decision) metav1.Condition {
+func fallbackCondition(d scaling.Decision) metav1.Condition {
 	const t = gputaskv1.ConditionFallback
 	if d.Fallback {
-		return condition(t, true, ReasonFallbackReplicas, d.Message)
+		return condition(t, true, scaling.ReasonFallbackReplicas, d.Message)
 	}
 	return condition(t, false, ReasonLoadIndexAvailable, "fallback is not in use")
 }

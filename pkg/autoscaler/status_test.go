@@ -8,26 +8,27 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
 func TestAbleToScale(t *testing.T) {
 	tests := []struct {
 		name     string
-		in       Inputs
-		d        Decision
+		in       scaling.Inputs
+		d        scaling.Decision
 		scaled   bool
 		scaleErr error
 		status   metav1.ConditionStatus
 		reason   string
 	}{
-		{name: "paused", in: Inputs{Paused: true}, status: metav1.ConditionFalse, reason: ReasonScalingDisabled},
-		{name: "stopped", in: Inputs{Stopped: true}, status: metav1.ConditionFalse, reason: ReasonScalingDisabled},
+		{name: "paused", in: scaling.Inputs{Paused: true}, status: metav1.ConditionFalse, reason: ReasonScalingDisabled},
+		{name: "stopped", in: scaling.Inputs{Stopped: true}, status: metav1.ConditionFalse, reason: ReasonScalingDisabled},
 		{name: "failed rescale", scaleErr: errors.New("forbidden"), status: metav1.ConditionFalse, reason: ReasonFailedUpdateScale},
-		{name: "rescaled", scaled: true, d: Decision{Desired: 3}, status: metav1.ConditionTrue, reason: ReasonSucceededRescale},
-		{name: "stabilized", d: Decision{Reason: ReasonScaleDownStabilized}, status: metav1.ConditionFalse, reason: ReasonScaleDownStabilized},
-		{name: "young tasks", d: Decision{Reason: ReasonTasksTooYoung}, status: metav1.ConditionFalse, reason: ReasonTasksTooYoung},
-		{name: "scale-up period", in: Inputs{Current: 4}, d: Decision{Desired: 4, Reason: ReasonScaleUpLimited}, status: metav1.ConditionFalse, reason: ReasonBackoffUpscale},
-		{name: "scale-up limited in size", in: Inputs{Current: 4}, d: Decision{Desired: 6, Reason: ReasonScaleUpLimited}, status: metav1.ConditionTrue, reason: ReasonReadyForNewScale},
+		{name: "rescaled", scaled: true, d: scaling.Decision{Desired: 3}, status: metav1.ConditionTrue, reason: ReasonSucceededRescale},
+		{name: "stabilized", d: scaling.Decision{Reason: scaling.ReasonScaleDownStabilized}, status: metav1.ConditionFalse, reason: scaling.ReasonScaleDownStabilized},
+		{name: "young tasks", d: scaling.Decision{Reason: scaling.ReasonTasksTooYoung}, status: metav1.ConditionFalse, reason: scaling.ReasonTasksTooYoung},
+		{name: "scale-up period", in: scaling.Inputs{Current: 4}, d: scaling.Decision{Desired: 4, Reason: scaling.ReasonScaleUpLimited}, status: metav1.ConditionFalse, reason: ReasonBackoffUpscale},
+		{name: "scale-up limited in size", in: scaling.Inputs{Current: 4}, d: scaling.Decision{Desired: 6, Reason: scaling.ReasonScaleUpLimited}, status: metav1.ConditionTrue, reason: ReasonReadyForNewScale},
 		{name: "ready", status: metav1.ConditionTrue, reason: ReasonReadyForNewScale},
 	}
 	for _, tt := range tests {
@@ -41,16 +42,16 @@ func TestAbleToScale(t *testing.T) {
 }
 
 func TestScalingLimitedAndFallbackConditions(t *testing.T) {
-	if c := scalingLimited(Decision{}); c.Status != metav1.ConditionFalse || c.Reason != ReasonDesiredWithinRange {
+	if c := scalingLimited(scaling.Decision{}); c.Status != metav1.ConditionFalse || c.Reason != ReasonDesiredWithinRange {
 		t.Errorf("no limits: %s/%s", c.Status, c.Reason)
 	}
-	if c := scalingLimited(Decision{Limits: []string{ReasonTooManyReplicas, ReasonCapacityLimited}}); c.Status != metav1.ConditionTrue || c.Reason != ReasonCapacityLimited {
+	if c := scalingLimited(scaling.Decision{Limits: []string{scaling.ReasonTooManyReplicas, scaling.ReasonCapacityLimited}}); c.Status != metav1.ConditionTrue || c.Reason != scaling.ReasonCapacityLimited {
 		t.Errorf("limits: %s/%s, want the last limit applied", c.Status, c.Reason)
 	}
-	if c := fallbackCondition(Decision{Fallback: true}); c.Status != metav1.ConditionTrue || c.Reason != ReasonFallbackReplicas {
+	if c := fallbackCondition(scaling.Decision{Fallback: true}); c.Status != metav1.ConditionTrue || c.Reason != scaling.ReasonFallbackReplicas {
 		t.Errorf("fallback: %s/%s", c.Status, c.Reason)
 	}
-	if c := scalingActive(Decision{}, nil); c.Status != metav1.ConditionFalse || c.Reason != ReasonInvalidMetricSpec {
+	if c := scalingActive(scaling.Decision{}, nil); c.Status != metav1.ConditionFalse || c.Reason != ReasonInvalidMetricSpec {
 		t.Errorf("no metrics: %s/%s", c.Status, c.Reason)
 	}
 }
@@ -61,7 +62,7 @@ func TestSameIgnoringTimes(t *testing.T) {
 		return &gputaskv1.GPUTaskSetStatus{
 			Replicas:        3,
 			LoadIndex:       "0.6",
-			LastDecision:    &gputaskv1.ScalingDecision{Time: ts, From: 3, To: 3, Reason: ReasonWithinThresholds},
+			LastDecision:    &gputaskv1.ScalingDecision{Time: ts, From: 3, To: 3, Reason: scaling.ReasonWithinThresholds},
 			Metrics:         []gputaskv1.MetricStatus{{Name: "q", Value: "0.6", LastReadTime: &ts}},
 			Recommendations: []gputaskv1.Recommendation{{Time: ts, Replicas: 3}},
 			Conditions:      []metav1.Condition{{Type: gputaskv1.ConditionAbleToScale, Status: metav1.ConditionTrue, Reason: ReasonReadyForNewScale, LastTransitionTime: ts}},

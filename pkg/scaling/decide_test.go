@@ -1,4 +1,4 @@
-package autoscaler
+package scaling
 
 import (
 	"errors"

@@ -1,4 +1,8 @@
-package autoscaler
+// Package scaling is the autoscaler's decision: Decide turns what the loop
+// observed (replicas, metric readings, history, limits) into a desired task
+// count and a CamelCase reason, with no clock, client or randomness, so one
+// table test covers it. pkg/autoscaler gathers the inputs and acts on it.
+package scaling
 
 import (
 	"fmt"
@@ -576,16 +580,16 @@ func firstError(metrics []MetricOutcome) string {
 
 // describeMetric says in words why a metric asked for its count.
 func describeMetric(in MetricInput, m MetricOutcome) string {
-	v := formatFloat(m.Value)
+	v := FormatValue(m.Value)
 	switch m.Reason {
 	case ReasonScaleUpAboveThreshold:
-		return fmt.Sprintf("load %s above up threshold %s", v, formatFloat(in.UpThreshold))
+		return fmt.Sprintf("load %s above up threshold %s", v, FormatValue(in.UpThreshold))
 	case ReasonScaleDownBelowThreshold:
-		return fmt.Sprintf("load %s below down threshold %s", v, formatFloat(in.DownThreshold))
+		return fmt.Sprintf("load %s below down threshold %s", v, FormatValue(in.DownThreshold))
 	case ReasonWithinThresholds:
-		return fmt.Sprintf("load %s within thresholds [%s, %s]", v, formatFloat(in.DownThreshold), formatFloat(in.UpThreshold))
+		return fmt.Sprintf("load %s within thresholds [%s, %s]", v, FormatValue(in.DownThreshold), FormatValue(in.UpThreshold))
 	default:
-		return fmt.Sprintf("load %s against target %s asks for %d tasks", v, formatFloat(in.Target), m.Desired)
+		return fmt.Sprintf("load %s against target %s asks for %d tasks", v, FormatValue(in.Target), m.Desired)
 	}
 }
 
@@ -598,19 +602,21 @@ func summarizeInputs(in Inputs, metrics []MetricOutcome) string {
 		if m.Err != nil {
 			part += "error"
 		} else {
-			part += "load=" + formatFloat(m.Value)
+			part += "load=" + FormatValue(m.Value)
 		}
 		if in.Policy.Type == gputaskv1.ProportionalPolicy {
-			part += " target=" + formatFloat(in.Metrics[i].Target)
+			part += " target=" + FormatValue(in.Metrics[i].Target)
 		} else {
-			part += " up=" + formatFloat(in.Metrics[i].UpThreshold) + " down=" + formatFloat(in.Metrics[i].DownThreshold)
+			part += " up=" + FormatValue(in.Metrics[i].UpThreshold) + " down=" + FormatValue(in.Metrics[i].DownThreshold)
 		}
 		parts = append(parts, part)
 	}
 	return strings.Join(parts, ", ")
 }
 
-func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+// FormatValue writes a load index as status and messages show it: the
+// shortest decimal, at most six significant digits.
+func FormatValue(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 
 // addSat adds without overflowing int32.
 func addSat(a int32, b int64) int32 {
