@@ -11,7 +11,14 @@ SCRIPT_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${SCRIPT_ROOT}"
 
 MODULE=$(go list -m)
+# On a fresh machine the module is not in the module cache yet, and go list
+# reports no directory for it until it is downloaded.
+go mod download k8s.io/code-generator
 CODEGEN_PKG=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)
+if [[ ! -f "${CODEGEN_PKG}/kube_codegen.sh" ]]; then
+  echo "k8s.io/code-generator not found in the module cache (got '${CODEGEN_PKG}')" >&2
+  exit 1
+fi
 # kube_codegen.sh installs the generators into GOBIN; keep them out of the
 # user's GOPATH/bin and reuse them between runs.
 export GOBIN="${GOBIN:-${SCRIPT_ROOT}/bin/codegen}"

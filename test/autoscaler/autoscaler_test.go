@@ -26,6 +26,7 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/autoscaler"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
+	"github.com/gputask/gputask-controller/pkg/scaling"
 	"github.com/gputask/gputask-controller/test/framework"
 )
 
@@ -124,7 +125,7 @@ func TestAutoscalerOnRealAPIServer(t *testing.T) {
 	// Steady load: no writes at all, so the resourceVersion stays put.
 	load.Store("0.6")
 	set = waitFor("a hold", func(s *gputaskv1.GPUTaskSet) bool {
-		return s.Status.LastDecision != nil && s.Status.LastDecision.Reason == autoscaler.ReasonWithinThresholds
+		return s.Status.LastDecision != nil && s.Status.LastDecision.Reason == scaling.ReasonWithinThresholds
 	})
 	steadyRV := set.ResourceVersion
 	time.Sleep(3 * time.Second) // three intervals
@@ -136,14 +137,14 @@ func TestAutoscalerOnRealAPIServer(t *testing.T) {
 	load.Store("0.1")
 	waitFor("scale-down to 1", func(s *gputaskv1.GPUTaskSet) bool {
 		return ptr.Deref(s.Spec.Replicas, 0) == 1 && s.Status.LastDecision != nil &&
-			s.Status.LastDecision.Reason == autoscaler.ReasonTooFewReplicas
+			s.Status.LastDecision.Reason == scaling.ReasonTooFewReplicas
 	})
 
 	// A broken endpoint never scales down and reports why.
 	backend.Close()
 	set = waitFor("FailedGetLoadIndex", func(s *gputaskv1.GPUTaskSet) bool {
 		cond := meta.FindStatusCondition(s.Status.Conditions, gputaskv1.ConditionScalingActive)
-		return cond != nil && cond.Reason == autoscaler.ReasonFailedGetLoadIndex
+		return cond != nil && cond.Reason == scaling.ReasonFailedGetLoadIndex
 	})
 	if got := ptr.Deref(set.Spec.Replicas, 0); got != 1 {
 		t.Errorf("replicas = %d after failures, want 1", got)

@@ -25,6 +25,7 @@ import (
 	"github.com/gputask/gputask-controller/pkg/autoscaler"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	gputasklisters "github.com/gputask/gputask-controller/pkg/generated/listers/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
 // These tests drive the autoscaler of the package's controller (started in
@@ -61,20 +62,20 @@ func TestTaskSetScalesUpInStepsAndHolds(t *testing.T) {
 	tsCreatePool(t, ns, tsPool{replicas: 1, min: 1, max: 7, model: model, gpus: 1, url: load.URL()})
 
 	rec.waitSet(t, "7 running tasks, held at maxReplicas", func(s *gputaskv1.GPUTaskSet) bool {
-		return s.Status.RunningReplicas == 7 && tsDecisionReason(s) == autoscaler.ReasonTooManyReplicas &&
-			tsConditionIs(s, gputaskv1.ConditionScalingLimited, metav1.ConditionTrue, autoscaler.ReasonTooManyReplicas)
+		return s.Status.RunningReplicas == 7 && tsDecisionReason(s) == scaling.ReasonTooManyReplicas &&
+			tsConditionIs(s, gputaskv1.ConditionScalingLimited, metav1.ConditionTrue, scaling.ReasonTooManyReplicas)
 	})
 	if got, want := rec.replicaSequence(), []int32{1, 4, 7}; !slices.Equal(got, want) {
 		t.Errorf("spec.replicas went %v, want %v", got, want)
 	}
-	if got := rec.reasons(); !slices.Contains(got, autoscaler.ReasonScaleUpAboveThreshold) {
-		t.Errorf("status.lastDecision.reason went %v, want %s among them", got, autoscaler.ReasonScaleUpAboveThreshold)
+	if got := rec.reasons(); !slices.Contains(got, scaling.ReasonScaleUpAboveThreshold) {
+		t.Errorf("status.lastDecision.reason went %v, want %s among them", got, scaling.ReasonScaleUpAboveThreshold)
 	}
 	tsWaitEvents(t, ns, autoscaler.EventScaledUp, corev1.EventTypeNormal, "New size: 4", "New size: 7")
 
 	load.Set(tsLoadMid)
 	rec.waitSet(t, "a decision within the thresholds", func(s *gputaskv1.GPUTaskSet) bool {
-		return tsDecisionReason(s) == autoscaler.ReasonWithinThresholds
+		return tsDecisionReason(s) == scaling.ReasonWithinThresholds
 	})
 	reads := load.Reads()
 	time.Sleep(5 * tsInterval)
@@ -109,8 +110,8 @@ func TestTaskSetScalesDownPastYoungTasks(t *testing.T) {
 
 	load.Set(tsLoadLow)
 	rec.waitSet(t, "scale-in held back by young tasks", func(s *gputaskv1.GPUTaskSet) bool {
-		return s.Status.HeldBackReplicas > 0 && tsDecisionReason(s) == autoscaler.ReasonTasksTooYoung &&
-			tsConditionIs(s, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, autoscaler.ReasonTasksTooYoung)
+		return s.Status.HeldBackReplicas > 0 && tsDecisionReason(s) == scaling.ReasonTasksTooYoung &&
+			tsConditionIs(s, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, scaling.ReasonTasksTooYoung)
 	})
 	if time.Now().After(youngUntil) {
 		t.Fatal("the tasks came of age before the hold could be checked")
@@ -123,7 +124,7 @@ func TestTaskSetScalesDownPastYoungTasks(t *testing.T) {
 	}
 
 	rec.waitSet(t, "1 task at minReplicas", func(s *gputaskv1.GPUTaskSet) bool {
-		return s.Status.Replicas == 1 && tsDecisionReason(s) == autoscaler.ReasonTooFewReplicas
+		return s.Status.Replicas == 1 && tsDecisionReason(s) == scaling.ReasonTooFewReplicas
 	})
 	if got, want := rec.replicaSequence(), []int32{4, 3, 2, 1}; !slices.Equal(got, want) {
 		t.Errorf("spec.replicas went %v, want %v", got, want)
@@ -180,13 +181,13 @@ func TestTaskSetHoldsWhileLoadIndexFails(t *testing.T) {
 		outage.start()
 		rec.waitSet(t, outage.name+": ScalingActive False past the failure threshold", func(s *gputaskv1.GPUTaskSet) bool {
 			c := meta.FindStatusCondition(s.Status.Conditions, gputaskv1.ConditionScalingActive)
-			return tsConditionIs(s, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, autoscaler.ReasonFailedGetLoadIndex) &&
-				strings.Contains(c.Message, outage.message) && s.Status.ConsecutiveFailures > autoscaler.DefaultFailureThreshold &&
-				tsDecisionReason(s) == autoscaler.ReasonFailedGetLoadIndex
+			return tsConditionIs(s, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, scaling.ReasonFailedGetLoadIndex) &&
+				strings.Contains(c.Message, outage.message) && s.Status.ConsecutiveFailures > scaling.DefaultFailureThreshold &&
+				tsDecisionReason(s) == scaling.ReasonFailedGetLoadIndex
 		})
 		set := rec.set(t)
 		t.Logf("%s: %d failures in a row, decision %q", outage.name, set.Status.ConsecutiveFailures, set.Status.LastDecision.Message)
-		tsWaitEvents(t, ns, autoscaler.ReasonFailedGetLoadIndex, corev1.EventTypeWarning, outage.message)
+		tsWaitEvents(t, ns, scaling.ReasonFailedGetLoadIndex, corev1.EventTypeWarning, outage.message)
 		if got := rec.replicaSequence(); !slices.Equal(got, []int32{3}) {
 			t.Errorf("%s: spec.replicas went %v, want it held at 3", outage.name, got)
 		}
@@ -209,8 +210,8 @@ func TestTaskSetStopsAtGPUCapacity(t *testing.T) {
 	tsCreatePool(t, ns, tsPool{replicas: 1, min: 1, max: 10, model: model, gpus: 3, url: load.URL(), capacityAware: true})
 	rec.waitSet(t, "4 running tasks, capped at capacity", func(s *gputaskv1.GPUTaskSet) bool {
 		return s.Status.RunningReplicas == 4 && s.Status.CapacityReplicas != nil && *s.Status.CapacityReplicas == 4 &&
-			tsDecisionReason(s) == autoscaler.ReasonCapacityLimited &&
-			tsConditionIs(s, gputaskv1.ConditionScalingLimited, metav1.ConditionTrue, autoscaler.ReasonCapacityLimited)
+			tsDecisionReason(s) == scaling.ReasonCapacityLimited &&
+			tsConditionIs(s, gputaskv1.ConditionScalingLimited, metav1.ConditionTrue, scaling.ReasonCapacityLimited)
 	})
 	reads := load.Reads()
 	time.Sleep(3 * tsInterval)
