@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
@@ -214,7 +215,7 @@ func NewController(
 			DefaultImage:    opts.DefaultImage,
 		},
 		rescheduling:      reschedule.Options{Interval: opts.RescheduleInterval, PendingTimeout: opts.PendingTimeout},
-		expectations:      expectations.New(expectations.DefaultTTL),
+		expectations:      expectations.New(clock.RealClock{}, expectations.DefaultTTL),
 		now:               time.Now,
 		replacements:      map[cache.ObjectName]*replacement{},
 		deletedTasks:      map[cache.ObjectName]types.UID{},

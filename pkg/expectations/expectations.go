@@ -1,86 +1,153 @@
-// Package expectations remembers the pod creations a controller has asked for
-// but not yet seen in its informer, in the way the ReplicaSet controller does.
-// Without it a sync that runs before the informer delivers the new pod reads a
-// stale cache and creates the pod a second time.
+// Package expectations remembers, per owner key, the writes a controller made
+// whose effect its informer has not shown yet, as the ReplicaSet controller
+// does. A sync acts on the world only when every earlier write is visible in
+// the cache, because acting on a stale cache is how a controller creates a
+// duplicate pod or task, or restarts two tasks at once.
+//
+// Creations are counted, because generated names are unknown until the API
+// server answers. Deletions and annotations are tracked by object name, so an
+// event seen twice (the deletion timestamp, then the delete) never counts
+// twice. An expectation that the informer never fulfils expires after the
+// timeout, so a watch that lost an event cannot block an owner forever.
 package expectations
 
 import (
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/clock"
 )
 
-// DefaultTTL is how long an unmet expectation blocks new creations. A watch
-// event that never arrives (a dropped watch, a pod deleted before it was
-// observed) must not block a task forever.
+// DefaultTTL matches the ReplicaSet controller's expectation timeout: far
+// beyond any healthy watch delay.
 const DefaultTTL = 5 * time.Minute
 
-type entry struct {
-	adds int
-	at   time.Time
-}
-
-// Expectations counts the creations still expected per key. It is safe for
-// concurrent use.
+// Expectations holds the pending writes of every owner key. It is safe for
+// concurrent use by a controller's workers and event handlers.
 type Expectations struct {
-	mu  sync.Mutex
-	ttl time.Duration
-	now func() time.Time
-	m   map[string]entry
+	mu      sync.Mutex
+	clock   clock.PassiveClock
+	timeout time.Duration
+	byKey   map[string]*pending
 }
 
-// New returns an empty set of expectations that expire after ttl.
-func New(ttl time.Duration) *Expectations {
-	return NewWithClock(ttl, time.Now)
+// pending are the writes of one owner whose effect is not seen yet.
+type pending struct {
+	creations int
+	deletions sets.Set[string]
+	// annotations maps an object name to the annotation value patched onto it.
+	annotations map[string]string
+	// since is when the latest write was recorded; expiry counts from it.
+	since time.Time
 }
 
-// NewWithClock is New with a clock that tests control.
-func NewWithClock(ttl time.Duration, now func() time.Time) *Expectations {
-	return &Expectations{ttl: ttl, now: now, m: map[string]entry{}}
+// New returns empty expectations that expire timeout after the latest write
+// of an owner. A nil clock means the real one.
+func New(c clock.PassiveClock, timeout time.Duration) *Expectations {
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	return &Expectations{clock: c, timeout: timeout, byKey: map[string]*pending{}}
 }
 
-// ExpectCreations records that n creations are about to be requested for key.
+// entry returns the owner's record, creating it and restarting its expiry
+// clock. The caller holds mu.
+func (e *Expectations) entry(key string) *pending {
+	p, ok := e.byKey[key]
+	if !ok {
+		p = &pending{deletions: sets.New[string](), annotations: map[string]string{}}
+		e.byKey[key] = p
+	}
+	p.since = e.clock.Now()
+	return p
+}
+
+// ExpectCreations records that n objects are about to be created for the owner.
 func (e *Expectations) ExpectCreations(key string, n int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.m[key] = entry{adds: n, at: e.now()}
+	e.entry(key).creations += n
 }
 
-// CreationObserved lowers the count for key by one: the informer saw the
-// pod, or the create call failed and no pod will come.
+// CreationObserved counts down one expected creation: the informer saw it, or
+// the create was never made or failed. A late or duplicate call is harmless.
 func (e *Expectations) CreationObserved(key string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	ent, ok := e.m[key]
-	if !ok {
-		return
+	if p, ok := e.byKey[key]; ok && p.creations > 0 {
+		p.creations--
 	}
-	ent.adds--
-	if ent.adds <= 0 {
-		delete(e.m, key)
-		return
-	}
-	e.m[key] = ent
 }
 
-// Satisfied reports whether key may create again: nothing is expected, or the
-// expectation has expired.
+// ExpectDeletions records that the named objects are about to be deleted.
+func (e *Expectations) ExpectDeletions(key string, names ...string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.entry(key).deletions.Insert(names...)
+}
+
+// DeletionObserved forgets every expectation on the named object: it is gone
+// or going, so neither its deletion nor its annotation will be seen later.
+func (e *Expectations) DeletionObserved(key, name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p, ok := e.byKey[key]; ok {
+		p.deletions.Delete(name)
+		delete(p.annotations, name)
+	}
+}
+
+// ExpectAnnotation records that value was patched into an annotation of the
+// named object.
+func (e *Expectations) ExpectAnnotation(key, name, value string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.entry(key).annotations[name] = value
+}
+
+// AnnotationObserved forgets the annotation expectation on the object once
+// the informer shows the value that was patched.
+func (e *Expectations) AnnotationObserved(key, name, value string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p, ok := e.byKey[key]; ok && p.annotations[name] == value {
+		delete(p.annotations, name)
+	}
+}
+
+// ForgetAnnotation drops an annotation expectation whose patch failed.
+func (e *Expectations) ForgetAnnotation(key, name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p, ok := e.byKey[key]; ok {
+		delete(p.annotations, name)
+	}
+}
+
+// Satisfied reports whether the owner may act: nothing is pending, or what is
+// pending has waited longer than the timeout. A record that is fulfilled or
+// expired is dropped here, so the writes of the next sync are counted from
+// zero and a late event about an old write cannot count them down.
 func (e *Expectations) Satisfied(key string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	ent, ok := e.m[key]
-	if !ok || ent.adds <= 0 {
+	p, ok := e.byKey[key]
+	if !ok {
 		return true
 	}
-	if e.now().Sub(ent.at) >= e.ttl {
-		delete(e.m, key)
+	fulfilled := p.creations <= 0 && p.deletions.Len() == 0 && len(p.annotations) == 0
+	if fulfilled || e.clock.Since(p.since) > e.timeout {
+		delete(e.byKey, key)
 		return true
 	}
 	return false
 }
 
-// Delete forgets key, for a task that is gone.
+// Delete drops the owner's record, so an owner re-created with the same name
+// starts clean.
 func (e *Expectations) Delete(key string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	delete(e.m, key)
+	delete(e.byKey, key)
 }

@@ -3,11 +3,13 @@ package expectations
 import (
 	"testing"
 	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 func TestExpectations(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	e := NewWithClock(time.Minute, func() time.Time { return now })
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := New(clk, time.Minute)
 
 	if !e.Satisfied("ns/a") {
 		t.Fatal("a key with no expectation must be satisfied")
@@ -33,7 +35,7 @@ func TestExpectations(t *testing.T) {
 	if e.Satisfied("ns/a") {
 		t.Fatal("one of two creations observed must still block")
 	}
-	now = now.Add(time.Minute)
+	clk.Step(time.Minute + time.Second)
 	if !e.Satisfied("ns/a") {
 		t.Fatal("an expired expectation must unblock")
 	}
@@ -42,5 +44,74 @@ func TestExpectations(t *testing.T) {
 	e.Delete("ns/c")
 	if !e.Satisfied("ns/c") {
 		t.Fatal("a deleted key must be satisfied")
+	}
+}
+
+func TestDeletionsAndAnnotations(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := New(clk, time.Minute)
+	const key = "default/set"
+
+	if !e.Satisfied(key) {
+		t.Fatal("a set with no record must be satisfied")
+	}
+
+	e.ExpectCreations(key, 2)
+	e.ExpectDeletions(key, "a", "b")
+	e.ExpectAnnotation(key, "c", "T1")
+	if e.Satisfied(key) {
+		t.Fatal("pending writes must not be satisfied")
+	}
+
+	e.CreationObserved(key)
+	e.CreationObserved(key)
+	e.CreationObserved(key) // a stray extra observation must not go below zero
+	e.DeletionObserved(key, "a")
+	e.DeletionObserved(key, "a") // seen twice: deletion timestamp, then delete
+	e.AnnotationObserved(key, "c", "T0")
+	if e.Satisfied(key) {
+		t.Fatal("deletion of b and annotation T1 on c are still pending")
+	}
+	e.DeletionObserved(key, "b")
+	e.AnnotationObserved(key, "c", "T1")
+	if !e.Satisfied(key) {
+		t.Fatal("every write was observed; want satisfied")
+	}
+
+	// A deleted task settles its annotation expectation too.
+	e.ExpectAnnotation(key, "d", "T2")
+	e.DeletionObserved(key, "d")
+	if !e.Satisfied(key) {
+		t.Fatal("deleting an annotated task must settle its expectation")
+	}
+
+	// A failed patch is forgotten.
+	e.ExpectAnnotation(key, "e", "T3")
+	e.ForgetAnnotation(key, "e")
+	if !e.Satisfied(key) {
+		t.Fatal("a forgotten annotation must not block")
+	}
+
+	// Expiry: a lost event blocks the set only for the timeout.
+	e.ExpectCreations(key, 1)
+	clk.Step(time.Minute)
+	if e.Satisfied(key) {
+		t.Fatal("not expired yet at exactly the timeout")
+	}
+	clk.Step(time.Second)
+	if !e.Satisfied(key) {
+		t.Fatal("expired expectations must be satisfied")
+	}
+	// The expired record was dropped, so new writes count from zero.
+	e.ExpectCreations(key, 1)
+	e.CreationObserved(key)
+	if !e.Satisfied(key) {
+		t.Fatal("the expired creation must not linger in the new record")
+	}
+
+	e.ExpectCreations(key, 3)
+	e.Delete(key)
+	if !e.Satisfied(key) {
+		t.Fatal("Delete must drop the record")
 	}
 }

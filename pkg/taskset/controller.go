@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/clock"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/expectations"
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned"
 	gputaskscheme "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/scheme"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions/gputask/v1"
@@ -77,7 +78,7 @@ type Options struct {
 	// DefaultBurstReplicas.
 	BurstReplicas int
 	// ExpectationsTimeout is how long to wait for the cache to show this
-	// controller's writes. Zero means DefaultExpectationsTimeout.
+	// controller's writes. Zero means expectations.DefaultTTL.
 	ExpectationsTimeout time.Duration
 }
 
@@ -93,7 +94,7 @@ type Controller struct {
 	queue        workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	recorder     record.EventRecorder
 	clock        clock.Clock
-	expectations *expectations
+	expectations *expectations.Expectations
 	burst        int
 }
 
@@ -115,7 +116,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, client 
 		),
 		recorder:     opts.Recorder,
 		clock:        opts.Clock,
-		expectations: newExpectations(opts.Clock, opts.ExpectationsTimeout),
+		expectations: expectations.New(opts.Clock, opts.ExpectationsTimeout),
 		burst:        opts.BurstReplicas,
 	}
 	if c.recorder == nil {
@@ -145,7 +146,7 @@ func withDefaults(opts Options) Options {
 		opts.BurstReplicas = DefaultBurstReplicas
 	}
 	if opts.ExpectationsTimeout <= 0 {
-		opts.ExpectationsTimeout = DefaultExpectationsTimeout
+		opts.ExpectationsTimeout = expectations.DefaultTTL
 	}
 	return opts
 }

@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/expectations"
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 )
@@ -747,7 +748,7 @@ func TestExpectationsExpire(t *testing.T) {
 
 	// The add event was lost. After the timeout the set creates again
 	// rather than waiting forever.
-	f.clock.Step(DefaultExpectationsTimeout + time.Second)
+	f.clock.Step(expectations.DefaultTTL + time.Second)
 	f.sync(ctx, c, setKey(set), false)
 }
 
