@@ -57,7 +57,7 @@ run: build ## Run the controller against the cluster in $KUBECONFIG.
 
 .PHONY: install
 install: ## Install the CRDs into the cluster in $KUBECONFIG.
-	kubectl apply -f artifacts/crds
+	kubectl apply -k artifacts/crds
 
 .PHONY: image
 image: ## Build the container image.
