@@ -96,6 +96,9 @@ type Options struct {
 	// PendingTimeout is how long a pod may stay unschedulable before it is
 	// placed again; 0 turns that case off.
 	PendingTimeout time.Duration
+	// NodeNotReadyTimeout is how long a pod's node may be NotReady before the
+	// pod is placed again; 0 acts at once.
+	NodeNotReadyTimeout time.Duration
 	// MaxConcurrentReschedules bounds the tasks between the deletion of their
 	// old pod and the creation of the new one (5).
 	MaxConcurrentReschedules int
@@ -214,7 +217,7 @@ func NewController(
 			GPULabelKey:     opts.GPULabelKey,
 			DefaultImage:    opts.DefaultImage,
 		},
-		rescheduling:      reschedule.Options{Interval: opts.RescheduleInterval, PendingTimeout: opts.PendingTimeout},
+		rescheduling:      reschedule.Options{Interval: opts.RescheduleInterval, PendingTimeout: opts.PendingTimeout, NodeNotReadyTimeout: opts.NodeNotReadyTimeout},
 		expectations:      expectations.New(clock.RealClock{}, expectations.DefaultTTL),
 		now:               time.Now,
 		replacements:      map[cache.ObjectName]*replacement{},
@@ -518,7 +521,7 @@ func (c *Controller) replacementReason(ctx context.Context, key cache.ObjectName
 			"phase", pod.Status.Phase, "node", pod.Spec.NodeName, "nodeKnown", node != nil, "reason", reason)
 		return reason, true
 	}
-	if next := reschedule.NextCheck(task, pod, now, c.rescheduling); next > 0 {
+	if next := reschedule.NextCheck(task, pod, node, now, c.rescheduling); next > 0 {
 		c.workqueue.AddAfter(key, next+time.Second)
 	}
 	return "", false

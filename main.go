@@ -55,6 +55,7 @@ type config struct {
 	defaultImage             string
 	rescheduleInterval       time.Duration
 	pendingTimeout           time.Duration
+	nodeNotReadyTimeout      time.Duration
 	maxConcurrentReschedules int
 
 	leaderElect            bool
@@ -82,6 +83,7 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.StringVar(&c.defaultImage, "default-image", DefaultImage, "Container image of a task that names none.")
 	fs.DurationVar(&c.rescheduleInterval, "reschedule-interval", 10*time.Minute, "Turns rescheduling on when > 0 (failed, evicted, lost-node and long-unschedulable pods are placed again), and is the pod age after which a Periodic task's pod is placed again. 0 turns rescheduling off; restarts asked for with gputask.io/restartedAt still happen.")
 	fs.DurationVar(&c.pendingTimeout, "pending-timeout", 5*time.Minute, "How long a pod may stay unschedulable before it is placed again. 0 turns that case off.")
+	fs.DurationVar(&c.nodeNotReadyTimeout, "node-not-ready-timeout", time.Minute, "How long a pod's node may be NotReady before the pod is placed again, so a short kubelet or network blip does not churn GPU work. 0 acts at once.")
 	fs.IntVar(&c.maxConcurrentReschedules, "max-concurrent-reschedules", DefaultMaxConcurrentReschedules, "Most tasks whose pod is being replaced at once (at least 1).")
 
 	fs.BoolVar(&c.leaderElect, "leader-elect", false, "Elect a leader through a coordination.k8s.io Lease before running the controllers, so several replicas can run.")
@@ -118,6 +120,7 @@ func (c *config) validate() error {
 	check(strings.TrimSpace(c.defaultImage) == "", "--default-image must not be empty")
 	check(c.rescheduleInterval < 0, "--reschedule-interval must not be negative, got %v", c.rescheduleInterval)
 	check(c.pendingTimeout < 0, "--pending-timeout must not be negative, got %v", c.pendingTimeout)
+	check(c.nodeNotReadyTimeout < 0, "--node-not-ready-timeout must not be negative, got %v", c.nodeNotReadyTimeout)
 	check(c.maxConcurrentReschedules < 1, "--max-concurrent-reschedules must be at least 1, got %d", c.maxConcurrentReschedules)
 	check(c.informerResync < 0, "--informer-resync must not be negative, got %v", c.informerResync)
 	check(c.shutdownGracePeriod < 0, "--shutdown-grace-period must not be negative, got %v", c.shutdownGracePeriod)
@@ -154,6 +157,7 @@ func (c *config) controllerOptions() Options {
 		DefaultImage:             c.defaultImage,
 		RescheduleInterval:       c.rescheduleInterval,
 		PendingTimeout:           c.pendingTimeout,
+		NodeNotReadyTimeout:      c.nodeNotReadyTimeout,
 		MaxConcurrentReschedules: c.maxConcurrentReschedules,
 	}
 }

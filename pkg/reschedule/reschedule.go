@@ -33,6 +33,11 @@ type Options struct {
 	// PendingTimeout is how long a pod may stay unschedulable before it is
 	// placed again; 0 turns that case off.
 	PendingTimeout time.Duration
+	// NodeNotReadyTimeout is how long a pod's node may be NotReady before the
+	// pod is placed again, counted from the Ready condition's last transition,
+	// so a kubelet restart or a short network blip does not churn GPU work.
+	// 0 acts at once.
+	NodeNotReadyTimeout time.Duration
 }
 
 // Decide reports whether pod, the pod of task, must be deleted and created
@@ -57,7 +62,7 @@ func Decide(task *gputaskv1.GPUTask, pod *corev1.Pod, node *corev1.Node, now tim
 		if node == nil {
 			return true, ReasonNodeLost
 		}
-		if nodeNotReady(node) {
+		if d, ok := notReadyFor(node, now); ok && d >= opts.NodeNotReadyTimeout {
 			return true, ReasonNodeNotReady
 		}
 	}
@@ -74,7 +79,7 @@ func Decide(task *gputaskv1.GPUTask, pod *corev1.Pod, node *corev1.Node, now tim
 // pod reaching the pending timeout, a Periodic pod reaching the interval)
 // can first become true, so the controller can look again just then instead
 // of polling. It returns 0 when no such case is ahead.
-func NextCheck(task *gputaskv1.GPUTask, pod *corev1.Pod, now time.Time, opts Options) time.Duration {
+func NextCheck(task *gputaskv1.GPUTask, pod *corev1.Pod, node *corev1.Node, now time.Time, opts Options) time.Duration {
 	if !enabled(task, pod, opts) || isFinal(pod) {
 		return 0
 	}
@@ -86,6 +91,9 @@ func NextCheck(task *gputaskv1.GPUTask, pod *corev1.Pod, now time.Time, opts Opt
 	}
 	if d, ok := unschedulableFor(pod, now); ok && opts.PendingTimeout > 0 {
 		consider(opts.PendingTimeout - d)
+	}
+	if d, ok := notReadyFor(node, now); ok && pod.Spec.NodeName != "" {
+		consider(opts.NodeNotReadyTimeout - d)
 	}
 	if policy(task) == gputaskv1.ReschedulePeriodic {
 		consider(opts.Interval - now.Sub(pod.CreationTimestamp.Time))
@@ -116,6 +124,22 @@ func policy(task *gputaskv1.GPUTask) gputaskv1.ReschedulePolicy {
 
 func isFinal(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// notReadyFor returns how long the node has been NotReady, from its Ready
+// condition's last transition; ok is false for a nil or Ready node.
+func notReadyFor(node *corev1.Node, now time.Time) (time.Duration, bool) {
+	if node == nil || !nodeNotReady(node) {
+		return 0, false
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() {
+			return max(now.Sub(c.LastTransitionTime.Time), 0), true
+		}
+	}
+	// No transition time: treat it as NotReady since long ago rather than
+	// never acting.
+	return time.Duration(1<<63 - 1), true
 }
 
 // nodeNotReady is true when the node's Ready condition is False or Unknown

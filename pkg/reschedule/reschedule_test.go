@@ -13,7 +13,7 @@ import (
 
 var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
-var defaultOpts = Options{Interval: 10 * time.Minute, PendingTimeout: 5 * time.Minute}
+var defaultOpts = Options{Interval: 10 * time.Minute, PendingTimeout: 5 * time.Minute, NodeNotReadyTimeout: time.Minute}
 
 func task(policy gputaskv1.ReschedulePolicy) *gputaskv1.GPUTask {
 	return &gputaskv1.GPUTask{
@@ -62,6 +62,13 @@ func node(ready corev1.ConditionStatus) *corev1.Node {
 	return n
 }
 
+// notReadySince is a node whose Ready condition turned False d ago.
+func notReadySince(d time.Duration) *corev1.Node {
+	n := node(corev1.ConditionFalse)
+	n.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(-d))
+	return n
+}
+
 func TestDecide(t *testing.T) {
 	readyNode := node(corev1.ConditionTrue)
 	tests := []struct {
@@ -85,6 +92,12 @@ func TestDecide(t *testing.T) {
 		{name: "node NotReady", task: task(""), pod: pod(), node: node(corev1.ConditionFalse), wantReason: ReasonNodeNotReady},
 		{name: "node Unknown", task: task(""), pod: pod(), node: node(corev1.ConditionUnknown), wantReason: ReasonNodeNotReady},
 		{name: "node without Ready condition yet", task: task(""), pod: pod(), node: node("")},
+		{name: "node NotReady shorter than its timeout", task: task(""), pod: pod(), node: notReadySince(30 * time.Second),
+			opts: &Options{Interval: time.Hour, NodeNotReadyTimeout: time.Minute}},
+		{name: "node NotReady for its timeout", task: task(""), pod: pod(), node: notReadySince(time.Minute),
+			opts: &Options{Interval: time.Hour, NodeNotReadyTimeout: time.Minute}, wantReason: ReasonNodeNotReady},
+		{name: "node NotReady without transition time", task: task(""), pod: pod(), node: node(corev1.ConditionFalse),
+			opts: &Options{Interval: time.Hour, NodeNotReadyTimeout: time.Minute}, wantReason: ReasonNodeNotReady},
 		{name: "unschedulable shorter than timeout", task: task(""), pod: pod(unschedulableSince(4 * time.Minute)), node: nil},
 		{name: "unschedulable exactly timeout", task: task(""), pod: pod(unschedulableSince(5 * time.Minute)), node: nil, wantReason: ReasonUnschedulable},
 		{name: "unschedulable longer than timeout", task: task(""), pod: pod(unschedulableSince(time.Hour)), node: nil, wantReason: ReasonUnschedulable},
@@ -119,8 +132,11 @@ func TestNextCheck(t *testing.T) {
 		name string
 		task *gputaskv1.GPUTask
 		pod  *corev1.Pod
+		node *corev1.Node
 		want time.Duration
 	}{
+		{name: "NotReady node fires at its timeout", task: task(""), pod: pod(), node: notReadySince(20 * time.Second), want: 40 * time.Second},
+		{name: "Ready node has no timer", task: task(""), pod: pod(), node: node(corev1.ConditionTrue), want: 0},
 		{name: "running OnFailure pod has no timer", task: task(""), pod: pod(), want: 0},
 		{name: "unschedulable pod fires at the timeout", task: task(""), pod: pod(unschedulableSince(2 * time.Minute)), want: 3 * time.Minute},
 		{name: "periodic pod fires at the interval", task: task(gputaskv1.ReschedulePeriodic), pod: pod(age(4 * time.Minute)), want: 6 * time.Minute},
@@ -131,7 +147,7 @@ func TestNextCheck(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := NextCheck(tc.task, tc.pod, now, defaultOpts); got != tc.want {
+			if got := NextCheck(tc.task, tc.pod, tc.node, now, defaultOpts); got != tc.want {
 				t.Errorf("NextCheck() = %v, want %v", got, tc.want)
 			}
 		})
