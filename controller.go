@@ -40,6 +40,7 @@ import (
 	"github.com/gputask/gputask-controller/pkg/metrics"
 	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/reschedule"
+	"github.com/gputask/gputask-controller/pkg/tombstone"
 )
 
 const (
@@ -760,12 +761,8 @@ func (c *Controller) enqueueTask(obj interface{}) {
 // state the informer knew (a tombstone if the delete was missed), so the
 // sync deletes only the pod that this task controlled.
 func (c *Controller) handleTaskDelete(obj interface{}) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	task, ok := obj.(*gputaskv1.GPUTask)
+	task, ok := tombstone.Unwrap[*gputaskv1.GPUTask](obj)
 	if !ok {
-		utilruntime.HandleError(fmt.Errorf("unexpected object in gputask delete event: %T", obj))
 		return
 	}
 	key := cache.MetaObjectToName(task)
@@ -834,12 +831,8 @@ func (c *Controller) handlePodUpdate(oldObj, newObj interface{}) {
 // missed delete is unwrapped, since a pod that is gone is exactly what makes
 // its task create a new one.
 func (c *Controller) handleObject(obj interface{}) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := tombstone.Unwrap[*corev1.Pod](obj)
 	if !ok {
-		utilruntime.HandleError(fmt.Errorf("unexpected object in pod event: %T", obj))
 		return
 	}
 	if key, _ := c.taskOfPod(pod); key != nil {
@@ -899,12 +892,8 @@ func (c *Controller) handleNodeUpdate(oldObj, newObj interface{}) {
 }
 
 func (c *Controller) handleNodeDelete(obj interface{}) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	node, ok := obj.(*corev1.Node)
+	node, ok := tombstone.Unwrap[*corev1.Node](obj)
 	if !ok {
-		utilruntime.HandleError(fmt.Errorf("unexpected object in node delete event: %T", obj))
 		return
 	}
 	c.enqueueTasksOnNode(node.Name)

@@ -32,6 +32,7 @@ import (
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/metrics"
 	"github.com/gputask/gputask-controller/pkg/scaling"
+	"github.com/gputask/gputask-controller/pkg/tombstone"
 )
 
 const (
@@ -205,12 +206,7 @@ func (c *Controller) onSetUpdate(oldObj, newObj any) {
 }
 
 func (c *Controller) onSetDelete(obj any) {
-	// A delete missed while disconnected arrives as a tombstone holding the
-	// last known object.
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	set, ok := obj.(*gputaskv1.GPUTaskSet)
+	set, ok := tombstone.Unwrap[*gputaskv1.GPUTaskSet](obj)
 	if !ok {
 		return
 	}

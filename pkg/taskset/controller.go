@@ -36,6 +36,7 @@ import (
 	gputaskscheme "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/scheme"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions/gputask/v1"
 	listers "github.com/gputask/gputask-controller/pkg/generated/listers/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/tombstone"
 )
 
 const (
@@ -259,16 +260,9 @@ func (c *Controller) updateSet(logger klog.Logger, old, cur any) {
 }
 
 func (c *Controller) deleteSet(logger klog.Logger, obj any) {
-	set, ok := obj.(*gputaskv1.GPUTaskSet)
+	set, ok := tombstone.Unwrap[*gputaskv1.GPUTaskSet](obj)
 	if !ok {
-		// A delete missed by the watch shows up as a tombstone on relist.
-		tombstone, isTombstone := obj.(cache.DeletedFinalStateUnknown)
-		if !isTombstone {
-			return
-		}
-		if set, ok = tombstone.Obj.(*gputaskv1.GPUTaskSet); !ok {
-			return
-		}
+		return
 	}
 	logger.V(4).Info("GPUTaskSet deleted", "gputaskset", klog.KObj(set))
 	c.expectations.Delete(cache.MetaObjectToName(set).String())
@@ -330,17 +324,11 @@ func (c *Controller) updateTask(logger klog.Logger, old, cur any) {
 
 // deleteTask counts a deletion and wakes the owner. obj may be a tombstone.
 func (c *Controller) deleteTask(logger klog.Logger, obj any) {
-	task, ok := obj.(*gputaskv1.GPUTask)
+	// A tombstone's object may be stale, but its owner reference does not
+	// change over a task's life, which is all we read from it.
+	task, ok := tombstone.Unwrap[*gputaskv1.GPUTask](obj)
 	if !ok {
-		// The tombstone's object may be stale, but its owner reference does
-		// not change over a task's life, which is all we read from it.
-		tombstone, isTombstone := obj.(cache.DeletedFinalStateUnknown)
-		if !isTombstone {
-			return
-		}
-		if task, ok = tombstone.Obj.(*gputaskv1.GPUTask); !ok {
-			return
-		}
+		return
 	}
 	set := c.resolveControllerRef(task.Namespace, metav1.GetControllerOf(task))
 	if set == nil {
