@@ -81,6 +81,9 @@ func (cp *ControlPlane) startPrometheusOnce(ctx context.Context, targets []strin
 		"--config.file="+configPath,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address=127.0.0.1:"+strconv.Itoa(port),
+		// Targets reach the scrape loop only at this interval, 5s by
+		// default, which would hold back the first scrape for as long.
+		"--scrape.discovery-reload-interval=100ms",
 		"--log.level=warn",
 	)
 	if err != nil {
