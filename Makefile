@@ -30,7 +30,7 @@ build: ## Build the controller into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/gputask-controller .
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and kwok into bin/ (only what is missing).
+tools: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, kwok and prometheus into bin/ (only what is missing).
 	hack/tools/build.sh
 
 .PHONY: test-unit
