@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -49,21 +48,16 @@ const (
 	metricsName = "gputask"
 
 	// Event reasons.
-	ReasonCreated            = "Created"
-	ReasonFailedCreate       = "FailedCreate"
-	ReasonFailedDelete       = "FailedDelete"
-	ReasonInvalidSpec        = "InvalidSpec"
-	ReasonPodConflict        = "PodConflict"
-	ReasonRescheduling       = "Rescheduling"
-	ReasonRescheduled        = "Rescheduled"
-	ReasonRestarted          = "Restarted"
-	ReasonInvalidRestartedAt = "InvalidRestartedAt"
-	ReasonForceDeleted       = "ForceDeleted"
+	ReasonCreated      = "Created"
+	ReasonFailedCreate = "FailedCreate"
+	ReasonFailedDelete = "FailedDelete"
+	ReasonInvalidSpec  = "InvalidSpec"
+	ReasonPodConflict  = "PodConflict"
+	ReasonRescheduling = "Rescheduling"
+	ReasonRescheduled  = "Rescheduled"
+	ReasonRestarted    = "Restarted"
+	ReasonForceDeleted = "ForceDeleted"
 
-	// DefaultGPUResourceName is the extended resource of the NVIDIA device plugin.
-	DefaultGPUResourceName = "nvidia.com/gpu"
-	// DefaultGPULabelKey is the node label that GPU Feature Discovery sets to the GPU model.
-	DefaultGPULabelKey = "nvidia.com/gpu.product"
 	// DefaultImage runs a task that names no image.
 	DefaultImage = "busybox:1.36"
 	// DefaultMaxConcurrentReschedules bounds how many tasks may be without a
@@ -107,10 +101,10 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.GPUResourceName == "" {
-		o.GPUResourceName = DefaultGPUResourceName
+		o.GPUResourceName = podspec.DefaultGPUResourceName
 	}
 	if o.GPULabelKey == "" {
-		o.GPULabelKey = DefaultGPULabelKey
+		o.GPULabelKey = podspec.DefaultGPULabelKey
 	}
 	if o.DefaultImage == "" {
 		o.DefaultImage = DefaultImage
@@ -675,7 +669,7 @@ func (c *Controller) warnBadRestartedAt(ctx context.Context, key cache.ObjectNam
 		return
 	}
 	klog.FromContext(ctx).Info("Ignoring restart request", "err", err)
-	c.recorder.Eventf(task, corev1.EventTypeWarning, ReasonInvalidRestartedAt, "Ignoring the restart request: %v", err)
+	c.recorder.Eventf(task, corev1.EventTypeWarning, gputaskv1.ReasonInvalidRestartedAt, "Ignoring the restart request: %v", err)
 }
 
 // warnOnTransition records a Warning event when the condition is not already
@@ -868,15 +862,7 @@ func isControlledBy(pod *corev1.Pod, task *gputaskv1.GPUTask) bool {
 }
 
 func isGPUTaskRef(ref *metav1.OwnerReference) bool {
-	return ref.Kind == podspec.GPUTaskKind.Kind && refGroup(ref) == gputaskv1.SchemeGroupVersion.Group
-}
-
-func refGroup(ref *metav1.OwnerReference) string {
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
-		return ""
-	}
-	return gv.Group
+	return gputaskv1.IsRefTo(ref, podspec.GPUTaskKind.Kind)
 }
 
 // handleNodeUpdate enqueues the tasks on a node whose readiness changed.

@@ -35,6 +35,7 @@ import (
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/metrics"
+	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/taskset"
 	"github.com/gputask/gputask-controller/signals"
 )
@@ -78,8 +79,8 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.Float64Var(&c.kubeAPIQPS, "kube-api-qps", 50, "QPS to use while talking with the Kubernetes API server.")
 	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 100, "Burst to use while talking with the Kubernetes API server.")
 
-	fs.StringVar(&c.gpuResourceName, "gpu-resource-name", DefaultGPUResourceName, "Extended resource a task's pod asks for, as its limit.")
-	fs.StringVar(&c.gpuLabelKey, "gpu-label-key", DefaultGPULabelKey, "Node label whose value is the GPU model; spec.gpu becomes a node selector on it.")
+	fs.StringVar(&c.gpuResourceName, "gpu-resource-name", string(podspec.DefaultGPUResourceName), "Extended resource a task's pod asks for, as its limit.")
+	fs.StringVar(&c.gpuLabelKey, "gpu-label-key", podspec.DefaultGPULabelKey, "Node label whose value is the GPU model; spec.gpu becomes a node selector on it.")
 	fs.StringVar(&c.defaultImage, "default-image", DefaultImage, "Container image of a task that names none.")
 	fs.DurationVar(&c.rescheduleInterval, "reschedule-interval", 10*time.Minute, "Turns rescheduling on when > 0 (failed, evicted, lost-node and long-unschedulable pods are placed again), and is the pod age after which a Periodic task's pod is placed again. 0 turns rescheduling off; restarts asked for with gputask.io/restartedAt still happen.")
 	fs.DurationVar(&c.pendingTimeout, "pending-timeout", 5*time.Minute, "How long a pod may stay unschedulable before it is placed again. 0 turns that case off.")

@@ -31,6 +31,7 @@ import (
 	gputasklisters "github.com/gputask/gputask-controller/pkg/generated/listers/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/metrics"
+	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 	"github.com/gputask/gputask-controller/pkg/tombstone"
 )
@@ -40,11 +41,6 @@ const (
 	ControllerName = "gputask-autoscaler"
 	// metricsController is the "controller" label of pkg/metrics' reconcile metrics.
 	metricsController = "autoscaler"
-
-	// DefaultGPUResourceName and DefaultGPULabelKey mirror the NVIDIA device
-	// plugin and GPU Feature Discovery.
-	DefaultGPUResourceName corev1.ResourceName = "nvidia.com/gpu"
-	DefaultGPULabelKey                         = "nvidia.com/gpu.product"
 
 	// minInterval keeps a tiny spec.autoscaling.interval from turning the
 	// loop into a busy loop against the load-index endpoint.
@@ -163,10 +159,10 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, client 
 
 func withDefaults(opts Options, kubeClient kubernetes.Interface) Options {
 	if opts.GPUResourceName == "" {
-		opts.GPUResourceName = DefaultGPUResourceName
+		opts.GPUResourceName = podspec.DefaultGPUResourceName
 	}
 	if opts.GPULabelKey == "" {
-		opts.GPULabelKey = DefaultGPULabelKey
+		opts.GPULabelKey = podspec.DefaultGPULabelKey
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -200,7 +196,7 @@ func (c *Controller) onSetUpdate(oldObj, newObj any) {
 	}
 	if oldSet.Spec.Autoscaling == nil ||
 		!apiequality.Semantic.DeepEqual(oldSet.Spec.Autoscaling, newSet.Spec.Autoscaling) ||
-		isPaused(oldSet) != isPaused(newSet) || isStopped(oldSet) != isStopped(newSet) {
+		isPaused(oldSet) != isPaused(newSet) || gputaskv1.IsStopped(oldSet) != gputaskv1.IsStopped(newSet) {
 		c.queue.Add(cache.MetaObjectToName(newSet))
 	}
 }
@@ -299,10 +295,6 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 
 func isPaused(set *gputaskv1.GPUTaskSet) bool {
 	return set.Annotations[gputaskv1.AnnotationPaused] == "true"
-}
-
-func isStopped(set *gputaskv1.GPUTaskSet) bool {
-	return set.Annotations[gputaskv1.AnnotationStopped] == "true"
 }
 
 // syncHandler evaluates one set and returns when to evaluate it next (0 for

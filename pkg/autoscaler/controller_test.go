@@ -32,6 +32,7 @@ import (
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
+	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
@@ -508,10 +509,10 @@ func TestPausedAndStoppedMakeNoScaleWrite(t *testing.T) {
 
 func gpuNode(name, model string, gpus int64, unschedulable bool) *corev1.Node {
 	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{DefaultGPULabelKey: model}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{podspec.DefaultGPULabelKey: model}},
 		Spec:       corev1.NodeSpec{Unschedulable: unschedulable},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
-			DefaultGPUResourceName: *resource.NewQuantity(gpus, resource.DecimalSI),
+			podspec.DefaultGPUResourceName: *resource.NewQuantity(gpus, resource.DecimalSI),
 		}},
 	}
 }
@@ -521,7 +522,10 @@ func gpuPod(name, node string, gpus int64, phase corev1.PodPhase) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
-			Name: "main", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{DefaultGPUResourceName: q}},
+			Name: "main", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{podspec.DefaultGPUResourceName: q},
+				Limits:   corev1.ResourceList{podspec.DefaultGPUResourceName: q},
+			},
 		}}},
 		Status: corev1.PodStatus{Phase: phase},
 	}
@@ -598,6 +602,12 @@ func TestCapacityCountsGPUAmountAndAnyModel(t *testing.T) {
 	}
 	if n != 4 { // floor(5/2) + floor(4/2)
 		t.Errorf("capacity = %d, want 4", n)
+	}
+
+	// An amount the tasks cannot be built with has no capacity to compute.
+	set.Spec.Template.Spec.GPUAmount = ptr.To(intstr.FromString("abc"))
+	if _, err := c.capacity(set); err == nil || !strings.Contains(err.Error(), "spec.gpu-amount") {
+		t.Errorf("capacity with gpu-amount abc: err = %v, want one naming spec.gpu-amount", err)
 	}
 }
 
@@ -926,30 +936,36 @@ func TestMetricInputDefaults(t *testing.T) {
 
 func TestPodGPUs(t *testing.T) {
 	gpu := func(n int64) corev1.ResourceList {
-		return corev1.ResourceList{DefaultGPUResourceName: *resource.NewQuantity(n, resource.DecimalSI)}
+		return corev1.ResourceList{podspec.DefaultGPUResourceName: *resource.NewQuantity(n, resource.DecimalSI)}
 	}
-	pod := &corev1.Pod{Spec: corev1.PodSpec{
-		InitContainers: []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: gpu(3)}}},
-		Containers: []corev1.Container{
-			{Resources: corev1.ResourceRequirements{Limits: gpu(1)}},
-			{Resources: corev1.ResourceRequirements{Requests: gpu(1), Limits: gpu(1)}},
-			{},
-		},
-	}}
-	if got := podGPUs(pod, DefaultGPUResourceName); got != 3 {
-		t.Errorf("podGPUs = %d, want 3 (the init container's)", got)
+	// Requests as the API server defaults them from the limits.
+	res := func(n int64) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: gpu(n), Limits: gpu(n)}
 	}
-	pod.Spec.InitContainers = nil
-	if got := podGPUs(pod, DefaultGPUResourceName); got != 2 {
-		t.Errorf("podGPUs = %d, want 2", got)
-	}
-	for amount, want := range map[string]int64{"": 1, "4": 4, "x": 1, "0": 1} {
-		var a *intstr.IntOrString
-		if amount != "" {
-			a = ptr.To(intstr.FromString(amount))
-		}
-		if got := gpusPerTask(a); got != want {
-			t.Errorf("gpusPerTask(%q) = %d, want %d", amount, got, want)
+	sidecar := corev1.ContainerRestartPolicyAlways
+	for _, tc := range []struct {
+		name string
+		spec corev1.PodSpec
+		want int64
+	}{
+		{"largest init container", corev1.PodSpec{
+			InitContainers: []corev1.Container{{Resources: res(3)}},
+			Containers:     []corev1.Container{{Resources: res(1)}, {Resources: res(1)}, {}},
+		}, 3},
+		{"containers summed", corev1.PodSpec{
+			Containers: []corev1.Container{{Resources: res(1)}, {Resources: res(1)}, {}},
+		}, 2},
+		{"sidecar init container adds to the containers", corev1.PodSpec{
+			InitContainers: []corev1.Container{{Resources: res(1), RestartPolicy: &sidecar}},
+			Containers:     []corev1.Container{{Resources: res(1)}},
+		}, 2},
+		{"overhead counts", corev1.PodSpec{
+			Containers: []corev1.Container{{Resources: res(1)}},
+			Overhead:   gpu(1),
+		}, 2},
+	} {
+		if got := podGPUs(&corev1.Pod{Spec: tc.spec}, podspec.DefaultGPUResourceName); got != tc.want {
+			t.Errorf("%s: podGPUs = %d, want %d", tc.name, got, tc.want)
 		}
 	}
 }

@@ -178,7 +178,7 @@ func buildInputs(set *gputaskv1.GPUTaskSet, now time.Time, readings []scaling.Me
 		Capacity:            capacity,
 		HeldBack:            set.Status.HeldBackReplicas,
 		Paused:              isPaused(set),
-		Stopped:             isStopped(set),
+		Stopped:             gputaskv1.IsStopped(set),
 		DryRun:              spec.DryRun,
 	}
 	if spec.ScaleDownStabilizationWindow != nil {

@@ -18,7 +18,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -61,7 +60,6 @@ const (
 	ReasonFailedDelete     = "FailedDelete"
 	ReasonRestartingTask   = "RestartingTask"
 	ReasonFailedRestart    = "FailedRestart"
-	ReasonInvalidRestartAt = "InvalidRestartedAt"
 )
 
 // setKind is the kind written into the tasks' controller references.
@@ -343,7 +341,7 @@ func (c *Controller) deleteTask(logger klog.Logger, obj any) {
 // nil. Kind and name are not enough: a set deleted and re-created with the
 // same name must not inherit the old one's tasks, so the UID must match too.
 func (c *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *gputaskv1.GPUTaskSet {
-	if ref == nil || ref.Kind != setKind.Kind || !sameGroup(ref.APIVersion) {
+	if !gputaskv1.IsRefTo(ref, setKind.Kind) {
 		return nil
 	}
 	set, err := c.setLister.GPUTaskSets(namespace).Get(ref.Name)
@@ -351,11 +349,4 @@ func (c *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerRef
 		return nil
 	}
 	return set
-}
-
-// sameGroup reports whether apiVersion is in the gputask.io group, at any
-// version, so a reference written by a later API version still resolves.
-func sameGroup(apiVersion string) bool {
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	return err == nil && gv.Group == setKind.Group
 }

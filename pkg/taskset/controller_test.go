@@ -983,8 +983,8 @@ func TestRestartWithInvalidTimeWarnsAndWaits(t *testing.T) {
 	f.addSet(withStatus(set, 1, 1, 0, 0))
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
 	f.run(ctx, setKey(set))
-	if n := countEvents(f.events(), "Warning "+ReasonInvalidRestartAt); n != 1 {
-		t.Errorf("%s events = %d, want 1", ReasonInvalidRestartAt, n)
+	if n := countEvents(f.events(), "Warning "+gputaskv1.ReasonInvalidRestartedAt); n != 1 {
+		t.Errorf("%s events = %d, want 1", gputaskv1.ReasonInvalidRestartedAt, n)
 	}
 }
 

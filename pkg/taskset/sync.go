@@ -117,7 +117,7 @@ func planReplicas(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, now ti
 		plan.create = min(-diff, burst)
 	case diff > 0:
 		minAge := minTaskAge(set)
-		if isStopped(set) {
+		if gputaskv1.IsStopped(set) {
 			// The user asked for zero tasks: protecting young ones would
 			// leave a stopped set running.
 			minAge = 0
@@ -131,18 +131,13 @@ func planReplicas(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, now ti
 // 0 while the set is stopped. Stopping keeps spec.replicas, so removing the
 // annotation brings back the previous count.
 func desiredReplicas(set *gputaskv1.GPUTaskSet) int {
-	if isStopped(set) {
+	if gputaskv1.IsStopped(set) {
 		return 0
 	}
 	if set.Spec.Replicas == nil {
 		return 1
 	}
 	return max(int(*set.Spec.Replicas), 0)
-}
-
-// isStopped reports whether the gputask.io/stopped annotation is "true".
-func isStopped(set *gputaskv1.GPUTaskSet) bool {
-	return set.Annotations[gputaskv1.AnnotationStopped] == "true"
 }
 
 // minTaskAge is spec.minTaskAge, 0 when unset.
