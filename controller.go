@@ -37,6 +37,8 @@ const (
 	controllerAgentName = "gputask-controller"
 	// metricsName is the controller label of the reconcile metrics.
 	metricsName = "gputask"
+	// queueName names the workqueue, and so its Prometheus metrics.
+	queueName = "gputasks"
 
 	// Event reasons.
 	ReasonCreated      = "Created"
@@ -88,6 +90,12 @@ type Options struct {
 	// MaxConcurrentReschedules bounds the tasks between the deletion of their
 	// old pod and the creation of the new one (5).
 	MaxConcurrentReschedules int
+	// Recorder records Events. Nil builds one that writes through
+	// kubeclientset; Run shuts it down when it returns.
+	Recorder record.EventRecorder
+	// Clock tells the time for rescheduling, restarts and expectations, and
+	// drives the queue's delays. Nil means the real clock; tests pass a fake one.
+	Clock clock.WithTicker
 }
 
 func (o Options) withDefaults() Options {
@@ -102,6 +110,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxConcurrentReschedules <= 0 {
 		o.MaxConcurrentReschedules = DefaultMaxConcurrentReschedules
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	return o
 }
@@ -119,15 +130,16 @@ type Controller struct {
 	nodesLister corelisters.NodeLister
 	nodesSynced cache.InformerSynced
 
-	workqueue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// broadcaster is nil when Options.Recorder was given.
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
+	clock       clock.WithTicker
 
 	opts         Options
 	podOpts      podspec.Options
 	rescheduling reschedule.Options
 	expectations *expectations.Expectations
-	now          func() time.Time
 
 	mu sync.Mutex
 	// replacements are the pods being replaced, by task.
@@ -159,26 +171,27 @@ func NewController(
 
 	// Events about GPUTasks need the GPUTask kind in the scheme the recorder uses.
 	utilruntime.Must(gputaskscheme.AddToScheme(scheme.Scheme))
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(0)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kubeclientset.CoreV1().Events("")})
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: controllerAgentName})
+	recorder, broadcaster := opts.Recorder, record.EventBroadcaster(nil)
+	if recorder == nil {
+		broadcaster = record.NewBroadcaster(record.WithContext(ctx))
+		broadcaster.StartStructuredLogging(4)
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kubeclientset.CoreV1().Events("")})
+		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: controllerAgentName})
+	}
 
 	c := &Controller{
 		kubeclientset:    kubeclientset,
 		gputaskclientset: gputaskclientset,
 		tasksLister:      taskInformer.Lister(),
-		tasksSynced:      taskInformer.Informer().HasSynced,
 		podsLister:       podInformer.Lister(),
-		podsSynced:       podInformer.Informer().HasSynced,
 		nodesLister:      nodeInformer.Lister(),
-		nodesSynced:      nodeInformer.Informer().HasSynced,
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "gputasks"},
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: queueName, Clock: opts.Clock},
 		),
 		broadcaster: broadcaster,
 		recorder:    recorder,
+		clock:       opts.Clock,
 		opts:        opts,
 		podOpts: podspec.Options{
 			GPUResourceName: opts.GPUResourceName,
@@ -186,8 +199,7 @@ func NewController(
 			DefaultImage:    opts.DefaultImage,
 		},
 		rescheduling:      reschedule.Options{Interval: opts.RescheduleInterval, PendingTimeout: opts.PendingTimeout, NodeNotReadyTimeout: opts.NodeNotReadyTimeout},
-		expectations:      expectations.New(clock.RealClock{}, expectations.DefaultTTL),
-		now:               time.Now,
+		expectations:      expectations.New(opts.Clock, expectations.DefaultTTL),
 		replacements:      map[cache.ObjectName]*replacement{},
 		deletedTasks:      map[cache.ObjectName]types.UID{},
 		orphaning:         map[cache.ObjectName]types.UID{},
@@ -195,47 +207,45 @@ func NewController(
 	}
 
 	logger.Info("Setting up event handlers")
-	handlers := []struct {
-		what     string
-		informer cache.SharedIndexInformer
-		handler  cache.ResourceEventHandler
-	}{
-		{"gputask", taskInformer.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.enqueueTask,
-			UpdateFunc: c.handleTaskUpdate,
-			DeleteFunc: c.handleTaskDelete,
-		}},
-		{"pod", podInformer.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.handlePodAdd,
-			UpdateFunc: c.handlePodUpdate,
-			DeleteFunc: c.handleObject,
-		}},
-		{"node", nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{
-			UpdateFunc: c.handleNodeUpdate,
-			DeleteFunc: c.handleNodeDelete,
-		}},
-	}
-	for _, h := range handlers {
-		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
-			logger.Error(err, "Adding event handler", "informer", h.what)
-		}
-	}
+	// Run waits for the handler registrations rather than the informers:
+	// they have synced once the handlers saw the initial list, so the
+	// expectations and the queue start from the full picture.
+	tasksReg, err := taskInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueTask,
+		UpdateFunc: c.handleTaskUpdate,
+		DeleteFunc: c.handleTaskDelete,
+	})
+	utilruntime.Must(err)
+	podsReg, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.handlePodAdd,
+		UpdateFunc: c.handlePodUpdate,
+		DeleteFunc: c.handleObject,
+	})
+	utilruntime.Must(err)
+	nodesReg, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: c.handleNodeUpdate,
+		DeleteFunc: c.handleNodeDelete,
+	})
+	utilruntime.Must(err)
+	c.tasksSynced, c.podsSynced, c.nodesSynced = tasksReg.HasSynced, podsReg.HasSynced, nodesReg.HasSynced
 	return c
 }
 
-// Run waits for the caches, then runs workers until ctx is cancelled. It
-// returns once every worker has finished the item it was working on.
+// Run waits for the caches, then runs workers until ctx ends, and returns
+// once every worker has finished the item it was working on. It returns nil
+// on a normal shutdown, also when ctx ends before the caches synced.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.broadcaster.Shutdown()
+	defer c.workqueue.ShutDown()
+	if c.broadcaster != nil {
+		defer c.broadcaster.Shutdown()
+	}
 	logger := klog.FromContext(ctx)
 
 	logger.Info("Starting GPUTask controller")
-	logger.Info("Waiting for informer caches to sync")
-	if ok := cache.WaitForCacheSync(ctx.Done(), c.tasksSynced, c.podsSynced, c.nodesSynced); !ok {
-		c.workqueue.ShutDown()
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.tasksSynced, c.podsSynced, c.nodesSynced) {
 		if ctx.Err() != nil {
-			// Asked to stop before the caches synced: a clean shutdown.
+			// Asked to stop before the caches synced: a normal shutdown.
 			return nil
 		}
 		return errors.New("failed to wait for caches to sync")
@@ -243,7 +253,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 
 	var wg sync.WaitGroup
 	logger.Info("Starting workers", "count", workers)
-	for range workers {
+	for range max(workers, 1) {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
 	}
 	if period := c.resyncPeriod(); period > 0 {
@@ -253,7 +263,6 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.enqueueAllTasks, period) })
 	}
 
-	logger.Info("Started workers")
 	<-ctx.Done()
 	logger.Info("Shutting down workers")
 	// ShutDown makes Get return at once, so each worker ends after the item
@@ -287,19 +296,17 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	}
 	defer c.workqueue.Done(key)
 
-	start := time.Now()
+	start := c.clock.Now()
 	err := c.syncHandler(ctx, key)
-	metrics.ReconcileDuration.WithLabelValues(metricsName).Observe(time.Since(start).Seconds())
+	metrics.ObserveReconcile(metricsName, c.clock.Since(start), err)
 	if err == nil {
-		metrics.ReconcileTotal.WithLabelValues(metricsName, "success").Inc()
 		c.workqueue.Forget(key)
 		return true
 	}
-	metrics.ReconcileTotal.WithLabelValues(metricsName, "error").Inc()
 	if apierrors.IsConflict(err) {
 		// The cache is behind a write (often our own status write); the
 		// retry reads the newer object. Routine, so not logged as an error.
-		klog.FromContext(ctx).V(2).Info("Conflict syncing; requeuing", "gputask", key, "err", err)
+		klog.FromContext(ctx).V(2).Info("Conflict syncing; requeuing", "objectReference", key, "err", err)
 	} else {
 		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing for later retry", "objectReference", key)
 	}

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
@@ -67,6 +68,7 @@ type fixture struct {
 
 	c        *Controller
 	recorder *record.FakeRecorder
+	clock    *testingclock.FakeClock
 	inf      gputaskinformers.SharedInformerFactory
 	kinf     kubeinformers.SharedInformerFactory
 }
@@ -85,13 +87,14 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	f.inf = gputaskinformers.NewSharedInformerFactory(f.client, 0)
 	f.kinf = kubeinformers.NewSharedInformerFactory(f.kubeclient, 0)
 
-	c := NewController(ctx, f.kubeclient, f.client,
-		f.inf.Gputask().V1().GPUTasks(), f.kinf.Core().V1().Pods(), f.kinf.Core().V1().Nodes(), f.opts)
-	f.t.Cleanup(c.broadcaster.Shutdown)
-	c.tasksSynced, c.podsSynced, c.nodesSynced = alwaysReady, alwaysReady, alwaysReady
 	f.recorder = record.NewFakeRecorder(100)
-	c.recorder = f.recorder
-	c.now = func() time.Time { return testNow }
+	opts := f.opts
+	opts.Recorder = f.recorder
+	f.clock = testingclock.NewFakeClock(testNow)
+	opts.Clock = f.clock
+	c := NewController(ctx, f.kubeclient, f.client,
+		f.inf.Gputask().V1().GPUTasks(), f.kinf.Core().V1().Pods(), f.kinf.Core().V1().Nodes(), opts)
+	c.tasksSynced, c.podsSynced, c.nodesSynced = alwaysReady, alwaysReady, alwaysReady
 
 	for _, t := range f.taskLister {
 		f.mustAdd(f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer(), t)
@@ -108,7 +111,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 
 func alwaysReady() bool { return true }
 
-func (f *fixture) mustAdd(indexer cache.Indexer, obj interface{}) {
+func (f *fixture) mustAdd(indexer cache.Indexer, obj any) {
 	f.t.Helper()
 	if err := indexer.Add(obj); err != nil {
 		f.t.Fatal(err)
@@ -1322,7 +1325,7 @@ func TestForceDeleteOnNotReadyNode(t *testing.T) {
 	f.addTask(task)
 	f.addPod(old)
 	f.addNode(notReady)
-	c := f.newController(ctx)
+	f.newController(ctx)
 
 	f.expectDeletePod(old)
 	f.run(ctx, key(task))
@@ -1336,7 +1339,7 @@ func TestForceDeleteOnNotReadyNode(t *testing.T) {
 	f.run(ctx, key(task))
 
 	// Well past it: force delete.
-	c.now = func() time.Time { return testNow.Add(30*time.Second + reschedule.ForceDeleteMargin) }
+	f.clock.SetTime(testNow.Add(30*time.Second + reschedule.ForceDeleteMargin))
 	f.expectDeletePodNow(terminating)
 	f.run(ctx, key(task))
 	f.expectEvents("Warning ForceDeleted")

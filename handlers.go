@@ -17,7 +17,7 @@ import (
 )
 
 // enqueueTask puts a task's key on the queue.
-func (c *Controller) enqueueTask(obj interface{}) {
+func (c *Controller) enqueueTask(obj any) {
 	key, err := cache.ObjectToName(obj)
 	if err != nil {
 		utilruntime.HandleError(err)
@@ -29,7 +29,7 @@ func (c *Controller) enqueueTask(obj interface{}) {
 // handleTaskDelete remembers the deleted task's UID, taken from the last
 // state the informer knew (a tombstone if the delete was missed), so the
 // sync deletes only the pod that this task controlled.
-func (c *Controller) handleTaskDelete(obj interface{}) {
+func (c *Controller) handleTaskDelete(obj any) {
 	task, ok := tombstone.Unwrap[*gputaskv1.GPUTask](obj)
 	if !ok {
 		return
@@ -47,7 +47,7 @@ func (c *Controller) handleTaskDelete(obj interface{}) {
 // handleTaskUpdate enqueues the task, and notes a task deleted with
 // propagationPolicy=Orphan: its final state no longer shows the orphan
 // finalizer, and its pod must then be left running.
-func (c *Controller) handleTaskUpdate(_, newObj interface{}) {
+func (c *Controller) handleTaskUpdate(_, newObj any) {
 	if task, ok := newObj.(*gputaskv1.GPUTask); ok && task.DeletionTimestamp != nil &&
 		slices.Contains(task.Finalizers, metav1.FinalizerOrphanDependents) {
 		c.mu.Lock()
@@ -70,7 +70,7 @@ func (c *Controller) enqueueAllTasks(ctx context.Context) {
 
 // handlePodAdd counts the expected creation down before the task is synced,
 // so the sync sees the expectation met.
-func (c *Controller) handlePodAdd(obj interface{}) {
+func (c *Controller) handlePodAdd(obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
@@ -85,7 +85,7 @@ func (c *Controller) handlePodAdd(obj interface{}) {
 	c.workqueue.Add(*key)
 }
 
-func (c *Controller) handlePodUpdate(oldObj, newObj interface{}) {
+func (c *Controller) handlePodUpdate(oldObj, newObj any) {
 	oldPod, ok1 := oldObj.(*corev1.Pod)
 	newPod, ok2 := newObj.(*corev1.Pod)
 	if ok1 && ok2 && oldPod.ResourceVersion == newPod.ResourceVersion {
@@ -99,7 +99,7 @@ func (c *Controller) handlePodUpdate(oldObj, newObj interface{}) {
 // handleObject enqueues the task a pod event concerns. A tombstone from a
 // missed delete is unwrapped, since a pod that is gone is exactly what makes
 // its task create a new one.
-func (c *Controller) handleObject(obj interface{}) {
+func (c *Controller) handleObject(obj any) {
 	pod, ok := tombstone.Unwrap[*corev1.Pod](obj)
 	if !ok {
 		return
@@ -143,7 +143,7 @@ func isGPUTaskRef(ref *metav1.OwnerReference) bool {
 // handleNodeUpdate enqueues the tasks on a node whose readiness changed.
 // Nodes update their status every few seconds; only a readiness change can
 // change a decision.
-func (c *Controller) handleNodeUpdate(oldObj, newObj interface{}) {
+func (c *Controller) handleNodeUpdate(oldObj, newObj any) {
 	oldNode, ok1 := oldObj.(*corev1.Node)
 	newNode, ok2 := newObj.(*corev1.Node)
 	if !ok1 || !ok2 || nodeReadyStatus(oldNode) == nodeReadyStatus(newNode) {
@@ -152,7 +152,7 @@ func (c *Controller) handleNodeUpdate(oldObj, newObj interface{}) {
 	c.enqueueTasksOnNode(newNode.Name)
 }
 
-func (c *Controller) handleNodeDelete(obj interface{}) {
+func (c *Controller) handleNodeDelete(obj any) {
 	node, ok := tombstone.Unwrap[*corev1.Node](obj)
 	if !ok {
 		return

@@ -226,10 +226,7 @@ func run(ctx context.Context, cfg *config) error {
 		inf.cluster.Core().V1().Nodes(),
 		cfg.controllerOptions())
 
-	setControllers, err := newSetControllers(ctx, cfg, cl, inf)
-	if err != nil {
-		return err
-	}
+	setControllers := newSetControllers(ctx, cfg, cl, inf)
 
 	var servers serverGroup
 	defer servers.shutdown(logger, cfg.shutdownGracePeriod)
@@ -308,23 +305,20 @@ type namedController struct {
 }
 
 // newSetControllers builds the GPUTaskSet controller and the autoscaler.
-func newSetControllers(ctx context.Context, cfg *config, cl clients, inf *informerSet) ([]namedController, error) {
+func newSetControllers(ctx context.Context, cfg *config, cl clients, inf *informerSet) []namedController {
 	sets := inf.gputask.Gputask().V1().GPUTaskSets()
 	tasks := inf.gputask.Gputask().V1().GPUTasks()
 	setController := taskset.NewController(ctx, cl.kube, cl.gputask, sets, tasks, taskset.Options{})
-	scaler, err := autoscaler.NewController(ctx, cl.kube, cl.gputask, sets, tasks,
+	scaler := autoscaler.NewController(ctx, cl.kube, cl.gputask, sets, tasks,
 		inf.cluster.Core().V1().Nodes(), inf.activePods.Core().V1().Pods(),
 		autoscaler.Options{
 			GPUResourceName: corev1.ResourceName(cfg.gpuResourceName),
 			GPULabelKey:     cfg.gpuLabelKey,
 		})
-	if err != nil {
-		return nil, fmt.Errorf("building the autoscaler: %w", err)
-	}
 	return []namedController{
 		{name: "gputaskset", run: func(ctx context.Context) error { return setController.Run(ctx, cfg.workers) }},
 		{name: "autoscaler", run: func(ctx context.Context) error { return scaler.Run(ctx, cfg.workers) }},
-	}, nil
+	}
 }
 
 func (s *informerSet) start(ctx context.Context) {

@@ -40,7 +40,7 @@ type replacement struct {
 // the user asked for, then the rescheduling cases. It schedules the next look
 // for the time-based cases that are not due yet.
 func (c *Controller) replacementReason(ctx context.Context, key cache.ObjectName, task *gputaskv1.GPUTask, pod *corev1.Pod) (string, bool) {
-	now := c.now()
+	now := c.clock.Now()
 	verdict, err := reschedule.Restart(task, pod, now)
 	if err != nil {
 		c.warnBadRestartedAt(ctx, key, task, err)
@@ -122,7 +122,7 @@ func (c *Controller) startReplacement(ctx context.Context, key cache.ObjectName,
 // was lost or NotReady and that outlived its grace period there: no kubelet
 // will confirm its end, and the task would otherwise wait for the node.
 func (c *Controller) forceDeleteIfUnreachable(ctx context.Context, task *gputaskv1.GPUTask, pod *corev1.Pod, reason string) error {
-	if !reschedule.ForceDelete(pod, c.nodeOf(pod), reason, c.now()) {
+	if !reschedule.ForceDelete(pod, c.nodeOf(pod), reason, c.clock.Now()) {
 		return nil
 	}
 	uid := pod.UID
@@ -188,7 +188,7 @@ func (c *Controller) markReplacementCreated(key cache.ObjectName, task *gputaskv
 	if !r.created {
 		r.created = true
 		r.countedFrom = task.Status.Reschedules
-		r.at = metav1.NewTime(c.now())
+		r.at = metav1.NewTime(c.clock.Now())
 	}
 	cp := *r
 	return &cp

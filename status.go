@@ -68,7 +68,7 @@ const (
 // write; meta.SetStatusCondition keeps lastTransitionTime unless the status
 // of a condition flips.
 func (c *Controller) computeStatus(task *gputaskv1.GPUTask, view statusView) gputaskv1.GPUTaskStatus {
-	now := metav1.NewTime(c.now())
+	now := metav1.NewTime(c.clock.Now())
 	status := *task.Status.DeepCopy()
 	status.ObservedGeneration = task.Generation
 	status.Phase = taskPhase(view.pod)

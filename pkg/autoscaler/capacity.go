@@ -23,11 +23,11 @@ func (c *Controller) capacity(set *gputaskv1.GPUTaskSet) (int32, error) {
 		// The set's tasks cannot be built either; they report InvalidSpec.
 		return 0, fmt.Errorf("template: %w", err)
 	}
-	nodes, err := c.nodeLister.List(labels.Everything())
+	nodes, err := c.nodesLister.List(labels.Everything())
 	if err != nil {
 		return 0, fmt.Errorf("listing nodes: %w", err)
 	}
-	pods, err := c.podLister.List(labels.Everything())
+	pods, err := c.podsLister.List(labels.Everything())
 	if err != nil {
 		return 0, fmt.Errorf("listing pods: %w", err)
 	}
@@ -67,7 +67,7 @@ func (c *Controller) nodeMatches(node *corev1.Node, model string) bool {
 
 // boundTasks counts the set's live tasks that have a node.
 func (c *Controller) boundTasks(set *gputaskv1.GPUTaskSet) (int64, error) {
-	tasks, err := c.taskLister.GPUTasks(set.Namespace).List(labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: set.Name}))
+	tasks, err := c.tasksLister.GPUTasks(set.Namespace).List(labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: set.Name}))
 	if err != nil {
 		return 0, fmt.Errorf("listing tasks: %w", err)
 	}

@@ -123,13 +123,10 @@ func (f *fixture) newControllerWithFactories(ctx context.Context) (*Controller, 
 
 	inf := informers.NewSharedInformerFactory(f.client, 0)
 	kinf := kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
-	c, err := NewController(ctx, f.kubeClient, f.client,
+	c := NewController(ctx, f.kubeClient, f.client,
 		inf.Gputask().V1().GPUTaskSets(), inf.Gputask().V1().GPUTasks(),
 		kinf.Core().V1().Nodes(), kinf.Core().V1().Pods(),
 		Options{Clock: f.clock, Recorder: f.recorder, NewSource: f.newSource})
-	if err != nil {
-		f.t.Fatalf("NewController: %v", err)
-	}
 	if f.noPreload {
 		return c, inf, kinf
 	}
@@ -797,7 +794,7 @@ func TestUpdateHandlerOnlyEnqueuesAutoscalingChanges(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	c, _ := f.newController(ctx)
-	defer c.queue.ShutDown()
+	defer c.workqueue.ShutDown()
 	old := newSet("web", 5)
 
 	statusOnly := old.DeepCopy()
@@ -806,19 +803,19 @@ func TestUpdateHandlerOnlyEnqueuesAutoscalingChanges(t *testing.T) {
 	replicasOnly.Spec.Replicas = ptr.To[int32](9)
 	c.onSetUpdate(old, statusOnly)
 	c.onSetUpdate(old, replicasOnly)
-	if n := c.queue.Len(); n != 0 {
+	if n := c.workqueue.Len(); n != 0 {
 		t.Fatalf("queue length = %d after status/replicas changes, want 0", n)
 	}
 	paused := old.DeepCopy()
 	paused.Annotations = map[string]string{gputaskv1.AnnotationPaused: "true"}
 	c.onSetUpdate(old, paused)
-	if n := c.queue.Len(); n != 1 {
+	if n := c.workqueue.Len(); n != 1 {
 		t.Fatalf("queue length = %d after pausing, want 1", n)
 	}
 	plain := old.DeepCopy()
 	plain.Spec.Autoscaling = nil
 	c.onSetAdd(plain)
-	if n := c.queue.Len(); n != 1 {
+	if n := c.workqueue.Len(); n != 1 {
 		t.Errorf("a set without autoscaling was enqueued")
 	}
 }

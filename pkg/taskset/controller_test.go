@@ -141,9 +141,9 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		Recorder: f.recorder,
 		Clock:    f.clock,
 	})
-	f.queue = &recordingQueue{TypedRateLimitingInterface: c.queue}
-	c.queue = f.queue
-	f.t.Cleanup(c.queue.ShutDown)
+	f.queue = &recordingQueue{TypedRateLimitingInterface: c.workqueue}
+	c.workqueue = f.queue
+	f.t.Cleanup(c.workqueue.ShutDown)
 
 	for _, s := range f.sets {
 		if err := setInformer.Informer().GetIndexer().Add(s); err != nil {
@@ -1025,25 +1025,25 @@ func TestEventHandlers(t *testing.T) {
 
 	c.expectations.ExpectCreations(key, 1)
 	c.addTask(logger, stranger)
-	if c.expectations.Satisfied(key) || c.queue.Len() != 0 {
+	if c.expectations.Satisfied(key) || c.workqueue.Len() != 0 {
 		t.Fatal("a task controlled by another set's UID must be ignored")
 	}
 	c.addTask(logger, mine)
-	if !c.expectations.Satisfied(key) || c.queue.Len() != 1 {
-		t.Fatalf("adding an owned task: satisfied=%v queue=%d, want true, 1", c.expectations.Satisfied(key), c.queue.Len())
+	if !c.expectations.Satisfied(key) || c.workqueue.Len() != 1 {
+		t.Fatalf("adding an owned task: satisfied=%v queue=%d, want true, 1", c.expectations.Satisfied(key), c.workqueue.Len())
 	}
 
 	// A resync (same resourceVersion) enqueues nothing new.
 	drain(c)
 	c.updateTask(logger, mine, mine.DeepCopy())
-	if c.queue.Len() != 0 {
+	if c.workqueue.Len() != 0 {
 		t.Error("a resync of an unchanged task must not enqueue")
 	}
 	changed := mine.DeepCopy()
 	changed.ResourceVersion = "2"
 	changed.Status.Phase = gputaskv1.GPUTaskFailed
 	c.updateTask(logger, mine, changed)
-	if c.queue.Len() != 1 {
+	if c.workqueue.Len() != 1 {
 		t.Error("a status change must enqueue the owner")
 	}
 	drain(c)
@@ -1059,30 +1059,30 @@ func TestEventHandlers(t *testing.T) {
 		t.Error("a deletion timestamp must count as the deletion")
 	}
 	c.deleteTask(logger, cache.DeletedFinalStateUnknown{Key: "default/render-a", Obj: terminating})
-	if c.queue.Len() != 1 {
-		t.Errorf("queue = %d, want the owner once", c.queue.Len())
+	if c.workqueue.Len() != 1 {
+		t.Errorf("queue = %d, want the owner once", c.workqueue.Len())
 	}
 	drain(c)
 
 	// Set handlers: a tombstone of the set drops its expectations.
 	c.expectations.ExpectCreations(key, 5)
 	c.deleteSet(logger, cache.DeletedFinalStateUnknown{Key: key, Obj: set})
-	if !c.expectations.Satisfied(key) || c.queue.Len() != 1 {
+	if !c.expectations.Satisfied(key) || c.workqueue.Len() != 1 {
 		t.Error("deleting the set must drop its expectations and enqueue it")
 	}
 	drain(c)
 	c.addSet(logger, "not a set")
 	c.deleteTask(logger, "not a task")
-	if c.queue.Len() != 0 {
+	if c.workqueue.Len() != 0 {
 		t.Error("unexpected objects must be ignored")
 	}
 }
 
 func drain(c *Controller) {
-	for c.queue.Len() > 0 {
-		k, _ := c.queue.Get()
-		c.queue.Done(k)
-		c.queue.Forget(k)
+	for c.workqueue.Len() > 0 {
+		k, _ := c.workqueue.Get()
+		c.workqueue.Done(k)
+		c.workqueue.Forget(k)
 	}
 }
 

@@ -143,7 +143,7 @@ func (c *Controller) annotateForRestart(ctx context.Context, set *gputaskv1.GPUT
 	// Expect before patching: the next sync must not pick another task
 	// until the cache shows this one annotated.
 	c.expectations.ExpectAnnotation(key, task.Name, value)
-	_, err = c.client.GputaskV1().GPUTasks(task.Namespace).Patch(ctx, task.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace).Patch(ctx, task.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		c.expectations.ForgetAnnotation(key, task.Name)
 		if apierrors.IsNotFound(err) {
