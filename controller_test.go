@@ -3,12 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,7 +107,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 
 func alwaysReady() bool { return true }
 
-func (f *fixture) mustAdd(indexer cache.Indexer, obj any) {
+func (f *fixture) mustAdd(indexer cache.Indexer, obj interface{}) {
 	f.t.Helper()
 	if err := indexer.Add(obj); err != nil {
 		f.t.Fatal(err)
@@ -1045,75 +1041,6 @@ func TestRun(t *testing.T) {
 	kinf.Shutdown()
 }
 
-func TestFlagValidation(t *testing.T) {
-	tests := []struct {
-		name    string
-		args    []string
-		wantErr string
-	}{
-		{name: "defaults"},
-		{name: "integration-test flags", args: []string{"--kubeconfig=/k", "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}},
-		{name: "servers off", args: []string{"--metrics-bind-address=0", "--health-probe-bind-address=0"}},
-		{name: "workers 0", args: []string{"--workers=0"}, wantErr: "--workers must be at least 1"},
-		{name: "qps 0", args: []string{"--kube-api-qps=0"}, wantErr: "--kube-api-qps"},
-		{name: "bad resource name", args: []string{"--gpu-resource-name=nvidia.com/g p u"}, wantErr: "--gpu-resource-name"},
-		{name: "empty image", args: []string{"--default-image="}, wantErr: "--default-image"},
-		{name: "negative interval", args: []string{"--reschedule-interval=-1s"}, wantErr: "--reschedule-interval"},
-		{name: "no concurrent reschedules", args: []string{"--max-concurrent-reschedules=0"}, wantErr: "--max-concurrent-reschedules"},
-		{name: "bad bind address", args: []string{"--metrics-bind-address=8080"}, wantErr: "--metrics-bind-address"},
-		{name: "lease shorter than renew", args: []string{"--leader-elect", "--leader-elect-lease-duration=5s"}, wantErr: "--leader-elect-lease-duration"},
-		{name: "renew shorter than retry", args: []string{"--leader-elect", "--leader-elect-renew-deadline=2s"}, wantErr: "--leader-elect-renew-deadline"},
-		{name: "leader election timings ignored when off", args: []string{"--leader-elect-lease-duration=1s"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			fs := flagSet()
-			cfg := bindFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
-			err := cfg.validate()
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Errorf("validate() = %v, want nil", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("validate() = %v, want an error containing %q", err, tc.wantErr)
-			}
-		})
-	}
-}
-
-func flagSet() *flag.FlagSet { return flag.NewFlagSet("gputask-controller", flag.ContinueOnError) }
-
-func TestHealthEndpoints(t *testing.T) {
-	var ready atomic.Bool
-	srv := httptest.NewServer(healthMux(&ready, nil))
-	defer srv.Close()
-
-	get := func(path string) int {
-		t.Helper()
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	if code := get("/healthz"); code != http.StatusOK {
-		t.Errorf("/healthz = %d, want 200", code)
-	}
-	if code := get("/readyz"); code != http.StatusServiceUnavailable {
-		t.Errorf("/readyz before sync = %d, want 503", code)
-	}
-	ready.Store(true)
-	if code := get("/readyz"); code != http.StatusOK {
-		t.Errorf("/readyz after sync = %d, want 200", code)
-	}
-}
-
 func TestTaskPhase(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -1360,61 +1287,4 @@ func TestOrphanedTaskKeepsPod(t *testing.T) {
 	c.handleTaskUpdate(task, orphaning)
 	c.handleTaskDelete(task)
 	f.run(ctx, key(task)) // no delete
-}
-
-// TestLeaderElection runs the controllers only once the Lease is held, and
-// releases the Lease on shutdown so a successor need not wait it out.
-func TestLeaderElection(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	fs := flagSet()
-	cfg := bindFlags(fs)
-	if err := fs.Parse([]string{"--leader-elect", "--leader-elect-namespace=gputask-system",
-		"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=100ms"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.validate(); err != nil {
-		t.Fatal(err)
-	}
-	kube := k8sfake.NewClientset()
-	started := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- runWithLeaderElection(ctx, cfg, clients{kube: kube}, nil, func(ctx context.Context) error {
-			close(started)
-			<-ctx.Done()
-			return nil
-		})
-	}()
-
-	select {
-	case <-started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("controllers not started after acquiring the lease")
-	}
-	lease, err := kube.CoordinationV1().Leases("gputask-system").Get(ctx, "gputask-controller", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("lease not created: %v", err)
-	}
-	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); !strings.Contains(holder, "_") {
-		t.Errorf("holder identity %q, want hostname_uuid", holder)
-	}
-
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("runWithLeaderElection() = %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("runWithLeaderElection did not return after cancel")
-	}
-	lease, err = kube.CoordinationV1().Leases("gputask-system").Get(context.Background(), "gputask-controller", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder != "" {
-		t.Errorf("lease still held by %q after shutdown, want released", holder)
-	}
 }

@@ -75,7 +75,7 @@ func bindFlags(fs *flag.FlagSet) *config {
 	c := &config{}
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Only required if out-of-cluster.")
 	fs.StringVar(&c.master, "master", "", "The address of the Kubernetes API server. Overrides any value in kubeconfig. Only required if out-of-cluster.")
-	fs.IntVar(&c.workers, "workers", 2, "Number of GPUTasks synced concurrently (at least 1).")
+	fs.IntVar(&c.workers, "workers", 2, "Objects synced concurrently by each controller (at least 1).")
 	fs.Float64Var(&c.kubeAPIQPS, "kube-api-qps", 50, "QPS to use while talking with the Kubernetes API server.")
 	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 100, "Burst to use while talking with the Kubernetes API server.")
 
@@ -163,9 +163,33 @@ func (c *config) controllerOptions() Options {
 	}
 }
 
+// helpHeader opens --help: what the program is and where its README is.
+const helpHeader = "gputask-controller runs GPUTasks as pods and keeps GPUTaskSets at their replica count, scaled from a load index. Documentation: README.md, https://github.com/gputask/gputask-controller#readme"
+
+// newCommandLine binds the project's flags and klog's to fs, and makes
+// fs.Usage list the project's flags first.
+func newCommandLine(fs *flag.FlagSet) *config {
+	own := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	cfg := bindFlags(own)
+	logging := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(logging)
+	for _, set := range []*flag.FlagSet{own, logging} {
+		set.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
+	}
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "%s\n\nUsage: %s [flags]\n\nFlags:\n", helpHeader, fs.Name())
+		own.SetOutput(w)
+		own.PrintDefaults()
+		fmt.Fprintf(w, "\nLogging flags (klog):\n")
+		logging.SetOutput(w)
+		logging.PrintDefaults()
+	}
+	return cfg
+}
+
 func main() {
-	klog.InitFlags(nil)
-	cfg := bindFlags(flag.CommandLine)
+	cfg := newCommandLine(flag.CommandLine)
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "error: unexpected arguments: %q\n", flag.Args())
@@ -379,6 +403,11 @@ func startControllers(ctx context.Context, cfg *config, cl clients, inf *informe
 // runWithLeaderElection runs start while this process holds the Lease. Losing
 // the lease ends the process, as with every Kubernetes component: the
 // controllers' state cannot be trusted to be stopped cleanly mid-sync.
+//
+// On shutdown (ctx ends) the controllers stop first and the Lease is released
+// after: client-go's ReleaseOnCancel requires that the context given to the
+// elector outlives the work it guards, or a new leader could start while this
+// one still writes.
 func runWithLeaderElection(ctx context.Context, cfg *config, cl clients, watchdog *leaderelection.HealthzAdaptor, start func(context.Context) error) error {
 	logger := klog.FromContext(ctx)
 	hostname, err := os.Hostname()
@@ -394,11 +423,19 @@ func runWithLeaderElection(ctx context.Context, cfg *config, cl clients, watchdo
 		return fmt.Errorf("creating the leader election lock: %w", err)
 	}
 
-	var (
-		done   = make(chan struct{})
-		runErr error
-		led    atomic.Bool
-	)
+	// The elector's context keeps ctx's values but not its cancellation: it
+	// ends when the controllers have stopped, or at once when ctx ends
+	// before this process leads.
+	electionCtx, cancelElection := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelElection()
+	var leading leadership
+	stopWaiting := context.AfterFunc(ctx, func() {
+		if !leading.shutDown() {
+			cancelElection()
+		}
+	})
+	defer stopWaiting()
+
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   cfg.leaseDuration,
@@ -408,14 +445,26 @@ func runWithLeaderElection(ctx context.Context, cfg *config, cl clients, watchdo
 		WatchDog:        watchdog,
 		Name:            cfg.leaderElectID,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				led.Store(true)
+			OnStartedLeading: func(leaderCtx context.Context) {
+				if !leading.begin() {
+					// ctx ended while the lease was being acquired.
+					return
+				}
+				defer leading.done()
 				logger.Info("Became leader; starting controllers", "identity", identity)
-				runErr = start(ctx)
-				close(done)
+				// The controllers stop when ctx ends or leadership is lost;
+				// only then is the election ended and the Lease released.
+				runCtx, cancel := context.WithCancel(leaderCtx)
+				defer cancel()
+				stop := context.AfterFunc(ctx, cancel)
+				defer stop()
+				leading.finish(start(runCtx))
+				cancelElection()
 			},
 			OnStoppedLeading: func() {
-				if ctx.Err() != nil {
+				if ctx.Err() != nil || leading.finished() {
+					// A shutdown, or the controllers stopped on their own
+					// and their error is what Run returns.
 					return
 				}
 				logger.Info("Leader election lost; exiting", "identity", identity)
@@ -435,13 +484,68 @@ func runWithLeaderElection(ctx context.Context, cfg *config, cl clients, watchdo
 		watchdog.SetLeaderElection(elector)
 	}
 	logger.Info("Waiting for leadership", "lease", klog.KRef(namespace, cfg.leaderElectID), "identity", identity)
-	elector.Run(ctx)
-	if led.Load() {
-		// Run returns once the lease is released; the controllers may still
-		// be finishing their current items.
-		<-done
+	elector.Run(electionCtx)
+	return leading.wait()
+}
+
+// leadership tracks the controllers started by OnStartedLeading, which the
+// elector runs in a goroutine of its own that may start after the election
+// ended.
+type leadership struct {
+	mu       sync.Mutex
+	started  bool
+	stopping bool
+	ended    bool
+	// err is what the controllers returned.
+	err error
+	wg  sync.WaitGroup
+}
+
+// begin reports whether the controllers may start, and counts them if so.
+func (l *leadership) begin() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopping {
+		return false
 	}
-	return runErr
+	l.started = true
+	l.wg.Add(1)
+	return true
+}
+
+func (l *leadership) done() { l.wg.Done() }
+
+// finish records that the controllers returned, and with what.
+func (l *leadership) finish(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended, l.err = true, err
+}
+
+// finished reports whether the controllers have returned.
+func (l *leadership) finished() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended
+}
+
+// shutDown forbids a later start, and reports whether the controllers had
+// started (they then end the election themselves once they have stopped).
+func (l *leadership) shutDown() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopping = true
+	return l.started
+}
+
+// wait forbids a later start, waits for the controllers to stop, and returns
+// their error.
+func (l *leadership) wait() error {
+	l.shutDown()
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
 }
 
 func leaderElectionNamespace(flagValue string) string {
