@@ -3,20 +3,17 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
@@ -29,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/controllertest"
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/reschedule"
@@ -90,50 +88,26 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	opts.Clock = f.clock
 	c := NewController(ctx, f.kubeclient, f.client,
 		f.inf.Gputask().V1().GPUTasks(), f.kinf.Core().V1().Pods(), f.kinf.Core().V1().Nodes(), opts)
-	c.tasksSynced, c.podsSynced, c.nodesSynced = alwaysReady, alwaysReady, alwaysReady
+	c.tasksSynced, c.podsSynced, c.nodesSynced = controllertest.AlwaysReady, controllertest.AlwaysReady, controllertest.AlwaysReady
 
-	for _, t := range f.taskLister {
-		f.mustAdd(f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer(), t)
-	}
-	for _, p := range f.podLister {
-		f.mustAdd(f.kinf.Core().V1().Pods().Informer().GetIndexer(), p)
-	}
-	for _, n := range f.nodeLister {
-		f.mustAdd(f.kinf.Core().V1().Nodes().Informer().GetIndexer(), n)
-	}
+	controllertest.Preload(f.t, f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer(), f.taskLister...)
+	controllertest.Preload(f.t, f.kinf.Core().V1().Pods().Informer().GetIndexer(), f.podLister...)
+	controllertest.Preload(f.t, f.kinf.Core().V1().Nodes().Informer().GetIndexer(), f.nodeLister...)
 	f.c = c
 	return c
 }
 
-func alwaysReady() bool { return true }
-
-func (f *fixture) mustAdd(indexer cache.Indexer, obj interface{}) {
-	f.t.Helper()
-	if err := indexer.Add(obj); err != nil {
-		f.t.Fatal(err)
-	}
-}
-
 // setTask replaces a task in the cache, as a watch event would.
 func (f *fixture) setTask(task *gputaskv1.GPUTask) {
-	f.t.Helper()
-	if err := f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer().Update(task); err != nil {
-		f.t.Fatal(err)
-	}
+	controllertest.Update(f.t, f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer(), task)
 }
 
 func (f *fixture) setPod(pod *corev1.Pod) {
-	f.t.Helper()
-	if err := f.kinf.Core().V1().Pods().Informer().GetIndexer().Update(pod); err != nil {
-		f.t.Fatal(err)
-	}
+	controllertest.Update(f.t, f.kinf.Core().V1().Pods().Informer().GetIndexer(), pod)
 }
 
 func (f *fixture) removePod(pod *corev1.Pod) {
-	f.t.Helper()
-	if err := f.kinf.Core().V1().Pods().Informer().GetIndexer().Delete(pod); err != nil {
-		f.t.Fatal(err)
-	}
+	controllertest.Remove(f.t, f.kinf.Core().V1().Pods().Informer().GetIndexer(), pod)
 }
 
 // run syncs key once and checks the actions and that the sync succeeded.
@@ -154,84 +128,9 @@ func (f *fixture) runExpectError(ctx context.Context, key cache.ObjectName, expe
 	} else if expectError && err == nil {
 		f.t.Error("expected error syncing gputask, got nil")
 	}
-	f.checkActions(f.actions, filterInformerActions(f.client.Actions()))
-	f.checkActions(f.kubeactions, filterInformerActions(f.kubeclient.Actions()))
+	controllertest.CheckActions(f.t, f.actions, controllertest.FilterInformerActions(f.client.Actions()))
+	controllertest.CheckActions(f.t, f.kubeactions, controllertest.FilterInformerActions(f.kubeclient.Actions()))
 	f.actions, f.kubeactions = nil, nil
-}
-
-func (f *fixture) checkActions(expected, actual []core.Action) {
-	f.t.Helper()
-	for i, action := range actual {
-		if i >= len(expected) {
-			f.t.Errorf("%d unexpected actions: %s", len(actual)-len(expected), describeActions(actual[i:]))
-			break
-		}
-		checkAction(f.t, expected[i], action)
-	}
-	if len(expected) > len(actual) {
-		f.t.Errorf("%d additional expected actions: %s", len(expected)-len(actual), describeActions(expected[len(actual):]))
-	}
-}
-
-func describeActions(actions []core.Action) string {
-	var parts []string
-	for _, a := range actions {
-		parts = append(parts, fmt.Sprintf("%s %s/%s", a.GetVerb(), a.GetResource().Resource, a.GetSubresource()))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// checkAction compares verb, resource, subresource, namespace and the object
-// (or, for a delete, the name and the UID precondition).
-func checkAction(t *testing.T, expected, actual core.Action) {
-	t.Helper()
-	if !(expected.Matches(actual.GetVerb(), actual.GetResource().Resource) && actual.GetSubresource() == expected.GetSubresource() &&
-		actual.GetNamespace() == expected.GetNamespace()) {
-		t.Errorf("expected\n\t%#v\ngot\n\t%#v", expected, actual)
-		return
-	}
-	switch a := actual.(type) {
-	case core.CreateActionImpl:
-		e := expected.(core.CreateActionImpl)
-		if !equality.Semantic.DeepEqual(e.GetObject(), a.GetObject()) {
-			t.Errorf("create %s: object differs (-want +got):\n%s", a.GetResource().Resource, diff.Diff(e.GetObject(), a.GetObject()))
-		}
-	case core.UpdateActionImpl:
-		e := expected.(core.UpdateActionImpl)
-		if !equality.Semantic.DeepEqual(e.GetObject(), a.GetObject()) {
-			t.Errorf("update %s/%s: object differs (-want +got):\n%s", a.GetResource().Resource, a.GetSubresource(), diff.Diff(e.GetObject(), a.GetObject()))
-		}
-	case core.DeleteActionImpl:
-		e := expected.(core.DeleteActionImpl)
-		if e.GetName() != a.GetName() {
-			t.Errorf("delete: name %q, want %q", a.GetName(), e.GetName())
-		}
-		if !equality.Semantic.DeepEqual(e.DeleteOptions, a.DeleteOptions) {
-			t.Errorf("delete %s: options differ (-want +got):\n%s", a.GetName(), diff.Diff(e.DeleteOptions, a.DeleteOptions))
-		}
-	case core.GetActionImpl:
-		e := expected.(core.GetActionImpl)
-		if e.GetName() != a.GetName() {
-			t.Errorf("get: name %q, want %q", a.GetName(), e.GetName())
-		}
-	default:
-		t.Errorf("uncovered action type %T", actual)
-	}
-}
-
-// filterInformerActions drops the list and watch calls that informers make.
-func filterInformerActions(actions []core.Action) []core.Action {
-	var ret []core.Action
-	for _, action := range actions {
-		if action.Matches("list", "pods") || action.Matches("watch", "pods") ||
-			action.Matches("list", "nodes") || action.Matches("watch", "nodes") ||
-			action.Matches("list", "gputasks") || action.Matches("watch", "gputasks") ||
-			action.Matches("create", "events") || action.Matches("patch", "events") {
-			continue
-		}
-		ret = append(ret, action)
-	}
-	return ret
 }
 
 func (f *fixture) expectCreatePod(pod *corev1.Pod) {
@@ -273,25 +172,7 @@ func (f *fixture) addNode(node *corev1.Node) {
 // expectEvents checks the events recorded since the last call, in order.
 func (f *fixture) expectEvents(want ...string) {
 	f.t.Helper()
-	var got []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			got = append(got, e)
-			continue
-		default:
-		}
-		break
-	}
-	if len(got) != len(want) {
-		f.t.Errorf("events = %q, want %d events %q", got, len(want), want)
-		return
-	}
-	for i := range want {
-		if !strings.HasPrefix(got[i], want[i]) {
-			f.t.Errorf("event %d = %q, want prefix %q", i, got[i], want[i])
-		}
-	}
+	controllertest.ExpectEvents(f.t, controllertest.Events(f.recorder), want...)
 }
 
 func newTask(name string) *gputaskv1.GPUTask {
@@ -363,12 +244,6 @@ func podWith(task *gputaskv1.GPUTask, phase corev1.PodPhase, node string) *corev
 	return p
 }
 
-func readyNode(name string) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1"},
-		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
-	}
-}
 
 func cond(t string, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
 	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(testNow)}
@@ -440,7 +315,7 @@ func TestNoWritesWhenInSync(t *testing.T) {
 	task := withStatus(newTask("render"), gputaskv1.GPUTaskRunning, "gpu-1")
 	f.addTask(task)
 	f.addPod(podWith(task, corev1.PodRunning, "gpu-1"))
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 
 	f.run(ctx, key(task))
 	f.expectEvents()
@@ -464,8 +339,8 @@ func TestUpdatesStatusWhenPodChanges(t *testing.T) {
 			task := withStatus(newTask("render"), gputaskv1.GPUTaskPending, "")
 			f.addTask(task)
 			f.addPod(podWith(task, tc.podPhase, tc.node))
-			f.addNode(readyNode("gpu-1"))
-			f.addNode(readyNode("gpu-2"))
+			f.addNode(controllertest.Node("gpu-1"))
+			f.addNode(controllertest.Node("gpu-2"))
 
 			f.expectUpdateStatus(withStatus(task, tc.wantPhase, tc.node))
 			f.run(ctx, key(task))
@@ -729,11 +604,11 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 		wantReason string
 	}{
 		{"failed pod", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			f.addNode(readyNode("gpu-1"))
+			f.addNode(controllertest.Node("gpu-1"))
 			return podWith(task, corev1.PodFailed, "gpu-1")
 		}, reschedule.ReasonPodFailed},
 		{"evicted pod", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			f.addNode(readyNode("gpu-1"))
+			f.addNode(controllertest.Node("gpu-1"))
 			p := podWith(task, corev1.PodFailed, "gpu-1")
 			p.Status.Reason = "Evicted"
 			return p
@@ -742,7 +617,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			return podWith(task, corev1.PodRunning, "gpu-1")
 		}, reschedule.ReasonNodeLost},
 		{"node not ready", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			n := readyNode("gpu-1")
+			n := controllertest.Node("gpu-1")
 			n.Status.Conditions[0].Status = corev1.ConditionUnknown
 			f.addNode(n)
 			return podWith(task, corev1.PodRunning, "gpu-1")
@@ -757,7 +632,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 		}, reschedule.ReasonUnschedulable},
 		{"periodic", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
 			task.Spec.ReschedulePolicy = gputaskv1.ReschedulePeriodic
-			f.addNode(readyNode("gpu-1"))
+			f.addNode(controllertest.Node("gpu-1"))
 			return podWith(task, corev1.PodRunning, "gpu-1")
 		}, reschedule.ReasonPeriodic},
 	}
@@ -832,7 +707,7 @@ func TestRescheduleCacheLagsBehindDelete(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
 	f.addTask(task)
 	f.addPod(old)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 
 	f.expectDeletePod(old)
 	f.run(ctx, key(task))
@@ -852,7 +727,7 @@ func TestMaxConcurrentReschedules(t *testing.T) {
 	f.addTask(b)
 	f.addPod(podA)
 	f.addPod(podB)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 
 	f.expectDeletePod(podA)
 	f.run(ctx, key(a))
@@ -884,7 +759,7 @@ func TestRestart(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
 	f.addTask(task)
 	f.addPod(old)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 
 	f.expectDeletePod(old)
 	f.run(ctx, key(task))
@@ -920,7 +795,7 @@ func TestRestartAcknowledgedWhenPodIsNewer(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
 	f.addTask(task)
 	f.addPod(pod)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 
 	want := task.DeepCopy()
 	want.Status.LastRescheduleTime = ptr.To(pod.CreationTimestamp)
@@ -937,7 +812,7 @@ func TestInvalidRestartedAtIsIgnored(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
 	f.addTask(task)
 	f.addPod(pod)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 
 	f.run(ctx, key(task))
 	f.expectEvents("Warning InvalidRestartedAt")
@@ -986,7 +861,7 @@ func TestHandleObject(t *testing.T) {
 
 	// A node going NotReady enqueues the tasks of its pods.
 	f.setPod(owned)
-	oldNode, newNode := readyNode("gpu-1"), readyNode("gpu-1")
+	oldNode, newNode := controllertest.Node("gpu-1"), controllertest.Node("gpu-1")
 	newNode.Status.Conditions[0].Status = corev1.ConditionFalse
 	c.handleNodeUpdate(oldNode, oldNode.DeepCopy())
 	if got := drain(); len(got) != 0 {
@@ -1105,7 +980,7 @@ func TestRescheduleDeleteConflict(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
 	f.addTask(task)
 	f.addPod(old)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 	c := f.newController(ctx)
 	f.kubeclient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(podsResource.GroupResource(), old.Name, errors.New("uid precondition failed"))
@@ -1128,7 +1003,7 @@ func TestRescheduleDeleteError(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
 	f.addTask(task)
 	f.addPod(old)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 	c := f.newController(ctx)
 	f.kubeclient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("try later")
@@ -1168,7 +1043,7 @@ func TestTaskDeletedMidReplacement(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
 	f.addTask(task)
 	f.addPod(old)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 	c := f.newController(ctx)
 
 	f.expectDeletePod(old)
@@ -1196,7 +1071,7 @@ func TestReplacementCountedOnce(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
 	f.addTask(task)
 	f.addPod(old)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 	c := f.newController(ctx)
 
 	f.expectDeletePod(old)
@@ -1247,7 +1122,7 @@ func TestForceDeleteOnNotReadyNode(t *testing.T) {
 	task := newTask("render")
 	old := podWith(task, corev1.PodRunning, "gpu-1")
 	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
-	notReady := readyNode("gpu-1")
+	notReady := controllertest.Node("gpu-1")
 	notReady.Status.Conditions[0].Status = corev1.ConditionUnknown
 	f.addTask(task)
 	f.addPod(old)
