@@ -244,7 +244,6 @@ func podWith(task *gputaskv1.GPUTask, phase corev1.PodPhase, node string) *corev
 	return p
 }
 
-
 func cond(t string, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
 	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(testNow)}
 }
@@ -904,14 +903,7 @@ func TestRun(t *testing.T) {
 		t.Fatalf("pod was not created: %v", err)
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run() = %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after the context was cancelled")
-	}
+	controllertest.ExpectStopped(t, done, "Run()")
 	inf.Shutdown()
 	kinf.Shutdown()
 }

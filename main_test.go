@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputask/gputask-controller/pkg/controllertest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
@@ -138,14 +139,7 @@ func TestLeaderElection(t *testing.T) {
 	}
 
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("runWithLeaderElection() = %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("runWithLeaderElection did not return after cancel")
-	}
+	controllertest.ExpectStopped(t, done, "runWithLeaderElection()")
 	lease, err = kube.CoordinationV1().Leases("gputask-system").Get(context.Background(), "gputask-controller", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -224,14 +218,7 @@ func TestShutdownBeforeCacheSync(t *testing.T) {
 			go func() { done <- run(ctx, cfg) }()
 			<-requests
 			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("run() = %v, want nil", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("run did not return after the context ended")
-			}
+			controllertest.ExpectStopped(t, done, "run()")
 		})
 	}
 }

@@ -788,14 +788,7 @@ func TestRunScalesAndStopsWithContext(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not stop after cancel")
-	}
+	controllertest.ExpectStopped(t, done, "Run()")
 	inf.Shutdown()
 	kinf.Shutdown()
 }

@@ -7,6 +7,7 @@ package controllertest
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/diff"
@@ -192,5 +193,20 @@ func ExpectEvents(t testing.TB, events []string, want ...string) {
 		if !strings.HasPrefix(events[i], want[i]) {
 			t.Errorf("event %d = %q, want prefix %q", i, events[i], want[i])
 		}
+	}
+}
+
+// ExpectStopped waits for what a Run-like function sent on done after its
+// context was cancelled, and reports a non-nil error or no return at all.
+// The timeout only keeps a hung test from hanging the suite.
+func ExpectStopped(t testing.TB, done <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("%s = %v, want nil", what, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not return after its context ended", what)
 	}
 }

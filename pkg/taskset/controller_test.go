@@ -1028,14 +1028,7 @@ func TestRun(t *testing.T) {
 	}
 
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run() = %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after the context ended")
-	}
+	controllertest.ExpectStopped(t, done, "Run()")
 }
 
 func klogDiscard() klog.Logger {
