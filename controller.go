@@ -154,6 +154,14 @@ type Controller struct {
 	warnedRestartedAt map[cache.ObjectName]string
 }
 
+// Events about GPUTasks need the GPUTask kind in the scheme the recorder
+// uses. It is added once, before anything runs: adding it in NewController,
+// as sample-controller does, writes the shared scheme while the informers of
+// a controller built earlier in the process read it.
+func init() {
+	utilruntime.Must(gputaskscheme.AddToScheme(scheme.Scheme))
+}
+
 // NewController returns a GPUTask controller. podInformer must come from a
 // factory filtered to pods with the gputask.io/task label; nodeInformer is
 // unfiltered, for noticing lost and NotReady nodes.
@@ -169,8 +177,6 @@ func NewController(
 	logger := klog.FromContext(ctx)
 	opts = opts.withDefaults()
 
-	// Events about GPUTasks need the GPUTask kind in the scheme the recorder uses.
-	utilruntime.Must(gputaskscheme.AddToScheme(scheme.Scheme))
 	recorder, broadcaster := opts.Recorder, record.EventBroadcaster(nil)
 	if recorder == nil {
 		broadcaster = record.NewBroadcaster(record.WithContext(ctx))

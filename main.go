@@ -272,9 +272,12 @@ func run(ctx context.Context, cfg *config) error {
 	}
 
 	// Informers run on every replica, so a new leader starts with warm caches.
-	inf.start(ctx)
+	// They stop, and run waits for them, when run returns for any reason.
+	informerCtx, stopInformers := context.WithCancel(ctx)
+	defer inf.shutdown(stopInformers)
+	inf.start(informerCtx)
 	go func() {
-		if inf.waitForSync(ctx) {
+		if inf.waitForSync(informerCtx) {
 			ready.Store(true)
 			logger.Info("Informer caches synced; ready")
 		}
@@ -350,6 +353,15 @@ func (s *informerSet) start(ctx context.Context) {
 	s.cluster.Start(ctx.Done())
 	s.gputask.Start(ctx.Done())
 	s.activePods.Start(ctx.Done())
+}
+
+// shutdown stops the informers and waits for their goroutines.
+func (s *informerSet) shutdown(stop context.CancelFunc) {
+	stop()
+	s.taskPods.Shutdown()
+	s.cluster.Shutdown()
+	s.gputask.Shutdown()
+	s.activePods.Shutdown()
 }
 
 // waitForSync reports whether every started informer has synced.

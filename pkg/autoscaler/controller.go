@@ -131,6 +131,14 @@ type setState struct {
 	recommendations []gputaskv1.Recommendation
 }
 
+// Events about GPUTaskSets need the GPUTaskSet kind in the scheme the recorder
+// uses. It is added once, before anything runs: adding it in NewController,
+// as sample-controller does, writes the shared scheme while the informers of
+// a controller built earlier in the process read it.
+func init() {
+	utilruntime.Must(gputaskscheme.AddToScheme(scheme.Scheme))
+}
+
 // NewController builds the autoscaler. podInformer should list the
 // non-terminal pods of the cluster (status.phase!=Succeeded,status.phase!=Failed),
 // which capacityAware subtracts from each node's GPUs.
@@ -147,8 +155,6 @@ func NewController(
 	logger := klog.FromContext(ctx)
 	opts = opts.withDefaults(kubeclientset)
 
-	// Events about GPUTaskSets need the GPUTaskSet kind in the scheme the recorder uses.
-	utilruntime.Must(gputaskscheme.AddToScheme(scheme.Scheme))
 	recorder, broadcaster := opts.Recorder, record.EventBroadcaster(nil)
 	if recorder == nil {
 		broadcaster = record.NewBroadcaster(record.WithContext(ctx))

@@ -116,6 +116,14 @@ type Controller struct {
 	burst        int
 }
 
+// Events about GPUTaskSets need the GPUTaskSet kind in the scheme the recorder
+// uses. It is added once, before anything runs: adding it in NewController,
+// as sample-controller does, writes the shared scheme while the informers of
+// a controller built earlier in the process read it.
+func init() {
+	utilruntime.Must(gputaskscheme.AddToScheme(scheme.Scheme))
+}
+
 // NewController wires the controller to the informers. It makes no API call
 // and starts nothing but the Event broadcaster; Run starts the work.
 func NewController(
@@ -129,8 +137,6 @@ func NewController(
 	logger := klog.FromContext(ctx)
 	opts = opts.withDefaults()
 
-	// Events about GPUTaskSets need the GPUTaskSet kind in the scheme the recorder uses.
-	utilruntime.Must(gputaskscheme.AddToScheme(scheme.Scheme))
 	recorder, broadcaster := opts.Recorder, record.EventBroadcaster(nil)
 	if recorder == nil {
 		broadcaster = record.NewBroadcaster(record.WithContext(ctx))
