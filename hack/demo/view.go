@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -137,16 +136,6 @@ func (v *view) renderTasks(ctx context.Context, w io.Writer) error {
 			orDash(string(task.Status.Phase)), orDash(task.Status.NodeName), why(&task))
 	}
 	return nil
-}
-
-// why explains a task that does not run: the first False condition.
-func why(task *gputaskv1.GPUTask) string {
-	for _, t := range []string{gputaskv1.ConditionSpecValid, gputaskv1.ConditionPodOwned, gputaskv1.ConditionScheduled} {
-		if c := meta.FindStatusCondition(task.Status.Conditions, t); c != nil && c.Status == metav1.ConditionFalse {
-			return truncate(c.Reason+": "+c.Message, 70)
-		}
-	}
-	return ""
 }
 
 func (v *view) renderTaskSets(ctx context.Context, w io.Writer) error {
