@@ -57,15 +57,18 @@ func newView(cp *framework.ControlPlane, opts options, started time.Time, load *
 	return v
 }
 
-// loop redraws the view until ctx ends.
-func (v *view) loop(ctx context.Context) {
+// loop redraws the view until ctx ends, or until the view cannot be
+// written, which it returns.
+func (v *view) loop(ctx context.Context) error {
 	ticker := time.NewTicker(v.opts.refresh)
 	defer ticker.Stop()
 	for {
-		v.draw(ctx)
+		if err := v.draw(ctx); err != nil {
+			return err
+		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-ticker.C:
 		}
 	}
@@ -73,7 +76,7 @@ func (v *view) loop(ctx context.Context) {
 
 // draw renders the whole view into a buffer first, so the screen is cleared
 // and rewritten in one write and does not flicker.
-func (v *view) draw(ctx context.Context) {
+func (v *view) draw(ctx context.Context) error {
 	var buf bytes.Buffer
 	if !v.opts.plain {
 		buf.WriteString(clearScreen)
@@ -84,13 +87,14 @@ func (v *view) draw(ctx context.Context) {
 		tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 		if err := s.render(ctx, tw); err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil
 			}
 			fmt.Fprintf(tw, "error: %v\n", err)
 		}
 		tw.Flush()
 	}
-	_, _ = os.Stdout.Write(buf.Bytes())
+	_, err := os.Stdout.Write(buf.Bytes())
+	return err
 }
 
 func (v *view) header(ctx context.Context, w io.Writer) {
