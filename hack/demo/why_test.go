@@ -17,6 +17,12 @@ func TestShortSchedulerMessage(t *testing.T) {
 			"preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod.",
 		want: "2 Insufficient nvidia.com/gpu, 1 node(s) didn't match Pod's node affinity/selector (0/3 nodes)",
 	}, {
+		name: "as kube-scheduler v1.36 writes it, with a DRA part",
+		msg: "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 Insufficient nvidia.com/gpu. " +
+			"no new claims to deallocate, preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, " +
+			"2 No preemption victims found for incoming pod.",
+		want: "2 Insufficient nvidia.com/gpu, 1 node(s) didn't match Pod's node affinity/selector (0/3 nodes)",
+	}, {
 		name: "shortages first even when fewer nodes report them",
 		msg:  "0/8 nodes are available: 2 Insufficient nvidia.com/gpu, 6 node(s) didn't match Pod's node affinity/selector.",
 		want: "2 Insufficient nvidia.com/gpu, 6 node(s) didn't match Pod's node affinity/selector (0/8 nodes)",
