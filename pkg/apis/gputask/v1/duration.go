@@ -45,7 +45,10 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // as it was read, so an update never rewrites what the user wrote.
 func (d Duration) MarshalJSON() ([]byte, error) {
 	if d.Unparsed != "" {
-		return []byte(d.Unparsed), nil
+		if json.Valid([]byte(d.Unparsed)) {
+			return []byte(d.Unparsed), nil
+		}
+		return json.Marshal(d.Unparsed)
 	}
 	return json.Marshal(d.Duration.String())
 }

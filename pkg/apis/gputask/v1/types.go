@@ -69,7 +69,9 @@ const (
 // GPUTask condition types.
 const (
 	// ConditionSpecValid is False with reason InvalidSpec when the spec cannot be
-	// turned into a pod; the message names the field.
+	// turned into a pod; the message names the field. A GPUTaskSet has it,
+	// False, only while its spec fails the CRD's rules (an object stored
+	// before them); the set is then not autoscaled.
 	ConditionSpecValid = "SpecValid"
 	// ConditionPodOwned is False with reason PodConflict when a pod with the
 	// task's name exists that the task does not control.
@@ -461,9 +463,14 @@ type HTTPSource struct {
 	// URL of the endpoint, http or https.
 	// +kubebuilder:validation:Pattern=`^https?://`
 	URL string `json:"url"`
-	// ValueLocation is the dot path to the number in the JSON answer. Default
-	// "data.load_balance", for {"data":{"load_balance":0.83}}.
+	// ValueLocation is the path to the number in the JSON answer, in gjson
+	// syntax as KEDA's metrics-api scaler reads it. Default
+	// "data.load_balance", for {"data":{"load_balance":0.83}}. "items.0.v"
+	// reads index 0 of an array, "data.gpu\.util" the key "gpu.util" (a
+	// backslash escapes a dot), "items.#" an array's length, and
+	// "items.#(name==\"a\").v" the first element named "a".
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	ValueLocation string `json:"valueLocation,omitempty"`
 	// Method is GET (the default) or POST.
 	// +optional
@@ -581,8 +588,8 @@ type GPUTaskSetStatus struct {
 	// +listType=atomic
 	Recommendations []Recommendation `json:"recommendations,omitempty"`
 
-	// Conditions are AbleToScale, ScalingActive, ScalingLimited, Fallback and
-	// ReplicaFailure.
+	// Conditions are AbleToScale, ScalingActive, ScalingLimited, Fallback,
+	// ReplicaFailure, and SpecValid while the spec is invalid.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
