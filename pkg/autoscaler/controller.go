@@ -326,6 +326,11 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (tim
 		return 0, nil
 	}
 	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(ctx), "gputaskset", klog.KObj(set)))
+	if invalid, err := c.reportInvalidSpec(ctx, set); invalid || err != nil {
+		// Evaluated again when the spec changes, not at an interval that
+		// may itself be what is invalid.
+		return 0, err
+	}
 	if err := c.evaluate(ctx, set); err != nil {
 		return intervalOf(set.Spec.Autoscaling), fmt.Errorf("evaluating gputaskset %s: %w", key, err)
 	}

@@ -96,7 +96,7 @@ func (c *Controller) sourcesFor(ctx context.Context, key cache.ObjectName, set *
 	sources := make([]loadindex.Source, len(metricSpecs))
 	ok := true
 	for i, m := range metricSpecs {
-		sources[i], errs[i] = c.opts.NewSource(ctx, m, set.Namespace)
+		sources[i], errs[i] = c.opts.NewSource(loadindex.ForSet(ctx, set.Name), m, set.Namespace)
 		ok = ok && errs[i] == nil
 	}
 	state.sources, state.generation, state.builtAt = nil, set.Generation, now
