@@ -57,6 +57,8 @@ func desiredStatus(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decis
 	status.ConsecutiveFailures = d.ConsecutiveFailures
 	status.Recommendations = d.Recommendations
 
+	// Evaluated means the spec passed validation (see validate.go).
+	meta.RemoveStatusCondition(&status.Conditions, gputaskv1.ConditionSpecValid)
 	setCondition(status, ts, ableToScale(in, d, scaled, scaleErr))
 	setCondition(status, ts, scalingActive(d, configErrs))
 	setCondition(status, ts, scalingLimited(d))

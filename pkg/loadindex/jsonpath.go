@@ -83,7 +83,7 @@ func toNumber(res gjson.Result) (float64, error) {
 		if errors.As(err, &numErr) && errors.Is(numErr.Err, strconv.ErrRange) {
 			return v, nil
 		}
-		return 0, fmt.Errorf("%w: got a string that is not a number", ErrNotNumber)
+		return 0, fmt.Errorf("%w: got a non-numeric string", ErrNotNumber)
 	}
 	return v, nil
 }

@@ -1,10 +1,9 @@
-package e2e
-
-// Abuse tests of a shared cluster: a tenant who tries to read a Secret
-// through a load-index source, and objects stored before the CRD's rules
-// that must not stop anybody else. They run on a control plane of their
-// own, because they swap the CRD and the admission policy under the
-// controller.
+// Package tenancy tests a shared cluster under abuse: a tenant who tries to
+// read a Secret through a load-index source, and objects stored before the
+// CRD's rules that must not stop anybody else. It runs a control plane of
+// its own (API server only: no pod needs to run), because it swaps the CRD
+// and the admission policy under the controller.
+package tenancy
 
 import (
 	"context"
@@ -121,12 +120,12 @@ func testSecretExfiltration(t *testing.T, c *framework.ControlPlane) {
 	// message naming the Secret; bob, who may read it, may use it.
 	installPolicy(t, c)
 	stealing := exfilSet("steal", server.srv.URL)
-	prodPoll(t, tenancyTimeout, "the policy to refuse alice's set", func(ctx context.Context) (bool, string) {
+	poll(t, tenancyTimeout, "the policy to refuse alice's set", func(ctx context.Context) (bool, string) {
 		_, err := alice.GputaskV1().GPUTaskSets(ns).Create(ctx, stealing, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprintf("dry-run create: %v", err)
 	})
 	_, err := alice.GputaskV1().GPUTaskSets(ns).Create(ctx, stealing, metav1.CreateOptions{})
-	if err == nil || !strings.Contains(err.Error(), "Secret "+stolenSecret) || !strings.Contains(err.Error(), tenantUser) {
+	if err == nil || !strings.Contains(err.Error(), "names Secret "+stolenSecret) || !strings.Contains(err.Error(), tenantUser) {
 		t.Fatalf("alice's create: %v; want a refusal naming Secret %s and alice", err, stolenSecret)
 	}
 	t.Logf("refused by the policy: %v", err)
@@ -160,7 +159,7 @@ func testSecretExfiltration(t *testing.T, c *framework.ControlPlane) {
 	// stored, but the Secret has not opted in, so the controller sends
 	// nothing and says why on the set.
 	uninstallPolicy(t, c)
-	prodPoll(t, tenancyTimeout, "the policy to be gone", func(ctx context.Context) (bool, string) {
+	poll(t, tenancyTimeout, "the policy to be gone", func(ctx context.Context) (bool, string) {
 		_, err := alice.GputaskV1().GPUTaskSets(ns).Create(ctx, stealing, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err == nil, fmt.Sprintf("dry-run create: %v", err)
 	})
@@ -192,7 +191,7 @@ func testSecretExfiltration(t *testing.T, c *framework.ControlPlane) {
 	// set does send it, so the zero above was the guard's doing. The
 	// server's answers never reach the status.
 	annotateSecret(t, c, ns, "other-set, "+stealing.Name)
-	prodPoll(t, tenancyTimeout, "requests once the Secret opts in", func(context.Context) (bool, string) {
+	poll(t, tenancyTimeout, "requests once the Secret opts in", func(context.Context) (bool, string) {
 		return server.leaks.Load() > 0, fmt.Sprintf("%d requests, %d with the secret", server.requests.Load(), server.leaks.Load())
 	})
 	cond = waitSetCondition(t, c, ns, stealing.Name, gputaskv1.ConditionScalingActive, func(cond *metav1.Condition) bool {
@@ -266,7 +265,7 @@ func grantTenant(t *testing.T, c *framework.ControlPlane, ns string) {
 	}
 	// RBAC is cached by the authorizer for a moment: wait until alice may
 	// create sets and may not read Secrets.
-	prodPoll(t, tenancyTimeout, "alice's RBAC", func(ctx context.Context) (bool, string) {
+	poll(t, tenancyTimeout, "alice's RBAC", func(ctx context.Context) (bool, string) {
 		_, err := clientAs(t, c, tenantUser).GputaskV1().GPUTaskSets(ns).List(ctx, metav1.ListOptions{})
 		return err == nil, fmt.Sprintf("list as alice: %v", err)
 	})
@@ -316,7 +315,7 @@ func annotateSecret(t *testing.T, c *framework.ControlPlane, ns, value string) {
 func waitSetCondition(t *testing.T, c *framework.ControlPlane, ns, name, condType string, ok func(*metav1.Condition) bool) *metav1.Condition {
 	t.Helper()
 	var got *metav1.Condition
-	prodPoll(t, tenancyTimeout, fmt.Sprintf("condition %s of %s/%s", condType, ns, name), func(ctx context.Context) (bool, string) {
+	poll(t, tenancyTimeout, fmt.Sprintf("condition %s of %s/%s", condType, ns, name), func(ctx context.Context) (bool, string) {
 		set, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -347,7 +346,7 @@ func waitEvaluations(t *testing.T, c *framework.ControlPlane, ns, name string, n
 		return total
 	}
 	start := count(context.Background())
-	prodPoll(t, tenancyTimeout, fmt.Sprintf("%d more evaluations of %s/%s", n, ns, name), func(ctx context.Context) (bool, string) {
+	poll(t, tenancyTimeout, fmt.Sprintf("%d more evaluations of %s/%s", n, ns, name), func(ctx context.Context) (bool, string) {
 		now := count(ctx)
 		return now >= start+n, fmt.Sprintf("%d InvalidMetricSpec events, from %d", now, start)
 	})
@@ -392,7 +391,7 @@ func toJSON(v any) string {
 func testPoisonObjects(t *testing.T, c *framework.ControlPlane, probeAddr string, restart func(*testing.T)) {
 	ctx := context.Background()
 	healthyNS, poisonNS := c.NamespaceT(t), c.NamespaceT(t)
-	load := tsNewLoadServer(t, tsLoadMid)
+	load := newLoadServer(t, loadMid)
 	healthy := &gputaskv1.GPUTaskSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "healthy"},
 		Spec: gputaskv1.GPUTaskSetSpec{
@@ -465,7 +464,7 @@ spec:
 		t.Fatal(err)
 	}
 	// The real CRD refuses such objects again (a moment after the update).
-	prodPoll(t, tenancyTimeout, "the real CRD to refuse interval abc", func(ctx context.Context) (bool, string) {
+	poll(t, tenancyTimeout, "the real CRD to refuse interval abc", func(ctx context.Context) (bool, string) {
 		_, err := c.KubectlWithInput(ctx, []byte(`apiVersion: gputask.io/v1
 kind: GPUTaskSet
 metadata: {name: refused, namespace: `+poisonNS+`}
@@ -477,7 +476,7 @@ spec:
 	})
 
 	// The healthy set keeps scaling: 2 → 5 → 8 at load 0.9.
-	load.Set(tsLoadHigh)
+	load.Set(loadHigh)
 	waitReplicas(t, c, healthyNS, "healthy", 8, "scaled up at load 0.9 next to the poison")
 	if code, body := httpGet(ctx, "http://"+probeAddr+"/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz = %d %q, want 200", code, body)
@@ -495,7 +494,7 @@ spec:
 	// scales the healthy set down.
 	restart(t)
 	waitReady(t, probeAddr)
-	load.Set(tsLoadLow)
+	load.Set(loadLow)
 	waitReplicas(t, c, healthyNS, "healthy", 1, "scaled down at load 0.3 after a restart")
 
 	// Fixing a bad set brings it back: its SpecValid condition goes away.
@@ -555,7 +554,7 @@ func relaxSetCRD(t *testing.T, c *framework.ControlPlane) {
 		t.Fatalf("relaxing the GPUTaskSet CRD: %v", err)
 	}
 	// The API server applies a new schema a moment after the update.
-	prodPoll(t, tenancyTimeout, "the relaxed CRD to apply", func(ctx context.Context) (bool, string) {
+	poll(t, tenancyTimeout, "the relaxed CRD to apply", func(ctx context.Context) (bool, string) {
 		_, err := c.KubectlWithInput(ctx, []byte(`apiVersion: gputask.io/v1
 kind: GPUTaskSet
 metadata: {name: probe, namespace: default}
@@ -588,7 +587,7 @@ func stripValidations(node any) {
 
 func waitReplicas(t *testing.T, c *framework.ControlPlane, ns, name string, want int32, what string) {
 	t.Helper()
-	prodPoll(t, tenancyTimeout, fmt.Sprintf("%s/%s at %d replicas (%s)", ns, name, want, what), func(ctx context.Context) (bool, string) {
+	poll(t, tenancyTimeout, fmt.Sprintf("%s/%s at %d replicas (%s)", ns, name, want, what), func(ctx context.Context) (bool, string) {
 		set, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -599,7 +598,7 @@ func waitReplicas(t *testing.T, c *framework.ControlPlane, ns, name string, want
 
 func waitReady(t *testing.T, probeAddr string) {
 	t.Helper()
-	prodPoll(t, tenancyTimeout, "/readyz 200", func(ctx context.Context) (bool, string) {
+	poll(t, tenancyTimeout, "/readyz 200", func(ctx context.Context) (bool, string) {
 		code, body := httpGet(ctx, "http://"+probeAddr+"/readyz")
 		return code == http.StatusOK, fmt.Sprintf("readyz %d %q", code, body)
 	})
