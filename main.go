@@ -227,8 +227,9 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	destinations, err := loadindex.NewDestinationPolicy(loadindex.PolicyOptions{
-		AllowedCIDRs: cfg.loadIndexAllowedCIDRs, AllowLoopback: cfg.loadIndexAllowLoopback, APIServerHost: restConfig.Host,
+	destinations, err := loadindex.NewDestinationPolicy(ctx, loadindex.PolicyOptions{
+		AllowedCIDRs: cfg.loadIndexAllowedCIDRs, AllowLoopback: cfg.loadIndexAllowLoopback,
+		APIServerHost: restConfig.Host, Kube: cl.kube,
 	})
 	if err != nil {
 		return fmt.Errorf("building the load-index destination policy: %w", err)

@@ -8,6 +8,10 @@ import (
 	"net/netip"
 	"strings"
 	"syscall"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 )
 
 // ErrDestinationRefused is a connection the destination policy did not allow.
@@ -197,11 +201,14 @@ type PolicyOptions struct {
 	AllowLoopback bool
 	// APIServerHost is the API server's URL, as in rest.Config.Host.
 	APIServerHost string
+	// Kube, when set, is asked for the endpoints of the default/kubernetes
+	// Service: the API servers' own addresses behind its cluster IP.
+	Kube kubernetes.Interface
 }
 
 // NewDestinationPolicy builds the policy from the controller's flags, adding
 // the API server's addresses and the controller's own to what is refused.
-func NewDestinationPolicy(opts PolicyOptions) (*DestinationPolicy, error) {
+func NewDestinationPolicy(ctx context.Context, opts PolicyOptions) (*DestinationPolicy, error) {
 	allowed, err := ParseCIDRs(opts.AllowedCIDRs)
 	if err != nil {
 		return nil, err
@@ -213,9 +220,44 @@ func NewDestinationPolicy(opts PolicyOptions) (*DestinationPolicy, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Kube != nil {
+		endpoints, err := APIServerEndpoints(ctx, opts.Kube)
+		if err != nil {
+			// Out of a cluster, or without the Role to read them: the
+			// address the controller itself uses is refused all the same.
+			klog.FromContext(ctx).Info("Could not read the API server's endpoints; refusing only its address from the kubeconfig", "err", err)
+		}
+		apiServer = append(apiServer, endpoints...)
+	}
 	local, err := LocalAddrs()
 	if err != nil {
 		return nil, err
 	}
 	return &DestinationPolicy{Allowed: allowed, Denied: apiServer, Local: local, AllowLoopback: opts.AllowLoopback}, nil
+}
+
+// APIServerEndpoints returns the addresses behind the default/kubernetes
+// Service, where the API servers listen: the API server keeps them in the
+// EndpointSlice default/kubernetes.
+func APIServerEndpoints(ctx context.Context, kube kubernetes.Interface) ([]netip.AddrPort, error) {
+	slice, err := kube.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading the EndpointSlice default/kubernetes: %w", err)
+	}
+	var out []netip.AddrPort
+	{
+		for _, port := range slice.Ports {
+			if port.Port == nil {
+				continue
+			}
+			for _, ep := range slice.Endpoints {
+				for _, a := range ep.Addresses {
+					if addr, err := netip.ParseAddr(a); err == nil {
+						out = append(out, netip.AddrPortFrom(addr.Unmap(), uint16(*port.Port)))
+					}
+				}
+			}
+		}
+	}
+	return out, nil
 }

@@ -9,6 +9,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 )
 
 func TestDestinationPolicy(t *testing.T) {
@@ -138,5 +142,25 @@ func TestPolicyAppliesToTheResolvedAddress(t *testing.T) {
 	}
 	if n := requests.Load(); n != 0 {
 		t.Errorf("the server got %d requests, want 0", n)
+	}
+}
+
+func TestAPIServerEndpoints(t *testing.T) {
+	port := int32(6443)
+	client := kubefake.NewClientset(&discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "kubernetes"},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"172.18.0.2"}}, {Addresses: []string{"172.18.0.3"}}},
+		Ports:       []discoveryv1.EndpointPort{{Port: &port}},
+	})
+	got, err := APIServerEndpoints(context.Background(), client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].String() != "172.18.0.2:6443" || got[1].String() != "172.18.0.3:6443" {
+		t.Errorf("APIServerEndpoints = %v", got)
+	}
+	if _, err := APIServerEndpoints(context.Background(), kubefake.NewClientset()); err == nil {
+		t.Error("no error without the EndpointSlice")
 	}
 }
