@@ -151,8 +151,26 @@ func testSecretExfiltration(t *testing.T, c *framework.ControlPlane) {
 	if _, err := alice.GputaskV1().GPUTaskSets(ns).Create(ctx, clean, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Errorf("alice's set without Secrets was refused: %v", err)
 	}
-	if _, err := bob.GputaskV1().GPUTaskSets(ns).Create(ctx, stealing, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
-		t.Errorf("bob, who may read the Secret, was refused: %v", err)
+	// Bob, who may read the Secret, may use it; alice may not take over his
+	// set and point it at her server.
+	bobs := exfilSet("bobs", "http://load.example:8080/api")
+	if _, err := bob.GputaskV1().GPUTaskSets(ns).Create(ctx, bobs, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("bob, who may read the Secret, was refused: %v", err)
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		set, err := alice.GputaskV1().GPUTaskSets(ns).Get(ctx, bobs.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		set.Spec.Autoscaling.Metrics[0].HTTP.URL = server.srv.URL
+		_, err = alice.GputaskV1().GPUTaskSets(ns).Update(ctx, set, metav1.UpdateOptions{})
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), stolenSecret) {
+		t.Errorf("alice's update of bob's set: %v; want a refusal naming %s", err, stolenSecret)
+	}
+	if err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Delete(ctx, bobs.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
 
 	// 2. Without the policy (a cluster that never installed it): the set is
