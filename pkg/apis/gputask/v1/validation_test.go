@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
@@ -137,5 +138,28 @@ func TestValidateTaskSetSpec(t *testing.T) {
 	spec.Autoscaling.Interval = bad(`"abc"`)
 	if msg := gputaskv1.ValidateTaskSetSpec(spec).ToAggregate().Error(); !strings.Contains(msg, `spec.autoscaling.interval: Invalid value: "abc": must be a duration`) {
 		t.Errorf("message %q", msg)
+	}
+}
+
+// TestDurationUnstructured: converting to and from unstructured, as
+// server-side apply and the fake clients do, keeps what JSON keeps.
+func TestDurationUnstructured(t *testing.T) {
+	for _, d := range []gputaskv1.Duration{{Duration: 90 * time.Second}, {Unparsed: `"abc"`}} {
+		set := &gputaskv1.GPUTaskSet{Spec: gputaskv1.GPUTaskSetSpec{MinTaskAge: &d}}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]string{true: "1m30s", false: "abc"}[d.Valid()]
+		if got := u["spec"].(map[string]any)["minTaskAge"]; got != want {
+			t.Errorf("unstructured minTaskAge = %#v, want %q", got, want)
+		}
+		back := &gputaskv1.GPUTaskSet{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u, back); err != nil {
+			t.Fatal(err)
+		}
+		if *back.Spec.MinTaskAge != d {
+			t.Errorf("back from unstructured: %+v, want %+v", *back.Spec.MinTaskAge, d)
+		}
 	}
 }
