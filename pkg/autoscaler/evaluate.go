@@ -214,7 +214,7 @@ func ptrOr[T any](p *T, def T) T {
 func (c *Controller) recordMetrics(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision) {
 	for _, m := range d.Metrics {
 		if m.Err != nil {
-			metrics.LoadIndexErrors.WithLabelValues(set.Namespace, set.Name, m.Name).Inc()
+			metrics.LoadIndexErrors.WithLabelValues(set.Namespace, set.Name, m.Name, loadindex.Class(m.Err)).Inc()
 			continue
 		}
 		metrics.LoadIndex.WithLabelValues(set.Namespace, set.Name, m.Name).Set(m.Value)

@@ -100,3 +100,38 @@ func classifyTransport(err error) error {
 		return classified(ErrTransport, "", err)
 	}
 }
+
+// Class names the kind of a failed read in one CamelCase word, for the
+// "class" label of the load-index error metric: a small, fixed set of
+// values, never text from the answer.
+func Class(err error) string {
+	for _, c := range []struct {
+		err   error
+		class string
+	}{
+		{ErrSecretNotAllowed, "SecretNotAllowed"},
+		{ErrDestinationRefused, "DestinationRefused"},
+		{ErrTimeout, "Timeout"},
+		{ErrStatus, "HTTPStatus"},
+		{ErrTLS, "TLS"},
+		{ErrConnectionRefused, "ConnectionRefused"},
+		{ErrConnectionReset, "ConnectionReset"},
+		{ErrUnreachable, "Unreachable"},
+		{ErrDNS, "DNS"},
+		{ErrRedirect, "RedirectRefused"},
+		{ErrTransport, "ConnectionFailed"},
+		{ErrBodyTooLarge, "BodyTooLarge"},
+		{ErrBadJSON, "InvalidJSON"},
+		{ErrMissingField, "FieldNotFound"},
+		{ErrNotNumber, "NotANumber"},
+		{ErrNaN, "InvalidValue"},
+		{ErrInf, "InvalidValue"},
+		{ErrNegative, "InvalidValue"},
+		{ErrQuery, "QueryFailed"},
+	} {
+		if errors.Is(err, c.err) {
+			return c.class
+		}
+	}
+	return "Other"
+}

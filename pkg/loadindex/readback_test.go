@@ -3,6 +3,7 @@ package loadindex
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -128,5 +129,25 @@ func checkClassOnly(t *testing.T, err, wantErr error, wantMsg string) {
 	}
 	if strings.Contains(err.Error(), marker) || strings.Contains(err.Error(), "12345") {
 		t.Errorf("Read error repeats the server's answer: %q", err)
+	}
+}
+
+func TestClass(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("GET http://x: %w", &StatusError{Code: 503}), "HTTPStatus"},
+		{fmt.Errorf("GET http://x: %w after 5s", ErrTimeout), "Timeout"},
+		{fmt.Errorf("wrapped: %w", classified(ErrTLS, "certificate signed by an unknown authority", errors.New("x509"))), "TLS"},
+		{fmt.Errorf("wrapped: %w", classified(ErrDestinationRefused, "a loopback address", &destinationError{rule: "a loopback address"})), "DestinationRefused"},
+		{fmt.Errorf("at %q: %w", "a", ErrNegative), "InvalidValue"},
+		{fmt.Errorf("http.auth: %w: secret ns/s", ErrSecretNotAllowed), "SecretNotAllowed"},
+		{ErrBadJSON, "InvalidJSON"},
+		{errors.New("metric \"m\": http.url: must be set"), "Other"},
+	} {
+		if got := Class(tt.err); got != tt.want {
+			t.Errorf("Class(%v) = %s, want %s", tt.err, got, tt.want)
+		}
 	}
 }
