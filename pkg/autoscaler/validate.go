@@ -23,8 +23,9 @@ const maxSpecMessage = 4096
 // reportInvalidSpec checks a set's spec as the CRD's rules do. A set that
 // fails (one stored before the rules existed, or under a relaxed CRD) is not
 // evaluated: its autoscaler status is cleared, it gets SpecValid=False and
-// ScalingActive=False with reason InvalidSpec naming the fields, and it is
-// evaluated again when its spec changes. Values are never clamped or
+// ScalingActive=False with reason InvalidSpec naming the fields. It is
+// checked again when its autoscaling changes and at the default interval,
+// which costs no write while it stays the same. Values are never clamped or
 // defaulted in its place. It returns whether the spec was invalid.
 func (c *Controller) reportInvalidSpec(ctx context.Context, set *gputaskv1.GPUTaskSet) (bool, error) {
 	errs := gputaskv1.ValidateTaskSetSpec(&set.Spec)

@@ -534,6 +534,19 @@ spec:
 	if cond := meta.FindStatusCondition(fixed.Status.Conditions, gputaskv1.ConditionSpecValid); cond != nil {
 		t.Errorf("bad-interval still has SpecValid after the fix: %+v", cond)
 	}
+	// A fix outside spec.autoscaling is found too, at the latest at the
+	// next periodic check.
+	set, err = c.GPUTask.GputaskV1().GPUTaskSets(poisonNS).Get(ctx, "bad-min-age", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Spec.MinTaskAge = &gputaskv1.Duration{Duration: time.Minute}
+	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(poisonNS).Update(ctx, set, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("fixing bad-min-age: %v", err)
+	}
+	waitSetCondition(t, c, poisonNS, "bad-min-age", gputaskv1.ConditionScalingActive, func(cond *metav1.Condition) bool {
+		return cond.Status == metav1.ConditionTrue
+	})
 }
 
 // relaxSetCRD replaces the GPUTaskSet CRD with one that has no patterns,
