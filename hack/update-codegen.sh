@@ -42,7 +42,14 @@ kube::codegen::gen_client \
   "${OUTPUT_DIR}/pkg/apis"
 
 # controller-gen reads the types' markers and doc comments, so `kubectl explain`
-# shows the same descriptions as the Go documentation.
-go tool controller-gen crd:crdVersions=v1 \
+# shows the same descriptions as the Go documentation. generateEmbeddedObjectMeta
+# keeps the labels and annotations of the pod template's ephemeral volume claim
+# templates, which would otherwise be pruned.
+go tool controller-gen crd:crdVersions=v1,generateEmbeddedObjectMeta=true \
   paths=./pkg/apis/... \
   output:crd:artifacts:config="${OUTPUT_DIR}/artifacts/crds"
+
+# The pod templates carry the whole PodSpec schema from k8s.io/api. Its
+# descriptions are the Kubernetes API reference and would make each CRD about
+# four times larger, so they are dropped below the templates' spec only.
+go run ./hack/crdtrim "${OUTPUT_DIR}"/artifacts/crds/gputask.io_*.yaml
