@@ -108,7 +108,7 @@ type GPUTask struct {
 }
 
 // GPUTaskSpec describes the GPU work and the pod that runs it.
-// +kubebuilder:validation:XValidation:rule="!has(self.gpuAlternatives) || size(self.gpuAlternatives) == 0 || (has(self.gpu) && self.gpu != ”)",message="gpuAlternatives needs gpu: the alternatives are accepted in addition to it"
+// +kubebuilder:validation:XValidation:rule="!has(self.gpuAlternatives) || size(self.gpuAlternatives) == 0 || (has(self.gpu) && size(self.gpu) > 0)",message="gpuAlternatives needs gpu: the alternatives are accepted in addition to it"
 // +kubebuilder:validation:XValidation:rule="!has(self.gpuAlternatives) || !has(self.gpu) || !(self.gpu in self.gpuAlternatives)",message="gpuAlternatives must not repeat gpu"
 type GPUTaskSpec struct {
 	// GPU is the GPU model, such as "NVIDIA-A100-SXM4-80GB". The pod only runs on
