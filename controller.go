@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,6 +91,8 @@ type Options struct {
 	GPULabelKey string
 	// DefaultImage runs a task that names no image (busybox:1.36).
 	DefaultImage string
+	// GPUTaintToleration gives each pod a toleration for the GPU taint.
+	GPUTaintToleration bool
 	// RescheduleInterval turns rescheduling on when > 0, and is the pod age
 	// after which a Periodic task is placed again. 0 turns rescheduling off;
 	// a restart asked for with gputask.io/restartedAt is always honoured.
@@ -214,9 +217,10 @@ func NewController(
 		recorder:    recorder,
 		opts:        opts,
 		podOpts: podspec.Options{
-			GPUResourceName: opts.GPUResourceName,
-			GPULabelKey:     opts.GPULabelKey,
-			DefaultImage:    opts.DefaultImage,
+			GPUResourceName:    opts.GPUResourceName,
+			GPULabelKey:        opts.GPULabelKey,
+			DefaultImage:       opts.DefaultImage,
+			GPUTaintToleration: opts.GPUTaintToleration,
 		},
 		rescheduling:      reschedule.Options{Interval: opts.RescheduleInterval, PendingTimeout: opts.PendingTimeout, NodeNotReadyTimeout: opts.NodeNotReadyTimeout},
 		expectations:      expectations.New(clock.RealClock{}, expectations.DefaultTTL),
@@ -453,10 +457,14 @@ func (c *Controller) syncConflict(ctx context.Context, task *gputaskv1.GPUTask, 
 
 // syncOwnedPod mirrors the pod and replaces it when it must be placed again.
 func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, task *gputaskv1.GPUTask, pod *corev1.Pod) error {
-	_, specErr := podspec.Build(task, c.podOpts)
+	desired, specErr := podspec.Build(task, c.podOpts)
 	view := statusView{pod: pod, specErr: specErr}
 	if specErr != nil {
 		c.warnOnTransition(task, gputaskv1.ConditionSpecValid, ReasonInvalidSpec, specErr.Error(), ReasonInvalidSpec)
+	} else {
+		// A spec change is shown, never applied to the running pod: the
+		// pod is replaced only when gputask.io/restartedAt asks for it.
+		view.stale = podspec.FirstDifference(desired, pod)
 	}
 
 	if r := c.replacementFor(key); r != nil {
@@ -526,6 +534,31 @@ func (c *Controller) replacementReason(ctx context.Context, key cache.ObjectName
 		c.workqueue.AddAfter(key, next+time.Second)
 	}
 	return "", false
+}
+
+// withUntoleratedTaints adds to the scheduler's message, which only says
+// that nodes "had untolerated taint(s)", which taints of the task's GPU nodes
+// the pod does not tolerate, such as a GPU taint with --gpu-taint-toleration
+// turned off.
+func (c *Controller) withUntoleratedTaints(task *gputaskv1.GPUTask, pod *corev1.Pod, msg string) string {
+	nodes, err := c.nodesLister.List(labels.Everything())
+	if err != nil {
+		return msg
+	}
+	taints := podspec.UntoleratedTaints(pod, nodes, c.opts.GPULabelKey, podspec.Models(&task.Spec), c.opts.GPUResourceName)
+	if len(taints) == 0 {
+		return msg
+	}
+	return fmt.Sprintf("%s Untolerated taints on the task's GPU nodes: %s.", msg, strings.Join(taints, ", "))
+}
+
+// gpuModelOf is the GPU model label of the pod's node, so that a task with
+// gpuAlternatives shows which model it got.
+func (c *Controller) gpuModelOf(pod *corev1.Pod) string {
+	if node := c.nodeOf(pod); node != nil {
+		return node.Labels[c.opts.GPULabelKey]
+	}
+	return ""
 }
 
 func (c *Controller) nodeOf(pod *corev1.Pod) *corev1.Node {
@@ -932,6 +965,9 @@ type statusView struct {
 	// conflict, when set, is why the pod of the task's name is not the task's.
 	conflict string
 	specErr  error
+	// stale is the first field where the pod differs from the pod the spec
+	// asks for now; empty when it is up to date.
+	stale string
 	// replaced, when set, is a completed replacement to count.
 	replaced *replacement
 }
@@ -946,6 +982,8 @@ const (
 	condReasonPodUnscheduled = "PodNotScheduled"
 	condReasonPodReady       = "PodReady"
 	condReasonPodNotReady    = "PodNotReady"
+	condReasonPodMatchesSpec = "PodMatchesSpec"
+	condReasonSpecChanged    = "SpecChanged"
 )
 
 // computeStatus returns the task's status for view. It starts from the
@@ -957,10 +995,16 @@ func (c *Controller) computeStatus(task *gputaskv1.GPUTask, view statusView) gpu
 	status := *task.Status.DeepCopy()
 	status.ObservedGeneration = task.Generation
 	status.Phase = taskPhase(view.pod)
-	status.PodName, status.NodeName = "", ""
+	prevNode, prevModel := status.NodeName, status.GPUModel
+	status.PodName, status.NodeName, status.GPUModel = "", "", ""
 	if view.pod != nil {
 		status.PodName = view.pod.Name
 		status.NodeName = view.pod.Spec.NodeName
+		status.GPUModel = c.gpuModelOf(view.pod)
+		if status.GPUModel == "" && status.NodeName == prevNode {
+			// The node left the cache; the pod still runs where it ran.
+			status.GPUModel = prevModel
+		}
 	}
 	if r := view.replaced; r != nil {
 		status.Reschedules = max(status.Reschedules, r.countedFrom+1)
@@ -986,10 +1030,12 @@ func (c *Controller) computeStatus(task *gputaskv1.GPUTask, view statusView) gpu
 		set(gputaskv1.ConditionPodOwned, metav1.ConditionFalse, ReasonPodConflict, view.conflict)
 		set(gputaskv1.ConditionScheduled, metav1.ConditionFalse, ReasonPodConflict, view.conflict)
 		set(gputaskv1.ConditionReady, metav1.ConditionFalse, ReasonPodConflict, view.conflict)
+		meta.RemoveStatusCondition(&status.Conditions, gputaskv1.ConditionPodUpToDate)
 	case view.pod == nil:
 		set(gputaskv1.ConditionPodOwned, metav1.ConditionUnknown, condReasonPodNotCreated, "")
 		set(gputaskv1.ConditionScheduled, metav1.ConditionFalse, condReasonPodNotCreated, "")
 		set(gputaskv1.ConditionReady, metav1.ConditionFalse, condReasonPodNotCreated, "")
+		meta.RemoveStatusCondition(&status.Conditions, gputaskv1.ConditionPodUpToDate)
 	default:
 		set(gputaskv1.ConditionPodOwned, metav1.ConditionTrue, condReasonPodControlled, "")
 		s, reason, msg := mirrorPodCondition(view.pod, corev1.PodScheduled, condReasonPodScheduled, condReasonPodUnscheduled)
@@ -997,9 +1043,21 @@ func (c *Controller) computeStatus(task *gputaskv1.GPUTask, view statusView) gpu
 			// A pod bound without the scheduler has no PodScheduled condition.
 			s, reason, msg = metav1.ConditionTrue, condReasonPodScheduled, ""
 		}
+		if s == metav1.ConditionFalse && strings.Contains(msg, "untolerated taint") {
+			msg = c.withUntoleratedTaints(task, view.pod, msg)
+		}
 		set(gputaskv1.ConditionScheduled, s, reason, msg)
 		s, reason, msg = mirrorPodCondition(view.pod, corev1.PodReady, condReasonPodReady, condReasonPodNotReady)
 		set(gputaskv1.ConditionReady, s, reason, msg)
+		switch {
+		case view.specErr != nil:
+			set(gputaskv1.ConditionPodUpToDate, metav1.ConditionUnknown, ReasonInvalidSpec, "the spec cannot be turned into a pod")
+		case view.stale != "":
+			set(gputaskv1.ConditionPodUpToDate, metav1.ConditionFalse, condReasonSpecChanged, fmt.Sprintf(
+				"the running pod differs from the spec at %s; set the annotation %s to replace it", view.stale, gputaskv1.AnnotationRestartedAt))
+		default:
+			set(gputaskv1.ConditionPodUpToDate, metav1.ConditionTrue, condReasonPodMatchesSpec, "")
+		}
 	}
 	return status
 }

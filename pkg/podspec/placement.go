@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
@@ -141,4 +142,42 @@ func mergeTolerations(spec *corev1.PodSpec, _ *gputaskv1.GPUTaskSpec, opts Optio
 	}
 	spec.Tolerations = append(spec.Tolerations, want)
 	return nil
+}
+
+// UntoleratedTaints names, as key=value:effect and sorted, the NoSchedule and
+// NoExecute taints that pod does not tolerate on the nodes it could run on:
+// nodes with GPUs of one of models (any model when empty). The scheduler's
+// message only says "had untolerated taint(s)"; this says which.
+func UntoleratedTaints(pod *corev1.Pod, nodes []*corev1.Node, labelKey string, models []string, gpuResource corev1.ResourceName) []string {
+	seen := map[string]bool{}
+	for _, node := range nodes {
+		if _, ok := node.Status.Allocatable[gpuResource]; !ok {
+			continue
+		}
+		if len(models) > 0 && !slices.Contains(models, node.Labels[labelKey]) {
+			continue
+		}
+		for i := range node.Spec.Taints {
+			taint := &node.Spec.Taints[i]
+			if taint.Effect == corev1.TaintEffectPreferNoSchedule || tolerates(pod.Spec.Tolerations, taint) {
+				continue
+			}
+			seen[taint.ToString()] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for t := range seen {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func tolerates(tolerations []corev1.Toleration, taint *corev1.Taint) bool {
+	for i := range tolerations {
+		if tolerations[i].ToleratesTaint(klog.Background(), taint, false) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,12 +1,14 @@
 package podspec
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/utils/ptr"
 
@@ -395,6 +397,41 @@ func TestPreferenceWeight(t *testing.T) {
 	for _, tc := range []struct{ i, n, want int }{{0, 1, 100}, {0, 2, 100}, {1, 2, 50}, {8, 9, 11}, {200, 201, 1}} {
 		if got := PreferenceWeight(tc.i, tc.n); got != int32(tc.want) {
 			t.Errorf("PreferenceWeight(%d, %d) = %d, want %d", tc.i, tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestUntoleratedTaints(t *testing.T) {
+	node := func(name, model string, gpus bool, taints ...corev1.Taint) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"nvidia.com/gpu.product": model}}, Spec: corev1.NodeSpec{Taints: taints}}
+		if gpus {
+			n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+		}
+		return n
+	}
+	gpuTaint := GPUTaint("nvidia.com/gpu")
+	spot := corev1.Taint{Key: "spot", Effect: corev1.TaintEffectNoExecute}
+	soft := corev1.Taint{Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule}
+	nodes := []*corev1.Node{
+		node("a", "A100", true, gpuTaint, soft),
+		node("h", "H100", true, gpuTaint, spot),
+		node("cpu", "", false, corev1.Taint{Key: "cpu-only", Effect: corev1.TaintEffectNoSchedule}),
+	}
+	for _, tc := range []struct {
+		name        string
+		models      []string
+		tolerations []corev1.Toleration
+		want        []string
+	}{
+		{"any model", nil, nil, []string{"nvidia.com/gpu=present:NoSchedule", "spot:NoExecute"}},
+		{"only A100", []string{"A100"}, nil, []string{"nvidia.com/gpu=present:NoSchedule"}},
+		{"GPU taint tolerated", []string{"A100", "H100"}, []corev1.Toleration{gpuToleration}, []string{"spot:NoExecute"}},
+		{"all tolerated", nil, []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, []string{}},
+	} {
+		pod := &corev1.Pod{Spec: corev1.PodSpec{Tolerations: tc.tolerations}}
+		got := UntoleratedTaints(pod, nodes, "nvidia.com/gpu.product", tc.models, "nvidia.com/gpu")
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: UntoleratedTaints() = %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }
