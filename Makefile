@@ -6,6 +6,8 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN_DIR := $(CURDIR)/bin
 IMAGE ?= gputask-controller:dev
+# docker, or podman where there is no Docker engine.
+CONTAINER_TOOL ?= $(shell command -v docker >/dev/null 2>&1 && echo docker || echo podman)
 KUBECONFIG ?= $(HOME)/.kube/config
 # Packages that need no control plane.
 UNIT_PKGS = $$($(GO) list ./... | grep -v '/test/')
@@ -28,7 +30,7 @@ build: ## Build the controller into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/gputask-controller .
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and kwok into bin/ (only what is missing).
+tools: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, kwok and prometheus into bin/ (only what is missing).
 	hack/tools/build.sh
 
 .PHONY: test-unit
@@ -47,9 +49,18 @@ bench: tools build ## Benchmarks: decision, ranking, sources, and throughput on 
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./test/bench/
 
+# Flags for the demo, for example DEMO_FLAGS='-for=5m -plain'; see bin/gputask-demo -help.
+DEMO_FLAGS ?=
+
+# The demo is built, then exec'd rather than run with `go run`: go run exits 1
+# when interrupted, however cleanly the demo stops, and make then reports
+# "Error 1"; nor does it pass on the SIGTERM that make sends its child. Exec'd,
+# the demo is make's own child: it gets make's SIGTERM, and make reports its
+# exit status.
 .PHONY: demo
 demo: tools build ## Local control plane with fake GPU nodes, the controller, the examples and a live view.
-	$(GO) run ./hack/demo
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/gputask-demo ./hack/demo
+	exec $(BIN_DIR)/gputask-demo $(DEMO_FLAGS)
 
 .PHONY: run
 run: build ## Run the controller against the cluster in $KUBECONFIG.
@@ -60,8 +71,13 @@ install: ## Install the CRDs into the cluster in $KUBECONFIG.
 	kubectl apply -k artifacts/crds
 
 .PHONY: image
-image: ## Build the container image.
-	docker build -t $(IMAGE) .
+image: ## Build the container image (docker or podman; CONTAINER_TOOL=...).
+	$(CONTAINER_TOOL) build -t $(IMAGE) .
+
+.PHONY: test-image
+test-image: tools ## Build the image with podman on base images assembled here, and run it as artifacts/deploy does on the local control plane.
+	hack/image/ensure-tools.sh
+	$(GO) test -tags image -count=1 -v -timeout 40m ./test/image/
 
 .PHONY: clean
 clean:
