@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -268,6 +269,7 @@ func withStatus(task *gputaskv1.GPUTask, phase gputaskv1.GPUTaskPhase, node stri
 			cond(gputaskv1.ConditionPodOwned, metav1.ConditionTrue, "PodControlled", ""),
 			scheduled,
 			ready,
+			cond(gputaskv1.ConditionPodUpToDate, metav1.ConditionTrue, "PodMatchesSpec", ""),
 		},
 	}
 	return t
@@ -1154,4 +1156,94 @@ func TestOrphanedTaskKeepsPod(t *testing.T) {
 	c.handleTaskUpdate(task, orphaning)
 	c.handleTaskDelete(task)
 	f.run(ctx, key(task)) // no delete
+}
+
+// TestSpecEditMarksPodOutOfDate: an edit of a running task's spec is shown
+// in PodUpToDate, naming the first field that differs, and the pod is left
+// alone; once the status says so, further syncs write nothing.
+func TestSpecEditMarksPodOutOfDate(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := withStatus(newTask("render"), gputaskv1.GPUTaskRunning, "gpu-1")
+	pod := podWith(task, corev1.PodRunning, "gpu-1")
+	task.Generation = 2
+	task.Spec.Image = "render:2"
+	f.addTask(task)
+	f.addPod(pod)
+	f.addNode(controllertest.Node("gpu-1"))
+
+	want := withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
+	want.Status.ObservedGeneration = 2
+	for i := range want.Status.Conditions {
+		want.Status.Conditions[i].ObservedGeneration = 2
+	}
+	meta.SetStatusCondition(&want.Status.Conditions, metav1.Condition{
+		Type: gputaskv1.ConditionPodUpToDate, Status: metav1.ConditionFalse, Reason: "SpecChanged", ObservedGeneration: 2,
+		Message:            "the running pod differs from the spec at spec.containers[task].image; set the annotation gputask.io/restartedAt to replace it",
+		LastTransitionTime: metav1.NewTime(testNow),
+	})
+	f.expectUpdateStatus(want)
+	f.run(ctx, key(task))
+
+	f.setTask(want)
+	f.run(ctx, key(task))
+	f.expectEvents()
+}
+
+// TestStatusNamesGPUModel: status.gpuModel is the model label of the node the
+// pod runs on.
+func TestStatusNamesGPUModel(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	task.Spec.GPUAlternatives = []string{"NVIDIA-H100-80GB-HBM3"}
+	pod := podWith(task, corev1.PodRunning, "gpu-1")
+	pod.Spec.NodeSelector = nil
+	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "nvidia.com/gpu.product", Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"}}},
+		}}},
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
+			{Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "nvidia.com/gpu.product", Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-A100-SXM4-80GB"}}}}},
+			{Weight: 50, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "nvidia.com/gpu.product", Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-H100-80GB-HBM3"}}}}},
+		},
+	}}
+	task = withStatus(task, gputaskv1.GPUTaskPending, "")
+	node := controllertest.Node("gpu-1")
+	node.Labels = map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+	f.addTask(task)
+	f.addPod(pod)
+	f.addNode(node)
+
+	want := withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
+	want.Status.GPUModel = "NVIDIA-H100-80GB-HBM3"
+	f.expectUpdateStatus(want)
+	f.run(ctx, key(task))
+}
+
+// TestUnschedulableNamesUntoleratedTaints: the scheduler only says that
+// nodes "had untolerated taint(s)"; the task's condition says which.
+func TestUnschedulableNamesUntoleratedTaints(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := withStatus(newTask("render"), gputaskv1.GPUTaskPending, "")
+	f.addTask(task)
+	pod := podWith(task, corev1.PodPending, "")
+	msg := "0/1 nodes are available: 1 node(s) had untolerated taint(s)."
+	pod.Status.Conditions = []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: msg, LastTransitionTime: metav1.NewTime(testNow.Add(-time.Minute)),
+	}}
+	f.addPod(pod)
+	node := controllertest.Node("gpu-1")
+	node.Labels = map[string]string{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+	node.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}
+	node.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	f.addNode(node)
+
+	want := task.DeepCopy()
+	want.Status.Conditions[2] = cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "Unschedulable",
+		msg+" Untolerated taints on the task's GPU nodes: nvidia.com/gpu=present:NoSchedule.")
+	f.expectUpdateStatus(want)
+	f.run(ctx, key(task))
 }

@@ -549,6 +549,26 @@ func TestCapacityCountsGPUAmountAndAnyModel(t *testing.T) {
 	}
 }
 
+// TestCapacityCountsEveryAcceptedModel: a template with gpuAlternatives fits
+// on the nodes of each accepted model, and on no other.
+func TestCapacityCountsEveryAcceptedModel(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("web", 1)
+	set.Spec.Template.Spec.GPU = "A100"
+	set.Spec.Template.Spec.GPUAlternatives = []string{"H100"}
+	f.sets = []*gputaskv1.GPUTaskSet{set}
+	f.nodes = []*corev1.Node{gpuNode("a", "A100", 2, false), gpuNode("h", "H100", 3, false), gpuNode("l", "L40S", 8, false)}
+	c, _ := f.newController(ctx)
+	n, err := c.capacity(set)
+	if err != nil {
+		t.Fatalf("capacity: %v", err)
+	}
+	if n != 5 { // 2 A100 + 3 H100, never the L40S
+		t.Errorf("capacity = %d, want 5", n)
+	}
+}
+
 func TestStatusConflictKeepsOtherWritersFields(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)

@@ -131,6 +131,33 @@ func (cp *ControlPlane) removeNotReadyTaints(ctx context.Context, name string) e
 	return nil
 }
 
+// GPUTaint is the taint GPU node pools carry (GKE adds it; many clusters do by
+// hand): nvidia.com/gpu=present:NoSchedule.
+var GPUTaint = corev1.Taint{Key: string(GPUResourceName), Value: "present", Effect: corev1.TaintEffectNoSchedule}
+
+// TaintGPUNode adds GPUTaint to the node, as a GPU node pool would have it.
+func (cp *ControlPlane) TaintGPUNode(ctx context.Context, name string) error {
+	nodes := cp.Kube.CoreV1().Nodes()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := nodes.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, taint := range node.Spec.Taints {
+			if taint.MatchTaint(&GPUTaint) {
+				return nil
+			}
+		}
+		node.Spec.Taints = append(node.Spec.Taints, GPUTaint)
+		_, err = nodes.Update(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("tainting node %s: %w", name, err)
+	}
+	return nil
+}
+
 // WaitNodeReady waits until the node's Ready condition is True.
 func (cp *ControlPlane) WaitNodeReady(ctx context.Context, name string) (*corev1.Node, error) {
 	var node *corev1.Node
