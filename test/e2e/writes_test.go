@@ -69,7 +69,7 @@ func TestTaskSetWritesPerTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	writes := after.Sub(before).Filter(framework.WorkloadWrite)
-	writes[framework.WriteKey{Verb: "POST", Group: "gputask.io", Resource: "gputasksets", Code: "201"}]-- // the test's own create
+	writes.Discount(framework.WriteKey{Verb: "POST", Group: "gputask.io", Resource: "gputasksets", Code: "201"}, 1) // the test's own create
 	perTask := float64(writes.Total()) / writesTasks
 	t.Logf("%d writes for %d tasks, %.2f per task:\n%s", writes.Total(), writesTasks, perTask, writes)
 	if perTask > maxWritesPerTask {

@@ -88,6 +88,14 @@ func (w APIWrites) Sub(before APIWrites) APIWrites {
 	return delta
 }
 
+// Discount takes n writes off series k, such as a test's own create, and
+// drops the series when nothing is left.
+func (w APIWrites) Discount(k WriteKey, n int) {
+	if w[k] -= n; w[k] <= 0 {
+		delete(w, k)
+	}
+}
+
 // Total is the sum over every series.
 func (w APIWrites) Total() int {
 	total := 0

@@ -159,7 +159,7 @@ func runOne(ctx context.Context, s settings, kind runKind, l limits, round int) 
 		return res, err
 	}
 	res.writes = after.Sub(before)
-	res.writes[own]--
+	res.writes.Discount(own, 1)
 	usage, err := proc.Usage()
 	if err != nil {
 		return res, err
