@@ -71,7 +71,7 @@ func TestTaskSetWritesPerTask(t *testing.T) {
 	writes := after.Sub(before).Filter(framework.WorkloadWrite)
 	writes.Discount(framework.WriteKey{Verb: "POST", Group: "gputask.io", Resource: "gputasksets", Code: "201"}, 1) // the test's own create
 	perTask := float64(writes.Total()) / writesTasks
-	t.Logf("%d writes for %d tasks, %.2f per task:\n%s", writes.Total(), writesTasks, perTask, writes)
+	t.Logf("%d writes for %d tasks, %.2f per task", writes.Total(), writesTasks, perTask)
 	if perTask > maxWritesPerTask {
 		t.Errorf("%.2f API writes per task, want at most %.1f; by series:\n%s", perTask, maxWritesPerTask, writes)
 	}
