@@ -331,6 +331,11 @@ func conflicted(task *gputaskv1.GPUTask, msg string) *gputaskv1.GPUTask {
 	return want
 }
 
+// findCond is meta.FindStatusCondition under the name older tests use.
+func findCond(conds []metav1.Condition, t string) *metav1.Condition {
+	return meta.FindStatusCondition(conds, t)
+}
+
 func key(task *gputaskv1.GPUTask) cache.ObjectName { return cache.MetaObjectToName(task) }
 
 func TestCreatesPod(t *testing.T) {

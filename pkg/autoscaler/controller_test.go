@@ -105,11 +105,22 @@ func (f *fixture) autoscale(ctx context.Context, set *gputaskv1.GPUTaskSet, queu
 	f.sets = append(f.sets, set)
 	f.scaleReplicas = ptr.Deref(set.Spec.Replicas, 1)
 	f.readings["queue"] = queue
-	return f.newController(ctx)
+	c, _ := f.newController(ctx)
+	return c
 }
 
-// newController builds the controller over the fixture's objects.
-func (f *fixture) newController(ctx context.Context) *Controller {
+func (f *fixture) newController(ctx context.Context) (*Controller, informers.SharedInformerFactory) {
+	c := f.build(ctx)
+	return c, f.inf
+}
+
+func (f *fixture) newControllerWithFactories(ctx context.Context) (*Controller, informers.SharedInformerFactory, kubeinformers.SharedInformerFactory) {
+	c := f.build(ctx)
+	return c, f.inf, f.kinf
+}
+
+// build builds the controller over the fixture's objects.
+func (f *fixture) build(ctx context.Context) *Controller {
 	f.t.Helper()
 	var objs []runtime.Object
 	for _, s := range f.sets {
@@ -237,11 +248,23 @@ func (f *fixture) expectWrites(want ...string) {
 	}
 }
 
+func (f *fixture) events() []string { return controllertest.Events(f.recorder) }
+
+// assertEvents is controllertest.ExpectEvents, under the name older tests
+// use.
+func assertEvents(t *testing.T, got []string, want ...string) {
+	t.Helper()
+	controllertest.ExpectEvents(t, got, want...)
+}
+
+// equalStrings is slices.Equal under the name older tests use.
+func equalStrings(a, b []string) bool { return slices.Equal(a, b) }
+
 // expectEvents checks the events recorded since the last call, in order,
 // by prefix.
 func (f *fixture) expectEvents(want ...string) {
 	f.t.Helper()
-	controllertest.ExpectEvents(f.t, controllertest.Events(f.recorder), want...)
+	controllertest.ExpectEvents(f.t, f.events(), want...)
 }
 
 func assertCondition(t *testing.T, set *gputaskv1.GPUTaskSet, condType string, status metav1.ConditionStatus, reason string) {
@@ -492,7 +515,7 @@ func TestCapacityCountsGPUAmountAndAnyModel(t *testing.T) {
 	set.Spec.Template.Spec.GPUAmount = ptr.To(intstr.FromString("2"))
 	f.sets = []*gputaskv1.GPUTaskSet{set}
 	f.nodes = []*corev1.Node{gpuNode("a", "A100", 5, false), gpuNode("b", "H100", 4, false), {ObjectMeta: metav1.ObjectMeta{Name: "cpu"}}}
-	c := f.newController(ctx)
+	c, _ := f.newController(ctx)
 	n, err := c.capacity(set)
 	if err != nil {
 		t.Fatalf("capacity: %v", err)
@@ -564,7 +587,7 @@ func TestSetsWithoutAutoscalingAreIgnored(t *testing.T) {
 	set := newSet("plain", 3)
 	set.Spec.Autoscaling = nil
 	f.sets = []*gputaskv1.GPUTaskSet{set}
-	c := f.newController(ctx)
+	c, _ := f.newController(ctx)
 	next, err := f.sync(ctx, c, "plain")
 	if err != nil || next != 0 {
 		t.Fatalf("sync = %v, %v; want no requeue", next, err)
@@ -587,7 +610,7 @@ func TestRemovingAutoscalingClearsItsStatus(t *testing.T) {
 		{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: "FailedCreate"},
 	}
 	f.sets = []*gputaskv1.GPUTaskSet{set}
-	c := f.newController(ctx)
+	c, _ := f.newController(ctx)
 	if next, err := f.sync(ctx, c, "web"); err != nil || next != 0 {
 		t.Fatalf("sync = %v, %v; want no requeue", next, err)
 	}
@@ -662,7 +685,7 @@ func TestStabilizationAcrossEvaluations(t *testing.T) {
 func TestUpdateHandlerOnlyEnqueuesAutoscalingChanges(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	c := f.newController(ctx)
+	c, _ := f.newController(ctx)
 	defer c.workqueue.ShutDown()
 	old := newSet("web", 5)
 
@@ -733,7 +756,7 @@ func BenchmarkCapacity(b *testing.B) {
 			f.pods = append(f.pods, gpuPod(fmt.Sprintf("pod-%d-%d", i, j), node, int64(j%2), corev1.PodRunning))
 		}
 	}
-	c := f.newController(ctx)
+	c, _ := f.newController(ctx)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
