@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,24 +177,48 @@ func (f *fixture) expectEvents(want ...string) {
 	controllertest.ExpectEvents(f.t, controllertest.Events(f.recorder), want...)
 }
 
-func newTask(name string) *gputaskv1.GPUTask {
-	return &gputaskv1.GPUTask{
-		TypeMeta: metav1.TypeMeta{APIVersion: gputaskv1.SchemeGroupVersion.String(), Kind: "GPUTask"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: metav1.NamespaceDefault, UID: types.UID("uid-" + name), Generation: 1,
-			Labels: map[string]string{"app": "render"},
-		},
-		Spec: gputaskv1.GPUTaskSpec{
-			GPU:       "NVIDIA-A100-SXM4-80GB",
-			GPUAmount: ptr.To(intstr.FromString("2")),
-			CPU:       ptr.To(intstr.FromInt32(4)),
-			Memory:    ptr.To(intstr.FromString("16Gi")),
-			Priority:  "gpu-high",
-			Command:   []string{"render"},
-			Args:      []string{"--frames=100"},
-			Env:       []corev1.EnvVar{{Name: "MODE", Value: "fast"}},
-		},
+// renderSpec is the spec of the task most tests use. expectedPod spells out
+// the pod it must produce.
+var renderSpec = gputaskv1.GPUTaskSpec{
+	GPU:       "NVIDIA-A100-SXM4-80GB",
+	GPUAmount: ptr.To(intstr.FromString("2")),
+	CPU:       ptr.To(intstr.FromInt32(4)),
+	Memory:    ptr.To(intstr.FromString("16Gi")),
+	Priority:  "gpu-high",
+	Command:   []string{"render"},
+	Args:      []string{"--frames=100"},
+	Env:       []corev1.EnvVar{{Name: "MODE", Value: "fast"}},
+}
+
+// newTask is a task labelled app=render with renderSpec, changed by opts.
+func newTask(name string, opts ...controllertest.TaskOption) *gputaskv1.GPUTask {
+	base := []controllertest.TaskOption{controllertest.Labels(map[string]string{"app": "render"}), controllertest.TaskSpec(renderSpec)}
+	return controllertest.Task(name, append(base, opts...)...)
+}
+
+// addTaskWithPod preloads task with its pod in podPhase on node, and a
+// Ready node unless the cache has that node already. The task's status is
+// the one the controller writes for that pod, so nothing is left to write.
+// It returns the task and the pod as the caches hold them.
+func (f *fixture) addTaskWithPod(task *gputaskv1.GPUTask, podPhase corev1.PodPhase, node string) (*gputaskv1.GPUTask, *corev1.Pod) {
+	pod := podWith(task, podPhase, node)
+	phase := map[corev1.PodPhase]gputaskv1.GPUTaskPhase{
+		corev1.PodRunning: gputaskv1.GPUTaskRunning, corev1.PodFailed: gputaskv1.GPUTaskFailed, corev1.PodSucceeded: gputaskv1.GPUTaskSucceeded,
+	}[podPhase]
+	task = withStatus(task, phase, node)
+	f.addTask(task)
+	f.addPod(pod)
+	if node != "" && !slices.ContainsFunc(f.nodeLister, func(n *corev1.Node) bool { return n.Name == node }) {
+		f.addNode(controllertest.Node(node))
 	}
+	return task, pod
+}
+
+// expectPodCreated expects the sync to create task's pod and to report the
+// task Pending on no node.
+func (f *fixture) expectPodCreated(task *gputaskv1.GPUTask) {
+	f.expectCreatePod(expectedPod(task))
+	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
 }
 
 // expectedPod is the pod newTask(name) must produce, written out by hand so
@@ -275,6 +300,43 @@ func withStatus(task *gputaskv1.GPUTask, phase gputaskv1.GPUTaskPhase, node stri
 	return t
 }
 
+// replaced is task after its pod was replaced: one more reschedule, at
+// testNow, and the new pod Pending. Conditions that did not flip keep their
+// transition time.
+func replaced(task *gputaskv1.GPUTask) *gputaskv1.GPUTask {
+	want := task.DeepCopy()
+	want.Status.Reschedules++
+	want.Status.LastRescheduleTime = ptr.To(metav1.NewTime(testNow))
+	want = withStatus(want, gputaskv1.GPUTaskPending, "")
+	for i := range want.Status.Conditions {
+		if old := meta.FindStatusCondition(task.Status.Conditions, want.Status.Conditions[i].Type); old != nil && old.Status == want.Status.Conditions[i].Status {
+			want.Status.Conditions[i].LastTransitionTime = old.LastTransitionTime
+		}
+	}
+	return want
+}
+
+// conflicted is task with the status the controller writes when a pod it
+// does not control holds the task's pod name.
+func conflicted(task *gputaskv1.GPUTask, msg string) *gputaskv1.GPUTask {
+	want := task.DeepCopy()
+	want.Status = gputaskv1.GPUTaskStatus{
+		Phase: gputaskv1.GPUTaskPending, ObservedGeneration: 1,
+		Conditions: []metav1.Condition{
+			cond(gputaskv1.ConditionSpecValid, metav1.ConditionTrue, "Valid", ""),
+			cond(gputaskv1.ConditionPodOwned, metav1.ConditionFalse, "PodConflict", msg),
+			cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "PodConflict", msg),
+			cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodConflict", msg),
+		},
+	}
+	return want
+}
+
+// findCond is meta.FindStatusCondition under the name older tests use.
+func findCond(conds []metav1.Condition, t string) *metav1.Condition {
+	return meta.FindStatusCondition(conds, t)
+}
+
 func key(task *gputaskv1.GPUTask) cache.ObjectName { return cache.MetaObjectToName(task) }
 
 func TestCreatesPod(t *testing.T) {
@@ -283,8 +345,7 @@ func TestCreatesPod(t *testing.T) {
 	task := newTask("render")
 	f.addTask(task)
 
-	f.expectCreatePod(expectedPod(task))
-	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
+	f.expectPodCreated(task)
 	f.run(ctx, key(task))
 	f.expectEvents("Normal Created Created pod render")
 }
@@ -313,10 +374,7 @@ func TestCreatesPodWithDefaults(t *testing.T) {
 func TestNoWritesWhenInSync(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	task := withStatus(newTask("render"), gputaskv1.GPUTaskRunning, "gpu-1")
-	f.addTask(task)
-	f.addPod(podWith(task, corev1.PodRunning, "gpu-1"))
-	f.addNode(controllertest.Node("gpu-1"))
+	task, _ := f.addTaskWithPod(newTask("render"), corev1.PodRunning, "gpu-1")
 
 	f.run(ctx, key(task))
 	f.expectEvents()
@@ -394,16 +452,7 @@ func TestLeavesForeignPodAlone(t *testing.T) {
 			f.addPod(foreign)
 
 			msg := "pod default/render exists and is not controlled by this GPUTask"
-			want := task.DeepCopy()
-			want.Status = gputaskv1.GPUTaskStatus{
-				Phase: gputaskv1.GPUTaskPending, ObservedGeneration: 1,
-				Conditions: []metav1.Condition{
-					cond(gputaskv1.ConditionSpecValid, metav1.ConditionTrue, "Valid", ""),
-					cond(gputaskv1.ConditionPodOwned, metav1.ConditionFalse, "PodConflict", msg),
-					cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "PodConflict", msg),
-					cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodConflict", msg),
-				},
-			}
+			want := conflicted(task, msg)
 			f.expectUpdateStatus(want)
 			f.run(ctx, key(task))
 			f.expectEvents("Warning PodConflict " + msg)
@@ -426,18 +475,7 @@ func TestCreateConflictWithUnlabelledPod(t *testing.T) {
 
 	f.expectCreatePod(expectedPod(task))
 	f.kubeactions = append(f.kubeactions, core.NewGetAction(podsResource, task.Namespace, "render"))
-	msg := "pod default/render exists and is not controlled by this GPUTask"
-	want := task.DeepCopy()
-	want.Status = gputaskv1.GPUTaskStatus{
-		Phase: gputaskv1.GPUTaskPending, ObservedGeneration: 1,
-		Conditions: []metav1.Condition{
-			cond(gputaskv1.ConditionSpecValid, metav1.ConditionTrue, "Valid", ""),
-			cond(gputaskv1.ConditionPodOwned, metav1.ConditionFalse, "PodConflict", msg),
-			cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "PodConflict", msg),
-			cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodConflict", msg),
-		},
-	}
-	f.expectUpdateStatus(want)
+	f.expectUpdateStatus(conflicted(task, "pod default/render exists and is not controlled by this GPUTask"))
 	f.run(ctx, key(task))
 	f.expectEvents("Warning PodConflict")
 	if !f.c.expectations.Satisfied(key(task).String()) {
@@ -562,8 +600,7 @@ func TestNoDuplicateCreateWhileExpectationPending(t *testing.T) {
 	task := newTask("render")
 	f.addTask(task)
 
-	f.expectCreatePod(expectedPod(task))
-	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
+	f.expectPodCreated(task)
 	f.run(ctx, key(task))
 
 	// The task's status update arrives, the pod's add event does not yet: a
@@ -590,8 +627,7 @@ func TestExpectationExpires(t *testing.T) {
 
 	// Expired expectations no longer block.
 	c.expectations.Delete(key(task).String())
-	f.expectCreatePod(expectedPod(task))
-	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
+	f.expectPodCreated(task)
 	f.run(ctx, key(task))
 }
 
@@ -618,9 +654,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			return podWith(task, corev1.PodRunning, "gpu-1")
 		}, reschedule.ReasonNodeLost},
 		{"node not ready", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			n := controllertest.Node("gpu-1")
-			n.Status.Conditions[0].Status = corev1.ConditionUnknown
-			f.addNode(n)
+			f.addNode(controllertest.NotReadyNode("gpu-1"))
 			return podWith(task, corev1.PodRunning, "gpu-1")
 		}, reschedule.ReasonNodeNotReady},
 		{"unschedulable too long", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
@@ -671,17 +705,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			// 3: the pod is gone: create the new one and count it.
 			f.removePod(terminating)
 			f.expectCreatePod(expectedPod(task))
-			want := task.DeepCopy()
-			want.Status.Reschedules = 3
-			want.Status.LastRescheduleTime = ptr.To(metav1.NewTime(testNow))
-			want = withStatus(want, gputaskv1.GPUTaskPending, "")
-			for i := range want.Status.Conditions {
-				// Conditions that did not flip keep their old transition time.
-				if old := findCond(task.Status.Conditions, want.Status.Conditions[i].Type); old != nil && old.Status == want.Status.Conditions[i].Status {
-					want.Status.Conditions[i].LastTransitionTime = old.LastTransitionTime
-				}
-			}
-			f.expectUpdateStatus(want)
+			f.expectUpdateStatus(replaced(task)) // reschedules 2 → 3
 			f.run(ctx, key(task))
 			f.expectEvents("Normal Created Created pod render", "Normal Rescheduled Rescheduled ("+tc.wantReason+")")
 			if n := len(c.replacements); n != 0 {
@@ -691,24 +715,10 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 	}
 }
 
-func findCond(conds []metav1.Condition, t string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == t {
-			return &conds[i]
-		}
-	}
-	return nil
-}
-
 func TestRescheduleCacheLagsBehindDelete(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	task := newTask("render")
-	old := podWith(task, corev1.PodFailed, "gpu-1")
-	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
-	f.addTask(task)
-	f.addPod(old)
-	f.addNode(controllertest.Node("gpu-1"))
+	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
 
 	f.expectDeletePod(old)
 	f.run(ctx, key(task))
@@ -721,14 +731,8 @@ func TestMaxConcurrentReschedules(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	f.opts.MaxConcurrentReschedules = 1
-	a, b := newTask("a"), newTask("b")
-	podA, podB := podWith(a, corev1.PodFailed, "gpu-1"), podWith(b, corev1.PodFailed, "gpu-1")
-	a, b = withStatus(a, gputaskv1.GPUTaskFailed, "gpu-1"), withStatus(b, gputaskv1.GPUTaskFailed, "gpu-1")
-	f.addTask(a)
-	f.addTask(b)
-	f.addPod(podA)
-	f.addPod(podB)
-	f.addNode(controllertest.Node("gpu-1"))
+	a, podA := f.addTaskWithPod(newTask("a"), corev1.PodFailed, "gpu-1")
+	b, podB := f.addTaskWithPod(newTask("b"), corev1.PodFailed, "gpu-1")
 
 	f.expectDeletePod(podA)
 	f.run(ctx, key(a))
@@ -738,11 +742,7 @@ func TestMaxConcurrentReschedules(t *testing.T) {
 	// a's new pod is created; b may go.
 	f.removePod(podA)
 	f.expectCreatePod(expectedPod(a))
-	wantA := a.DeepCopy()
-	wantA.Status.Reschedules = 1
-	wantA.Status.LastRescheduleTime = ptr.To(metav1.NewTime(testNow))
-	wantA = withStatus(wantA, gputaskv1.GPUTaskPending, "")
-	f.expectUpdateStatus(wantA)
+	f.expectUpdateStatus(replaced(a))
 	f.run(ctx, key(a))
 
 	f.expectDeletePod(podB)
@@ -754,13 +754,8 @@ func TestRestart(t *testing.T) {
 	f := newFixture(t)
 	f.opts.RescheduleInterval = 0 // a restart does not depend on rescheduling
 	restartAt := testNow.Add(-time.Minute).Format(time.RFC3339)
-	task := newTask("render")
-	task.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: restartAt}
-	old := podWith(task, corev1.PodRunning, "gpu-1") // created an hour ago
-	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
-	f.addTask(task)
-	f.addPod(old)
-	f.addNode(controllertest.Node("gpu-1"))
+	task, old := f.addTaskWithPod(newTask("render", controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt)),
+		corev1.PodRunning, "gpu-1") // the pod was created an hour ago
 
 	f.expectDeletePod(old)
 	f.run(ctx, key(task))
@@ -768,10 +763,7 @@ func TestRestart(t *testing.T) {
 
 	f.removePod(old)
 	f.expectCreatePod(expectedPod(task))
-	want := task.DeepCopy()
-	want.Status.Reschedules = 1
-	want.Status.LastRescheduleTime = ptr.To(metav1.NewTime(testNow))
-	want = withStatus(want, gputaskv1.GPUTaskPending, "")
+	want := replaced(task)
 	f.expectUpdateStatus(want)
 	f.run(ctx, key(task))
 	f.expectEvents("Normal Created", "Normal Restarted")
@@ -789,14 +781,9 @@ func TestRestart(t *testing.T) {
 func TestRestartAcknowledgedWhenPodIsNewer(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	task := newTask("render")
-	task.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: testNow.Add(-time.Hour).Format(time.RFC3339)}
-	pod := podWith(task, corev1.PodRunning, "gpu-1")
+	restartAt := testNow.Add(-time.Hour).Format(time.RFC3339)
+	task, pod := f.addTaskWithPod(newTask("render", controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt)), corev1.PodRunning, "gpu-1")
 	pod.CreationTimestamp = metav1.NewTime(testNow.Add(-time.Minute))
-	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
-	f.addTask(task)
-	f.addPod(pod)
-	f.addNode(controllertest.Node("gpu-1"))
 
 	want := task.DeepCopy()
 	want.Status.LastRescheduleTime = ptr.To(pod.CreationTimestamp)
@@ -807,13 +794,7 @@ func TestRestartAcknowledgedWhenPodIsNewer(t *testing.T) {
 func TestInvalidRestartedAtIsIgnored(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	task := newTask("render")
-	task.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: "last tuesday"}
-	pod := podWith(task, corev1.PodRunning, "gpu-1")
-	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
-	f.addTask(task)
-	f.addPod(pod)
-	f.addNode(controllertest.Node("gpu-1"))
+	task, _ := f.addTaskWithPod(newTask("render", controllertest.Annotation(gputaskv1.AnnotationRestartedAt, "last tuesday")), corev1.PodRunning, "gpu-1")
 
 	f.run(ctx, key(task))
 	f.expectEvents("Warning InvalidRestartedAt")
@@ -969,12 +950,7 @@ func TestRescheduleDeleteConflict(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	f.opts.MaxConcurrentReschedules = 1
-	task := newTask("render")
-	old := podWith(task, corev1.PodFailed, "gpu-1")
-	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
-	f.addTask(task)
-	f.addPod(old)
-	f.addNode(controllertest.Node("gpu-1"))
+	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
 	c := f.newController(ctx)
 	f.kubeclient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(podsResource.GroupResource(), old.Name, errors.New("uid precondition failed"))
@@ -992,12 +968,7 @@ func TestRescheduleDeleteConflict(t *testing.T) {
 func TestRescheduleDeleteError(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	task := newTask("render")
-	old := podWith(task, corev1.PodFailed, "gpu-1")
-	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
-	f.addTask(task)
-	f.addPod(old)
-	f.addNode(controllertest.Node("gpu-1"))
+	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
 	c := f.newController(ctx)
 	f.kubeclient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("try later")
@@ -1032,12 +1003,7 @@ func TestCreateErrorIsRetried(t *testing.T) {
 func TestTaskDeletedMidReplacement(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	task := newTask("render")
-	old := podWith(task, corev1.PodFailed, "gpu-1")
-	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
-	f.addTask(task)
-	f.addPod(old)
-	f.addNode(controllertest.Node("gpu-1"))
+	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
 	c := f.newController(ctx)
 
 	f.expectDeletePod(old)
@@ -1060,12 +1026,7 @@ func TestTaskDeletedMidReplacement(t *testing.T) {
 func TestReplacementCountedOnce(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	task := newTask("render")
-	old := podWith(task, corev1.PodFailed, "gpu-1")
-	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
-	f.addTask(task)
-	f.addPod(old)
-	f.addNode(controllertest.Node("gpu-1"))
+	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
 	c := f.newController(ctx)
 
 	f.expectDeletePod(old)
@@ -1080,15 +1041,7 @@ func TestReplacementCountedOnce(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	want := task.DeepCopy()
-	want.Status.Reschedules = 1
-	want.Status.LastRescheduleTime = ptr.To(metav1.NewTime(testNow))
-	want = withStatus(want, gputaskv1.GPUTaskPending, "")
-	for i := range want.Status.Conditions {
-		if prev := findCond(task.Status.Conditions, want.Status.Conditions[i].Type); prev != nil && prev.Status == want.Status.Conditions[i].Status {
-			want.Status.Conditions[i].LastTransitionTime = prev.LastTransitionTime
-		}
-	}
+	want := replaced(task)
 	f.expectCreatePod(expectedPod(task))
 	f.expectUpdateStatus(want)
 	f.runExpectError(ctx, key(task), true)
@@ -1113,14 +1066,8 @@ func TestReplacementCountedOnce(t *testing.T) {
 func TestForceDeleteOnNotReadyNode(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	task := newTask("render")
-	old := podWith(task, corev1.PodRunning, "gpu-1")
-	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
-	notReady := controllertest.Node("gpu-1")
-	notReady.Status.Conditions[0].Status = corev1.ConditionUnknown
-	f.addTask(task)
-	f.addPod(old)
-	f.addNode(notReady)
+	f.addNode(controllertest.NotReadyNode("gpu-1"))
+	task, old := f.addTaskWithPod(newTask("render"), corev1.PodRunning, "gpu-1")
 	f.newController(ctx)
 
 	f.expectDeletePod(old)
