@@ -1016,7 +1016,7 @@ func TestCreateErrorIsRetried(t *testing.T) {
 	f.addTask(task)
 	c := f.newController(ctx)
 	f.kubeclient.PrependReactor("create", "pods", func(core.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(podsResource.GroupResource(), "render", errors.New("exceeded quota"))
+		return true, nil, apierrors.NewInternalError(errors.New("etcd timeout"))
 	})
 
 	f.expectCreatePod(expectedPod(task))

@@ -73,6 +73,10 @@ const (
 	ConditionScheduled = "Scheduled"
 	// ConditionReady mirrors the pod's Ready condition.
 	ConditionReady = "Ready"
+	// ConditionPodCreateFailed is True while the API server refuses the task's
+	// pod (reason Invalid or Forbidden, with the API's message); it goes away
+	// once a pod is created.
+	ConditionPodCreateFailed = "PodCreateFailed"
 )
 
 // +genclient
