@@ -353,6 +353,11 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	case pod == nil:
 		return c.syncMissingPod(ctx, key, task)
 	case !isControlledBy(pod, task):
+		// The pod of an earlier task of this name is an orphan: once it is
+		// deleted, its delete event brings the task back here.
+		if deleted, err := c.deleteOrphanPod(ctx, key); err != nil || deleted {
+			return err
+		}
 		return c.syncConflict(ctx, task, pod)
 	default:
 		return c.syncOwnedPod(ctx, key, task, pod)

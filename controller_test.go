@@ -432,9 +432,6 @@ func TestLeavesForeignPodAlone(t *testing.T) {
 		owner []metav1.OwnerReference
 	}{
 		{"no owner", nil},
-		{"owned by a deleted task of the same name", []metav1.OwnerReference{{
-			APIVersion: "gputask.io/v1", Kind: "GPUTask", Name: "render", UID: "old-uid", Controller: ptr.To(true),
-		}}},
 		{"owned by a Job", []metav1.OwnerReference{{
 			APIVersion: "batch/v1", Kind: "Job", Name: "render", UID: "uid-render", Controller: ptr.To(true),
 		}}},
@@ -508,7 +505,19 @@ func TestDeletedTask(t *testing.T) {
 				f.expectDeletePod(pod)
 			}
 			f.run(ctx, key(task))
-			// The UID is used up: a second sync does nothing.
+			if tc.wantDelete {
+				f.removePod(pod)
+			} else {
+				// The other incarnation is a successor the cache does not
+				// show yet; the API server does.
+				successor := task.DeepCopy()
+				successor.UID = tc.podOwner
+				if err := f.client.Tracker().Add(successor); err != nil {
+					t.Fatal(err)
+				}
+				f.actions = append(f.actions, core.NewGetAction(taskResource, task.Namespace, task.Name))
+			}
+			// The UID is used up: a second sync deletes nothing.
 			f.run(ctx, key(task))
 		})
 	}
@@ -834,8 +843,9 @@ func TestHandleObject(t *testing.T) {
 	stale.OwnerReferences[0].Name = "other"
 	c.expectations.ExpectCreations(key(other).String(), 1)
 	c.handlePodAdd(stale)
-	if got := drain(); len(got) != 0 {
-		t.Errorf("pod with a stale owner UID enqueued %v", got)
+	// Its own name is synced, to find out whether it is an orphan.
+	if got := drain(); len(got) != 1 || got[0] != cache.MetaObjectToName(stale) {
+		t.Errorf("pod with a stale owner UID enqueued %v, want [default/stray]", got)
 	}
 	if c.expectations.Satisfied(key(other).String()) {
 		t.Error("a pod with another UID met the expectation")
@@ -989,7 +999,7 @@ func TestCreateErrorIsRetried(t *testing.T) {
 	f.addTask(task)
 	c := f.newController(ctx)
 	f.kubeclient.PrependReactor("create", "pods", func(core.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(podsResource.GroupResource(), "render", errors.New("exceeded quota"))
+		return true, nil, apierrors.NewInternalError(errors.New("etcd timeout"))
 	})
 
 	f.expectCreatePod(expectedPod(task))
@@ -1094,7 +1104,13 @@ func TestOrphanedTaskKeepsPod(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	task := newTask("render")
-	f.addPod(podWith(task, corev1.PodRunning, "gpu-1"))
+	pod := podWith(task, corev1.PodRunning, "gpu-1")
+	f.podLister = append(f.podLister, pod)
+	// The garbage collector removed the owner reference before it let the
+	// task go; the cache has not seen that yet.
+	orphaned := pod.DeepCopy()
+	orphaned.OwnerReferences = nil
+	f.kubeobjects = append(f.kubeobjects, orphaned)
 	c := f.newController(ctx)
 
 	orphaning := task.DeepCopy()
@@ -1102,6 +1118,8 @@ func TestOrphanedTaskKeepsPod(t *testing.T) {
 	orphaning.Finalizers = []string{metav1.FinalizerOrphanDependents}
 	c.handleTaskUpdate(task, orphaning)
 	c.handleTaskDelete(task)
+	f.actions = append(f.actions, core.NewGetAction(taskResource, task.Namespace, task.Name))
+	f.kubeactions = append(f.kubeactions, core.NewGetAction(podsResource, task.Namespace, task.Name))
 	f.run(ctx, key(task)) // no delete
 }
 

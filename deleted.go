@@ -21,7 +21,10 @@ func (c *Controller) deletePodOfDeletedTask(ctx context.Context, key cache.Objec
 	delete(c.warnedRestartedAt, key)
 	c.mu.Unlock()
 	if !ok {
-		return nil
+		// Not a delete this controller saw: the pod may have outlived a
+		// task deleted while it was down.
+		_, err := c.deleteOrphanPod(ctx, key)
+		return err
 	}
 	pod, err := c.podsLister.Pods(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {

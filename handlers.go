@@ -113,7 +113,9 @@ func (c *Controller) handleObject(obj any) {
 // pod's controller reference names a GPUTask in the cache with the same UID;
 // checking the UID keeps a pod of a deleted task from being taken for the
 // pod of a new task with the same name. A pod not controlled by a task still
-// concerns the task of the same name, which it blocks (PodConflict).
+// concerns the task of the same name, which it blocks (PodConflict). A pod
+// controlled by a task that is not in the cache concerns its own name, whose
+// sync deletes it if that task is gone (orphans.go).
 func (c *Controller) taskOfPod(pod *corev1.Pod) (key *cache.ObjectName, owned bool) {
 	if ref := metav1.GetControllerOf(pod); ref != nil && isGPUTaskRef(ref) {
 		task, err := c.tasksLister.GPUTasks(pod.Namespace).Get(ref.Name)
@@ -124,6 +126,12 @@ func (c *Controller) taskOfPod(pod *corev1.Pod) (key *cache.ObjectName, owned bo
 	}
 	if task, err := c.tasksLister.GPUTasks(pod.Namespace).Get(pod.Name); err == nil {
 		k := cache.MetaObjectToName(task)
+		return &k, false
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil && isGPUTaskRef(ref) {
+		// Controlled by a task the cache does not have: the sync of the
+		// pod's name finds out whether it is an orphan to delete.
+		k := cache.MetaObjectToName(pod)
 		return &k, false
 	}
 	return nil, false

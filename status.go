@@ -53,6 +53,8 @@ type statusView struct {
 	// stale is the first field where the pod differs from the pod the spec
 	// asks for now; empty when it is up to date.
 	stale string
+	// createErr, when set, is the API server's refusal of the task's pod.
+	createErr error
 	// replaced, when set, is a completed replacement to count.
 	replaced *replacement
 }
@@ -108,6 +110,14 @@ func (c *Controller) computeStatus(task *gputaskv1.GPUTask, view statusView) gpu
 		set(gputaskv1.ConditionSpecValid, metav1.ConditionFalse, ReasonInvalidSpec, view.specErr.Error())
 	} else {
 		set(gputaskv1.ConditionSpecValid, metav1.ConditionTrue, condReasonValid, "")
+	}
+
+	switch {
+	case view.createErr != nil:
+		reason, msg := podCreateFailure(view.createErr)
+		set(gputaskv1.ConditionPodCreateFailed, metav1.ConditionTrue, reason, msg)
+	case view.pod != nil:
+		meta.RemoveStatusCondition(&status.Conditions, gputaskv1.ConditionPodCreateFailed)
 	}
 
 	switch {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,7 +45,13 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 			return c.handleCreateConflict(ctx, key, task)
 		}
 		c.recorder.Eventf(task, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating pod %s: %v", desired.Name, err)
-		return fmt.Errorf("creating pod for gputask %s: %w", key, err)
+		err = fmt.Errorf("creating pod for gputask %s: %w", key, err)
+		if isRefused(err) {
+			// The error makes the queue back off; the condition tells the
+			// user why, and is written once, as its message is stable.
+			return errors.Join(err, c.updateStatus(ctx, task, c.computeStatus(task, statusView{createErr: err})))
+		}
+		return err
 	}
 	logger.V(2).Info("Created pod", "pod", klog.KObj(created))
 	c.recorder.Eventf(task, corev1.EventTypeNormal, ReasonCreated, "Created pod %s", created.Name)

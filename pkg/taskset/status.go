@@ -57,7 +57,7 @@ func calculateStatus(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, pla
 			Type:               gputaskv1.ConditionReplicaFailure,
 			Status:             metav1.ConditionTrue,
 			Reason:             rerr.reason,
-			Message:            rerr.Error(),
+			Message:            failureMessage(set, rerr),
 			ObservedGeneration: set.Generation,
 			LastTransitionTime: metav1.NewTime(now),
 		}

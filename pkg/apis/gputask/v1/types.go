@@ -86,6 +86,10 @@ const (
 	// field that differs. The pod is replaced only when gputask.io/restartedAt
 	// asks for it.
 	ConditionPodUpToDate = "PodUpToDate"
+	// ConditionPodCreateFailed is True while the API server refuses the task's
+	// pod (reason Invalid or Forbidden, with the API's message); it goes away
+	// once a pod is created.
+	ConditionPodCreateFailed = "PodCreateFailed"
 )
 
 // +genclient

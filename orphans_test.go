@@ -1,0 +1,125 @@
+package main
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+)
+
+// TestOrphanPods: a pod whose controlling task is gone (deleted while the
+// controller was down, or replaced by a new task of the same name) is
+// deleted, conditional on the UID and resourceVersion the API server showed;
+// any other pod is left alone.
+func TestOrphanPods(t *testing.T) {
+	tests := []struct {
+		name string
+		// cached is the task in the cache and the API, if any.
+		cached *gputaskv1.GPUTask
+		// apiOnly is a task the API server has and the cache does not show yet.
+		apiOnly *gputaskv1.GPUTask
+		// podOwner is the UID of the pod's controller reference; empty means none.
+		podOwner types.UID
+		// livePodOwner is the owner the API server shows for the pod.
+		livePodOwner types.UID
+		wantGetTask  bool
+		wantGetPod   bool
+		wantDelete   bool
+	}{
+		{name: "task gone", podOwner: "uid-render", livePodOwner: "uid-render",
+			wantGetTask: true, wantGetPod: true, wantDelete: true},
+		{name: "task re-created under the same name", cached: newTask("render"), podOwner: "old-uid", livePodOwner: "old-uid",
+			wantGetTask: true, wantGetPod: true, wantDelete: true},
+		{name: "task not in the cache yet", apiOnly: newTask("render"), podOwner: "uid-render",
+			wantGetTask: true},
+		{name: "owner reference removed since (--cascade=orphan)", podOwner: "uid-render",
+			wantGetTask: true, wantGetPod: true},
+		{name: "no controller (--cascade=orphan)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newFixture(t)
+			if tc.cached != nil {
+				f.addTask(tc.cached)
+			}
+			if tc.apiOnly != nil {
+				f.objects = append(f.objects, tc.apiOnly)
+			}
+			pod := podWith(newTask("render"), corev1.PodRunning, "gpu-1")
+			pod.OwnerReferences = ownerRefs(tc.podOwner)
+			live := pod.DeepCopy()
+			live.OwnerReferences = ownerRefs(tc.livePodOwner)
+			f.podLister = append(f.podLister, pod)
+			f.kubeobjects = append(f.kubeobjects, live)
+			c := f.newController(ctx)
+
+			// At start-up the informer hands every pod over as an add.
+			c.handlePodAdd(pod)
+			if tc.podOwner == "" {
+				if n := c.workqueue.Len(); n != 0 {
+					t.Errorf("a pod without a controller enqueued %d keys", n)
+				}
+				return
+			}
+			if n := c.workqueue.Len(); n != 1 {
+				t.Fatalf("pod add enqueued %d keys, want 1", n)
+			}
+			k, _ := c.workqueue.Get()
+			c.workqueue.Done(k)
+
+			if tc.wantGetTask {
+				f.actions = append(f.actions, core.NewGetAction(taskResource, pod.Namespace, "render"))
+			}
+			if tc.wantGetPod {
+				f.kubeactions = append(f.kubeactions, core.NewGetAction(podsResource, pod.Namespace, pod.Name))
+			}
+			if tc.wantDelete {
+				f.kubeactions = append(f.kubeactions, core.NewDeleteActionWithOptions(podsResource, pod.Namespace, pod.Name,
+					metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(pod.UID), ResourceVersion: ptr.To(pod.ResourceVersion)}}))
+			}
+			if tc.cached != nil && !tc.wantDelete {
+				t.Fatal("test case not covered: a cached task whose pod is kept writes its status")
+			}
+			f.run(ctx, k)
+		})
+	}
+}
+
+// TestOrphanPodDeleteConflict: a pod that changed between the read and the
+// delete is judged again, through the queue.
+func TestOrphanPodDeleteConflict(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	pod := podWith(newTask("render"), corev1.PodRunning, "gpu-1")
+	f.addPod(pod)
+	f.newController(ctx)
+	f.kubeclient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(podsResource.GroupResource(), pod.Name, nil)
+	})
+	f.actions = append(f.actions, core.NewGetAction(taskResource, pod.Namespace, "render"))
+	f.kubeactions = append(f.kubeactions,
+		core.NewGetAction(podsResource, pod.Namespace, pod.Name),
+		core.NewDeleteActionWithOptions(podsResource, pod.Namespace, pod.Name,
+			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(pod.UID), ResourceVersion: ptr.To(pod.ResourceVersion)}}))
+	f.runExpectError(ctx, cache.MetaObjectToName(pod), true)
+}
+
+func ownerRefs(uid types.UID) []metav1.OwnerReference {
+	if uid == "" {
+		return nil
+	}
+	return []metav1.OwnerReference{{
+		APIVersion: "gputask.io/v1", Kind: "GPUTask", Name: "render", UID: uid,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}}
+}

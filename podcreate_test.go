@@ -1,0 +1,110 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	core "k8s.io/client-go/testing"
+	"k8s.io/klog/v2/ktesting"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+)
+
+// TestPodCreateFailed: a pod the API server refuses as invalid sets
+// PodCreateFailed on the task once, backs off through the queue, and the
+// condition goes away when a pod is created.
+func TestPodCreateFailed(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	f.addTask(task)
+	c := f.newController(ctx)
+	refused := apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "render", field.ErrorList{
+		field.Invalid(field.NewPath("spec", "containers").Index(0).Child("env").Index(0).Child("name"), "1BAD", "a valid environment variable name must consist of alphabetic characters"),
+	})
+	refuse := true
+	f.kubeclient.PrependReactor("create", "pods", func(core.Action) (bool, runtime.Object, error) {
+		if refuse {
+			return true, nil, refused
+		}
+		return false, nil, nil
+	})
+
+	failed := task.DeepCopy()
+	failed.Status = gputaskv1.GPUTaskStatus{
+		Phase: gputaskv1.GPUTaskPending, ObservedGeneration: 1,
+		Conditions: []metav1.Condition{
+			cond(gputaskv1.ConditionSpecValid, metav1.ConditionTrue, "Valid", ""),
+			cond(gputaskv1.ConditionPodCreateFailed, metav1.ConditionTrue, "Invalid", refused.Error()),
+			cond(gputaskv1.ConditionPodOwned, metav1.ConditionUnknown, "PodNotCreated", ""),
+			cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "PodNotCreated", ""),
+			cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodNotCreated", ""),
+		},
+	}
+	f.expectCreatePod(expectedPod(task))
+	f.expectUpdateStatus(failed)
+	f.runExpectError(ctx, key(task), true)
+	f.expectEvents("Warning FailedCreate")
+
+	// The next attempt is refused the same way: no status write.
+	f.setTask(failed)
+	f.expectCreatePod(expectedPod(task))
+	f.runExpectError(ctx, key(task), true)
+	f.expectEvents("Warning FailedCreate")
+
+	// The worker backs off rather than retrying at once.
+	c.workqueue.Add(key(task))
+	f.kubeclient.ClearActions()
+	c.processNextWorkItem(ctx)
+	if n := c.workqueue.NumRequeues(key(task)); n != 1 {
+		t.Errorf("NumRequeues = %d after a refused create, want 1", n)
+	}
+	if n := c.workqueue.Len(); n != 0 {
+		t.Errorf("queue holds %d items at once after a refused create, want 0", n)
+	}
+	f.expectEvents("Warning FailedCreate")
+
+	// Once the pod is accepted, the condition is gone.
+	refuse = false
+	f.expectCreatePod(expectedPod(task))
+	f.expectUpdateStatus(withStatus(failed, gputaskv1.GPUTaskPending, ""))
+	f.run(ctx, key(task))
+	f.expectEvents("Normal Created")
+}
+
+func TestPodCreateFailureMessage(t *testing.T) {
+	tests := []struct {
+		name       string
+		err        error
+		wantReason string
+		wantPrefix string
+	}{
+		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "render", errors.New("exceeded quota: gpu")),
+			"Forbidden", `pods "render" is forbidden: exceeded quota: gpu`},
+		{"invalid, 64 KiB", apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "render", field.ErrorList{
+			field.Invalid(field.NewPath("metadata", "labels"), strings.Repeat("ü", 32*1024), "too long")}),
+			"Invalid", `Pod "render" is invalid: metadata.labels: Invalid value:`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reason, msg := podCreateFailure(tc.err)
+			if reason != tc.wantReason || !strings.HasPrefix(msg, tc.wantPrefix) {
+				t.Errorf("podCreateFailure() = %q, %q; want %q, %q...", reason, msg, tc.wantReason, tc.wantPrefix)
+			}
+			if len(msg) > maxPodCreateMessage || !utf8.ValidString(msg) {
+				t.Errorf("message of %d bytes (valid UTF-8: %v), want at most %d", len(msg), utf8.ValidString(msg), maxPodCreateMessage)
+			}
+		})
+	}
+	if !isRefused(apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "x", errors.New("no"))) ||
+		isRefused(apierrors.NewInternalError(errors.New("etcd"))) || isRefused(apierrors.NewTimeoutError("slow", 1)) {
+		t.Error("isRefused: only 422 and 403 are refusals")
+	}
+}
