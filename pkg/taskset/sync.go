@@ -122,7 +122,7 @@ func planReplicas(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, now ti
 			// leave a stopped set running.
 			minAge = 0
 		}
-		plan.scaleIn = ChooseVictims(active, min(diff, burst), minAge, now)
+		plan.scaleIn = ChooseVictims(active, min(diff, burst), minAge, now, nil)
 	}
 	return plan
 }
