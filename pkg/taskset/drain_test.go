@@ -113,8 +113,12 @@ func TestPlanScale(t *testing.T) {
 		desired: 2, drainTimeout: timeout,
 		undrain: []string{"d2"}, draining: 1, retryAfter: 9 * time.Minute,
 	}, {
-		name:    "a drain without a start time counts from creation",
-		active:  []*gputaskv1.GPUTask{func() *gputaskv1.GPUTask { t := busyTask("d", time.Hour, true, time.Minute); t.Annotations[gputaskv1.AnnotationDrainStartedAt] = "soon"; return t }()},
+		name: "a drain without a start time counts from creation",
+		active: []*gputaskv1.GPUTask{func() *gputaskv1.GPUTask {
+			t := busyTask("d", time.Hour, true, time.Minute)
+			t.Annotations[gputaskv1.AnnotationDrainStartedAt] = "soon"
+			return t
+		}()},
 		desired: 0, drainTimeout: timeout,
 		delete: []string{"d"},
 	}, {
