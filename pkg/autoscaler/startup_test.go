@@ -1,0 +1,72 @@
+package autoscaler
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2/ktesting"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/scaling"
+)
+
+// TestStartingTasksHoldStepAndTimeOut: a Step set with tasks that are not
+// Ready yet adds none and says how many are starting; once the startup
+// timeout passes, a Warning names the late task, once, and scale-up resumes.
+func TestStartingTasksHoldStepAndTimeOut(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("web", 3)
+	set.Spec.Autoscaling.StartupTimeout = &metav1.Duration{Duration: 2 * time.Minute}
+	f.sets = []*gputaskv1.GPUTaskSet{set}
+	late := readyTask("web-late", set, t0.Add(-time.Minute))
+	late.Status.Conditions = nil
+	f.tasks = []*gputaskv1.GPUTask{readyTask("web-a", set, t0.Add(-time.Hour)), readyTask("web-b", set, t0.Add(-time.Hour)), late}
+	f.scaleReplicas = 3
+	f.readings["queue"] = fakeSource{value: 0.95}
+	c, inf := f.newController(ctx)
+
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if got, want := f.writes(), []string{"update gputasksets/status"}; !equalStrings(got, want) {
+		t.Fatalf("actions = %v, want %v", got, want)
+	}
+	got := f.lastStatus()
+	if got.Status.StartingReplicas != 1 || got.Status.LastDecision.Reason != scaling.ReasonWaitingForStartingTasks {
+		t.Fatalf("startingReplicas %d, decision %+v; want 1 and %s", got.Status.StartingReplicas, got.Status.LastDecision, scaling.ReasonWaitingForStartingTasks)
+	}
+	assertCondition(t, got, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, scaling.ReasonWaitingForStartingTasks)
+	assertEvents(t, f.events())
+
+	// A minute later the task is past its startup timeout.
+	mustUpdate(t, inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), got)
+	f.client.ClearActions()
+	f.clock.Step(time.Minute)
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if f.scaleReplicas != 6 {
+		t.Errorf("scale replicas = %d, want 6", f.scaleReplicas)
+	}
+	assertEvents(t, f.events(), "Warning TaskStartupTimeout Task web-late is not Ready 2m0s", "Normal ScaledUp")
+	if got := f.lastStatus(); got.Status.StartingReplicas != 0 {
+		t.Errorf("startingReplicas = %d, want 0", got.Status.StartingReplicas)
+	}
+
+	// The late task is reported once only.
+	scaled := f.lastStatus().DeepCopy()
+	scaled.Spec.Replicas = &f.scaleReplicas
+	mustUpdate(t, inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), scaled)
+	f.clock.Step(time.Minute)
+	if _, err := f.sync(ctx, c, "web"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	for _, e := range f.events() {
+		if strings.HasPrefix(e, "Warning TaskStartupTimeout") {
+			t.Errorf("late task reported again: %q", e)
+		}
+	}
+}
