@@ -21,9 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -81,6 +83,10 @@ type Options struct {
 	// ExpectationsTimeout is how long to wait for the cache to show this
 	// controller's writes. Zero means expectations.DefaultTTL.
 	ExpectationsTimeout time.Duration
+	// PodInformer, when set, lets scale-in see gputask.io/busy on the tasks'
+	// pods and wakes a set when one of its pods turns idle. It should list
+	// the pods labelled gputask.io/task. Nil reads busy from tasks only.
+	PodInformer coreinformers.PodInformer
 }
 
 // Controller keeps each GPUTaskSet's tasks at the desired count.
@@ -90,6 +96,7 @@ type Controller struct {
 
 	setLister   listers.GPUTaskSetLister
 	taskLister  listers.GPUTaskLister
+	podLister   corelisters.PodLister
 	cacheSynced []cache.InformerSynced
 
 	queue        workqueue.TypedRateLimitingInterface[cache.ObjectName]
@@ -136,6 +143,13 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, client 
 		DeleteFunc: func(obj any) { c.deleteTask(logger, obj) },
 	})
 	c.trackSynced(logger, taskInformer.Informer(), taskReg, err)
+	if opts.PodInformer != nil {
+		c.podLister = opts.PodInformer.Lister()
+		podReg, err := opts.PodInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: c.updatePod,
+		})
+		c.trackSynced(logger, opts.PodInformer.Informer(), podReg, err)
+	}
 	return c
 }
 
