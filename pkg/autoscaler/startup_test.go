@@ -70,3 +70,33 @@ func TestStartingTasksHoldStepAndTimeOut(t *testing.T) {
 		}
 	}
 }
+
+func TestLastStep(t *testing.T) {
+	exact := t0.Add(700 * time.Millisecond)
+	persisted := func(ts time.Time) *gputaskv1.GPUTaskSet {
+		s := newSet("web", 1)
+		if !ts.IsZero() {
+			s.Status.LastScaleTime = &metav1.Time{Time: ts}
+		}
+		return s
+	}
+	tests := []struct {
+		name       string
+		set        *gputaskv1.GPUTaskSet
+		remembered time.Time
+		want       time.Time
+	}{
+		{name: "never scaled", set: persisted(time.Time{}), want: time.Time{}},
+		{name: "remembered, status not written yet", set: persisted(time.Time{}), remembered: exact, want: exact},
+		{name: "remembered and persisted to the second", set: persisted(t0), remembered: exact, want: exact},
+		{name: "new leader rounds the persisted second up", set: persisted(t0), want: t0.Add(time.Second)},
+		{name: "another leader stepped later", set: persisted(t0.Add(10 * time.Second)), remembered: exact, want: t0.Add(11 * time.Second)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := lastStep(tt.set, tt.remembered); !got.Equal(tt.want) {
+				t.Errorf("lastStep = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
