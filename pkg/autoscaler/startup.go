@@ -41,7 +41,13 @@ func (c *Controller) startup(set *gputaskv1.GPUTaskSet, lastStep, now time.Time)
 	if isStopped(set) {
 		current = 0
 	}
-	return scaling.CountStarting(starts, current, lastStep, startupTimeoutOf(set.Spec.Autoscaling), now), nil
+	// Tasks asked for but not created yet are on their way since the last
+	// step, or since the set was created: its first tasks start too.
+	asked := lastStep
+	if created := set.CreationTimestamp.Time; created.After(asked) {
+		asked = created
+	}
+	return scaling.CountStarting(starts, current, asked, startupTimeoutOf(set.Spec.Autoscaling), now), nil
 }
 
 func startupTimeoutOf(spec *gputaskv1.AutoscalingSpec) time.Duration {

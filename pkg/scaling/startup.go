@@ -38,9 +38,9 @@ type Startup struct {
 // that is not Ready yet is capacity on its way, not missing capacity, until
 // timeout has passed since it was created. Tasks that spec.replicas asks for
 // but that do not exist yet (current above the number of tasks) count as
-// starting too, until timeout has passed since lastScale: the set controller
-// may still be creating them, or creation may be failing, and a failing
-// create must not block scale-up forever.
+// starting too, until timeout has passed since lastScale (the time they were
+// asked for): the set controller may still be creating them, or creation
+// may be failing, and a failing create must not block scale-up forever.
 func CountStarting(tasks []TaskStart, current int32, lastScale time.Time, timeout time.Duration, now time.Time) Startup {
 	if timeout <= 0 {
 		timeout = DefaultStartupTimeout

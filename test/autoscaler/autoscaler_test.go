@@ -54,7 +54,11 @@ func TestAutoscalerOnRealAPIServer(t *testing.T) {
 				MinReplicas: ptr.To[int32](1), MaxReplicas: 10,
 				Interval:                     &metav1.Duration{Duration: time.Second},
 				ScaleDownStabilizationWindow: &metav1.Duration{},
-				Metrics:                      []gputaskv1.MetricSpec{{Name: "queue", HTTP: &gputaskv1.HTTPSource{URL: backend.URL}}},
+				// No set controller runs here, so no task is ever created
+				// or Ready: a short startup timeout keeps the tasks asked
+				// for from holding scale-up back.
+				StartupTimeout: &metav1.Duration{Duration: time.Second},
+				Metrics:        []gputaskv1.MetricSpec{{Name: "queue", HTTP: &gputaskv1.HTTPSource{URL: backend.URL}}},
 			},
 		},
 	}, metav1.CreateOptions{})
