@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -102,6 +103,15 @@ func (r *arRecorder) onSet(obj any) {
 	}
 }
 
+// arSteps renders steps as "replicas@seconds since the first (ready)".
+func arSteps(steps []arStep) string {
+	parts := make([]string, 0, len(steps))
+	for _, s := range steps {
+		parts = append(parts, fmt.Sprintf("%d@%.1fs(%d ready)", s.replicas, s.at.Sub(steps[0].at).Seconds(), s.ready))
+	}
+	return strings.Join(parts, " ")
+}
+
 func (r *arRecorder) readyTasks() int {
 	tasks, err := r.taskLister.GPUTasks(r.ns).List(labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: tsPoolName}))
 	if err != nil {
@@ -145,7 +155,7 @@ func (r *arRecorder) waitSet(t *testing.T, timeout time.Duration, what string, d
 	})
 	if err != nil {
 		steps, reasons := r.snapshot()
-		t.Fatalf("waiting for %s: %v\nsteps %v\ndecisions %v\nlast status: %s", what, err, steps, reasons, tsDescribeStatus(last))
+		t.Fatalf("waiting for %s: %v\nsteps %s\ndecisions %v\nlast status: %s", what, err, arSteps(steps), reasons, tsDescribeStatus(last))
 	}
 	return last
 }
@@ -246,7 +256,7 @@ func TestAutoscalerOneStepPerIntervalWhileEdited(t *testing.T) {
 	arPatchSet(t, ns, `{"metadata":{"annotations":{"gputask.io/paused":null,"gputask.io/stopped":null}}}`)
 
 	steps, reasons := rec.snapshot()
-	t.Logf("steps: %v", steps)
+	t.Logf("steps: %s", arSteps(steps))
 	t.Logf("decisions: %v", reasons)
 	if len(steps) < 6 {
 		t.Fatalf("only %d values of spec.replicas in %v; the test proves nothing", len(steps), 20*interval)
@@ -279,7 +289,7 @@ func TestAutoscalerWaitsForSlowStarts(t *testing.T) {
 	if len(steps) > 0 {
 		elapsed = time.Since(steps[0].at)
 	}
-	t.Logf("steps: %v\ndecisions: %v\nall Ready after %v", steps, reasons, elapsed)
+	t.Logf("steps: %s\ndecisions: %v\nall Ready after %v", arSteps(steps), reasons, elapsed)
 
 	var counts []int32
 	for _, s := range steps {
@@ -451,5 +461,5 @@ func TestAutoscalerScalesToZeroAndBack(t *testing.T) {
 		return tsPtrOr(s.Spec.Replicas, 1) == 2
 	})
 	steps, reasons := rec.snapshot()
-	t.Logf("steps %v\ndecisions %v", steps, reasons)
+	t.Logf("steps %s\ndecisions %v", arSteps(steps), reasons)
 }
