@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -462,4 +464,92 @@ func TestAutoscalerScalesToZeroAndBack(t *testing.T) {
 	})
 	steps, reasons := rec.snapshot()
 	t.Logf("steps %s\ndecisions %v", arSteps(steps), reasons)
+}
+
+// arReadLog is a load-index endpoint that logs when it answered which value.
+type arReadLog struct {
+	mu    sync.Mutex
+	value float64
+	reads []arRead
+}
+
+type arRead struct {
+	at    time.Time
+	value float64
+}
+
+func (l *arReadLog) set(v float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.value = v
+}
+
+func (l *arReadLog) serve(w http.ResponseWriter, _ *http.Request) {
+	l.mu.Lock()
+	v := l.value
+	l.reads = append(l.reads, arRead{at: time.Now(), value: v})
+	l.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"data":{"load_balance":%g}}`, v)
+}
+
+// lastAtLeast and firstBelow find the last read at or above, and the first
+// read below, threshold.
+func (l *arReadLog) lastAtLeast(threshold float64, before time.Time) (last time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.reads {
+		if r.value >= threshold && r.at.Before(before) {
+			last = r.at
+		}
+	}
+	return last
+}
+
+func (l *arReadLog) firstBelow(threshold float64) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.reads {
+		if r.value < threshold {
+			return r.at
+		}
+	}
+	return time.Time{}
+}
+
+// TestStabilizationWindowStartsAtLastHighReading measures, on the real
+// control plane, when the scale-down stabilization window starts: the first
+// step comes one window after the last reading at or above downThreshold
+// (the last high reading), which is one interval less than a window after
+// the first low reading. README's rule says the same.
+func TestStabilizationWindowStartsAtLastHighReading(t *testing.T) {
+	t.Parallel()
+	const interval, window = 2 * time.Second, 10 * time.Second
+	ns := cp.NamespaceT(t)
+	model := tsGPUNodesT(t, ns, 1, 8)
+	log := &arReadLog{value: tsLoadMid}
+	srv := httptest.NewServer(http.HandlerFunc(log.serve))
+	t.Cleanup(srv.Close)
+	rec := arRecord(t, ns)
+	arCreatePool(t, ns, arPool{replicas: 3, min: 1, max: 6, interval: interval, model: model, url: srv.URL + "/api/load"})
+	arPatchSet(t, ns, fmt.Sprintf(`{"spec":{"autoscaling":{"scaleDownStabilizationWindow":%q}}}`, window.String()))
+	rec.waitSet(t, tsTimeout, "3 Ready tasks held", func(s *gputaskv1.GPUTaskSet) bool {
+		return s.Status.ReadyReplicas == 3 && tsDecisionReason(s) == scaling.ReasonWithinThresholds
+	})
+	time.Sleep(2 * interval)
+
+	log.set(tsLoadLow)
+	rec.waitSet(t, window+tsTimeout, "the first step down", func(s *gputaskv1.GPUTaskSet) bool { return tsPtrOr(s.Spec.Replicas, 1) == 2 })
+	steps, _ := rec.snapshot()
+	stepAt := steps[len(steps)-1].at
+	lastHigh, firstLow := log.lastAtLeast(0.5, stepAt), log.firstBelow(0.5)
+	sinceHigh, sinceLow := stepAt.Sub(lastHigh), stepAt.Sub(firstLow)
+	t.Logf("first step %v after the last high reading, %v after the first low one (window %v, interval %v)",
+		sinceHigh.Round(10*time.Millisecond), sinceLow.Round(10*time.Millisecond), window, interval)
+	if sinceHigh < window-window/10 || sinceHigh > window+interval+interval/2 {
+		t.Errorf("first step %v after the last high reading, want about one window (%v)", sinceHigh, window)
+	}
+	if sinceLow >= window {
+		t.Errorf("first step %v after the first low reading: the window would start at the first low reading", sinceLow)
+	}
 }
