@@ -6,6 +6,8 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN_DIR := $(CURDIR)/bin
 IMAGE ?= gputask-controller:dev
+# docker, or podman where there is no Docker engine.
+CONTAINER_TOOL ?= $(shell command -v docker >/dev/null 2>&1 && echo docker || echo podman)
 KUBECONFIG ?= $(HOME)/.kube/config
 # Packages that need no control plane.
 UNIT_PKGS = $$($(GO) list ./... | grep -v '/test/')
@@ -28,7 +30,7 @@ build: ## Build the controller into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/gputask-controller .
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and kwok into bin/ (only what is missing).
+tools: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, kwok and prometheus into bin/ (only what is missing).
 	hack/tools/build.sh
 
 .PHONY: test-unit
@@ -60,8 +62,13 @@ install: ## Install the CRDs into the cluster in $KUBECONFIG.
 	kubectl apply -k artifacts/crds
 
 .PHONY: image
-image: ## Build the container image.
-	docker build -t $(IMAGE) .
+image: ## Build the container image (docker or podman; CONTAINER_TOOL=...).
+	$(CONTAINER_TOOL) build -t $(IMAGE) .
+
+.PHONY: test-image
+test-image: tools ## Build the image with podman on base images assembled here, and run it as artifacts/deploy does on the local control plane.
+	hack/image/ensure-tools.sh
+	$(GO) test -tags image -count=1 -v -timeout 40m ./test/image/
 
 .PHONY: clean
 clean:

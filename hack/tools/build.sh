@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local control plane into bin/ (or $BIN_DIR): etcd, kube-apiserver,
-# kube-scheduler, kube-controller-manager, kubectl and kwok. A binary that is
-# already there is left alone, so a second run does nothing.
+# kube-scheduler, kube-controller-manager, kubectl and kwok, and the Prometheus
+# server that the tests of the Prometheus load-index source query. A binary
+# that is already there is left alone, so a second run does nothing.
 set -euo pipefail
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -39,4 +40,23 @@ if [[ ! -x "${BIN_DIR}/kwok" ]]; then
   GOBIN="${tmp}" CGO_ENABLED=0 go install -trimpath -ldflags='-s -w' "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
   mv "${tmp}/kwok" "${BIN_DIR}/kwok"
   rmdir "${tmp}"
+fi
+
+# Prometheus comes from a module of its own (hack/tools/prometheus), so that its
+# dependencies never meet the Kubernetes ones. remove_all_sd leaves out the
+# cloud service discoveries, a large part of the build: the tests scrape static
+# targets. Without the builtinassets tag the web UI is absent; the HTTP API,
+# which is all the tests use, works without it.
+if [[ ! -x "${BIN_DIR}/prometheus" ]]; then
+  PROM_DIR=${TOOLS_DIR}/prometheus
+  PROM_MODULE_VERSION=$(cd "${PROM_DIR}" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
+  # Module v0.315.0 is Prometheus 3.15.0.
+  PROM_RELEASE=${PROM_MODULE_VERSION#v0.}; PROM_RELEASE=${PROM_RELEASE%%[-+]*}
+  PROM_MINOR=${PROM_RELEASE%%.*}
+  PROM_VERSION="$((PROM_MINOR / 100)).$((PROM_MINOR % 100)).${PROM_RELEASE#*.}"
+  echo ">> building prometheus ${PROM_VERSION} (github.com/prometheus/prometheus ${PROM_MODULE_VERSION})"
+  (cd "${PROM_DIR}" && CGO_ENABLED=0 go build -trimpath -tags remove_all_sd \
+    -ldflags="-s -w -X github.com/prometheus/common/version.Version=${PROM_VERSION}" \
+    -o "${BIN_DIR}/prometheus.tmp" github.com/prometheus/prometheus/cmd/prometheus)
+  mv "${BIN_DIR}/prometheus.tmp" "${BIN_DIR}/prometheus"
 fi

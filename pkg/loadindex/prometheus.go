@@ -102,7 +102,9 @@ func parseVector(raw json.RawMessage) (float64, error) {
 	}
 	switch len(samples) {
 	case 0:
-		return 0, fmt.Errorf("%w: empty result", ErrQuery)
+		// A selector that matches nothing, or a target that is down, gives
+		// an empty vector: say so the way the many-series case does.
+		return 0, fmt.Errorf("%w: query returned no series, want exactly 1", ErrQuery)
 	case 1:
 		return sampleValue(samples[0].Value)
 	default:

@@ -53,7 +53,7 @@ func TestPrometheusSourceResults(t *testing.T) {
 		{name: "multi", body: `{"status":"success","data":{"resultType":"vector","result":[
 			{"metric":{"a":"1"},"value":[1,"1"]},{"metric":{"a":"2"},"value":[1,"2"]},{"metric":{"a":"3"},"value":[1,"3"]}]}}`,
 			wantErr: ErrQuery, wantMsg: "query returned 3 series, want exactly 1"},
-		{name: "empty", body: `{"status":"success","data":{"resultType":"vector","result":[]}}`, wantErr: ErrQuery, wantMsg: "empty result"},
+		{name: "empty", body: `{"status":"success","data":{"resultType":"vector","result":[]}}`, wantErr: ErrQuery, wantMsg: "query returned no series, want exactly 1"},
 		{name: "matrix", body: `{"status":"success","data":{"resultType":"matrix","result":[]}}`, wantErr: ErrQuery, wantMsg: `"matrix"`},
 		{name: "error status in 200", body: `{"status":"error","errorType":"execution","error":"boom"}`, wantErr: ErrQuery, wantMsg: "execution: boom"},
 		{name: "error with HTTP 400", status: http.StatusBadRequest,

@@ -10,7 +10,8 @@ import (
 
 const modulePath = "github.com/gputask/gputask-controller"
 
-// Names of the control-plane binaries that `make tools` builds into bin/.
+// Names of the binaries that `make tools` builds into bin/, and of the
+// controller that `make build` puts next to them.
 const (
 	BinEtcd              = "etcd"
 	BinAPIServer         = "kube-apiserver"
@@ -18,7 +19,10 @@ const (
 	BinControllerManager = "kube-controller-manager"
 	BinKubectl           = "kubectl"
 	BinKwok              = "kwok"
-	BinController        = "gputask-controller"
+	// BinPrometheus is started by the tests of the Prometheus load-index
+	// source only, through StartPrometheus.
+	BinPrometheus = "prometheus"
+	BinController = "gputask-controller"
 )
 
 // RepoRoot returns the root of the gputask-controller module, found by

@@ -147,3 +147,15 @@ func (cp *ControlPlane) CreateGPUNodeT(t testing.TB, name, gpuModel string, gpus
 		}
 	})
 }
+
+// StartPrometheusT runs Prometheus scraping targets for one test and stops it
+// when the test ends. Its log and TSDB are kept with the control plane's.
+func (cp *ControlPlane) StartPrometheusT(t testing.TB, targets ...string) *Prometheus {
+	t.Helper()
+	p, err := cp.StartPrometheus(context.Background(), targets...)
+	if err != nil {
+		t.Fatalf("starting prometheus: %v", err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
