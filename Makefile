@@ -49,9 +49,18 @@ bench: tools build ## Benchmarks: decision, ranking, sources, and throughput on 
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./test/bench/
 
+# Flags for the demo, for example DEMO_FLAGS='-for=5m -plain'; see bin/gputask-demo -help.
+DEMO_FLAGS ?=
+
+# The demo is built, then exec'd rather than run with `go run`: go run exits 1
+# when interrupted, however cleanly the demo stops, and make then reports
+# "Error 1"; nor does it pass on the SIGTERM that make sends its child. Exec'd,
+# the demo is make's own child: it gets make's SIGTERM, and make reports its
+# exit status.
 .PHONY: demo
 demo: tools build ## Local control plane with fake GPU nodes, the controller, the examples and a live view.
-	$(GO) run ./hack/demo
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/gputask-demo ./hack/demo
+	exec $(BIN_DIR)/gputask-demo $(DEMO_FLAGS)
 
 .PHONY: run
 run: build ## Run the controller against the cluster in $KUBECONFIG.

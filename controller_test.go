@@ -3,24 +3,17 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
@@ -29,9 +22,11 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/controllertest"
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/reschedule"
@@ -67,6 +62,7 @@ type fixture struct {
 
 	c        *Controller
 	recorder *record.FakeRecorder
+	clock    *testingclock.FakeClock
 	inf      gputaskinformers.SharedInformerFactory
 	kinf     kubeinformers.SharedInformerFactory
 }
@@ -85,56 +81,33 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	f.inf = gputaskinformers.NewSharedInformerFactory(f.client, 0)
 	f.kinf = kubeinformers.NewSharedInformerFactory(f.kubeclient, 0)
 
-	c := NewController(ctx, f.kubeclient, f.client,
-		f.inf.Gputask().V1().GPUTasks(), f.kinf.Core().V1().Pods(), f.kinf.Core().V1().Nodes(), f.opts)
-	f.t.Cleanup(c.broadcaster.Shutdown)
-	c.tasksSynced, c.podsSynced, c.nodesSynced = alwaysReady, alwaysReady, alwaysReady
 	f.recorder = record.NewFakeRecorder(100)
-	c.recorder = f.recorder
-	c.now = func() time.Time { return testNow }
+	opts := f.opts
+	opts.Recorder = f.recorder
+	f.clock = testingclock.NewFakeClock(testNow)
+	opts.Clock = f.clock
+	c := NewController(ctx, f.kubeclient, f.client,
+		f.inf.Gputask().V1().GPUTasks(), f.kinf.Core().V1().Pods(), f.kinf.Core().V1().Nodes(), opts)
+	c.tasksSynced, c.podsSynced, c.nodesSynced = controllertest.AlwaysReady, controllertest.AlwaysReady, controllertest.AlwaysReady
 
-	for _, t := range f.taskLister {
-		f.mustAdd(f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer(), t)
-	}
-	for _, p := range f.podLister {
-		f.mustAdd(f.kinf.Core().V1().Pods().Informer().GetIndexer(), p)
-	}
-	for _, n := range f.nodeLister {
-		f.mustAdd(f.kinf.Core().V1().Nodes().Informer().GetIndexer(), n)
-	}
+	controllertest.Preload(f.t, f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer(), f.taskLister...)
+	controllertest.Preload(f.t, f.kinf.Core().V1().Pods().Informer().GetIndexer(), f.podLister...)
+	controllertest.Preload(f.t, f.kinf.Core().V1().Nodes().Informer().GetIndexer(), f.nodeLister...)
 	f.c = c
 	return c
 }
 
-func alwaysReady() bool { return true }
-
-func (f *fixture) mustAdd(indexer cache.Indexer, obj interface{}) {
-	f.t.Helper()
-	if err := indexer.Add(obj); err != nil {
-		f.t.Fatal(err)
-	}
-}
-
 // setTask replaces a task in the cache, as a watch event would.
 func (f *fixture) setTask(task *gputaskv1.GPUTask) {
-	f.t.Helper()
-	if err := f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer().Update(task); err != nil {
-		f.t.Fatal(err)
-	}
+	controllertest.Update(f.t, f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer(), task)
 }
 
 func (f *fixture) setPod(pod *corev1.Pod) {
-	f.t.Helper()
-	if err := f.kinf.Core().V1().Pods().Informer().GetIndexer().Update(pod); err != nil {
-		f.t.Fatal(err)
-	}
+	controllertest.Update(f.t, f.kinf.Core().V1().Pods().Informer().GetIndexer(), pod)
 }
 
 func (f *fixture) removePod(pod *corev1.Pod) {
-	f.t.Helper()
-	if err := f.kinf.Core().V1().Pods().Informer().GetIndexer().Delete(pod); err != nil {
-		f.t.Fatal(err)
-	}
+	controllertest.Remove(f.t, f.kinf.Core().V1().Pods().Informer().GetIndexer(), pod)
 }
 
 // run syncs key once and checks the actions and that the sync succeeded.
@@ -155,84 +128,9 @@ func (f *fixture) runExpectError(ctx context.Context, key cache.ObjectName, expe
 	} else if expectError && err == nil {
 		f.t.Error("expected error syncing gputask, got nil")
 	}
-	f.checkActions(f.actions, filterInformerActions(f.client.Actions()))
-	f.checkActions(f.kubeactions, filterInformerActions(f.kubeclient.Actions()))
+	controllertest.CheckActions(f.t, f.actions, controllertest.FilterInformerActions(f.client.Actions()))
+	controllertest.CheckActions(f.t, f.kubeactions, controllertest.FilterInformerActions(f.kubeclient.Actions()))
 	f.actions, f.kubeactions = nil, nil
-}
-
-func (f *fixture) checkActions(expected, actual []core.Action) {
-	f.t.Helper()
-	for i, action := range actual {
-		if i >= len(expected) {
-			f.t.Errorf("%d unexpected actions: %s", len(actual)-len(expected), describeActions(actual[i:]))
-			break
-		}
-		checkAction(f.t, expected[i], action)
-	}
-	if len(expected) > len(actual) {
-		f.t.Errorf("%d additional expected actions: %s", len(expected)-len(actual), describeActions(expected[len(actual):]))
-	}
-}
-
-func describeActions(actions []core.Action) string {
-	var parts []string
-	for _, a := range actions {
-		parts = append(parts, fmt.Sprintf("%s %s/%s", a.GetVerb(), a.GetResource().Resource, a.GetSubresource()))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// checkAction compares verb, resource, subresource, namespace and the object
-// (or, for a delete, the name and the UID precondition).
-func checkAction(t *testing.T, expected, actual core.Action) {
-	t.Helper()
-	if !(expected.Matches(actual.GetVerb(), actual.GetResource().Resource) && actual.GetSubresource() == expected.GetSubresource() &&
-		actual.GetNamespace() == expected.GetNamespace()) {
-		t.Errorf("expected\n\t%#v\ngot\n\t%#v", expected, actual)
-		return
-	}
-	switch a := actual.(type) {
-	case core.CreateActionImpl:
-		e := expected.(core.CreateActionImpl)
-		if !equality.Semantic.DeepEqual(e.GetObject(), a.GetObject()) {
-			t.Errorf("create %s: object differs (-want +got):\n%s", a.GetResource().Resource, diff.Diff(e.GetObject(), a.GetObject()))
-		}
-	case core.UpdateActionImpl:
-		e := expected.(core.UpdateActionImpl)
-		if !equality.Semantic.DeepEqual(e.GetObject(), a.GetObject()) {
-			t.Errorf("update %s/%s: object differs (-want +got):\n%s", a.GetResource().Resource, a.GetSubresource(), diff.Diff(e.GetObject(), a.GetObject()))
-		}
-	case core.DeleteActionImpl:
-		e := expected.(core.DeleteActionImpl)
-		if e.GetName() != a.GetName() {
-			t.Errorf("delete: name %q, want %q", a.GetName(), e.GetName())
-		}
-		if !equality.Semantic.DeepEqual(e.DeleteOptions, a.DeleteOptions) {
-			t.Errorf("delete %s: options differ (-want +got):\n%s", a.GetName(), diff.Diff(e.DeleteOptions, a.DeleteOptions))
-		}
-	case core.GetActionImpl:
-		e := expected.(core.GetActionImpl)
-		if e.GetName() != a.GetName() {
-			t.Errorf("get: name %q, want %q", a.GetName(), e.GetName())
-		}
-	default:
-		t.Errorf("uncovered action type %T", actual)
-	}
-}
-
-// filterInformerActions drops the list and watch calls that informers make.
-func filterInformerActions(actions []core.Action) []core.Action {
-	var ret []core.Action
-	for _, action := range actions {
-		if action.Matches("list", "pods") || action.Matches("watch", "pods") ||
-			action.Matches("list", "nodes") || action.Matches("watch", "nodes") ||
-			action.Matches("list", "gputasks") || action.Matches("watch", "gputasks") ||
-			action.Matches("create", "events") || action.Matches("patch", "events") {
-			continue
-		}
-		ret = append(ret, action)
-	}
-	return ret
 }
 
 func (f *fixture) expectCreatePod(pod *corev1.Pod) {
@@ -274,25 +172,7 @@ func (f *fixture) addNode(node *corev1.Node) {
 // expectEvents checks the events recorded since the last call, in order.
 func (f *fixture) expectEvents(want ...string) {
 	f.t.Helper()
-	var got []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			got = append(got, e)
-			continue
-		default:
-		}
-		break
-	}
-	if len(got) != len(want) {
-		f.t.Errorf("events = %q, want %d events %q", got, len(want), want)
-		return
-	}
-	for i := range want {
-		if !strings.HasPrefix(got[i], want[i]) {
-			f.t.Errorf("event %d = %q, want prefix %q", i, got[i], want[i])
-		}
-	}
+	controllertest.ExpectEvents(f.t, controllertest.Events(f.recorder), want...)
 }
 
 func newTask(name string) *gputaskv1.GPUTask {
@@ -362,13 +242,6 @@ func podWith(task *gputaskv1.GPUTask, phase corev1.PodPhase, node string) *corev
 	}
 	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: ready})
 	return p
-}
-
-func readyNode(name string) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1"},
-		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
-	}
 }
 
 func cond(t string, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
@@ -441,7 +314,7 @@ func TestNoWritesWhenInSync(t *testing.T) {
 	task := withStatus(newTask("render"), gputaskv1.GPUTaskRunning, "gpu-1")
 	f.addTask(task)
 	f.addPod(podWith(task, corev1.PodRunning, "gpu-1"))
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 
 	f.run(ctx, key(task))
 	f.expectEvents()
@@ -465,8 +338,8 @@ func TestUpdatesStatusWhenPodChanges(t *testing.T) {
 			task := withStatus(newTask("render"), gputaskv1.GPUTaskPending, "")
 			f.addTask(task)
 			f.addPod(podWith(task, tc.podPhase, tc.node))
-			f.addNode(readyNode("gpu-1"))
-			f.addNode(readyNode("gpu-2"))
+			f.addNode(controllertest.Node("gpu-1"))
+			f.addNode(controllertest.Node("gpu-2"))
 
 			f.expectUpdateStatus(withStatus(task, tc.wantPhase, tc.node))
 			f.run(ctx, key(task))
@@ -730,11 +603,11 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 		wantReason string
 	}{
 		{"failed pod", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			f.addNode(readyNode("gpu-1"))
+			f.addNode(controllertest.Node("gpu-1"))
 			return podWith(task, corev1.PodFailed, "gpu-1")
 		}, reschedule.ReasonPodFailed},
 		{"evicted pod", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			f.addNode(readyNode("gpu-1"))
+			f.addNode(controllertest.Node("gpu-1"))
 			p := podWith(task, corev1.PodFailed, "gpu-1")
 			p.Status.Reason = "Evicted"
 			return p
@@ -743,7 +616,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			return podWith(task, corev1.PodRunning, "gpu-1")
 		}, reschedule.ReasonNodeLost},
 		{"node not ready", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			n := readyNode("gpu-1")
+			n := controllertest.Node("gpu-1")
 			n.Status.Conditions[0].Status = corev1.ConditionUnknown
 			f.addNode(n)
 			return podWith(task, corev1.PodRunning, "gpu-1")
@@ -758,7 +631,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 		}, reschedule.ReasonUnschedulable},
 		{"periodic", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
 			task.Spec.ReschedulePolicy = gputaskv1.ReschedulePeriodic
-			f.addNode(readyNode("gpu-1"))
+			f.addNode(controllertest.Node("gpu-1"))
 			return podWith(task, corev1.PodRunning, "gpu-1")
 		}, reschedule.ReasonPeriodic},
 	}
@@ -833,7 +706,7 @@ func TestRescheduleCacheLagsBehindDelete(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
 	f.addTask(task)
 	f.addPod(old)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 
 	f.expectDeletePod(old)
 	f.run(ctx, key(task))
@@ -853,7 +726,7 @@ func TestMaxConcurrentReschedules(t *testing.T) {
 	f.addTask(b)
 	f.addPod(podA)
 	f.addPod(podB)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 
 	f.expectDeletePod(podA)
 	f.run(ctx, key(a))
@@ -885,7 +758,7 @@ func TestRestart(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
 	f.addTask(task)
 	f.addPod(old)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 
 	f.expectDeletePod(old)
 	f.run(ctx, key(task))
@@ -921,7 +794,7 @@ func TestRestartAcknowledgedWhenPodIsNewer(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
 	f.addTask(task)
 	f.addPod(pod)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 
 	want := task.DeepCopy()
 	want.Status.LastRescheduleTime = ptr.To(pod.CreationTimestamp)
@@ -938,7 +811,7 @@ func TestInvalidRestartedAtIsIgnored(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
 	f.addTask(task)
 	f.addPod(pod)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 
 	f.run(ctx, key(task))
 	f.expectEvents("Warning InvalidRestartedAt")
@@ -987,7 +860,7 @@ func TestHandleObject(t *testing.T) {
 
 	// A node going NotReady enqueues the tasks of its pods.
 	f.setPod(owned)
-	oldNode, newNode := readyNode("gpu-1"), readyNode("gpu-1")
+	oldNode, newNode := controllertest.Node("gpu-1"), controllertest.Node("gpu-1")
 	newNode.Status.Conditions[0].Status = corev1.ConditionFalse
 	c.handleNodeUpdate(oldNode, oldNode.DeepCopy())
 	if got := drain(); len(got) != 0 {
@@ -1030,85 +903,9 @@ func TestRun(t *testing.T) {
 		t.Fatalf("pod was not created: %v", err)
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run() = %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after the context was cancelled")
-	}
+	controllertest.ExpectStopped(t, done, "Run()")
 	inf.Shutdown()
 	kinf.Shutdown()
-}
-
-func TestFlagValidation(t *testing.T) {
-	tests := []struct {
-		name    string
-		args    []string
-		wantErr string
-	}{
-		{name: "defaults"},
-		{name: "integration-test flags", args: []string{"--kubeconfig=/k", "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}},
-		{name: "servers off", args: []string{"--metrics-bind-address=0", "--health-probe-bind-address=0"}},
-		{name: "workers 0", args: []string{"--workers=0"}, wantErr: "--workers must be at least 1"},
-		{name: "qps 0", args: []string{"--kube-api-qps=0"}, wantErr: "--kube-api-qps"},
-		{name: "bad resource name", args: []string{"--gpu-resource-name=nvidia.com/g p u"}, wantErr: "--gpu-resource-name"},
-		{name: "empty image", args: []string{"--default-image="}, wantErr: "--default-image"},
-		{name: "negative interval", args: []string{"--reschedule-interval=-1s"}, wantErr: "--reschedule-interval"},
-		{name: "no concurrent reschedules", args: []string{"--max-concurrent-reschedules=0"}, wantErr: "--max-concurrent-reschedules"},
-		{name: "bad bind address", args: []string{"--metrics-bind-address=8080"}, wantErr: "--metrics-bind-address"},
-		{name: "lease shorter than renew", args: []string{"--leader-elect", "--leader-elect-lease-duration=5s"}, wantErr: "--leader-elect-lease-duration"},
-		{name: "renew shorter than retry", args: []string{"--leader-elect", "--leader-elect-renew-deadline=2s"}, wantErr: "--leader-elect-renew-deadline"},
-		{name: "leader election timings ignored when off", args: []string{"--leader-elect-lease-duration=1s"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			fs := flagSet()
-			cfg := bindFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
-			err := cfg.validate()
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Errorf("validate() = %v, want nil", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("validate() = %v, want an error containing %q", err, tc.wantErr)
-			}
-		})
-	}
-}
-
-func flagSet() *flag.FlagSet { return flag.NewFlagSet("gputask-controller", flag.ContinueOnError) }
-
-func TestHealthEndpoints(t *testing.T) {
-	var ready atomic.Bool
-	srv := httptest.NewServer(healthMux(&ready, nil))
-	defer srv.Close()
-
-	get := func(path string) int {
-		t.Helper()
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	if code := get("/healthz"); code != http.StatusOK {
-		t.Errorf("/healthz = %d, want 200", code)
-	}
-	if code := get("/readyz"); code != http.StatusServiceUnavailable {
-		t.Errorf("/readyz before sync = %d, want 503", code)
-	}
-	ready.Store(true)
-	if code := get("/readyz"); code != http.StatusOK {
-		t.Errorf("/readyz after sync = %d, want 200", code)
-	}
 }
 
 func TestTaskPhase(t *testing.T) {
@@ -1175,7 +972,7 @@ func TestRescheduleDeleteConflict(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
 	f.addTask(task)
 	f.addPod(old)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 	c := f.newController(ctx)
 	f.kubeclient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(podsResource.GroupResource(), old.Name, errors.New("uid precondition failed"))
@@ -1198,7 +995,7 @@ func TestRescheduleDeleteError(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
 	f.addTask(task)
 	f.addPod(old)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 	c := f.newController(ctx)
 	f.kubeclient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("try later")
@@ -1238,7 +1035,7 @@ func TestTaskDeletedMidReplacement(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
 	f.addTask(task)
 	f.addPod(old)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 	c := f.newController(ctx)
 
 	f.expectDeletePod(old)
@@ -1266,7 +1063,7 @@ func TestReplacementCountedOnce(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
 	f.addTask(task)
 	f.addPod(old)
-	f.addNode(readyNode("gpu-1"))
+	f.addNode(controllertest.Node("gpu-1"))
 	c := f.newController(ctx)
 
 	f.expectDeletePod(old)
@@ -1317,12 +1114,12 @@ func TestForceDeleteOnNotReadyNode(t *testing.T) {
 	task := newTask("render")
 	old := podWith(task, corev1.PodRunning, "gpu-1")
 	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
-	notReady := readyNode("gpu-1")
+	notReady := controllertest.Node("gpu-1")
 	notReady.Status.Conditions[0].Status = corev1.ConditionUnknown
 	f.addTask(task)
 	f.addPod(old)
 	f.addNode(notReady)
-	c := f.newController(ctx)
+	f.newController(ctx)
 
 	f.expectDeletePod(old)
 	f.run(ctx, key(task))
@@ -1336,7 +1133,7 @@ func TestForceDeleteOnNotReadyNode(t *testing.T) {
 	f.run(ctx, key(task))
 
 	// Well past it: force delete.
-	c.now = func() time.Time { return testNow.Add(30*time.Second + reschedule.ForceDeleteMargin) }
+	f.clock.SetTime(testNow.Add(30*time.Second + reschedule.ForceDeleteMargin))
 	f.expectDeletePodNow(terminating)
 	f.run(ctx, key(task))
 	f.expectEvents("Warning ForceDeleted")
@@ -1357,61 +1154,4 @@ func TestOrphanedTaskKeepsPod(t *testing.T) {
 	c.handleTaskUpdate(task, orphaning)
 	c.handleTaskDelete(task)
 	f.run(ctx, key(task)) // no delete
-}
-
-// TestLeaderElection runs the controllers only once the Lease is held, and
-// releases the Lease on shutdown so a successor need not wait it out.
-func TestLeaderElection(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	fs := flagSet()
-	cfg := bindFlags(fs)
-	if err := fs.Parse([]string{"--leader-elect", "--leader-elect-namespace=gputask-system",
-		"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=100ms"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.validate(); err != nil {
-		t.Fatal(err)
-	}
-	kube := k8sfake.NewClientset()
-	started := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- runWithLeaderElection(ctx, cfg, clients{kube: kube}, nil, func(ctx context.Context) error {
-			close(started)
-			<-ctx.Done()
-			return nil
-		})
-	}()
-
-	select {
-	case <-started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("controllers not started after acquiring the lease")
-	}
-	lease, err := kube.CoordinationV1().Leases("gputask-system").Get(ctx, "gputask-controller", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("lease not created: %v", err)
-	}
-	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); !strings.Contains(holder, "_") {
-		t.Errorf("holder identity %q, want hostname_uuid", holder)
-	}
-
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("runWithLeaderElection() = %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("runWithLeaderElection did not return after cancel")
-	}
-	lease, err = kube.CoordinationV1().Leases("gputask-system").Get(context.Background(), "gputask-controller", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder != "" {
-		t.Errorf("lease still held by %q after shutdown, want released", holder)
-	}
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/metrics"
+	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/taskset"
 	"github.com/gputask/gputask-controller/signals"
 )
@@ -74,12 +75,12 @@ func bindFlags(fs *flag.FlagSet) *config {
 	c := &config{}
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Only required if out-of-cluster.")
 	fs.StringVar(&c.master, "master", "", "The address of the Kubernetes API server. Overrides any value in kubeconfig. Only required if out-of-cluster.")
-	fs.IntVar(&c.workers, "workers", 2, "Number of GPUTasks synced concurrently (at least 1).")
+	fs.IntVar(&c.workers, "workers", 2, "Objects synced concurrently by each controller (at least 1).")
 	fs.Float64Var(&c.kubeAPIQPS, "kube-api-qps", 50, "QPS to use while talking with the Kubernetes API server.")
 	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 100, "Burst to use while talking with the Kubernetes API server.")
 
-	fs.StringVar(&c.gpuResourceName, "gpu-resource-name", DefaultGPUResourceName, "Extended resource a task's pod asks for, as its limit.")
-	fs.StringVar(&c.gpuLabelKey, "gpu-label-key", DefaultGPULabelKey, "Node label whose value is the GPU model; spec.gpu becomes a node selector on it.")
+	fs.StringVar(&c.gpuResourceName, "gpu-resource-name", string(podspec.DefaultGPUResourceName), "Extended resource a task's pod asks for, as its limit.")
+	fs.StringVar(&c.gpuLabelKey, "gpu-label-key", podspec.DefaultGPULabelKey, "Node label whose value is the GPU model; spec.gpu becomes a node selector on it.")
 	fs.StringVar(&c.defaultImage, "default-image", DefaultImage, "Container image of a task that names none.")
 	fs.DurationVar(&c.rescheduleInterval, "reschedule-interval", 10*time.Minute, "Turns rescheduling on when > 0 (failed, evicted, lost-node and long-unschedulable pods are placed again), and is the pod age after which a Periodic task's pod is placed again. 0 turns rescheduling off; restarts asked for with gputask.io/restartedAt still happen.")
 	fs.DurationVar(&c.pendingTimeout, "pending-timeout", 5*time.Minute, "How long a pod may stay unschedulable before it is placed again. 0 turns that case off.")
@@ -162,9 +163,33 @@ func (c *config) controllerOptions() Options {
 	}
 }
 
+// helpHeader opens --help: what the program is and where its README is.
+const helpHeader = "gputask-controller runs GPUTasks as pods and keeps GPUTaskSets at their replica count, scaled from a load index. Documentation: README.md, https://github.com/gputask/gputask-controller#readme"
+
+// newCommandLine binds the project's flags and klog's to fs, and makes
+// fs.Usage list the project's flags first.
+func newCommandLine(fs *flag.FlagSet) *config {
+	own := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	cfg := bindFlags(own)
+	logging := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(logging)
+	for _, set := range []*flag.FlagSet{own, logging} {
+		set.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
+	}
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "%s\n\nUsage: %s [flags]\n\nFlags:\n", helpHeader, fs.Name())
+		own.SetOutput(w)
+		own.PrintDefaults()
+		fmt.Fprintf(w, "\nLogging flags (klog):\n")
+		logging.SetOutput(w)
+		logging.PrintDefaults()
+	}
+	return cfg
+}
+
 func main() {
-	klog.InitFlags(nil)
-	cfg := bindFlags(flag.CommandLine)
+	cfg := newCommandLine(flag.CommandLine)
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "error: unexpected arguments: %q\n", flag.Args())
@@ -225,10 +250,7 @@ func run(ctx context.Context, cfg *config) error {
 		inf.cluster.Core().V1().Nodes(),
 		cfg.controllerOptions())
 
-	setControllers, err := newSetControllers(ctx, cfg, cl, inf)
-	if err != nil {
-		return err
-	}
+	setControllers := newSetControllers(ctx, cfg, cl, inf)
 
 	var servers serverGroup
 	defer servers.shutdown(logger, cfg.shutdownGracePeriod)
@@ -250,9 +272,12 @@ func run(ctx context.Context, cfg *config) error {
 	}
 
 	// Informers run on every replica, so a new leader starts with warm caches.
-	inf.start(ctx)
+	// They stop, and run waits for them, when run returns for any reason.
+	informerCtx, stopInformers := context.WithCancel(ctx)
+	defer inf.shutdown(stopInformers)
+	inf.start(informerCtx)
 	go func() {
-		if inf.waitForSync(ctx) {
+		if inf.waitForSync(informerCtx) {
 			ready.Store(true)
 			logger.Info("Informer caches synced; ready")
 		}
@@ -307,24 +332,21 @@ type namedController struct {
 }
 
 // newSetControllers builds the GPUTaskSet controller and the autoscaler.
-func newSetControllers(ctx context.Context, cfg *config, cl clients, inf *informerSet) ([]namedController, error) {
+func newSetControllers(ctx context.Context, cfg *config, cl clients, inf *informerSet) []namedController {
 	sets := inf.gputask.Gputask().V1().GPUTaskSets()
 	tasks := inf.gputask.Gputask().V1().GPUTasks()
 	setController := taskset.NewController(ctx, cl.kube, cl.gputask, sets, tasks,
 		taskset.Options{PodInformer: inf.taskPods.Core().V1().Pods()})
-	scaler, err := autoscaler.NewController(ctx, cl.kube, cl.gputask, sets, tasks,
+	scaler := autoscaler.NewController(ctx, cl.kube, cl.gputask, sets, tasks,
 		inf.cluster.Core().V1().Nodes(), inf.activePods.Core().V1().Pods(),
 		autoscaler.Options{
 			GPUResourceName: corev1.ResourceName(cfg.gpuResourceName),
 			GPULabelKey:     cfg.gpuLabelKey,
 		})
-	if err != nil {
-		return nil, fmt.Errorf("building the autoscaler: %w", err)
-	}
 	return []namedController{
 		{name: "gputaskset", run: func(ctx context.Context) error { return setController.Run(ctx, cfg.workers) }},
 		{name: "autoscaler", run: func(ctx context.Context) error { return scaler.Run(ctx, cfg.workers) }},
-	}, nil
+	}
 }
 
 func (s *informerSet) start(ctx context.Context) {
@@ -332,6 +354,15 @@ func (s *informerSet) start(ctx context.Context) {
 	s.cluster.Start(ctx.Done())
 	s.gputask.Start(ctx.Done())
 	s.activePods.Start(ctx.Done())
+}
+
+// shutdown stops the informers and waits for their goroutines.
+func (s *informerSet) shutdown(stop context.CancelFunc) {
+	stop()
+	s.taskPods.Shutdown()
+	s.cluster.Shutdown()
+	s.gputask.Shutdown()
+	s.activePods.Shutdown()
 }
 
 // waitForSync reports whether every started informer has synced.
@@ -385,6 +416,11 @@ func startControllers(ctx context.Context, cfg *config, cl clients, inf *informe
 // runWithLeaderElection runs start while this process holds the Lease. Losing
 // the lease ends the process, as with every Kubernetes component: the
 // controllers' state cannot be trusted to be stopped cleanly mid-sync.
+//
+// On shutdown (ctx ends) the controllers stop first and the Lease is released
+// after: client-go's ReleaseOnCancel requires that the context given to the
+// elector outlives the work it guards, or a new leader could start while this
+// one still writes.
 func runWithLeaderElection(ctx context.Context, cfg *config, cl clients, watchdog *leaderelection.HealthzAdaptor, start func(context.Context) error) error {
 	logger := klog.FromContext(ctx)
 	hostname, err := os.Hostname()
@@ -400,11 +436,19 @@ func runWithLeaderElection(ctx context.Context, cfg *config, cl clients, watchdo
 		return fmt.Errorf("creating the leader election lock: %w", err)
 	}
 
-	var (
-		done   = make(chan struct{})
-		runErr error
-		led    atomic.Bool
-	)
+	// The elector's context keeps ctx's values but not its cancellation: it
+	// ends when the controllers have stopped, or at once when ctx ends
+	// before this process leads.
+	electionCtx, cancelElection := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelElection()
+	var leading leadership
+	stopWaiting := context.AfterFunc(ctx, func() {
+		if !leading.shutDown() {
+			cancelElection()
+		}
+	})
+	defer stopWaiting()
+
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   cfg.leaseDuration,
@@ -414,14 +458,26 @@ func runWithLeaderElection(ctx context.Context, cfg *config, cl clients, watchdo
 		WatchDog:        watchdog,
 		Name:            cfg.leaderElectID,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				led.Store(true)
+			OnStartedLeading: func(leaderCtx context.Context) {
+				if !leading.begin() {
+					// ctx ended while the lease was being acquired.
+					return
+				}
+				defer leading.done()
 				logger.Info("Became leader; starting controllers", "identity", identity)
-				runErr = start(ctx)
-				close(done)
+				// The controllers stop when ctx ends or leadership is lost;
+				// only then is the election ended and the Lease released.
+				runCtx, cancel := context.WithCancel(leaderCtx)
+				defer cancel()
+				stop := context.AfterFunc(ctx, cancel)
+				defer stop()
+				leading.finish(start(runCtx))
+				cancelElection()
 			},
 			OnStoppedLeading: func() {
-				if ctx.Err() != nil {
+				if ctx.Err() != nil || leading.finished() {
+					// A shutdown, or the controllers stopped on their own
+					// and their error is what Run returns.
 					return
 				}
 				logger.Info("Leader election lost; exiting", "identity", identity)
@@ -441,13 +497,68 @@ func runWithLeaderElection(ctx context.Context, cfg *config, cl clients, watchdo
 		watchdog.SetLeaderElection(elector)
 	}
 	logger.Info("Waiting for leadership", "lease", klog.KRef(namespace, cfg.leaderElectID), "identity", identity)
-	elector.Run(ctx)
-	if led.Load() {
-		// Run returns once the lease is released; the controllers may still
-		// be finishing their current items.
-		<-done
+	elector.Run(electionCtx)
+	return leading.wait()
+}
+
+// leadership tracks the controllers started by OnStartedLeading, which the
+// elector runs in a goroutine of its own that may start after the election
+// ended.
+type leadership struct {
+	mu       sync.Mutex
+	started  bool
+	stopping bool
+	ended    bool
+	// err is what the controllers returned.
+	err error
+	wg  sync.WaitGroup
+}
+
+// begin reports whether the controllers may start, and counts them if so.
+func (l *leadership) begin() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopping {
+		return false
 	}
-	return runErr
+	l.started = true
+	l.wg.Add(1)
+	return true
+}
+
+func (l *leadership) done() { l.wg.Done() }
+
+// finish records that the controllers returned, and with what.
+func (l *leadership) finish(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended, l.err = true, err
+}
+
+// finished reports whether the controllers have returned.
+func (l *leadership) finished() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended
+}
+
+// shutDown forbids a later start, and reports whether the controllers had
+// started (they then end the election themselves once they have stopped).
+func (l *leadership) shutDown() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopping = true
+	return l.started
+}
+
+// wait forbids a later start, waits for the controllers to stop, and returns
+// their error.
+func (l *leadership) wait() error {
+	l.shutDown()
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
 }
 
 func leaderElectionNamespace(flagValue string) string {

@@ -9,13 +9,13 @@
 // serves a scripted load index on 127.0.0.1 and applies an autoscaled
 // GPUTaskSet that reads it (artifacts/examples/autoscaling/gputaskset-demo.yaml),
 // so the view shows the set growing and shrinking with the load. Ctrl-C
-// stops every process and removes the temporary files.
+// or SIGTERM stops every process, removes the temporary files and exits 0;
+// a second Ctrl-C kills what still runs instead of waiting for it.
 package main
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -54,23 +54,35 @@ func main() {
 	flag.DurationVar(&opts.runFor, "for", 0, "Stop by itself after this long; 0 runs until Ctrl-C.")
 	flag.BoolVar(&opts.plain, "plain", false, "Print each view below the last instead of redrawing the screen.")
 	flag.Parse()
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	// A second Ctrl-C kills the demo at once; its components then die with it
-	// (they get SIGKILL when their parent dies).
-	context.AfterFunc(ctx, stop)
-	if opts.runFor > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, opts.runFor)
-		defer cancel()
-	}
-	if err := run(ctx, opts); err != nil {
-		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(demo(opts))
 }
 
-func run(ctx context.Context, opts options) (err error) {
+// demo runs the demo until it is stopped, and returns the exit status: 0
+// when the user stopped it, whatever stdout did meanwhile.
+func demo(opts options) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := newStopper(cancel)
+	// Output often goes through a pipe (make demo | tee log) whose reader
+	// may die first; a write then fails with EPIPE, which the demo survives
+	// to clean up, rather than killing it with SIGPIPE.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	restore := takeTerminal()
+	defer restore()
+
+	if opts.runFor > 0 {
+		var cancelTimeout context.CancelFunc
+		ctx, cancelTimeout = context.WithTimeout(ctx, opts.runFor)
+		defer cancelTimeout()
+	}
+	if err := run(ctx, opts, stop); err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func run(ctx context.Context, opts options, stop *stopper) (err error) {
 	started := time.Now()
 	logf := func(format string, args ...any) {
 		fmt.Printf("[%5.1fs] %s\n", time.Since(started).Seconds(), fmt.Sprintf(format, args...))
@@ -79,13 +91,19 @@ func run(ctx context.Context, opts options) (err error) {
 		Scheduler: true, ControllerManager: true, Kwok: true, Logf: logf,
 	})
 	if err != nil {
-		if ctx.Err() != nil {
+		if stoppedByUser(ctx, err) {
+			// Start has stopped what it started; nothing failed, so there
+			// are no logs to keep.
+			if cp != nil {
+				cp.Cleanup(false)
+			}
 			return nil
 		}
 		return fmt.Errorf("starting the control plane: %w", err)
 	}
 	defer func() {
 		logf("stopping every process")
+		stop.stopping(cp.Processes())
 		// The logs are the only clue when the demo failed; keep them then.
 		if kept := cp.Cleanup(err != nil); kept != "" {
 			logf("stopped; logs kept in %s", kept)
@@ -97,20 +115,27 @@ func run(ctx context.Context, opts options) (err error) {
 
 	load, err := startLoadServer(ctx, demoCurve)
 	if err != nil {
+		if stoppedByUser(ctx, err) {
+			return nil
+		}
 		return err
 	}
 	defer load.Close()
 	logf("load index served at %s (a %v curve: %s)", load.URL, demoCurve.period(), demoCurve.names())
 
 	if err := setUp(ctx, cp, opts, load.URL, logf); err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if stoppedByUser(ctx, err) {
 			return nil
 		}
 		return err
 	}
 
 	v := newView(cp, opts, started, load)
-	v.loop(ctx)
+	if err := v.loop(ctx); err != nil {
+		// Nobody sees the view any more (`make demo | head`, say): stop.
+		fmt.Fprintf(os.Stderr, "demo: writing the view: %v; stopping\n", err)
+		return nil
+	}
 	if v.allRunningAfter > 0 {
 		logf("all tasks were Running %.1fs after the demo started", v.allRunningAfter.Seconds())
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -58,15 +57,18 @@ func newView(cp *framework.ControlPlane, opts options, started time.Time, load *
 	return v
 }
 
-// loop redraws the view until ctx ends.
-func (v *view) loop(ctx context.Context) {
+// loop redraws the view until ctx ends, or until the view cannot be
+// written, which it returns.
+func (v *view) loop(ctx context.Context) error {
 	ticker := time.NewTicker(v.opts.refresh)
 	defer ticker.Stop()
 	for {
-		v.draw(ctx)
+		if err := v.draw(ctx); err != nil {
+			return err
+		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-ticker.C:
 		}
 	}
@@ -74,7 +76,7 @@ func (v *view) loop(ctx context.Context) {
 
 // draw renders the whole view into a buffer first, so the screen is cleared
 // and rewritten in one write and does not flicker.
-func (v *view) draw(ctx context.Context) {
+func (v *view) draw(ctx context.Context) error {
 	var buf bytes.Buffer
 	if !v.opts.plain {
 		buf.WriteString(clearScreen)
@@ -85,13 +87,14 @@ func (v *view) draw(ctx context.Context) {
 		tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 		if err := s.render(ctx, tw); err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil
 			}
 			fmt.Fprintf(tw, "error: %v\n", err)
 		}
 		tw.Flush()
 	}
-	_, _ = os.Stdout.Write(buf.Bytes())
+	_, err := os.Stdout.Write(buf.Bytes())
+	return err
 }
 
 func (v *view) header(ctx context.Context, w io.Writer) {
@@ -137,16 +140,6 @@ func (v *view) renderTasks(ctx context.Context, w io.Writer) error {
 			orDash(string(task.Status.Phase)), orDash(task.Status.NodeName), why(&task))
 	}
 	return nil
-}
-
-// why explains a task that does not run: the first False condition.
-func why(task *gputaskv1.GPUTask) string {
-	for _, t := range []string{gputaskv1.ConditionSpecValid, gputaskv1.ConditionPodOwned, gputaskv1.ConditionScheduled} {
-		if c := meta.FindStatusCondition(task.Status.Conditions, t); c != nil && c.Status == metav1.ConditionFalse {
-			return truncate(c.Reason+": "+c.Message, 70)
-		}
-	}
-	return ""
 }
 
 func (v *view) renderTaskSets(ctx context.Context, w io.Writer) error {

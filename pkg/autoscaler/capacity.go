@@ -3,14 +3,14 @@ package autoscaler
 import (
 	"fmt"
 	"math"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/intstr"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/podspec"
 )
 
 // capacity is how many of the set's tasks fit: on each schedulable node with
@@ -18,12 +18,16 @@ import (
 // free GPUs divided by the GPUs per task, plus the set's tasks already bound
 // to a node (their GPUs are already counted as used).
 func (c *Controller) capacity(set *gputaskv1.GPUTaskSet) (int32, error) {
-	perTask := gpusPerTask(set.Spec.Template.Spec.GPUAmount)
-	nodes, err := c.nodeLister.List(labels.Everything())
+	perTask, err := podspec.GPUAmount(set.Spec.Template.Spec.GPUAmount)
+	if err != nil {
+		// The set's tasks cannot be built either; they report InvalidSpec.
+		return 0, fmt.Errorf("template: %w", err)
+	}
+	nodes, err := c.nodesLister.List(labels.Everything())
 	if err != nil {
 		return 0, fmt.Errorf("listing nodes: %w", err)
 	}
-	pods, err := c.podLister.List(labels.Everything())
+	pods, err := c.podsLister.List(labels.Everything())
 	if err != nil {
 		return 0, fmt.Errorf("listing pods: %w", err)
 	}
@@ -63,7 +67,7 @@ func (c *Controller) nodeMatches(node *corev1.Node, model string) bool {
 
 // boundTasks counts the set's live tasks that have a node.
 func (c *Controller) boundTasks(set *gputaskv1.GPUTaskSet) (int64, error) {
-	tasks, err := c.taskLister.GPUTasks(set.Namespace).List(labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: set.Name}))
+	tasks, err := c.tasksLister.GPUTasks(set.Namespace).List(labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: set.Name}))
 	if err != nil {
 		return 0, fmt.Errorf("listing tasks: %w", err)
 	}
@@ -78,22 +82,6 @@ func (c *Controller) boundTasks(set *gputaskv1.GPUTaskSet) (int64, error) {
 	return n, nil
 }
 
-// gpusPerTask is the template's gpu-amount, at least 1.
-func gpusPerTask(amount *intstr.IntOrString) int64 {
-	if amount == nil {
-		return 1
-	}
-	n := int64(amount.IntVal)
-	if amount.Type == intstr.String {
-		parsed, err := strconv.ParseInt(amount.StrVal, 10, 64)
-		if err != nil {
-			return 1
-		}
-		n = parsed
-	}
-	return max(n, 1)
-}
-
 // gpusInUseByNode sums the GPUs of the non-terminal pods bound to each node.
 func gpusInUseByNode(pods []*corev1.Pod, gpu corev1.ResourceName) map[string]int64 {
 	used := map[string]int64{}
@@ -106,27 +94,14 @@ func gpusInUseByNode(pods []*corev1.Pod, gpu corev1.ResourceName) map[string]int
 	return used
 }
 
-// podGPUs is what the scheduler charges a pod: the sum over its containers,
-// or the largest init container if that is more.
+// podGPUs is what the scheduler charges a pod, as
+// k8s.io/component-helpers computes it: containers and sidecar init
+// containers summed, the largest regular init container if that is more, and
+// pod overhead and pod-level resources. Extended resources such as GPUs get
+// their request from their limit through API defaulting, so requests are what
+// a pod from the informer carries.
 func podGPUs(pod *corev1.Pod, gpu corev1.ResourceName) int64 {
-	var sum, initMax int64
-	for _, ctr := range pod.Spec.Containers {
-		sum += containerGPUs(ctr, gpu)
-	}
-	for _, ctr := range pod.Spec.InitContainers {
-		initMax = max(initMax, containerGPUs(ctr, gpu))
-	}
-	return max(sum, initMax)
-}
-
-// containerGPUs reads the request, or the limit when no request is given:
-// extended resources default their request to the limit.
-func containerGPUs(ctr corev1.Container, gpu corev1.ResourceName) int64 {
-	if q, ok := ctr.Resources.Requests[gpu]; ok {
-		return q.Value()
-	}
-	if q, ok := ctr.Resources.Limits[gpu]; ok {
-		return q.Value()
-	}
-	return 0
+	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	q := requests[gpu]
+	return q.Value()
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
-	componentmetrics "k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -31,20 +29,17 @@ import (
 	gputasklisters "github.com/gputask/gputask-controller/pkg/generated/listers/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/metrics"
+	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/scaling"
-	"github.com/gputask/gputask-controller/pkg/tombstone"
 )
 
 const (
-	// ControllerName names the queue, the metrics and the event source.
-	ControllerName = "gputask-autoscaler"
-	// metricsController is the "controller" label of pkg/metrics' reconcile metrics.
-	metricsController = "autoscaler"
-
-	// DefaultGPUResourceName and DefaultGPULabelKey mirror the NVIDIA device
-	// plugin and GPU Feature Discovery.
-	DefaultGPUResourceName corev1.ResourceName = "nvidia.com/gpu"
-	DefaultGPULabelKey                         = "nvidia.com/gpu.product"
+	// controllerAgentName is the source of the Events this controller records.
+	controllerAgentName = "gputask-autoscaler"
+	// metricsName is the controller label of the reconcile metrics.
+	metricsName = "autoscaler"
+	// queueName names the workqueue, and so its Prometheus metrics.
+	queueName = "gputask-autoscaler"
 
 	// minInterval keeps a tiny spec.autoscaling.interval from turning the
 	// loop into a busy loop against the load-index endpoint.
@@ -64,32 +59,58 @@ type Options struct {
 	GPUResourceName corev1.ResourceName
 	// GPULabelKey is the node label holding the GPU model. Default nvidia.com/gpu.product.
 	GPULabelKey string
-	// Clock stamps decisions and drives the queue's delays. Default: the real clock.
-	Clock clock.WithTicker
 	// NewSource builds a metric's source. Default: loadindex.New, reading
 	// Secrets with the kube client.
 	NewSource NewSourceFunc
-	// Recorder receives events. Default: a broadcaster writing Events
-	// through the kube client, started by Run.
+	// Recorder records Events. Nil builds one that writes through
+	// kubeclientset; Run shuts it down when it returns.
 	Recorder record.EventRecorder
+	// Clock stamps decisions and drives the queue's delays. Nil means the
+	// real clock; tests pass a fake one.
+	Clock clock.WithTicker
+}
+
+func (o Options) withDefaults(kubeclientset kubernetes.Interface) Options {
+	if o.GPUResourceName == "" {
+		o.GPUResourceName = podspec.DefaultGPUResourceName
+	}
+	if o.GPULabelKey == "" {
+		o.GPULabelKey = podspec.DefaultGPULabelKey
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.NewSource == nil {
+		secrets := loadindex.KubeSecrets{Client: kubeclientset}
+		o.NewSource = func(ctx context.Context, spec gputaskv1.MetricSpec, namespace string) (loadindex.Source, error) {
+			return loadindex.New(ctx, spec, namespace, secrets)
+		}
+	}
+	return o
 }
 
 // Controller is the autoscaler: one evaluation loop for each GPUTaskSet with
 // spec.autoscaling, driven by a delaying workqueue.
 type Controller struct {
-	kubeClient kubernetes.Interface
-	client     versioned.Interface
+	kubeclientset    kubernetes.Interface
+	gputaskclientset versioned.Interface
 
-	setLister  gputasklisters.GPUTaskSetLister
-	taskLister gputasklisters.GPUTaskLister
-	nodeLister corelisters.NodeLister
-	podLister  corelisters.PodLister
-	synced     []cache.InformerSynced
+	setsLister  gputasklisters.GPUTaskSetLister
+	setsSynced  cache.InformerSynced
+	tasksLister gputasklisters.GPUTaskLister
+	tasksSynced cache.InformerSynced
+	nodesLister corelisters.NodeLister
+	nodesSynced cache.InformerSynced
+	podsLister  corelisters.PodLister
+	podsSynced  cache.InformerSynced
 
-	queue       workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	recorder    record.EventRecorder
+	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// broadcaster is nil when Options.Recorder was given.
 	broadcaster record.EventBroadcaster
-	opts        Options
+	recorder    record.EventRecorder
+	clock       clock.WithTicker
+
+	opts Options
 
 	// mu guards sets. Workers never process one key at the same time, but
 	// different keys share the map.
@@ -117,155 +138,105 @@ type setState struct {
 	warned map[string]bool
 }
 
+// Events about GPUTaskSets need the GPUTaskSet kind in the scheme the recorder
+// uses. It is added once, before anything runs: adding it in NewController,
+// as sample-controller does, writes the shared scheme while the informers of
+// a controller built earlier in the process read it.
+func init() {
+	utilruntime.Must(gputaskscheme.AddToScheme(scheme.Scheme))
+}
+
 // NewController builds the autoscaler. podInformer should list the
 // non-terminal pods of the cluster (status.phase!=Succeeded,status.phase!=Failed),
 // which capacityAware subtracts from each node's GPUs.
-func NewController(ctx context.Context, kubeClient kubernetes.Interface, client versioned.Interface,
-	setInformer gputaskinformers.GPUTaskSetInformer, taskInformer gputaskinformers.GPUTaskInformer,
-	nodeInformer coreinformers.NodeInformer, podInformer coreinformers.PodInformer, opts Options) (*Controller, error) {
+func NewController(
+	ctx context.Context,
+	kubeclientset kubernetes.Interface,
+	gputaskclientset versioned.Interface,
+	setInformer gputaskinformers.GPUTaskSetInformer,
+	taskInformer gputaskinformers.GPUTaskInformer,
+	nodeInformer coreinformers.NodeInformer,
+	podInformer coreinformers.PodInformer,
+	opts Options,
+) *Controller {
 	logger := klog.FromContext(ctx)
-	opts = withDefaults(opts, kubeClient)
+	opts = opts.withDefaults(kubeclientset)
+
+	recorder, broadcaster := opts.Recorder, record.EventBroadcaster(nil)
+	if recorder == nil {
+		broadcaster = record.NewBroadcaster(record.WithContext(ctx))
+		broadcaster.StartStructuredLogging(4)
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kubeclientset.CoreV1().Events("")})
+		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: controllerAgentName})
+	}
 
 	c := &Controller{
-		kubeClient: kubeClient,
-		client:     client,
-		setLister:  setInformer.Lister(),
-		taskLister: taskInformer.Lister(),
-		nodeLister: nodeInformer.Lister(),
-		podLister:  podInformer.Lister(),
-		synced: []cache.InformerSynced{
-			setInformer.Informer().HasSynced, taskInformer.Informer().HasSynced,
-			nodeInformer.Informer().HasSynced, podInformer.Informer().HasSynced,
-		},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+		kubeclientset:    kubeclientset,
+		gputaskclientset: gputaskclientset,
+		setsLister:       setInformer.Lister(),
+		tasksLister:      taskInformer.Lister(),
+		tasksSynced:      taskInformer.Informer().HasSynced,
+		nodesLister:      nodeInformer.Lister(),
+		nodesSynced:      nodeInformer.Informer().HasSynced,
+		podsLister:       podInformer.Lister(),
+		podsSynced:       podInformer.Informer().HasSynced,
+		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName, Clock: opts.Clock},
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: queueName, Clock: opts.Clock},
 		),
-		opts: opts,
-		sets: map[cache.ObjectName]*setState{},
-	}
-	c.recorder = opts.Recorder
-	if c.recorder == nil {
-		// Events name GPUTaskSets, so the recorder's scheme must know them.
-		if err := gputaskscheme.AddToScheme(scheme.Scheme); err != nil {
-			return nil, fmt.Errorf("adding gputask types to the event scheme: %w", err)
-		}
-		c.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
-		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
+		broadcaster: broadcaster,
+		recorder:    recorder,
+		clock:       opts.Clock,
+		opts:        opts,
+		sets:        map[cache.ObjectName]*setState{},
 	}
 
+	logger.Info("Setting up event handlers")
 	// Only set events drive the loop. Nodes, pods and tasks are read from
 	// their listers at each evaluation, which happens every interval anyway.
-	_, err := setInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	setsReg, err := setInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.onSetAdd,
 		UpdateFunc: c.onSetUpdate,
 		DeleteFunc: c.onSetDelete,
 	})
-	if err != nil {
-		return nil, fmt.Errorf("adding GPUTaskSet event handler: %w", err)
-	}
-	logger.V(4).Info("Autoscaler built", "gpuResource", opts.GPUResourceName, "gpuLabel", opts.GPULabelKey)
-	return c, nil
+	utilruntime.Must(err)
+	c.setsSynced = setsReg.HasSynced
+	return c
 }
 
-func withDefaults(opts Options, kubeClient kubernetes.Interface) Options {
-	if opts.GPUResourceName == "" {
-		opts.GPUResourceName = DefaultGPUResourceName
-	}
-	if opts.GPULabelKey == "" {
-		opts.GPULabelKey = DefaultGPULabelKey
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
-	if opts.NewSource == nil {
-		secrets := loadindex.KubeSecrets{Client: kubeClient}
-		opts.NewSource = func(ctx context.Context, spec gputaskv1.MetricSpec, namespace string) (loadindex.Source, error) {
-			return loadindex.New(ctx, spec, namespace, secrets)
-		}
-	}
-	return opts
-}
-
-func (c *Controller) onSetAdd(obj any) {
-	set, ok := obj.(*gputaskv1.GPUTaskSet)
-	if !ok || set.Spec.Autoscaling == nil {
-		return
-	}
-	c.queue.Add(cache.MetaObjectToName(set))
-}
-
-// onSetUpdate evaluates at once only when the user changed what the
-// autoscaler does. Replicas changes (ours included) and status writes wait
-// for the next interval: re-reading a load index that has not yet reacted to
-// a scale-up would only scale up again.
-func (c *Controller) onSetUpdate(oldObj, newObj any) {
-	oldSet, ok1 := oldObj.(*gputaskv1.GPUTaskSet)
-	newSet, ok2 := newObj.(*gputaskv1.GPUTaskSet)
-	if !ok1 || !ok2 || newSet.Spec.Autoscaling == nil {
-		return
-	}
-	if oldSet.Spec.Autoscaling == nil ||
-		!apiequality.Semantic.DeepEqual(oldSet.Spec.Autoscaling, newSet.Spec.Autoscaling) ||
-		isPaused(oldSet) != isPaused(newSet) || isStopped(oldSet) != isStopped(newSet) {
-		c.queue.Add(cache.MetaObjectToName(newSet))
-	}
-}
-
-func (c *Controller) onSetDelete(obj any) {
-	set, ok := tombstone.Unwrap[*gputaskv1.GPUTaskSet](obj)
-	if !ok {
-		return
-	}
-	key := cache.MetaObjectToName(set)
-	c.forget(key)
-	c.queue.Forget(key)
-}
-
-// forget drops a set's cached sources and its metric series.
-func (c *Controller) forget(key cache.ObjectName) {
-	c.mu.Lock()
-	delete(c.sets, key)
-	c.mu.Unlock()
-	labels := map[string]string{"namespace": key.Namespace, "taskset": key.Name}
-	// DeletePartialMatch comes from the embedded Prometheus vector, which
-	// does not exist until the metric is registered.
-	for _, vec := range []*componentmetrics.GaugeVec{metrics.LoadIndex, metrics.DesiredReplicas} {
-		if vec.IsCreated() {
-			vec.DeletePartialMatch(labels)
-		}
-	}
-	for _, vec := range []*componentmetrics.CounterVec{metrics.ScalingDecisions, metrics.LoadIndexErrors} {
-		if vec.IsCreated() {
-			vec.DeletePartialMatch(labels)
-		}
-	}
-}
-
-// Run starts workers and blocks until ctx is cancelled.
+// Run waits for the caches, then runs workers until ctx ends, and returns
+// once every worker has finished the item it was working on. It returns nil
+// on a normal shutdown, also when ctx ends before the caches synced.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.queue.ShutDown()
-	logger := klog.FromContext(ctx)
-
+	defer c.workqueue.ShutDown()
 	if c.broadcaster != nil {
-		c.broadcaster.StartStructuredLogging(3)
-		c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kubeClient.CoreV1().Events("")})
 		defer c.broadcaster.Shutdown()
 	}
+	logger := klog.FromContext(ctx)
 
-	logger.Info("Starting autoscaler", "workers", workers)
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
-		return errors.New("autoscaler: caches did not sync")
+	logger.Info("Starting autoscaler")
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.setsSynced, c.tasksSynced, c.nodesSynced, c.podsSynced) {
+		if ctx.Err() != nil {
+			// Asked to stop before the caches synced: a normal shutdown.
+			return nil
+		}
+		return errors.New("failed to wait for caches to sync")
 	}
+
 	var wg sync.WaitGroup
+	logger.Info("Starting workers", "count", workers)
 	for range max(workers, 1) {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
 	}
+
 	<-ctx.Done()
-	logger.Info("Shutting down autoscaler")
-	c.queue.ShutDown()
+	logger.Info("Shutting down workers")
+	// ShutDown makes Get return at once, so each worker ends after the item
+	// it holds; items still queued are picked up by the next leader.
+	c.workqueue.ShutDown()
 	wg.Wait()
+	logger.Info("Workers stopped")
 	return nil
 }
 
@@ -275,47 +246,44 @@ func (c *Controller) runWorker(ctx context.Context) {
 }
 
 func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
+	key, shutdown := c.workqueue.Get()
 	if shutdown {
 		return false
 	}
-	defer c.queue.Done(key)
+	defer c.workqueue.Done(key)
 
-	start := c.opts.Clock.Now()
+	start := c.clock.Now()
 	next, err := c.syncHandler(ctx, key)
-	metrics.ReconcileDuration.WithLabelValues(metricsController).Observe(c.opts.Clock.Since(start).Seconds())
-	if err != nil {
-		metrics.ReconcileTotal.WithLabelValues(metricsController, "error").Inc()
-		utilruntime.HandleErrorWithContext(ctx, err, "Evaluating GPUTaskSet failed, will retry", "gputaskset", key)
-		c.queue.AddRateLimited(key)
-		if next > 0 {
-			// Keep the regular cadence too, in case the backoff grows long.
-			c.queue.AddAfter(key, next)
-		}
+	metrics.ObserveReconcile(metricsName, c.clock.Since(start), err)
+	if next > 0 {
+		// The next evaluation, on the set's cadence whatever the outcome, so
+		// that a long backoff never stretches it. The delaying queue keeps
+		// only the earliest pending time per key: after an extra evaluation
+		// (a spec edit, an annotation toggle, a retry) the timer set before
+		// it still fires, less than an interval later. That evaluation, and
+		// the rate-limited retry below, may not step again: Decide holds any
+		// change until an interval has passed since the last step.
+		c.workqueue.AddAfter(key, next)
+	}
+	if err == nil {
+		c.workqueue.Forget(key)
 		return true
 	}
-	metrics.ReconcileTotal.WithLabelValues(metricsController, "success").Inc()
-	c.queue.Forget(key)
-	if next > 0 {
-		// The delaying queue keeps only the earliest pending time per key,
-		// so an extra evaluation (after a spec change) never doubles the cadence.
-		c.queue.AddAfter(key, next)
+	if apierrors.IsConflict(err) {
+		// The cache is behind a write (often our own status write); the
+		// retry reads the newer object. Routine, so not logged as an error.
+		klog.FromContext(ctx).V(2).Info("Conflict syncing; requeuing", "objectReference", key, "err", err)
+	} else {
+		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing for later retry", "objectReference", key)
 	}
+	c.workqueue.AddRateLimited(key)
 	return true
-}
-
-func isPaused(set *gputaskv1.GPUTaskSet) bool {
-	return set.Annotations[gputaskv1.AnnotationPaused] == "true"
-}
-
-func isStopped(set *gputaskv1.GPUTaskSet) bool {
-	return set.Annotations[gputaskv1.AnnotationStopped] == "true"
 }
 
 // syncHandler evaluates one set and returns when to evaluate it next (0 for
 // never, e.g. when it has no autoscaling or is gone).
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
-	set, err := c.setLister.GPUTaskSets(key.Namespace).Get(key.Name)
+	set, err := c.setsLister.GPUTaskSets(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		c.forget(key)
 		return 0, nil

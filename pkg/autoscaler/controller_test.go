@@ -29,9 +29,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/controllertest"
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
+	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
@@ -122,37 +124,19 @@ func (f *fixture) newControllerWithFactories(ctx context.Context) (*Controller, 
 
 	inf := informers.NewSharedInformerFactory(f.client, 0)
 	kinf := kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
-	c, err := NewController(ctx, f.kubeClient, f.client,
+	c := NewController(ctx, f.kubeClient, f.client,
 		inf.Gputask().V1().GPUTaskSets(), inf.Gputask().V1().GPUTasks(),
 		kinf.Core().V1().Nodes(), kinf.Core().V1().Pods(),
 		Options{Clock: f.clock, Recorder: f.recorder, NewSource: f.newSource})
-	if err != nil {
-		f.t.Fatalf("NewController: %v", err)
-	}
 	if f.noPreload {
 		return c, inf, kinf
 	}
 	// Preload the caches, as sample-controller's fixture does.
-	for _, s := range f.sets {
-		mustAdd(f.t, inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), s)
-	}
-	for _, task := range f.tasks {
-		mustAdd(f.t, inf.Gputask().V1().GPUTasks().Informer().GetIndexer(), task)
-	}
-	for _, n := range f.nodes {
-		mustAdd(f.t, kinf.Core().V1().Nodes().Informer().GetIndexer(), n)
-	}
-	for _, p := range f.pods {
-		mustAdd(f.t, kinf.Core().V1().Pods().Informer().GetIndexer(), p)
-	}
+	controllertest.Preload(f.t, inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), f.sets...)
+	controllertest.Preload(f.t, inf.Gputask().V1().GPUTasks().Informer().GetIndexer(), f.tasks...)
+	controllertest.Preload(f.t, kinf.Core().V1().Nodes().Informer().GetIndexer(), f.nodes...)
+	controllertest.Preload(f.t, kinf.Core().V1().Pods().Informer().GetIndexer(), f.pods...)
 	return c, inf, kinf
-}
-
-func mustAdd(t testing.TB, indexer cache.Indexer, obj any) {
-	t.Helper()
-	if err := indexer.Add(obj); err != nil {
-		t.Fatalf("adding to indexer: %v", err)
-	}
 }
 
 func (f *fixture) newSource(_ context.Context, spec gputaskv1.MetricSpec, _ string) (loadindex.Source, error) {
@@ -207,16 +191,7 @@ func (f *fixture) sync(ctx context.Context, c *Controller, name string) (time.Du
 
 // writes returns the non-read actions on the gputask client, as
 // "verb resource/subresource".
-func (f *fixture) writes() []string {
-	var out []string
-	for _, a := range f.client.Actions() {
-		if a.GetVerb() == "list" || a.GetVerb() == "watch" || (a.GetVerb() == "get" && a.GetSubresource() == "") {
-			continue
-		}
-		out = append(out, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
-	}
-	return out
-}
+func (f *fixture) writes() []string { return controllertest.Writes(f.client.Actions()) }
 
 func (f *fixture) lastStatus() *gputaskv1.GPUTaskSet {
 	f.t.Helper()
@@ -230,17 +205,7 @@ func (f *fixture) lastStatus() *gputaskv1.GPUTaskSet {
 	return nil
 }
 
-func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+func (f *fixture) events() []string { return controllertest.Events(f.recorder) }
 
 func assertCondition(t *testing.T, set *gputaskv1.GPUTaskSet, condType string, status metav1.ConditionStatus, reason string) {
 	t.Helper()
@@ -344,7 +309,7 @@ func TestHoldMakesNoScaleWriteAndSteadyStateNoWrites(t *testing.T) {
 
 	// The informer delivers our own write; the next evaluation, with the same
 	// load, must not write anything although the clock moved.
-	mustUpdate(t, inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), set)
+	controllertest.Update(t, inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), set)
 	f.client.ClearActions()
 	f.clock.Step(30 * time.Second)
 	if _, err := f.sync(ctx, c, "web"); err != nil {
@@ -365,13 +330,6 @@ func TestHoldMakesNoScaleWriteAndSteadyStateNoWrites(t *testing.T) {
 	}
 	if got, want := f.writes(), []string{"update gputasksets/status"}; !equalStrings(got, want) {
 		t.Errorf("actions = %v, want %v", got, want)
-	}
-}
-
-func mustUpdate(t *testing.T, indexer cache.Indexer, obj any) {
-	t.Helper()
-	if err := indexer.Update(obj); err != nil {
-		t.Fatalf("updating indexer: %v", err)
 	}
 }
 
@@ -508,35 +466,19 @@ func TestPausedAndStoppedMakeNoScaleWrite(t *testing.T) {
 }
 
 func gpuNode(name, model string, gpus int64, unschedulable bool) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{DefaultGPULabelKey: model}},
-		Spec:       corev1.NodeSpec{Unschedulable: unschedulable},
-		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
-			DefaultGPUResourceName: *resource.NewQuantity(gpus, resource.DecimalSI),
-		}},
-	}
+	n := controllertest.GPUNode(name, model, gpus)
+	n.Spec.Unschedulable = unschedulable
+	return n
 }
 
 func gpuPod(name, node string, gpus int64, phase corev1.PodPhase) *corev1.Pod {
-	q := *resource.NewQuantity(gpus, resource.DecimalSI)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{
-			Name: "main", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{DefaultGPUResourceName: q}},
-		}}},
-		Status: corev1.PodStatus{Phase: phase},
-	}
+	return controllertest.GPUPod(name, node, gpus, phase)
 }
 
 func task(name string, owner *gputaskv1.GPUTaskSet, node string) *gputaskv1.GPUTask {
-	return &gputaskv1.GPUTask{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: metav1.NamespaceDefault,
-			Labels:          map[string]string{gputaskv1.LabelTaskSet: owner.Name},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, gputaskv1.SchemeGroupVersion.WithKind("GPUTaskSet"))},
-		},
-		Status: gputaskv1.GPUTaskStatus{NodeName: node},
-	}
+	t := controllertest.OwnedTask(owner, name)
+	t.Status.NodeName = node
+	return t
 }
 
 func TestCapacityAwareCapsScaleUp(t *testing.T) {
@@ -599,6 +541,12 @@ func TestCapacityCountsGPUAmountAndAnyModel(t *testing.T) {
 	}
 	if n != 4 { // floor(5/2) + floor(4/2)
 		t.Errorf("capacity = %d, want 4", n)
+	}
+
+	// An amount the tasks cannot be built with has no capacity to compute.
+	set.Spec.Template.Spec.GPUAmount = ptr.To(intstr.FromString("abc"))
+	if _, err := c.capacity(set); err == nil || !strings.Contains(err.Error(), "spec.gpu-amount") {
+		t.Errorf("capacity with gpu-amount abc: err = %v, want one naming spec.gpu-amount", err)
 	}
 }
 
@@ -719,7 +667,7 @@ func TestSourcesRebuiltOnMetricSpecChange(t *testing.T) {
 	scaled := f.sets[0].DeepCopy()
 	scaled.Generation, scaled.Spec.Replicas = 2, ptr.To[int32](6)
 	f.scaleReplicas = 6
-	mustUpdate(t, indexer, scaled)
+	controllertest.Update(t, indexer, scaled)
 	if _, err := f.sync(ctx, c, "web"); err != nil {
 		t.Fatal(err)
 	}
@@ -729,7 +677,7 @@ func TestSourcesRebuiltOnMetricSpecChange(t *testing.T) {
 	changed := scaled.DeepCopy()
 	changed.Generation = 3
 	changed.Spec.Autoscaling.Metrics[0].HTTP.URL = "http://127.0.0.1:2/load"
-	mustUpdate(t, indexer, changed)
+	controllertest.Update(t, indexer, changed)
 	if _, err := f.sync(ctx, c, "web"); err != nil {
 		t.Fatal(err)
 	}
@@ -758,7 +706,7 @@ func TestStabilizationAcrossEvaluations(t *testing.T) {
 	if _, err := f.sync(ctx, c, "web"); err != nil {
 		t.Fatal(err)
 	}
-	mustUpdate(t, indexer, f.lastStatus())
+	controllertest.Update(t, indexer, f.lastStatus())
 	// Load drops a minute later: the recommendation of 5 is still in the
 	// window, so nothing is removed.
 	f.readings["queue"] = fakeSource{value: 0.1}
@@ -773,7 +721,7 @@ func TestStabilizationAcrossEvaluations(t *testing.T) {
 	if got.Status.LastDecision.Reason != scaling.ReasonScaleDownStabilized {
 		t.Errorf("reason = %s, want %s", got.Status.LastDecision.Reason, scaling.ReasonScaleDownStabilized)
 	}
-	mustUpdate(t, indexer, got)
+	controllertest.Update(t, indexer, got)
 	// Past the window the scale-down happens.
 	f.clock.Step(5 * time.Minute)
 	if _, err := f.sync(ctx, c, "web"); err != nil {
@@ -788,7 +736,7 @@ func TestUpdateHandlerOnlyEnqueuesAutoscalingChanges(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	c, _ := f.newController(ctx)
-	defer c.queue.ShutDown()
+	defer c.workqueue.ShutDown()
 	old := newSet("web", 5)
 
 	statusOnly := old.DeepCopy()
@@ -797,19 +745,19 @@ func TestUpdateHandlerOnlyEnqueuesAutoscalingChanges(t *testing.T) {
 	replicasOnly.Spec.Replicas = ptr.To[int32](9)
 	c.onSetUpdate(old, statusOnly)
 	c.onSetUpdate(old, replicasOnly)
-	if n := c.queue.Len(); n != 0 {
+	if n := c.workqueue.Len(); n != 0 {
 		t.Fatalf("queue length = %d after status/replicas changes, want 0", n)
 	}
 	paused := old.DeepCopy()
 	paused.Annotations = map[string]string{gputaskv1.AnnotationPaused: "true"}
 	c.onSetUpdate(old, paused)
-	if n := c.queue.Len(); n != 1 {
+	if n := c.workqueue.Len(); n != 1 {
 		t.Fatalf("queue length = %d after pausing, want 1", n)
 	}
 	plain := old.DeepCopy()
 	plain.Spec.Autoscaling = nil
 	c.onSetAdd(plain)
-	if n := c.queue.Len(); n != 1 {
+	if n := c.workqueue.Len(); n != 1 {
 		t.Errorf("a set without autoscaling was enqueued")
 	}
 }
@@ -841,14 +789,7 @@ func TestRunScalesAndStopsWithContext(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not stop after cancel")
-	}
+	controllertest.ExpectStopped(t, done, "Run()")
 	inf.Shutdown()
 	kinf.Shutdown()
 }
@@ -927,30 +868,36 @@ func TestMetricInputDefaults(t *testing.T) {
 
 func TestPodGPUs(t *testing.T) {
 	gpu := func(n int64) corev1.ResourceList {
-		return corev1.ResourceList{DefaultGPUResourceName: *resource.NewQuantity(n, resource.DecimalSI)}
+		return corev1.ResourceList{podspec.DefaultGPUResourceName: *resource.NewQuantity(n, resource.DecimalSI)}
 	}
-	pod := &corev1.Pod{Spec: corev1.PodSpec{
-		InitContainers: []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: gpu(3)}}},
-		Containers: []corev1.Container{
-			{Resources: corev1.ResourceRequirements{Limits: gpu(1)}},
-			{Resources: corev1.ResourceRequirements{Requests: gpu(1), Limits: gpu(1)}},
-			{},
-		},
-	}}
-	if got := podGPUs(pod, DefaultGPUResourceName); got != 3 {
-		t.Errorf("podGPUs = %d, want 3 (the init container's)", got)
+	// Requests as the API server defaults them from the limits.
+	res := func(n int64) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: gpu(n), Limits: gpu(n)}
 	}
-	pod.Spec.InitContainers = nil
-	if got := podGPUs(pod, DefaultGPUResourceName); got != 2 {
-		t.Errorf("podGPUs = %d, want 2", got)
-	}
-	for amount, want := range map[string]int64{"": 1, "4": 4, "x": 1, "0": 1} {
-		var a *intstr.IntOrString
-		if amount != "" {
-			a = ptr.To(intstr.FromString(amount))
-		}
-		if got := gpusPerTask(a); got != want {
-			t.Errorf("gpusPerTask(%q) = %d, want %d", amount, got, want)
+	sidecar := corev1.ContainerRestartPolicyAlways
+	for _, tc := range []struct {
+		name string
+		spec corev1.PodSpec
+		want int64
+	}{
+		{"largest init container", corev1.PodSpec{
+			InitContainers: []corev1.Container{{Resources: res(3)}},
+			Containers:     []corev1.Container{{Resources: res(1)}, {Resources: res(1)}, {}},
+		}, 3},
+		{"containers summed", corev1.PodSpec{
+			Containers: []corev1.Container{{Resources: res(1)}, {Resources: res(1)}, {}},
+		}, 2},
+		{"sidecar init container adds to the containers", corev1.PodSpec{
+			InitContainers: []corev1.Container{{Resources: res(1), RestartPolicy: &sidecar}},
+			Containers:     []corev1.Container{{Resources: res(1)}},
+		}, 2},
+		{"overhead counts", corev1.PodSpec{
+			Containers: []corev1.Container{{Resources: res(1)}},
+			Overhead:   gpu(1),
+		}, 2},
+	} {
+		if got := podGPUs(&corev1.Pod{Spec: tc.spec}, podspec.DefaultGPUResourceName); got != tc.want {
+			t.Errorf("%s: podGPUs = %d, want %d", tc.name, got, tc.want)
 		}
 	}
 }

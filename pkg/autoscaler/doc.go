@@ -30,7 +30,7 @@
 //
 // Wiring, with the informer factories of main.go:
 //
-//	scaler, err := autoscaler.NewController(ctx, kubeClient, gputaskClient,
+//	scaler := autoscaler.NewController(ctx, kubeClient, gputaskClient,
 //		gputaskInformers.Gputask().V1().GPUTaskSets(),
 //		gputaskInformers.Gputask().V1().GPUTasks(),
 //		kubeInformers.Core().V1().Nodes(),

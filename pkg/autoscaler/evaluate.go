@@ -37,7 +37,7 @@ var errReplicasChanged = errors.New("replicas changed during evaluation")
 // evaluate reads the set's load indexes, decides, scales and reports.
 func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) error {
 	logger := klog.FromContext(ctx)
-	now := c.opts.Clock.Now()
+	now := c.clock.Now()
 	key := cache.MetaObjectToName(set)
 
 	state, sources, configErrs := c.sourcesFor(ctx, key, set, now)
@@ -198,7 +198,7 @@ func buildInputs(set *gputaskv1.GPUTaskSet, now time.Time, readings []scaling.Me
 		Capacity:            capacity,
 		HeldBack:            set.Status.HeldBackReplicas,
 		Paused:              isPaused(set),
-		Stopped:             isStopped(set),
+		Stopped:             gputaskv1.IsStopped(set),
 		DryRun:              spec.DryRun,
 	}
 	if spec.ScaleDownStabilizationWindow != nil {
@@ -257,7 +257,7 @@ func (c *Controller) scale(ctx context.Context, set *gputaskv1.GPUTaskSet, in sc
 	if !acts(in) || d.Desired == in.Current {
 		return time.Time{}, nil
 	}
-	sets := c.client.GputaskV1().GPUTaskSets(set.Namespace)
+	sets := c.gputaskclientset.GputaskV1().GPUTaskSets(set.Namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		sc, err := sets.GetScale(ctx, set.Name, metav1.GetOptions{})
 		if err != nil {

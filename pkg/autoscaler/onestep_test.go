@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/controllertest"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 )
 
@@ -43,7 +44,7 @@ func TestOneStepPerIntervalSequence(t *testing.T) {
 	readyTasks := func() {
 		for i := len(taskIndexer.List()); i < int(f.scaleReplicas); i++ {
 			tk := readyTask(fmt.Sprintf("web-%d", i), set, f.clock.Now())
-			mustAdd(t, taskIndexer, tk)
+			controllertest.Preload(t, taskIndexer, tk)
 		}
 	}
 
@@ -81,18 +82,14 @@ func TestOneStepPerIntervalSequence(t *testing.T) {
 	newLeader := func() {
 		linf := informers.NewSharedInformerFactory(f.client, 0)
 		kinf := kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
-		var err error
-		c, err = NewController(ctx, f.kubeClient, f.client,
+		c = NewController(ctx, f.kubeClient, f.client,
 			linf.Gputask().V1().GPUTaskSets(), linf.Gputask().V1().GPUTasks(),
 			kinf.Core().V1().Nodes(), kinf.Core().V1().Pods(),
 			Options{Clock: f.clock, Recorder: f.recorder, NewSource: f.newSource})
-		if err != nil {
-			t.Fatalf("NewController: %v", err)
-		}
 		indexer = linf.Gputask().V1().GPUTaskSets().Informer().GetIndexer()
-		mustAdd(t, indexer, current())
+		controllertest.Preload(t, indexer, current())
 		for _, tk := range taskIndexer.List() {
-			mustAdd(t, linf.Gputask().V1().GPUTasks().Informer().GetIndexer(), tk)
+			controllertest.Preload(t, linf.Gputask().V1().GPUTasks().Informer().GetIndexer(), tk)
 		}
 		taskIndexer = linf.Gputask().V1().GPUTasks().Informer().GetIndexer()
 	}
@@ -116,11 +113,11 @@ func TestOneStepPerIntervalSequence(t *testing.T) {
 			newLeader()
 		}
 		readyTasks()
-		mustUpdate(t, indexer, current())
+		controllertest.Update(t, indexer, current())
 		if _, err := f.sync(ctx, c, "web"); err != nil {
 			// A retry is one more evaluation at once, as AddRateLimited
 			// gives after a few milliseconds.
-			mustUpdate(t, indexer, current())
+			controllertest.Update(t, indexer, current())
 			if _, err := f.sync(ctx, c, "web"); err != nil {
 				t.Fatalf("retry at tick %d: %v", tick, err)
 			}

@@ -20,7 +20,7 @@ const EventTaskStartupTimeout = "TaskStartupTimeout"
 // startup counts the set's tasks that are on their way. Tasks that finished,
 // are being deleted or are draining are not capacity the set is waiting for.
 func (c *Controller) startup(set *gputaskv1.GPUTaskSet, lastStep, now time.Time) (scaling.Startup, error) {
-	tasks, err := c.taskLister.GPUTasks(set.Namespace).List(labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: set.Name}))
+	tasks, err := c.tasksLister.GPUTasks(set.Namespace).List(labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: set.Name}))
 	if err != nil {
 		return scaling.Startup{}, fmt.Errorf("listing tasks: %w", err)
 	}
@@ -38,7 +38,7 @@ func (c *Controller) startup(set *gputaskv1.GPUTaskSet, lastStep, now time.Time)
 		})
 	}
 	current := currentReplicas(set)
-	if isStopped(set) {
+	if gputaskv1.IsStopped(set) {
 		current = 0
 	}
 	// Tasks asked for but not created yet are on their way since the last

@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/controllertest"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
@@ -42,7 +43,7 @@ func TestStartingTasksHoldStepAndTimeOut(t *testing.T) {
 	assertEvents(t, f.events())
 
 	// A minute later the task is past its startup timeout.
-	mustUpdate(t, inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), got)
+	controllertest.Update(t, inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), got)
 	f.client.ClearActions()
 	f.clock.Step(time.Minute)
 	if _, err := f.sync(ctx, c, "web"); err != nil {
@@ -59,7 +60,7 @@ func TestStartingTasksHoldStepAndTimeOut(t *testing.T) {
 	// The late task is reported once only.
 	scaled := f.lastStatus().DeepCopy()
 	scaled.Spec.Replicas = &f.scaleReplicas
-	mustUpdate(t, inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), scaled)
+	controllertest.Update(t, inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), scaled)
 	f.clock.Step(time.Minute)
 	if _, err := f.sync(ctx, c, "web"); err != nil {
 		t.Fatalf("sync: %v", err)

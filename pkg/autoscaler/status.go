@@ -159,7 +159,7 @@ func (c *Controller) updateStatus(ctx context.Context, set *gputaskv1.GPUTaskSet
 	if sameIgnoringTimes(&set.Status, want) {
 		return nil
 	}
-	sets := c.client.GputaskV1().GPUTaskSets(set.Namespace)
+	sets := c.gputaskclientset.GputaskV1().GPUTaskSets(set.Namespace)
 	latest := set.DeepCopy()
 	first := true
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {

@@ -6,6 +6,7 @@ package metrics
 import (
 	"net/http"
 	"sync"
+	"time"
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -101,4 +102,15 @@ func Register() {
 // Handler serves every registered metric in the Prometheus text format.
 func Handler() http.Handler {
 	return legacyregistry.Handler()
+}
+
+// ObserveReconcile records one sync of controller: how long it took and
+// whether it failed. Each controller calls it from processNextWorkItem.
+func ObserveReconcile(controller string, took time.Duration, err error) {
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	ReconcileTotal.WithLabelValues(controller, result).Inc()
+	ReconcileDuration.WithLabelValues(controller).Observe(took.Seconds())
 }

@@ -12,13 +12,15 @@ package taskset
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/gputask/gputask-controller/pkg/metrics"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -38,14 +40,13 @@ import (
 	gputaskscheme "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/scheme"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions/gputask/v1"
 	listers "github.com/gputask/gputask-controller/pkg/generated/listers/gputask/v1"
-	"github.com/gputask/gputask-controller/pkg/tombstone"
 )
 
 const (
-	// ControllerName labels this controller's metrics and logs.
-	ControllerName = "gputaskset"
-	// ComponentName is the source of the Events this controller records.
-	ComponentName = "gputaskset-controller"
+	// controllerAgentName is the source of the Events this controller records.
+	controllerAgentName = "gputaskset-controller"
+	// metricsName is the controller label of the reconcile metrics.
+	metricsName = "gputaskset"
 	// queueName names the workqueue, and so its Prometheus metrics.
 	queueName = "gputasksets"
 
@@ -63,7 +64,6 @@ const (
 	ReasonFailedDelete     = "FailedDelete"
 	ReasonRestartingTask   = "RestartingTask"
 	ReasonFailedRestart    = "FailedRestart"
-	ReasonInvalidRestartAt = "InvalidRestartedAt"
 )
 
 // setKind is the kind written into the tasks' controller references.
@@ -71,12 +71,12 @@ var setKind = gputaskv1.SchemeGroupVersion.WithKind("GPUTaskSet")
 
 // Options tunes the controller. The zero value is what production wants.
 type Options struct {
-	// Recorder records Events. Nil builds one that writes through kubeClient
-	// and stops when the context given to NewController ends.
+	// Recorder records Events. Nil builds one that writes through
+	// kubeclientset; Run shuts it down when it returns.
 	Recorder record.EventRecorder
-	// Clock tells the time for minTaskAge, restarts and expectations. Nil
-	// means the real clock; tests pass a fake one.
-	Clock clock.Clock
+	// Clock tells the time for minTaskAge, restarts and expectations, and
+	// drives the queue's delays. Nil means the real clock; tests pass a fake one.
+	Clock clock.WithTicker
 	// BurstReplicas caps creations or deletions per sync. Zero means
 	// DefaultBurstReplicas.
 	BurstReplicas int
@@ -89,287 +89,228 @@ type Options struct {
 	PodInformer coreinformers.PodInformer
 }
 
+func (o Options) withDefaults() Options {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.BurstReplicas <= 0 {
+		o.BurstReplicas = DefaultBurstReplicas
+	}
+	if o.ExpectationsTimeout <= 0 {
+		o.ExpectationsTimeout = expectations.DefaultTTL
+	}
+	return o
+}
+
 // Controller keeps each GPUTaskSet's tasks at the desired count.
 type Controller struct {
-	kubeClient kubernetes.Interface
-	client     versioned.Interface
+	kubeclientset    kubernetes.Interface
+	gputaskclientset versioned.Interface
 
-	setLister   listers.GPUTaskSetLister
-	taskLister  listers.GPUTaskLister
-	podLister   corelisters.PodLister
-	cacheSynced []cache.InformerSynced
+	setsLister  listers.GPUTaskSetLister
+	setsSynced  cache.InformerSynced
+	tasksLister listers.GPUTaskLister
+	tasksSynced cache.InformerSynced
+	// podsLister is nil without Options.PodInformer.
+	podsLister corelisters.PodLister
+	podsSynced cache.InformerSynced
 
-	queue        workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	recorder     record.EventRecorder
-	clock        clock.Clock
+	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// broadcaster is nil when Options.Recorder was given.
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+	clock       clock.WithTicker
+
 	expectations *expectations.Expectations
 	burst        int
 }
 
+// Events about GPUTaskSets need the GPUTaskSet kind in the scheme the recorder
+// uses. It is added once, before anything runs: adding it in NewController,
+// as sample-controller does, writes the shared scheme while the informers of
+// a controller built earlier in the process read it.
+func init() {
+	utilruntime.Must(gputaskscheme.AddToScheme(scheme.Scheme))
+}
+
 // NewController wires the controller to the informers. It makes no API call
 // and starts nothing but the Event broadcaster; Run starts the work.
-func NewController(ctx context.Context, kubeClient kubernetes.Interface, client versioned.Interface,
-	setInformer informers.GPUTaskSetInformer, taskInformer informers.GPUTaskInformer, opts Options) *Controller {
+func NewController(
+	ctx context.Context,
+	kubeclientset kubernetes.Interface,
+	gputaskclientset versioned.Interface,
+	setInformer informers.GPUTaskSetInformer,
+	taskInformer informers.GPUTaskInformer,
+	opts Options,
+) *Controller {
 	logger := klog.FromContext(ctx)
-	opts = withDefaults(opts)
+	opts = opts.withDefaults()
+
+	recorder, broadcaster := opts.Recorder, record.EventBroadcaster(nil)
+	if recorder == nil {
+		broadcaster = record.NewBroadcaster(record.WithContext(ctx))
+		broadcaster.StartStructuredLogging(4)
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kubeclientset.CoreV1().Events("")})
+		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: controllerAgentName})
+	}
 
 	c := &Controller{
-		kubeClient: kubeClient,
-		client:     client,
-		setLister:  setInformer.Lister(),
-		taskLister: taskInformer.Lister(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+		kubeclientset:    kubeclientset,
+		gputaskclientset: gputaskclientset,
+		setsLister:       setInformer.Lister(),
+		tasksLister:      taskInformer.Lister(),
+		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: queueName},
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: queueName, Clock: opts.Clock},
 		),
-		recorder:     opts.Recorder,
+		broadcaster:  broadcaster,
+		recorder:     recorder,
 		clock:        opts.Clock,
 		expectations: expectations.New(opts.Clock, opts.ExpectationsTimeout),
 		burst:        opts.BurstReplicas,
 	}
-	if c.recorder == nil {
-		c.recorder = newRecorder(ctx, kubeClient)
-	}
 
-	setReg, err := setInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	logger.Info("Setting up event handlers")
+	// Run waits for the handler registrations rather than the informers:
+	// they have synced once the handlers saw the initial list, so the
+	// expectations and the queue start from the full picture.
+	setsReg, err := setInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.addSet(logger, obj) },
 		UpdateFunc: func(old, cur any) { c.updateSet(logger, old, cur) },
 		DeleteFunc: func(obj any) { c.deleteSet(logger, obj) },
 	})
-	c.trackSynced(logger, setInformer.Informer(), setReg, err)
-	taskReg, err := taskInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	utilruntime.Must(err)
+	tasksReg, err := taskInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.addTask(logger, obj) },
 		UpdateFunc: func(old, cur any) { c.updateTask(logger, old, cur) },
 		DeleteFunc: func(obj any) { c.deleteTask(logger, obj) },
 	})
-	c.trackSynced(logger, taskInformer.Informer(), taskReg, err)
+	utilruntime.Must(err)
+	c.setsSynced, c.tasksSynced = setsReg.HasSynced, tasksReg.HasSynced
+	c.podsSynced = func() bool { return true }
 	if opts.PodInformer != nil {
-		c.podLister = opts.PodInformer.Lister()
-		podReg, err := opts.PodInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-			UpdateFunc: c.updatePod,
+		c.podsLister = opts.PodInformer.Lister()
+		podsReg, err := opts.PodInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(old, cur any) { c.updatePod(logger, old, cur) },
 		})
-		c.trackSynced(logger, opts.PodInformer.Informer(), podReg, err)
+		utilruntime.Must(err)
+		c.podsSynced = podsReg.HasSynced
 	}
 	return c
 }
 
-func withDefaults(opts Options) Options {
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
-	if opts.BurstReplicas <= 0 {
-		opts.BurstReplicas = DefaultBurstReplicas
-	}
-	if opts.ExpectationsTimeout <= 0 {
-		opts.ExpectationsTimeout = expectations.DefaultTTL
-	}
-	return opts
-}
-
-// newRecorder builds an Event recorder whose broadcaster stops with ctx.
-func newRecorder(ctx context.Context, kubeClient kubernetes.Interface) record.EventRecorder {
-	// Events about GPUTaskSets need our types in the scheme the recorder
-	// uses to build object references. Adding them twice is harmless.
-	if err := gputaskscheme.AddToScheme(scheme.Scheme); err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Adding gputask.io types to the Event scheme")
-	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(0)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kubeClient.CoreV1().Events("")})
-	return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ComponentName})
-}
-
-// trackSynced remembers what Run must wait for before the first sync. The
-// handler registration is preferred over the informer because it is synced
-// only once our handlers have seen the initial list, so expectations and the
-// queue start from the full picture.
-func (c *Controller) trackSynced(logger klog.Logger, inf cache.SharedIndexInformer, reg cache.ResourceEventHandlerRegistration, err error) {
-	if err != nil || reg == nil {
-		logger.Error(err, "Adding event handler; falling back to the informer's sync state")
-		c.cacheSynced = append(c.cacheSynced, inf.HasSynced)
-		return
-	}
-	c.cacheSynced = append(c.cacheSynced, reg.HasSynced)
-}
-
-// Run waits for the caches, then runs workers (at least one) until ctx ends.
-// It returns after every worker has stopped.
+// Run waits for the caches, then runs workers until ctx ends, and returns
+// once every worker has finished the item it was working on. It returns nil
+// on a normal shutdown, also when ctx ends before the caches synced.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
+	defer c.workqueue.ShutDown()
+	if c.broadcaster != nil {
+		defer c.broadcaster.Shutdown()
+	}
 	logger := klog.FromContext(ctx)
-	workers = max(workers, 1)
-	logger.Info("Starting GPUTaskSet controller", "workers", workers)
+
+	logger.Info("Starting GPUTaskSet controller")
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.setsSynced, c.tasksSynced, c.podsSynced) {
+		if ctx.Err() != nil {
+			// Asked to stop before the caches synced: a normal shutdown.
+			return nil
+		}
+		return errors.New("failed to wait for caches to sync")
+	}
 
 	var wg sync.WaitGroup
-	defer func() {
-		// Shutting the queue down is what ends the workers' loops.
-		c.queue.ShutDown()
-		wg.Wait()
-		logger.Info("Stopped GPUTaskSet controller")
-	}()
-
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.cacheSynced...) {
-		return fmt.Errorf("waiting for the GPUTaskSet and GPUTask caches to sync: %w", context.Cause(ctx))
-	}
-	for range workers {
+	logger.Info("Starting workers", "count", workers)
+	for range max(workers, 1) {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
 	}
+
 	<-ctx.Done()
+	logger.Info("Shutting down workers")
+	// ShutDown makes Get return at once, so each worker ends after the item
+	// it holds; items still queued are picked up by the next leader.
+	c.workqueue.ShutDown()
+	wg.Wait()
+	logger.Info("Workers stopped")
 	return nil
 }
 
-// runWorker processes keys until the queue shuts down.
 func (c *Controller) runWorker(ctx context.Context) {
 	for c.processNextWorkItem(ctx) {
 	}
 }
 
-// processNextWorkItem syncs one key. A failed key is retried with backoff; a
-// successful one has its backoff forgotten.
 func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
+	key, shutdown := c.workqueue.Get()
 	if shutdown {
 		return false
 	}
-	defer c.queue.Done(key)
+	defer c.workqueue.Done(key)
 
-	if err := c.syncHandler(ctx, key); err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Syncing GPUTaskSet; requeuing", "gputaskset", key)
-		c.queue.AddRateLimited(key)
+	start := c.clock.Now()
+	err := c.syncHandler(ctx, key)
+	metrics.ObserveReconcile(metricsName, c.clock.Since(start), err)
+	if err == nil {
+		c.workqueue.Forget(key)
 		return true
 	}
-	c.queue.Forget(key)
+	if apierrors.IsConflict(err) {
+		// The cache is behind a write (often our own status write); the
+		// retry reads the newer object. Routine, so not logged as an error.
+		klog.FromContext(ctx).V(2).Info("Conflict syncing; requeuing", "objectReference", key, "err", err)
+	} else {
+		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing for later retry", "objectReference", key)
+	}
+	c.workqueue.AddRateLimited(key)
 	return true
 }
 
-// enqueue adds the set's key to the queue.
-func (c *Controller) enqueue(set *gputaskv1.GPUTaskSet) {
-	c.queue.Add(cache.MetaObjectToName(set))
-}
+// syncHandler makes the set's tasks match its desired count, moves a restart
+// one task further, and writes the set's status. It reads only from the
+// caches, and it makes no API write when the set is in sync.
+func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "gputaskset", key.String())
+	ctx = klog.NewContext(ctx, logger)
 
-func (c *Controller) addSet(logger klog.Logger, obj any) {
-	set, ok := obj.(*gputaskv1.GPUTaskSet)
-	if !ok {
-		return
-	}
-	logger.V(4).Info("GPUTaskSet added", "gputaskset", klog.KObj(set))
-	c.enqueue(set)
-}
-
-// updateSet enqueues on every update, resyncs included: a periodic resync is
-// what retries a set whose last creates failed without an error left in the
-// queue, and syncs are cheap because they read only the caches.
-func (c *Controller) updateSet(logger klog.Logger, old, cur any) {
-	oldSet, ok1 := old.(*gputaskv1.GPUTaskSet)
-	curSet, ok2 := cur.(*gputaskv1.GPUTaskSet)
-	if !ok1 || !ok2 {
-		return
-	}
-	if oldSet.UID != curSet.UID {
-		// The set was deleted and re-created between two watch events: the
-		// old one's expectations must not hold up the new one.
-		c.deleteSet(logger, cache.DeletedFinalStateUnknown{Key: cache.MetaObjectToName(oldSet).String(), Obj: oldSet})
-	}
-	c.enqueue(curSet)
-}
-
-func (c *Controller) deleteSet(logger klog.Logger, obj any) {
-	set, ok := tombstone.Unwrap[*gputaskv1.GPUTaskSet](obj)
-	if !ok {
-		return
-	}
-	logger.V(4).Info("GPUTaskSet deleted", "gputaskset", klog.KObj(set))
-	c.expectations.Delete(cache.MetaObjectToName(set).String())
-	c.enqueue(set)
-}
-
-// addTask counts a creation this controller expected, and wakes the owner.
-func (c *Controller) addTask(logger klog.Logger, obj any) {
-	task, ok := obj.(*gputaskv1.GPUTask)
-	if !ok {
-		return
-	}
-	if task.DeletionTimestamp != nil {
-		// After a controller restart a task can first appear already being
-		// deleted; it must count as a deletion, not a creation.
-		c.deleteTask(logger, task)
-		return
-	}
-	set := c.resolveControllerRef(task.Namespace, metav1.GetControllerOf(task))
-	if set == nil {
-		// Orphans are not adopted, and tasks of other controllers are none of our business.
-		return
-	}
-	key := cache.MetaObjectToName(set).String()
-	logger.V(4).Info("GPUTask added", "gputask", klog.KObj(task), "gputaskset", klog.KObj(set))
-	c.expectations.CreationObserved(key)
-	c.enqueue(set)
-}
-
-// updateTask wakes the owner of a task whose status, annotations or owner
-// changed, and records observed deletions and restart annotations.
-func (c *Controller) updateTask(logger klog.Logger, old, cur any) {
-	oldTask, ok1 := old.(*gputaskv1.GPUTask)
-	curTask, ok2 := cur.(*gputaskv1.GPUTask)
-	if !ok1 || !ok2 || oldTask.ResourceVersion == curTask.ResourceVersion {
-		// A resync of an unchanged task: the sets' own resync covers it.
-		return
-	}
-	if curTask.DeletionTimestamp != nil {
-		// A task with finalizers stays visible while it is deleted; seeing
-		// the deletion timestamp is enough to count the deletion.
-		c.deleteTask(logger, curTask)
-		return
-	}
-	oldRef, curRef := metav1.GetControllerOf(oldTask), metav1.GetControllerOf(curTask)
-	if oldRef != nil && (curRef == nil || oldRef.UID != curRef.UID) {
-		if oldSet := c.resolveControllerRef(oldTask.Namespace, oldRef); oldSet != nil {
-			c.enqueue(oldSet)
-		}
-	}
-	set := c.resolveControllerRef(curTask.Namespace, curRef)
-	if set == nil {
-		return
-	}
-	key := cache.MetaObjectToName(set).String()
-	c.expectations.AnnotationObserved(key, curTask.Name, curTask.Annotations[gputaskv1.AnnotationRestartedAt])
-	c.enqueue(set)
-}
-
-// deleteTask counts a deletion and wakes the owner. obj may be a tombstone.
-func (c *Controller) deleteTask(logger klog.Logger, obj any) {
-	// A tombstone's object may be stale, but its owner reference does not
-	// change over a task's life, which is all we read from it.
-	task, ok := tombstone.Unwrap[*gputaskv1.GPUTask](obj)
-	if !ok {
-		return
-	}
-	set := c.resolveControllerRef(task.Namespace, metav1.GetControllerOf(task))
-	if set == nil {
-		return
-	}
-	logger.V(4).Info("GPUTask deleted", "gputask", klog.KObj(task), "gputaskset", klog.KObj(set))
-	c.expectations.DeletionObserved(cache.MetaObjectToName(set).String(), task.Name)
-	c.enqueue(set)
-}
-
-// resolveControllerRef returns the set a controller reference points to, or
-// nil. Kind and name are not enough: a set deleted and re-created with the
-// same name must not inherit the old one's tasks, so the UID must match too.
-func (c *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *gputaskv1.GPUTaskSet {
-	if ref == nil || ref.Kind != setKind.Kind || !sameGroup(ref.APIVersion) {
+	set, err := c.setsLister.GPUTaskSets(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		logger.V(4).Info("GPUTaskSet is gone")
+		c.expectations.Delete(key.String())
+		metrics.CurrentReplicas.DeleteLabelValues(key.Namespace, key.Name)
 		return nil
 	}
-	set, err := c.setLister.GPUTaskSets(namespace).Get(ref.Name)
-	if err != nil || set.UID != ref.UID {
-		return nil
+	if err != nil {
+		return fmt.Errorf("getting gputaskset %s from the cache: %w", key, err)
 	}
-	return set
-}
 
-// sameGroup reports whether apiVersion is in the gputask.io group, at any
-// version, so a reference written by a later API version still resolves.
-func sameGroup(apiVersion string) bool {
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	return err == nil && gv.Group == setKind.Group
+	// Read the expectations before the tasks: a task the informer adds in
+	// between is then in the list, never missing from both.
+	canAct := c.expectations.Satisfied(key.String()) && set.DeletionTimestamp == nil
+	active, err := c.activeTasks(set)
+	if err != nil {
+		return err
+	}
+	plan := planReplicas(set, active, c.busy, c.clock.Now(), c.burst)
+
+	var manageErr, restartErr error
+	if canAct {
+		manageErr = c.manageReplicas(ctx, set, plan)
+		restartErr = c.rollRestart(ctx, set, servingAfter(active, plan))
+	} else {
+		logger.V(4).Info("Waiting for the cache to show earlier writes before acting")
+	}
+	if plan.HeldBack > 0 {
+		logger.V(2).Info("Scale-in held back by minTaskAge", "heldBack", plan.HeldBack, "retryAfter", plan.RetryAfter)
+	}
+	if plan.RetryAfter > 0 {
+		// Nothing else wakes the set when a young task comes of age or a
+		// drain times out.
+		c.workqueue.AddAfter(key, plan.RetryAfter)
+	}
+
+	metrics.CurrentReplicas.WithLabelValues(set.Namespace, set.Name).Set(float64(len(active)))
+	want := calculateStatus(set, active, plan, canAct, manageErr, c.clock.Now())
+	// Any failure requeues the set with backoff; the status is written
+	// even when creates or deletes failed, so ReplicaFailure shows why.
+	return errors.Join(manageErr, restartErr, c.updateStatus(ctx, set, want))
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/controllertest"
 	"github.com/gputask/gputask-controller/pkg/expectations"
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
@@ -141,20 +141,12 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		Recorder: f.recorder,
 		Clock:    f.clock,
 	})
-	f.queue = &recordingQueue{TypedRateLimitingInterface: c.queue}
-	c.queue = f.queue
-	f.t.Cleanup(c.queue.ShutDown)
+	f.queue = &recordingQueue{TypedRateLimitingInterface: c.workqueue}
+	c.workqueue = f.queue
+	f.t.Cleanup(c.workqueue.ShutDown)
 
-	for _, s := range f.sets {
-		if err := setInformer.Informer().GetIndexer().Add(s); err != nil {
-			f.t.Fatalf("preloading set: %v", err)
-		}
-	}
-	for _, t := range f.tasks {
-		if err := taskInformer.Informer().GetIndexer().Add(t); err != nil {
-			f.t.Fatalf("preloading task: %v", err)
-		}
-	}
+	controllertest.Preload(f.t, setInformer.Informer().GetIndexer(), f.sets...)
+	controllertest.Preload(f.t, taskInformer.Informer().GetIndexer(), f.tasks...)
 	return c
 }
 
@@ -184,85 +176,9 @@ func (f *fixture) sync(ctx context.Context, c *Controller, key string, wantErr b
 
 func (f *fixture) checkActions() {
 	f.t.Helper()
-	got := filterInformerActions(f.client.Actions())
-	if len(got) != len(f.actions) {
-		f.t.Errorf("got %d actions, want %d:\n got: %s\nwant: %s", len(got), len(f.actions), describe(got), describe(f.actions))
-		return
-	}
-	for i := range got {
-		checkAction(f.t, f.actions[i], got[i])
-	}
-	if kube := filterInformerActions(f.kubeclient.Actions()); len(kube) > 0 {
-		f.t.Errorf("unexpected core API actions: %s", describe(kube))
-	}
-}
-
-// filterInformerActions drops the list and watch calls of informers.
-func filterInformerActions(actions []core.Action) []core.Action {
-	var out []core.Action
-	for _, a := range actions {
-		if a.Matches("list", "gputasks") || a.Matches("watch", "gputasks") ||
-			a.Matches("list", "gputasksets") || a.Matches("watch", "gputasksets") {
-			continue
-		}
-		out = append(out, a)
-	}
-	return out
-}
-
-func describe(actions []core.Action) string {
-	var parts []string
-	for _, a := range actions {
-		s := a.GetVerb() + " " + a.GetResource().Resource
-		if sub := a.GetSubresource(); sub != "" {
-			s += "/" + sub
-		}
-		switch a := a.(type) {
-		case core.DeleteAction:
-			s += " " + a.GetName()
-		case core.PatchAction:
-			s += " " + a.GetName()
-		}
-		parts = append(parts, s)
-	}
-	return "[" + strings.Join(parts, ", ") + "]"
-}
-
-// checkAction compares verb, resource, subresource, namespace and the
-// payload of one action.
-func checkAction(t *testing.T, want, got core.Action) {
-	t.Helper()
-	if !(want.Matches(got.GetVerb(), got.GetResource().Resource) && want.GetSubresource() == got.GetSubresource()) {
-		t.Errorf("action = %s, want %s", describe([]core.Action{got}), describe([]core.Action{want}))
-		return
-	}
-	if want.GetNamespace() != got.GetNamespace() {
-		t.Errorf("action namespace = %q, want %q", got.GetNamespace(), want.GetNamespace())
-	}
-	switch w := want.(type) {
-	case core.CreateActionImpl:
-		g := got.(core.CreateActionImpl)
-		if !apiequality.Semantic.DeepEqual(w.GetObject(), g.GetObject()) {
-			t.Errorf("create object differs:\n got: %#v\nwant: %#v", g.GetObject(), w.GetObject())
-		}
-	case core.UpdateActionImpl:
-		g := got.(core.UpdateActionImpl)
-		if !apiequality.Semantic.DeepEqual(w.GetObject(), g.GetObject()) {
-			t.Errorf("update object differs:\n got: %#v\nwant: %#v", g.GetObject(), w.GetObject())
-		}
-	case core.DeleteActionImpl:
-		if g := got.(core.DeleteActionImpl); g.GetName() != w.GetName() {
-			t.Errorf("deleted %q, want %q", g.GetName(), w.GetName())
-		}
-	case core.PatchActionImpl:
-		g := got.(core.PatchActionImpl)
-		if g.GetName() != w.GetName() || g.GetPatchType() != w.GetPatchType() || string(g.GetPatch()) != string(w.GetPatch()) {
-			t.Errorf("patch = %s %s %s, want %s %s %s", g.GetName(), g.GetPatchType(), g.GetPatch(), w.GetName(), w.GetPatchType(), w.GetPatch())
-		}
-	case core.GetActionImpl:
-		if g := got.(core.GetActionImpl); g.GetName() != w.GetName() {
-			t.Errorf("got %q, want %q", g.GetName(), w.GetName())
-		}
+	controllertest.CheckActions(f.t, f.actions, controllertest.FilterInformerActions(f.client.Actions()))
+	if kube := controllertest.FilterInformerActions(f.kubeclient.Actions()); len(kube) > 0 {
+		f.t.Errorf("unexpected core API actions: %s", controllertest.Describe(kube))
 	}
 }
 
@@ -270,8 +186,11 @@ func (f *fixture) expectCreate(task *gputaskv1.GPUTask) {
 	f.actions = append(f.actions, core.NewCreateAction(tasksResource, task.Namespace, task))
 }
 
+// expectDelete expects the deletion of the task name, whose UID is uid-name,
+// guarded by that UID.
 func (f *fixture) expectDelete(namespace, name string) {
-	f.actions = append(f.actions, core.NewDeleteAction(tasksResource, namespace, name))
+	f.actions = append(f.actions, core.NewDeleteActionWithOptions(tasksResource, namespace, name,
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(types.UID("uid-" + name))}}))
 }
 
 func (f *fixture) expectStatusUpdate(set *gputaskv1.GPUTaskSet) {
@@ -284,28 +203,7 @@ func (f *fixture) expectRestartPatch(namespace, name, value string) {
 }
 
 // events drains the recorded events.
-func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
-
-// countEvents counts events starting with prefix, such as "Normal SuccessfulCreate".
-func countEvents(events []string, prefix string) int {
-	n := 0
-	for _, e := range events {
-		if strings.HasPrefix(e, prefix) {
-			n++
-		}
-	}
-	return n
-}
+func (f *fixture) events() []string { return controllertest.Events(f.recorder) }
 
 // --- builders ---
 
@@ -341,23 +239,13 @@ func newSet(name string, replicas *int32) *gputaskv1.GPUTaskSet {
 // ownedTask is a task the set controls, created age before testNow, in phase
 // on a node (Running and placed unless changed).
 func ownedTask(set *gputaskv1.GPUTaskSet, name string, age time.Duration) *gputaskv1.GPUTask {
-	return &gputaskv1.GPUTask{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              name,
-			Namespace:         set.Namespace,
-			UID:               types.UID("uid-" + name),
-			ResourceVersion:   "1",
-			CreationTimestamp: metav1.NewTime(testNow.Add(-age)),
-			Labels:            map[string]string{"app": "render", gputaskv1.LabelTaskSet: set.Name},
-			OwnerReferences:   []metav1.OwnerReference{*metav1.NewControllerRef(set, setKind)},
-		},
-		Spec: set.Spec.Template.Spec,
-		Status: gputaskv1.GPUTaskStatus{
-			Phase:    gputaskv1.GPUTaskRunning,
-			PodName:  name,
-			NodeName: "gpu-node-1",
-		},
-	}
+	t := controllertest.OwnedTask(set, name)
+	t.ResourceVersion = "1"
+	t.CreationTimestamp = metav1.NewTime(testNow.Add(-age))
+	t.Labels["app"] = "render"
+	t.Spec = set.Spec.Template.Spec
+	t.Status = gputaskv1.GPUTaskStatus{Phase: gputaskv1.GPUTaskRunning, PodName: name, NodeName: "gpu-node-1"}
+	return t
 }
 
 // expectedTask is the task the controller must create for set, written out
@@ -431,7 +319,7 @@ func TestCreatesTasksFromTemplate(t *testing.T) {
 	f.expectStatusUpdate(withStatus(set, 0, 0, 0, 0))
 	c := f.run(ctx, setKey(set))
 
-	if n := countEvents(f.events(), "Normal SuccessfulCreate"); n != 3 {
+	if n := controllertest.CountEvents(f.events(), "Normal SuccessfulCreate"); n != 3 {
 		t.Errorf("SuccessfulCreate events = %d, want 3", n)
 	}
 	if c.expectations.Satisfied(setKey(set)) {
@@ -599,7 +487,7 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 			f.expectStatusUpdate(withStatus(set, int32(len(tasks)), tc.running, tc.pending, 0))
 			c := f.run(ctx, setKey(set))
 
-			if n := countEvents(f.events(), "Normal SuccessfulDelete"); n != len(tc.want) {
+			if n := controllertest.CountEvents(f.events(), "Normal SuccessfulDelete"); n != len(tc.want) {
 				t.Errorf("SuccessfulDelete events = %d, want %d", n, len(tc.want))
 			}
 			// The deletions are expected until the informer reports them.
@@ -783,10 +671,10 @@ func TestSlowStartStopsAtFirstFailingBatch(t *testing.T) {
 	f.sync(ctx, c, setKey(set), true)
 
 	events := f.events()
-	if n := countEvents(events, "Normal SuccessfulCreate"); n != 3 {
+	if n := controllertest.CountEvents(events, "Normal SuccessfulCreate"); n != 3 {
 		t.Errorf("SuccessfulCreate events = %d, want 3", n)
 	}
-	if n := countEvents(events, "Warning FailedCreate"); n != 4 {
+	if n := controllertest.CountEvents(events, "Warning FailedCreate"); n != 4 {
 		t.Errorf("FailedCreate events = %d, want 4", n)
 	}
 	// Only the 3 created tasks are still expected.
@@ -942,7 +830,7 @@ func TestRestartAnnotatesOneTaskAtATime(t *testing.T) {
 			}
 			c := f.run(ctx, setKey(set))
 
-			if n := countEvents(f.events(), "Normal RestartingTask"); (n == 1) != (tc.wantPatch != "") || n > 1 {
+			if n := controllertest.CountEvents(f.events(), "Normal RestartingTask"); (n == 1) != (tc.wantPatch != "") || n > 1 {
 				t.Errorf("RestartingTask events = %d", n)
 			}
 			if tc.wantPatch == "" {
@@ -983,8 +871,8 @@ func TestRestartWithInvalidTimeWarnsAndWaits(t *testing.T) {
 	f.addSet(withStatus(set, 1, 1, 0, 0))
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
 	f.run(ctx, setKey(set))
-	if n := countEvents(f.events(), "Warning "+ReasonInvalidRestartAt); n != 1 {
-		t.Errorf("%s events = %d, want 1", ReasonInvalidRestartAt, n)
+	if n := controllertest.CountEvents(f.events(), "Warning "+gputaskv1.ReasonInvalidRestartedAt); n != 1 {
+		t.Errorf("%s events = %d, want 1", gputaskv1.ReasonInvalidRestartedAt, n)
 	}
 }
 
@@ -1025,25 +913,25 @@ func TestEventHandlers(t *testing.T) {
 
 	c.expectations.ExpectCreations(key, 1)
 	c.addTask(logger, stranger)
-	if c.expectations.Satisfied(key) || c.queue.Len() != 0 {
+	if c.expectations.Satisfied(key) || c.workqueue.Len() != 0 {
 		t.Fatal("a task controlled by another set's UID must be ignored")
 	}
 	c.addTask(logger, mine)
-	if !c.expectations.Satisfied(key) || c.queue.Len() != 1 {
-		t.Fatalf("adding an owned task: satisfied=%v queue=%d, want true, 1", c.expectations.Satisfied(key), c.queue.Len())
+	if !c.expectations.Satisfied(key) || c.workqueue.Len() != 1 {
+		t.Fatalf("adding an owned task: satisfied=%v queue=%d, want true, 1", c.expectations.Satisfied(key), c.workqueue.Len())
 	}
 
 	// A resync (same resourceVersion) enqueues nothing new.
 	drain(c)
 	c.updateTask(logger, mine, mine.DeepCopy())
-	if c.queue.Len() != 0 {
+	if c.workqueue.Len() != 0 {
 		t.Error("a resync of an unchanged task must not enqueue")
 	}
 	changed := mine.DeepCopy()
 	changed.ResourceVersion = "2"
 	changed.Status.Phase = gputaskv1.GPUTaskFailed
 	c.updateTask(logger, mine, changed)
-	if c.queue.Len() != 1 {
+	if c.workqueue.Len() != 1 {
 		t.Error("a status change must enqueue the owner")
 	}
 	drain(c)
@@ -1059,30 +947,30 @@ func TestEventHandlers(t *testing.T) {
 		t.Error("a deletion timestamp must count as the deletion")
 	}
 	c.deleteTask(logger, cache.DeletedFinalStateUnknown{Key: "default/render-a", Obj: terminating})
-	if c.queue.Len() != 1 {
-		t.Errorf("queue = %d, want the owner once", c.queue.Len())
+	if c.workqueue.Len() != 1 {
+		t.Errorf("queue = %d, want the owner once", c.workqueue.Len())
 	}
 	drain(c)
 
 	// Set handlers: a tombstone of the set drops its expectations.
 	c.expectations.ExpectCreations(key, 5)
 	c.deleteSet(logger, cache.DeletedFinalStateUnknown{Key: key, Obj: set})
-	if !c.expectations.Satisfied(key) || c.queue.Len() != 1 {
+	if !c.expectations.Satisfied(key) || c.workqueue.Len() != 1 {
 		t.Error("deleting the set must drop its expectations and enqueue it")
 	}
 	drain(c)
 	c.addSet(logger, "not a set")
 	c.deleteTask(logger, "not a task")
-	if c.queue.Len() != 0 {
+	if c.workqueue.Len() != 0 {
 		t.Error("unexpected objects must be ignored")
 	}
 }
 
 func drain(c *Controller) {
-	for c.queue.Len() > 0 {
-		k, _ := c.queue.Get()
-		c.queue.Done(k)
-		c.queue.Forget(k)
+	for c.workqueue.Len() > 0 {
+		k, _ := c.workqueue.Get()
+		c.workqueue.Done(k)
+		c.workqueue.Forget(k)
 	}
 }
 
@@ -1140,14 +1028,7 @@ func TestRun(t *testing.T) {
 	}
 
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run() = %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after the context ended")
-	}
+	controllertest.ExpectStopped(t, done, "Run()")
 }
 
 func klogDiscard() klog.Logger {
@@ -1186,7 +1067,7 @@ func TestFailedDeleteSetsReplicaFailure(t *testing.T) {
 	f.sync(ctx, c, setKey(set), true)
 
 	events := f.events()
-	if countEvents(events, "Warning FailedDelete") != 1 || countEvents(events, "Normal SuccessfulDelete") != 0 {
+	if controllertest.CountEvents(events, "Warning FailedDelete") != 1 || controllertest.CountEvents(events, "Normal SuccessfulDelete") != 0 {
 		t.Errorf("events = %v, want one FailedDelete", events)
 	}
 	// Neither delete will be observed, so neither may be waited for.
@@ -1242,7 +1123,7 @@ func TestFailedRestartPatchIsRetried(t *testing.T) {
 	f.expectRestartPatch(set.Namespace, "render-a", restartAt)
 	c := f.newController(ctx)
 	f.sync(ctx, c, setKey(set), true)
-	if n := countEvents(f.events(), "Warning "+ReasonFailedRestart); n != 1 {
+	if n := controllertest.CountEvents(f.events(), "Warning "+ReasonFailedRestart); n != 1 {
 		t.Errorf("%s events = %d, want 1", ReasonFailedRestart, n)
 	}
 	if !c.expectations.Satisfied(setKey(set)) {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/controllertest"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 )
 
@@ -44,27 +45,16 @@ func newDrainFixture(t *testing.T, ctx context.Context, set *gputaskv1.GPUTaskSe
 	c := NewController(ctx, f.kubeclient, f.client, factory.Gputask().V1().GPUTaskSets(), factory.Gputask().V1().GPUTasks(), Options{
 		Recorder: f.recorder, Clock: f.clock, PodInformer: kfactory.Core().V1().Pods(),
 	})
-	t.Cleanup(c.queue.ShutDown)
+	t.Cleanup(c.workqueue.ShutDown)
 	d := &drainFixture{fixture: f, c: c,
 		setIdx:  factory.Gputask().V1().GPUTaskSets().Informer().GetIndexer(),
 		taskIdx: factory.Gputask().V1().GPUTasks().Informer().GetIndexer(),
 		podIdx:  kfactory.Core().V1().Pods().Informer().GetIndexer(),
 	}
-	mustAddAll(t, d.setIdx, set)
-	for _, tk := range tasks {
-		mustAddAll(t, d.taskIdx, tk)
-	}
-	for _, p := range pods {
-		mustAddAll(t, d.podIdx, p)
-	}
+	controllertest.Preload(t, d.setIdx, set)
+	controllertest.Preload(t, d.taskIdx, tasks...)
+	controllertest.Preload(t, d.podIdx, pods...)
 	return d
-}
-
-func mustAddAll(t *testing.T, idx cache.Indexer, obj any) {
-	t.Helper()
-	if err := idx.Add(obj); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // sync runs one sync and returns the writes it made.
@@ -154,7 +144,7 @@ func TestBusyTasksDrainUntilIdle(t *testing.T) {
 	if st.Status.DrainingReplicas != 1 || st.Status.Replicas != 3 {
 		t.Errorf("status replicas %d draining %d, want 3 and 1", st.Status.Replicas, st.Status.DrainingReplicas)
 	}
-	if n := countEvents(d.events(), "Normal DrainingTask"); n != 1 {
+	if n := controllertest.CountEvents(d.events(), "Normal DrainingTask"); n != 1 {
 		t.Errorf("%d DrainingTask events, want 1", n)
 	}
 
@@ -211,7 +201,7 @@ func TestDrainTimesOutAndScaleUpTakesDrainsBack(t *testing.T) {
 	if len(got) < 2 || got[0] != "patch gputasks render-new "+unmark || got[1] != "create gputasks" {
 		t.Fatalf("writes = %v, want the drain taken back before one create", got)
 	}
-	if n := countEvents(d.events(), "Normal SuccessfulCreate"); n != 1 {
+	if n := controllertest.CountEvents(d.events(), "Normal SuccessfulCreate"); n != 1 {
 		t.Errorf("%d tasks created, want 1", n)
 	}
 }

@@ -30,10 +30,10 @@ func (c *Controller) busy(t *gputaskv1.GPUTask) bool {
 	if TaskBusy(t) {
 		return true
 	}
-	if c.podLister == nil || t.Status.PodName == "" {
+	if c.podsLister == nil || t.Status.PodName == "" {
 		return false
 	}
-	pod, err := c.podLister.Pods(t.Namespace).Get(t.Status.PodName)
+	pod, err := c.podsLister.Pods(t.Namespace).Get(t.Status.PodName)
 	return err == nil && pod.Annotations[gputaskv1.AnnotationBusy] == "true"
 }
 
@@ -72,9 +72,9 @@ func (c *Controller) setDraining(ctx context.Context, set *gputaskv1.GPUTaskSet,
 	}
 	var errs []error
 	for _, t := range tasks {
-		_, err := c.client.GputaskV1().GPUTasks(t.Namespace).Patch(ctx, t.Name, types.MergePatchType, taskPatch, metav1.PatchOptions{})
+		_, err := c.gputaskclientset.GputaskV1().GPUTasks(t.Namespace).Patch(ctx, t.Name, types.MergePatchType, taskPatch, metav1.PatchOptions{})
 		if err == nil && t.Status.PodName != "" {
-			_, err = c.kubeClient.CoreV1().Pods(t.Namespace).Patch(ctx, t.Status.PodName, types.MergePatchType, podPatch, metav1.PatchOptions{})
+			_, err = c.kubeclientset.CoreV1().Pods(t.Namespace).Patch(ctx, t.Status.PodName, types.MergePatchType, podPatch, metav1.PatchOptions{})
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonFailedDrain, "Error marking task %s: %v", t.Name, err)
@@ -94,7 +94,7 @@ func (c *Controller) setDraining(ctx context.Context, set *gputaskv1.GPUTaskSet,
 // draining task whose worker turned idle can go now. Pods carry the set's
 // name in gputask.io/taskset; other pod changes reach the set through
 // the task's status.
-func (c *Controller) updatePod(old, cur any) {
+func (c *Controller) updatePod(logger klog.Logger, old, cur any) {
 	oldPod, ok1 := old.(*corev1.Pod)
 	curPod, ok2 := cur.(*corev1.Pod)
 	if !ok1 || !ok2 || oldPod.Annotations[gputaskv1.AnnotationBusy] == curPod.Annotations[gputaskv1.AnnotationBusy] {
@@ -104,5 +104,6 @@ func (c *Controller) updatePod(old, cur any) {
 	if name == "" {
 		return
 	}
-	c.queue.Add(cache.ObjectName{Namespace: curPod.Namespace, Name: name})
+	logger.V(4).Info("Pod turned busy or idle", "pod", klog.KObj(curPod), "gputaskset", name)
+	c.workqueue.Add(cache.ObjectName{Namespace: curPod.Namespace, Name: name})
 }

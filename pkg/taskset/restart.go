@@ -112,7 +112,7 @@ func (c *Controller) rollRestart(ctx context.Context, set *gputaskv1.GPUTaskSet,
 	if err != nil {
 		// A retry cannot fix the value, so this is no error for the queue:
 		// the user is told, and fixing the annotation brings a new sync.
-		c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonInvalidRestartAt,
+		c.recorder.Eventf(set, corev1.EventTypeWarning, gputaskv1.ReasonInvalidRestartedAt,
 			"Annotation %s=%q is not an RFC 3339 time; no restart", gputaskv1.AnnotationRestartedAt, value)
 		return nil
 	}
@@ -143,7 +143,7 @@ func (c *Controller) annotateForRestart(ctx context.Context, set *gputaskv1.GPUT
 	// Expect before patching: the next sync must not pick another task
 	// until the cache shows this one annotated.
 	c.expectations.ExpectAnnotation(key, task.Name, value)
-	_, err = c.client.GputaskV1().GPUTasks(task.Namespace).Patch(ctx, task.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace).Patch(ctx, task.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		c.expectations.ForgetAnnotation(key, task.Name)
 		if apierrors.IsNotFound(err) {

@@ -15,74 +15,14 @@ import (
 	"k8s.io/klog/v2"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
-	"github.com/gputask/gputask-controller/pkg/metrics"
 )
-
-// syncHandler makes the set's tasks match its desired count, moves a restart
-// one task further, and writes the set's status. It reads only from the
-// caches, and it makes no API write when the set is in sync.
-func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (err error) {
-	start := time.Now()
-	defer func() {
-		result := "success"
-		if err != nil {
-			result = "error"
-		}
-		metrics.ReconcileTotal.WithLabelValues(ControllerName, result).Inc()
-		metrics.ReconcileDuration.WithLabelValues(ControllerName).Observe(time.Since(start).Seconds())
-	}()
-	logger := klog.LoggerWithValues(klog.FromContext(ctx), "gputaskset", key.String())
-	ctx = klog.NewContext(ctx, logger)
-
-	set, err := c.setLister.GPUTaskSets(key.Namespace).Get(key.Name)
-	if apierrors.IsNotFound(err) {
-		logger.V(4).Info("GPUTaskSet is gone")
-		c.expectations.Delete(key.String())
-		metrics.CurrentReplicas.DeleteLabelValues(key.Namespace, key.Name)
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("getting gputaskset %s from the cache: %w", key, err)
-	}
-
-	// Read the expectations before the tasks: a task the informer adds in
-	// between is then in the list, never missing from both.
-	canAct := c.expectations.Satisfied(key.String()) && set.DeletionTimestamp == nil
-	active, err := c.activeTasks(set)
-	if err != nil {
-		return err
-	}
-	plan := planReplicas(set, active, c.busy, c.clock.Now(), c.burst)
-
-	var manageErr, restartErr error
-	if canAct {
-		manageErr = c.manageReplicas(ctx, set, plan)
-		restartErr = c.rollRestart(ctx, set, servingAfter(active, plan))
-	} else {
-		logger.V(4).Info("Waiting for the cache to show earlier writes before acting")
-	}
-	if plan.HeldBack > 0 {
-		logger.V(2).Info("Scale-in held back by minTaskAge", "heldBack", plan.HeldBack, "retryAfter", plan.RetryAfter)
-	}
-	if plan.RetryAfter > 0 {
-		// Nothing else wakes the set when a young task comes of age or a
-		// drain times out.
-		c.queue.AddAfter(key, plan.RetryAfter)
-	}
-
-	metrics.CurrentReplicas.WithLabelValues(set.Namespace, set.Name).Set(float64(len(active)))
-	want := calculateStatus(set, active, plan, canAct, manageErr, c.clock.Now())
-	// Any failure requeues the set with backoff; the status is written
-	// even when creates or deletes failed, so ReplicaFailure shows why.
-	return errors.Join(manageErr, restartErr, c.updateStatus(ctx, set, want))
-}
 
 // activeTasks lists the tasks the set controls that are not being deleted.
 // The label narrows the list cheaply; the controller reference with the set's
 // UID decides, so a task left over from an earlier set of the same name, or
 // an orphan carrying the label, is never counted or touched.
 func (c *Controller) activeTasks(set *gputaskv1.GPUTaskSet) ([]*gputaskv1.GPUTask, error) {
-	tasks, err := c.taskLister.GPUTasks(set.Namespace).List(taskSelector(set))
+	tasks, err := c.tasksLister.GPUTasks(set.Namespace).List(taskSelector(set))
 	if err != nil {
 		return nil, fmt.Errorf("listing tasks of gputaskset %s: %w", klog.KObj(set), err)
 	}
@@ -106,7 +46,7 @@ func taskSelector(set *gputaskv1.GPUTaskSet) labels.Selector {
 // a stopped set running. Busy tasks still drain.
 func planReplicas(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, busy BusyFunc, now time.Time, burst int) ScalePlan {
 	minAge := minTaskAge(set)
-	if isStopped(set) {
+	if gputaskv1.IsStopped(set) {
 		minAge = 0
 	}
 	return PlanScale(active, desiredReplicas(set), busy, drainTimeout(set), minAge, now, burst)
@@ -141,18 +81,13 @@ func drainTimeout(set *gputaskv1.GPUTaskSet) time.Duration {
 // 0 while the set is stopped. Stopping keeps spec.replicas, so removing the
 // annotation brings back the previous count.
 func desiredReplicas(set *gputaskv1.GPUTaskSet) int {
-	if isStopped(set) {
+	if gputaskv1.IsStopped(set) {
 		return 0
 	}
 	if set.Spec.Replicas == nil {
 		return 1
 	}
 	return max(int(*set.Spec.Replicas), 0)
-}
-
-// isStopped reports whether the gputask.io/stopped annotation is "true".
-func isStopped(set *gputaskv1.GPUTaskSet) bool {
-	return set.Annotations[gputaskv1.AnnotationStopped] == "true"
 }
 
 // minTaskAge is spec.minTaskAge, 0 when unset.
@@ -236,7 +171,7 @@ func (c *Controller) createTasks(ctx context.Context, set *gputaskv1.GPUTaskSet,
 
 // createTask creates one task from the set's template.
 func (c *Controller) createTask(ctx context.Context, set *gputaskv1.GPUTaskSet) error {
-	created, err := c.client.GputaskV1().GPUTasks(set.Namespace).Create(ctx, newTask(set), metav1.CreateOptions{})
+	created, err := c.gputaskclientset.GputaskV1().GPUTasks(set.Namespace).Create(ctx, newTask(set), metav1.CreateOptions{})
 	if err != nil {
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			// Every create fails while the namespace goes away, and the set
@@ -328,7 +263,7 @@ func (c *Controller) deleteTasks(ctx context.Context, set *gputaskv1.GPUTaskSet,
 // removeTask deletes one task. A task that is already gone is not an error.
 func (c *Controller) removeTask(ctx context.Context, set *gputaskv1.GPUTaskSet, task *gputaskv1.GPUTask) error {
 	uid := task.UID
-	err := c.client.GputaskV1().GPUTasks(task.Namespace).Delete(ctx, task.Name, metav1.DeleteOptions{
+	err := c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace).Delete(ctx, task.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid},
 	})
 	switch {

@@ -74,12 +74,9 @@ func TestAutoscalerOnRealAPIServer(t *testing.T) {
 			fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
 		).String()
 	}))
-	c, err := autoscaler.NewController(ctx, cp.Kube, cp.GPUTask,
+	c := autoscaler.NewController(ctx, cp.Kube, cp.GPUTask,
 		inf.Gputask().V1().GPUTaskSets(), inf.Gputask().V1().GPUTasks(),
 		kinf.Core().V1().Nodes(), pods.Core().V1().Pods(), autoscaler.Options{})
-	if err != nil {
-		t.Fatalf("NewController: %v", err)
-	}
 	inf.Start(ctx.Done())
 	kinf.Start(ctx.Done())
 	pods.Start(ctx.Done())
