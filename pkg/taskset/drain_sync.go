@@ -47,7 +47,7 @@ func drainingPatch(on bool, withStart bool, now time.Time) ([]byte, error) {
 	if on {
 		annotations[gputaskv1.AnnotationDraining] = "true"
 		if withStart {
-			annotations[gputaskv1.AnnotationDrainStartedAt] = now.UTC().Format(time.RFC3339)
+			annotations[gputaskv1.AnnotationDrainStartedAt] = now.UTC().Format(time.RFC3339Nano)
 		}
 	}
 	return json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
