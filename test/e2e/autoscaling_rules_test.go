@@ -564,3 +564,37 @@ func TestStabilizationWindowStartsAtLastHighReading(t *testing.T) {
 		t.Errorf("first step %v after the first low reading: the window would start at the first low reading", sinceLow)
 	}
 }
+
+// TestStoppedAndPausedAreVisible: a stopped set says so in its AbleToScale
+// condition (reason Stopped) and in `kubectl get gts`; a paused one keeps
+// its condition (reason ScalingDisabled).
+func TestStoppedAndPausedAreVisible(t *testing.T) {
+	t.Parallel()
+	ns := cp.NamespaceT(t)
+	model := tsGPUNodesT(t, ns, 1, 4)
+	load := tsNewLoadServer(t, tsLoadMid)
+	rec := arRecord(t, ns)
+	arCreatePool(t, ns, arPool{replicas: 2, min: 1, max: 4, interval: time.Second, model: model, url: load.URL()})
+	rec.waitSet(t, tsTimeout, "2 Ready tasks", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.ReadyReplicas == 2 })
+
+	arPatchSet(t, ns, `{"metadata":{"annotations":{"gputask.io/paused":"true"}}}`)
+	rec.waitSet(t, tsTimeout, "AbleToScale False, ScalingDisabled", func(s *gputaskv1.GPUTaskSet) bool {
+		return tsConditionIs(s, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, "ScalingDisabled")
+	})
+	arPatchSet(t, ns, `{"metadata":{"annotations":{"gputask.io/paused":null,"gputask.io/stopped":"true"}}}`)
+	rec.waitSet(t, tsTimeout, "AbleToScale False, Stopped, and no tasks", func(s *gputaskv1.GPUTaskSet) bool {
+		return tsConditionIs(s, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, scaling.ReasonStopped) && s.Status.Replicas == 0
+	})
+	out := cp.KubectlT(t, "get", "gts", "-o", "wide", "-n", ns)
+	t.Logf("kubectl get gts -o wide:\n%s", out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("kubectl get gts printed %d lines", len(lines))
+	}
+	header, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+	// Empty columns (STARTING, DRAINING at 0) shift the fields, so look
+	// for the values rather than their positions.
+	if !slices.Contains(row, "true") || !slices.Contains(row, scaling.ReasonStopped) || !slices.Contains(header, "STOPPED") || !slices.Contains(header, "READY") {
+		t.Errorf("kubectl get gts -o wide does not show the set as stopped:\n%s", out)
+	}
+}
