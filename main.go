@@ -34,6 +34,7 @@ import (
 	"github.com/gputask/gputask-controller/pkg/autoscaler"
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
+	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/metrics"
 	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/taskset"
@@ -69,6 +70,9 @@ type config struct {
 	healthProbeBindAddress string
 	informerResync         time.Duration
 	shutdownGracePeriod    time.Duration
+
+	loadIndexAllowedCIDRs  []string
+	loadIndexAllowLoopback bool
 }
 
 func bindFlags(fs *flag.FlagSet) *config {
@@ -97,6 +101,11 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.StringVar(&c.healthProbeBindAddress, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to; port 0 picks a free port, \"0\" turns it off.")
 	fs.DurationVar(&c.informerResync, "informer-resync", 0, "Informer resync period; 0 turns resyncs off (time-based rescheduling has its own timers).")
 	fs.DurationVar(&c.shutdownGracePeriod, "shutdown-grace-period", 10*time.Second, "How long the HTTP servers get to finish requests on shutdown.")
+	fs.Func("load-index-allowed-cidrs", "Comma-separated CIDRs that load-index sources may connect to; when set, no other address, and an address listed here is allowed even if loopback or link-local. Empty means every address but loopback, link-local (cloud metadata), the API server's and the controller's own.", func(v string) error {
+		c.loadIndexAllowedCIDRs = append(c.loadIndexAllowedCIDRs, strings.Split(v, ",")...)
+		return nil
+	})
+	fs.BoolVar(&c.loadIndexAllowLoopback, "load-index-allow-loopback", false, "Let load-index sources connect to loopback addresses (127.0.0.0/8, ::1), for tests or a load index served next to the controller.")
 	return c
 }
 
@@ -125,6 +134,9 @@ func (c *config) validate() error {
 	check(c.maxConcurrentReschedules < 1, "--max-concurrent-reschedules must be at least 1, got %d", c.maxConcurrentReschedules)
 	check(c.informerResync < 0, "--informer-resync must not be negative, got %v", c.informerResync)
 	check(c.shutdownGracePeriod < 0, "--shutdown-grace-period must not be negative, got %v", c.shutdownGracePeriod)
+	if _, err := loadindex.ParseCIDRs(c.loadIndexAllowedCIDRs); err != nil {
+		errs = append(errs, fmt.Errorf("--load-index-allowed-cidrs: %w", err))
+	}
 	if c.leaderElect {
 		check(c.retryPeriod <= 0, "--leader-elect-retry-period must be greater than 0, got %v", c.retryPeriod)
 		check(c.renewDeadline <= time.Duration(leaderelection.JitterFactor*float64(c.retryPeriod)),
@@ -240,6 +252,13 @@ func run(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
+	destinations, err := loadindex.NewDestinationPolicy(ctx, loadindex.PolicyOptions{
+		AllowedCIDRs: cfg.loadIndexAllowedCIDRs, AllowLoopback: cfg.loadIndexAllowLoopback,
+		APIServerHost: restConfig.Host, Kube: cl.kube,
+	})
+	if err != nil {
+		return fmt.Errorf("building the load-index destination policy: %w", err)
+	}
 	inf := newInformerSet(cl, cfg.informerResync)
 
 	// Controllers are built before the factories start, so that their
@@ -250,7 +269,7 @@ func run(ctx context.Context, cfg *config) error {
 		inf.cluster.Core().V1().Nodes(),
 		cfg.controllerOptions())
 
-	setControllers := newSetControllers(ctx, cfg, cl, inf)
+	setControllers := newSetControllers(ctx, cfg, cl, inf, destinations)
 
 	var servers serverGroup
 	defer servers.shutdown(logger, cfg.shutdownGracePeriod)
@@ -332,7 +351,7 @@ type namedController struct {
 }
 
 // newSetControllers builds the GPUTaskSet controller and the autoscaler.
-func newSetControllers(ctx context.Context, cfg *config, cl clients, inf *informerSet) []namedController {
+func newSetControllers(ctx context.Context, cfg *config, cl clients, inf *informerSet, destinations *loadindex.DestinationPolicy) []namedController {
 	sets := inf.gputask.Gputask().V1().GPUTaskSets()
 	tasks := inf.gputask.Gputask().V1().GPUTasks()
 	setController := taskset.NewController(ctx, cl.kube, cl.gputask, sets, tasks,
@@ -342,6 +361,7 @@ func newSetControllers(ctx context.Context, cfg *config, cl clients, inf *inform
 		autoscaler.Options{
 			GPUResourceName: corev1.ResourceName(cfg.gpuResourceName),
 			GPULabelKey:     cfg.gpuLabelKey,
+			NewSource:       loadindex.Factory{Secrets: loadindex.KubeSecrets{Client: cl.kube}, Destinations: destinations}.New,
 		})
 	return []namedController{
 		{name: "gputaskset", run: func(ctx context.Context) error { return setController.Run(ctx, cfg.workers) }},

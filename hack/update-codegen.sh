@@ -46,3 +46,17 @@ kube::codegen::gen_client \
 go tool controller-gen crd:crdVersions=v1 \
   paths=./pkg/apis/... \
   output:crd:artifacts:config="${OUTPUT_DIR}/artifacts/crds"
+
+# controller-gen cannot put maxLength on a resource.Quantity (an int or a
+# string), and without it the API server estimates the CEL rules on the
+# GPUTaskSet's thresholds, target and tolerance as if each string could be
+# megabytes long, over the cost budget. No quantity needs more than 64
+# characters.
+awk '
+  /^ *x-kubernetes-int-or-string: true$/ && prev !~ /^ *maxLength:/ {
+    indent = $0; sub(/x-kubernetes-int-or-string.*/, "", indent)
+    print indent "maxLength: 64"
+  }
+  { print; prev = $0 }
+' "${OUTPUT_DIR}/artifacts/crds/gputask.io_gputasksets.yaml" > "${OUTPUT_DIR}/artifacts/crds/gputask.io_gputasksets.yaml.tmp"
+mv "${OUTPUT_DIR}/artifacts/crds/gputask.io_gputasksets.yaml.tmp" "${OUTPUT_DIR}/artifacts/crds/gputask.io_gputasksets.yaml"

@@ -301,6 +301,11 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (tim
 		return 0, nil
 	}
 	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(ctx), "gputaskset", klog.KObj(set)))
+	if invalid, err := c.reportInvalidSpec(ctx, set); invalid || err != nil {
+		// Checked again at the default interval, not at one that may itself
+		// be what is invalid (a fixed minTaskAge does not re-queue the set).
+		return scaling.DefaultInterval, err
+	}
 	if err := c.evaluate(ctx, set); err != nil {
 		return c.nextEvaluation(key, set), fmt.Errorf("evaluating gputaskset %s: %w", key, err)
 	}

@@ -836,8 +836,8 @@ func TestBuildInputsAppliesDefaultsAndSpec(t *testing.T) {
 	as := set.Spec.Autoscaling
 	as.MinReplicas = ptr.To[int32](2)
 	as.Policy = gputaskv1.ScalingPolicy{Type: gputaskv1.ProportionalPolicy, StepUp: ptr.To[int32](5), StepDown: ptr.To[int32](2), Tolerance: ptr.To(resource.MustParse("0.2"))}
-	as.ScaleDownStabilizationWindow = &metav1.Duration{}
-	as.ScaleUpLimit = &gputaskv1.ScaleUpLimit{Tasks: 4, Period: &metav1.Duration{Duration: 2 * time.Minute}}
+	as.ScaleDownStabilizationWindow = &gputaskv1.Duration{}
+	as.ScaleUpLimit = &gputaskv1.ScaleUpLimit{Tasks: 4, Period: &gputaskv1.Duration{Duration: 2 * time.Minute}}
 	as.FailureThreshold = ptr.To[int32](5)
 	as.Fallback = &gputaskv1.Fallback{Replicas: 3}
 	as.DryRun = true
@@ -853,7 +853,7 @@ func TestBuildInputsAppliesDefaultsAndSpec(t *testing.T) {
 	if !reflect.DeepEqual(in, want) {
 		t.Errorf("spec:\n got %+v\nwant %+v", in, want)
 	}
-	if got := intervalOf(&gputaskv1.AutoscalingSpec{Interval: &metav1.Duration{Duration: time.Millisecond}}); got != minInterval {
+	if got := intervalOf(&gputaskv1.AutoscalingSpec{Interval: &gputaskv1.Duration{Duration: time.Millisecond}}); got != minInterval {
 		t.Errorf("interval = %v, want the %v floor", got, minInterval)
 	}
 }

@@ -115,7 +115,7 @@ func (c *Controller) sourcesFor(ctx context.Context, key cache.ObjectName, set *
 	sources := make([]loadindex.Source, len(metricSpecs))
 	ok := true
 	for i, m := range metricSpecs {
-		sources[i], errs[i] = c.opts.NewSource(ctx, m, set.Namespace)
+		sources[i], errs[i] = c.opts.NewSource(loadindex.ForSet(ctx, set.Name), m, set.Namespace)
 		ok = ok && errs[i] == nil
 	}
 	state.sources, state.generation, state.builtAt = nil, set.Generation, now
@@ -234,7 +234,7 @@ func ptrOr[T any](p *T, def T) T {
 func (c *Controller) recordMetrics(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision) {
 	for _, m := range d.Metrics {
 		if m.Err != nil {
-			metrics.LoadIndexErrors.WithLabelValues(set.Namespace, set.Name, m.Name).Inc()
+			metrics.LoadIndexErrors.WithLabelValues(set.Namespace, set.Name, m.Name, loadindex.Class(m.Err)).Inc()
 			continue
 		}
 		metrics.LoadIndex.WithLabelValues(set.Namespace, set.Name, m.Name).Set(m.Value)

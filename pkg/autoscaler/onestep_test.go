@@ -30,7 +30,7 @@ func TestOneStepPerIntervalSequence(t *testing.T) {
 	const interval = 4 * time.Second
 	f := newFixture(t)
 	set := newSet("web", 1)
-	set.Spec.Autoscaling.Interval = &metav1.Duration{Duration: interval}
+	set.Spec.Autoscaling.Interval = &gputaskv1.Duration{Duration: interval}
 	set.Spec.Autoscaling.MaxReplicas = 1000
 	set.Spec.Autoscaling.Policy.StepUp = ptr.To[int32](3)
 	f.sets = []*gputaskv1.GPUTaskSet{set}

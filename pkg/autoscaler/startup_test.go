@@ -20,7 +20,7 @@ func TestStartingTasksHoldStepAndTimeOut(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("web", 3)
-	set.Spec.Autoscaling.StartupTimeout = &metav1.Duration{Duration: 2 * time.Minute}
+	set.Spec.Autoscaling.StartupTimeout = &gputaskv1.Duration{Duration: 2 * time.Minute}
 	f.sets = []*gputaskv1.GPUTaskSet{set}
 	late := readyTask("web-late", set, t0.Add(-time.Minute))
 	late.Status.Conditions = nil

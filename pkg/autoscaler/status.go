@@ -28,10 +28,12 @@ const (
 )
 
 // autoscalerConditions are the condition types this loop owns. The set
-// controller owns ReplicaFailure.
+// controller owns ReplicaFailure. SpecValid is only present while the spec
+// is invalid (see validate.go).
 var autoscalerConditions = []string{
 	gputaskv1.ConditionAbleToScale, gputaskv1.ConditionScalingActive,
 	gputaskv1.ConditionScalingLimited, gputaskv1.ConditionFallback,
+	gputaskv1.ConditionSpecValid,
 }
 
 // desiredStatus is the set's status with the autoscaler's fields as this
@@ -56,6 +58,8 @@ func desiredStatus(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decis
 	status.ConsecutiveFailures = d.ConsecutiveFailures
 	status.Recommendations = d.Recommendations
 
+	// Evaluated means the spec passed validation (see validate.go).
+	meta.RemoveStatusCondition(&status.Conditions, gputaskv1.ConditionSpecValid)
 	setCondition(status, ts, ableToScale(in, d, scaled, scaleErr))
 	setCondition(status, ts, scalingActive(d, configErrs))
 	setCondition(status, ts, scalingLimited(d))

@@ -26,10 +26,17 @@ type client struct {
 	timeout time.Duration
 }
 
+// Dialer settings of http.DefaultTransport.
+const (
+	defaultDialTimeout = 30 * time.Second
+	defaultKeepAlive   = 30 * time.Second
+)
+
 // newClient resolves auth's Secrets and builds the transport. TLS is verified
 // against the CA from the Secret, or the system roots without one, and only
-// skipped when auth says so explicitly.
-func newClient(ctx context.Context, auth *gputaskv1.SourceAuth, namespace string, secrets SecretGetter, timeout time.Duration) (*client, error) {
+// skipped when auth says so explicitly. Every connection, redirects
+// included, goes through the destination policy.
+func newClient(ctx context.Context, auth *gputaskv1.SourceAuth, namespace string, secrets SecretGetter, policy *DestinationPolicy, timeout time.Duration) (*client, error) {
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	headers := http.Header{}
 	if auth != nil {
@@ -49,6 +56,10 @@ func newClient(ctx context.Context, auth *gputaskv1.SourceAuth, namespace string
 	}
 	transport = transport.Clone()
 	transport.TLSClientConfig = tlsConfig
+	transport.DialContext = policy.dialer().DialContext
+	// Through a proxy, the dialer would only ever see the proxy's address
+	// and the policy would check nothing.
+	transport.Proxy = nil
 	return &client{
 		http:    &http.Client{Transport: transport, CheckRedirect: sameHostRedirect},
 		headers: headers,
@@ -94,39 +105,37 @@ func addBearer(ctx context.Context, headers http.Header, auth *gputaskv1.SourceA
 // maxRedirects matches net/http's default limit.
 const maxRedirects = 10
 
+// redirectError is a redirect that was not followed. Its reason is our own
+// text: the Location the server sent is never repeated.
+type redirectError struct{ reason string }
+
+func (e *redirectError) Error() string { return "redirect refused: " + e.reason }
+
 // sameHostRedirect follows redirects only within the configured host. Go
 // drops the Authorization header on a redirect to another host, but not
-// custom headers, which may carry an API key from a Secret.
+// custom headers, which may carry an API key from a Secret. The address a
+// redirect leads to is checked by the destination policy when it is dialled.
 func sameHostRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= maxRedirects {
-		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		return &redirectError{reason: fmt.Sprintf("more than %d redirects", maxRedirects)}
 	}
 	if req.URL.Host != via[0].URL.Host {
-		return fmt.Errorf("refusing redirect to another host %q", req.URL.Host)
+		return &redirectError{reason: "to another host"}
 	}
 	return nil
 }
 
-// StatusError is a non-2xx answer. It matches ErrStatus with errors.Is.
+// StatusError is a non-2xx answer. It matches ErrStatus with errors.Is. It
+// holds the code only: an error body is the server's text, which must not
+// reach the set's status or events.
 type StatusError struct {
 	Code int
-	// Body is the start of the answer, to help tell why.
-	Body string
 }
 
-func (e *StatusError) Error() string {
-	msg := fmt.Sprintf("%v %d", ErrStatus, e.Code)
-	if e.Body != "" {
-		msg += ": " + e.Body
-	}
-	return msg
-}
+func (e *StatusError) Error() string { return fmt.Sprintf("%v %d", ErrStatus, e.Code) }
 
 // Is makes errors.Is(err, ErrStatus) true.
 func (e *StatusError) Is(target error) bool { return target == ErrStatus }
-
-// maxErrorSnippet bounds how much of an error answer lands in a condition message.
-const maxErrorSnippet = 200
 
 // do sends the request within the client's timeout and returns the body of a
 // 2xx answer. For any other status it returns the body along with a
@@ -157,26 +166,18 @@ func (c *client) do(ctx context.Context, method, target string, body []byte) ([]
 		return nil, c.wrapTransportError(ctx, method, target, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return data, fmt.Errorf("%s %s: %w", method, redact(target), &StatusError{Code: resp.StatusCode, Body: snippet(data)})
+		return data, fmt.Errorf("%s %s: %w", method, redact(target), &StatusError{Code: resp.StatusCode})
 	}
 	return data, nil
 }
 
-// wrapTransportError turns our own deadline into ErrTimeout. A cancelled
-// parent context (shutdown) is passed through as it is.
+// wrapTransportError turns our own deadline into ErrTimeout and any other
+// failure into its class (see classifyTransport).
 func (c *client) wrapTransportError(ctx context.Context, method, target string, err error) error {
-	if errors.Is(err, ErrBodyTooLarge) {
-		return err
-	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("%s %s: %w after %v", method, redact(target), ErrTimeout, c.timeout)
 	}
-	var uerr *url.Error
-	if errors.As(err, &uerr) {
-		// url.Error repeats the method and URL; keep only the cause.
-		err = uerr.Err
-	}
-	return fmt.Errorf("%s %s: %w", method, redact(target), err)
+	return fmt.Errorf("%s %s: %w", method, redact(target), classifyTransport(err))
 }
 
 // readCapped reads at most MaxBodyBytes and fails when there is more.
@@ -189,14 +190,6 @@ func readCapped(r io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, MaxBodyBytes)
 	}
 	return data, nil
-}
-
-func snippet(data []byte) string {
-	s := strings.TrimSpace(string(data))
-	if len(s) > maxErrorSnippet {
-		s = s[:maxErrorSnippet] + "..."
-	}
-	return s
 }
 
 // redact drops credentials and the query from a URL before it lands in

@@ -19,7 +19,7 @@ type httpSource struct {
 	path   string
 }
 
-func newHTTPSource(ctx context.Context, spec gputaskv1.HTTPSource, namespace string, secrets SecretGetter) (*httpSource, error) {
+func newHTTPSource(ctx context.Context, spec gputaskv1.HTTPSource, namespace string, secrets SecretGetter, policy *DestinationPolicy) (*httpSource, error) {
 	u, err := parseEndpoint(spec.URL)
 	if err != nil {
 		return nil, fmt.Errorf("http.url: %w", err)
@@ -36,14 +36,14 @@ func newHTTPSource(ctx context.Context, spec gputaskv1.HTTPSource, namespace str
 	if path == "" {
 		path = DefaultValueLocation
 	}
-	if _, err := parsePath(path); err != nil {
+	if err := checkPath(path); err != nil {
 		return nil, fmt.Errorf("http.valueLocation: %w", err)
 	}
 	var timeout *time.Duration
 	if spec.Timeout != nil {
 		timeout = &spec.Timeout.Duration
 	}
-	c, err := newClient(ctx, spec.Auth, namespace, secrets, timeoutOrDefault(timeout))
+	c, err := newClient(ctx, spec.Auth, namespace, secrets, policy, timeoutOrDefault(timeout))
 	if err != nil {
 		return nil, fmt.Errorf("http.%w", err)
 	}

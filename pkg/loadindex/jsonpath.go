@@ -1,48 +1,60 @@
 package loadindex
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
+
+	"github.com/tidwall/gjson"
 )
 
-// parsePath splits a dot path such as "data.items.0.v" into its segments.
-// Every segment must be non-empty, so typos like "data..v" fail at config time.
-func parsePath(path string) ([]string, error) {
+// valueLocation is read with gjson, as KEDA's metrics-api scaler reads its
+// own valueLocation, so that a path written for one works in the other:
+//
+//   - "data.load_balance" selects a key of an object, level by level;
+//   - "items.0.v" selects index 0 of an array;
+//   - "data.gpu\.util" selects the key "gpu.util": a backslash escapes a dot
+//     (and the other special characters *, ?, #, |, @);
+//   - "items.#" is an array's length, and "items.#(name==\"a\").v" selects
+//     the first element whose name is "a".
+//
+// The plain dot paths written before gjson read the same as they always did.
+
+// checkPath catches the typos that gjson would quietly read as "no value",
+// so that they fail when the set is configured rather than at every read.
+func checkPath(path string) error {
 	if path == "" {
-		return nil, errors.New("must not be empty")
+		return errors.New("must not be empty")
 	}
-	segments := strings.Split(path, ".")
-	for i, s := range segments {
-		if s == "" {
-			return nil, fmt.Errorf("segment %d of %q is empty", i+1, path)
-		}
+	if strings.HasPrefix(path, ".") || (strings.HasSuffix(path, ".") && !strings.HasSuffix(path, `\.`)) {
+		return fmt.Errorf("%q starts or ends with a dot", path)
 	}
-	return segments, nil
+	if strings.Contains(strings.ReplaceAll(path, `\.`, ""), "..") {
+		return fmt.Errorf("%q has an empty segment", path)
+	}
+	return nil
 }
 
-// ExtractValue finds the number at path in the JSON document doc. A segment
-// selects an object's key, or, on an array, a zero-based index. The value may
-// be a JSON number or a string holding a number, since many backends quote
-// their figures. It must be finite and not negative.
+// ExtractValue finds the number at path in the JSON document doc. The value
+// may be a JSON number or a string holding a number, since many backends
+// quote their figures. It must be finite and not negative.
+//
+// Errors say what went wrong and where, never what the document holds: the
+// document comes from a server that the set's author may not be entitled to
+// read (see DestinationPolicy).
 func ExtractValue(doc []byte, path string) (float64, error) {
-	segments, err := parsePath(path)
-	if err != nil {
+	if err := checkPath(path); err != nil {
 		return 0, fmt.Errorf("value location: %w", err)
 	}
-	root, err := decodeJSON(doc)
-	if err != nil {
-		return 0, err
+	if !gjson.ValidBytes(doc) {
+		return 0, ErrBadJSON
 	}
-	node, err := walk(root, segments)
-	if err != nil {
-		return 0, err
+	res := gjson.GetBytes(doc, path)
+	if !res.Exists() {
+		return 0, fmt.Errorf("%w: %q", ErrMissingField, path)
 	}
-	v, err := toNumber(node)
+	v, err := toNumber(res)
 	if err != nil {
 		return 0, fmt.Errorf("at %q: %w", path, err)
 	}
@@ -53,56 +65,16 @@ func ExtractValue(doc []byte, path string) (float64, error) {
 	return v, nil
 }
 
-// decodeJSON decodes one JSON value, keeping numbers as json.Number so no
-// precision is lost before the value is chosen, and rejecting trailing data.
-func decodeJSON(doc []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	var root any
-	if err := dec.Decode(&root); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadJSON, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: trailing data after the JSON value", ErrBadJSON)
-	}
-	return root, nil
-}
-
-func walk(node any, segments []string) (any, error) {
-	for i, seg := range segments {
-		at := strings.Join(segments[:i+1], ".")
-		switch n := node.(type) {
-		case map[string]any:
-			child, ok := n[seg]
-			if !ok {
-				return nil, fmt.Errorf("%w: %q", ErrMissingField, at)
-			}
-			node = child
-		case []any:
-			idx, err := strconv.Atoi(seg)
-			if err != nil || idx < 0 {
-				return nil, fmt.Errorf("%w: %q: %q is not an index into an array", ErrMissingField, at, seg)
-			}
-			if idx >= len(n) {
-				return nil, fmt.Errorf("%w: %q: index %d out of range (length %d)", ErrMissingField, at, idx, len(n))
-			}
-			node = n[idx]
-		default:
-			return nil, fmt.Errorf("%w: %q: parent is %s, not an object or array", ErrMissingField, at, kindOf(n))
-		}
-	}
-	return node, nil
-}
-
-func toNumber(node any) (float64, error) {
+func toNumber(res gjson.Result) (float64, error) {
 	var text string
-	switch n := node.(type) {
-	case json.Number:
-		text = n.String()
-	case string:
-		text = strings.TrimSpace(n)
+	switch res.Type {
+	case gjson.Number:
+		// Raw keeps every digit; res.Num went through gjson's own parsing.
+		text = res.Raw
+	case gjson.String:
+		text = strings.TrimSpace(res.Str)
 	default:
-		return 0, fmt.Errorf("%w: got %s", ErrNotNumber, kindOf(node))
+		return 0, fmt.Errorf("%w: got %s", ErrNotNumber, kindOf(res))
 	}
 	v, err := strconv.ParseFloat(text, 64)
 	if err != nil {
@@ -111,33 +83,22 @@ func toNumber(node any) (float64, error) {
 		if errors.As(err, &numErr) && errors.Is(numErr.Err, strconv.ErrRange) {
 			return v, nil
 		}
-		return 0, fmt.Errorf("%w: %q", ErrNotNumber, truncate(text, 40))
+		return 0, fmt.Errorf("%w: got a non-numeric string", ErrNotNumber)
 	}
 	return v, nil
 }
 
-func kindOf(node any) string {
-	switch node.(type) {
-	case nil:
+func kindOf(res gjson.Result) string {
+	switch {
+	case res.Type == gjson.Null:
 		return "null"
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "an array"
-	case string:
-		return "a string"
-	case bool:
+	case res.Type == gjson.True, res.Type == gjson.False:
 		return "a boolean"
-	case json.Number:
-		return "a number"
+	case res.IsObject():
+		return "an object"
+	case res.IsArray():
+		return "an array"
 	default:
-		return fmt.Sprintf("%T", node)
+		return res.Type.String()
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

@@ -15,6 +15,12 @@ func TestExtractValue(t *testing.T) {
 		{doc: `{"a":{"b":1.5}}`, path: "a.b", want: 1.5},
 		{doc: `{"a":[0,{"b":"7"}]}`, path: "a.1.b", want: 7},
 		{doc: `{"a.b":1}`, path: "a.b", wantErr: ErrMissingField},
+		// What gjson adds: escaped dots, lengths and queries.
+		{doc: `{"a.b":1}`, path: `a\.b`, want: 1},
+		{doc: `{"gpu":{"util.avg":"0.25"}}`, path: `gpu.util\.avg`, want: 0.25},
+		{doc: `{"a":[5,6,7]}`, path: "a.#", want: 3},
+		{doc: `{"w":[{"n":"x","v":1},{"n":"y","v":2}]}`, path: `w.#(n=="y").v`, want: 2},
+		{doc: `{"w":[{"v":1},{"v":2}]}`, path: "w.#.v", wantErr: ErrNotNumber},
 		{doc: `{"a":[1]}`, path: "a.1", wantErr: ErrMissingField},
 		{doc: `{"a":[1]}`, path: "a.-1", wantErr: ErrMissingField},
 		{doc: `{"a":[1]}`, path: "a.x", wantErr: ErrMissingField},
@@ -86,6 +92,24 @@ func BenchmarkExtractValue(b *testing.B) {
 	for b.Loop() {
 		if _, err := ExtractValue(doc, "data.load_balance"); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestCheckPath(t *testing.T) {
+	for path, ok := range map[string]bool{
+		"data.load_balance": true,
+		"a.0.b":             true,
+		`a\.b`:              true,
+		`a.b\.`:             true,
+		`w.#(n=="y").v`:     true,
+		"":                  false,
+		".a":                false,
+		"a.":                false,
+		"a..b":              false,
+	} {
+		if err := checkPath(path); (err == nil) != ok {
+			t.Errorf("checkPath(%q) = %v, want ok=%v", path, err, ok)
 		}
 	}
 }

@@ -17,7 +17,9 @@ import (
 // Source reads one load index.
 type Source interface {
 	// Read returns the current value: finite and not negative, or an error
-	// whose message is fit for a condition or an event.
+	// whose message is fit for a condition or an event. The message names
+	// the class of the failure (a status code, a timeout, a TLS failure, a
+	// parse error and where) and never repeats what the server sent.
 	Read(ctx context.Context) (float64, error)
 }
 
@@ -45,39 +47,62 @@ var (
 	ErrQuery        = errors.New("query failed")
 )
 
+// Factory builds sources that share one Secret reader and one destination
+// policy. Its New method has the shape of the autoscaler's NewSourceFunc.
+type Factory struct {
+	// Secrets reads the Secrets that specs name.
+	Secrets SecretGetter
+	// Destinations says which addresses sources may connect to. Nil is the
+	// zero DestinationPolicy: no loopback, link-local, unspecified or
+	// multicast address.
+	Destinations *DestinationPolicy
+}
+
 // New builds the source that spec describes. Secrets named by the spec are
-// read once here, from namespace; a changed Secret takes effect when the
-// caller builds the source again. Errors name the metric and the field.
-func New(ctx context.Context, spec gputaskv1.MetricSpec, namespace string, secrets SecretGetter) (Source, error) {
-	src, err := newSource(ctx, spec, namespace, secrets)
+// read once here, from namespace, for the set that ForSet put in ctx; a
+// changed Secret takes effect when the caller builds the source again.
+// Errors name the metric and the field.
+func (f Factory) New(ctx context.Context, spec gputaskv1.MetricSpec, namespace string) (Source, error) {
+	policy := f.Destinations
+	if policy == nil {
+		policy = &DestinationPolicy{}
+	}
+	src, err := newSource(ctx, spec, namespace, f.Secrets, policy)
 	if err != nil {
 		return nil, fmt.Errorf("metric %q: %w", spec.Name, err)
 	}
 	return src, nil
 }
 
-func newSource(ctx context.Context, spec gputaskv1.MetricSpec, namespace string, secrets SecretGetter) (Source, error) {
+// New builds the source that spec describes with the default destination
+// policy; see Factory.New.
+func New(ctx context.Context, spec gputaskv1.MetricSpec, namespace string, secrets SecretGetter) (Source, error) {
+	return Factory{Secrets: secrets}.New(ctx, spec, namespace)
+}
+
+func newSource(ctx context.Context, spec gputaskv1.MetricSpec, namespace string, secrets SecretGetter, policy *DestinationPolicy) (Source, error) {
 	switch {
 	case spec.HTTP != nil && spec.Prometheus != nil:
 		return nil, errors.New("exactly one of http or prometheus must be set, got both")
 	case spec.HTTP != nil:
-		return newHTTPSource(ctx, *spec.HTTP, namespace, secrets)
+		return newHTTPSource(ctx, *spec.HTTP, namespace, secrets, policy)
 	case spec.Prometheus != nil:
-		return newPrometheusSource(ctx, *spec.Prometheus, namespace, secrets)
+		return newPrometheusSource(ctx, *spec.Prometheus, namespace, secrets, policy)
 	default:
 		return nil, errors.New("exactly one of http or prometheus must be set, got neither")
 	}
 }
 
-// checkValue rejects values the autoscaler cannot act on.
+// checkValue rejects values the autoscaler cannot act on. The value itself
+// is left out of the error, as all of the answer is.
 func checkValue(v float64) (float64, error) {
 	switch {
 	case math.IsNaN(v):
 		return 0, ErrNaN
 	case math.IsInf(v, 0):
-		return 0, fmt.Errorf("%w: %v", ErrInf, v)
+		return 0, ErrInf
 	case v < 0:
-		return 0, fmt.Errorf("%w: %v", ErrNegative, v)
+		return 0, ErrNegative
 	}
 	return v, nil
 }

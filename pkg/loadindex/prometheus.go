@@ -19,7 +19,7 @@ type prometheusSource struct {
 	url    string
 }
 
-func newPrometheusSource(ctx context.Context, spec gputaskv1.PrometheusSource, namespace string, secrets SecretGetter) (*prometheusSource, error) {
+func newPrometheusSource(ctx context.Context, spec gputaskv1.PrometheusSource, namespace string, secrets SecretGetter, policy *DestinationPolicy) (*prometheusSource, error) {
 	u, err := parseEndpoint(spec.ServerAddress)
 	if err != nil {
 		return nil, fmt.Errorf("prometheus.serverAddress: %w", err)
@@ -31,7 +31,7 @@ func newPrometheusSource(ctx context.Context, spec gputaskv1.PrometheusSource, n
 	if spec.Timeout != nil {
 		timeout = &spec.Timeout.Duration
 	}
-	c, err := newClient(ctx, spec.Auth, namespace, secrets, timeoutOrDefault(timeout))
+	c, err := newClient(ctx, spec.Auth, namespace, secrets, policy, timeoutOrDefault(timeout))
 	if err != nil {
 		return nil, fmt.Errorf("prometheus.%w", err)
 	}
@@ -62,13 +62,14 @@ type promSample struct {
 func (s *prometheusSource) Read(ctx context.Context) (float64, error) {
 	data, err := s.client.do(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
-		// Prometheus answers 400, 422 and 503 with a JSON error body that
-		// says more than the status code does.
+		// Prometheus answers 400, 422 and 503 with a JSON error body whose
+		// errorType says more than the status code does. Only a known
+		// errorType is repeated; the error text is the server's own.
 		var statusErr *StatusError
 		if errors.As(err, &statusErr) {
 			var resp promResponse
 			if json.Unmarshal(data, &resp) == nil && resp.Status == "error" {
-				return 0, fmt.Errorf("%w (HTTP %d): %s: %s", ErrQuery, statusErr.Code, resp.ErrorType, resp.Error)
+				return 0, fmt.Errorf("%w (HTTP %d): %s", ErrQuery, statusErr.Code, errorType(resp.ErrorType))
 			}
 		}
 		return 0, err
@@ -80,25 +81,55 @@ func (s *prometheusSource) Read(ctx context.Context) (float64, error) {
 func parsePromResponse(data []byte) (float64, error) {
 	var resp promResponse
 	if err := json.Unmarshal(data, &resp); err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrBadJSON, err)
+		return 0, jsonError(err)
 	}
 	if resp.Status != "success" {
-		return 0, fmt.Errorf("%w: status %q: %s: %s", ErrQuery, resp.Status, resp.ErrorType, resp.Error)
+		return 0, fmt.Errorf("%w: status is not success: %s", ErrQuery, errorType(resp.ErrorType))
 	}
 	switch resp.Data.ResultType {
 	case "vector":
 		return parseVector(resp.Data.Result)
 	case "scalar":
 		return parsePair(resp.Data.Result)
+	case "matrix", "string":
+		return 0, fmt.Errorf("%w: result type %s, want vector or scalar", ErrQuery, resp.Data.ResultType)
 	default:
-		return 0, fmt.Errorf("%w: result type %q, want vector or scalar", ErrQuery, resp.Data.ResultType)
+		return 0, fmt.Errorf("%w: unknown result type, want vector or scalar", ErrQuery)
+	}
+}
+
+// errorType returns one of the errorType values that Prometheus documents,
+// or "unknown error type" for anything else the server sent.
+func errorType(t string) string {
+	switch t {
+	case "bad_data", "timeout", "canceled", "execution", "unavailable", "internal", "not_found", "not_acceptable":
+		return t
+	default:
+		return "unknown error type"
+	}
+}
+
+// jsonError reports where a document stopped being valid JSON, or the shape
+// that did not fit; never its text.
+func jsonError(err error) error {
+	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntaxErr):
+		return fmt.Errorf("%w at byte %d", ErrBadJSON, syntaxErr.Offset)
+	case errors.As(err, &typeErr):
+		// typeErr.Value may quote the number found, so only the expected
+		// Go type and the offset are told.
+		return fmt.Errorf("%w: not a %s at byte %d", ErrBadJSON, typeErr.Type, typeErr.Offset)
+	default:
+		return ErrBadJSON
 	}
 }
 
 func parseVector(raw json.RawMessage) (float64, error) {
 	var samples []promSample
 	if err := json.Unmarshal(raw, &samples); err != nil {
-		return 0, fmt.Errorf("%w: vector result: %w", ErrBadJSON, err)
+		return 0, fmt.Errorf("vector result: %w", jsonError(err))
 	}
 	switch len(samples) {
 	case 0:
@@ -115,7 +146,7 @@ func parseVector(raw json.RawMessage) (float64, error) {
 func parsePair(raw json.RawMessage) (float64, error) {
 	var pair []json.RawMessage
 	if err := json.Unmarshal(raw, &pair); err != nil {
-		return 0, fmt.Errorf("%w: scalar result: %w", ErrBadJSON, err)
+		return 0, fmt.Errorf("scalar result: %w", jsonError(err))
 	}
 	return sampleValue(pair)
 }
@@ -128,11 +159,11 @@ func sampleValue(pair []json.RawMessage) (float64, error) {
 	}
 	var text string
 	if err := json.Unmarshal(pair[1], &text); err != nil {
-		return 0, fmt.Errorf("%w: sample value is not a string: %w", ErrBadJSON, err)
+		return 0, fmt.Errorf("sample value is not a string: %w", jsonError(err))
 	}
 	v, err := strconv.ParseFloat(text, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %q", ErrNotNumber, truncate(text, 40))
+		return 0, fmt.Errorf("%w: the sample value", ErrNotNumber)
 	}
 	return checkValue(v)
 }

@@ -2,12 +2,16 @@ package loadindex
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
 
 // SecretGetter reads one key of a Secret.
@@ -17,9 +21,34 @@ type SecretGetter interface {
 	SecretKey(ctx context.Context, namespace string, sel corev1.SecretKeySelector) ([]byte, error)
 }
 
+// ErrSecretNotAllowed is a Secret that does not opt in to the set that
+// names it; see gputaskv1.AnnotationLoadIndexAccess.
+var ErrSecretNotAllowed = errors.New("secret not open to this GPUTaskSet")
+
+type setKey struct{}
+
+// ForSet returns a context saying that the sources built with it serve the
+// GPUTaskSet name. KubeSecrets hands a Secret only to a set that the Secret
+// lists, and to no one when the context names no set.
+func ForSet(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, setKey{}, name)
+}
+
+func setFrom(ctx context.Context) string {
+	name, _ := ctx.Value(setKey{}).(string)
+	return name
+}
+
 // KubeSecrets reads Secrets with a direct GET. Sources are built rarely (once
 // per set and metric spec), so a Secret informer, which would cache every
 // Secret of the cluster in memory, is not worth it.
+//
+// A Secret is only read on behalf of a set when its annotation
+// gputask.io/load-index-access lists the set (or is "*"). The
+// ValidatingAdmissionPolicy shipped with the CRDs already refuses a set
+// whose author may not read the Secret; the annotation also holds where that
+// policy is not installed, and keeps a Secret's owner in charge of which
+// sets may send it out.
 type KubeSecrets struct {
 	Client kubernetes.Interface
 }
@@ -36,6 +65,10 @@ func (k KubeSecrets) SecretKey(ctx context.Context, namespace string, sel corev1
 	if err != nil {
 		return nil, fmt.Errorf("reading secret %s/%s: %w", namespace, sel.Name, err)
 	}
+	if set := setFrom(ctx); !OptsIn(secret, set) {
+		return nil, fmt.Errorf("%w: secret %s/%s: its annotation %s does not list GPUTaskSet %q",
+			ErrSecretNotAllowed, namespace, sel.Name, gputaskv1.AnnotationLoadIndexAccess, set)
+	}
 	value, ok := secret.Data[sel.Key]
 	if !ok {
 		if optional {
@@ -44,6 +77,26 @@ func (k KubeSecrets) SecretKey(ctx context.Context, namespace string, sel corev1
 		return nil, fmt.Errorf("secret %s/%s has no key %q", namespace, sel.Name, sel.Key)
 	}
 	return value, nil
+}
+
+// OptsIn reports whether secret's gputask.io/load-index-access annotation
+// lets GPUTaskSet set (of the Secret's namespace) use it: a comma-separated
+// list of set names, or "*" for every set. An empty set name never matches.
+func OptsIn(secret *corev1.Secret, set string) bool {
+	if set == "" {
+		return false
+	}
+	list, ok := secret.Annotations[gputaskv1.AnnotationLoadIndexAccess]
+	if !ok {
+		return false
+	}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "*" || name == set {
+			return true
+		}
+	}
+	return false
 }
 
 // readSecret reads sel through secrets, refusing a nil getter with a clear error.

@@ -2,6 +2,7 @@ package loadindex
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -13,11 +14,12 @@ import (
 
 func TestKubeSecrets(t *testing.T) {
 	client := kubefake.NewClientset(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds"},
-		Data:       map[string][]byte{"token": []byte("abc")},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds",
+			Annotations: map[string]string{gputaskv1.AnnotationLoadIndexAccess: "web"}},
+		Data: map[string][]byte{"token": []byte("abc")},
 	})
 	secrets := KubeSecrets{Client: client}
-	ctx := context.Background()
+	ctx := ForSet(context.Background(), "web")
 	optional := true
 
 	got, err := secrets.SecretKey(ctx, "ns", *secretRef("creds", "token"))
@@ -38,6 +40,58 @@ func TestKubeSecrets(t *testing.T) {
 	ref.Optional = &optional
 	if got, err := secrets.SecretKey(ctx, "ns", *ref); err != nil || got != nil {
 		t.Errorf("optional missing secret = %q, %v; want nil, nil", got, err)
+	}
+}
+
+func TestKubeSecretsOptIn(t *testing.T) {
+	secret := func(name string, annotations map[string]string) *corev1.Secret {
+		return &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: annotations},
+			Data:       map[string][]byte{"token": []byte("abc")},
+		}
+	}
+	access := func(v string) map[string]string { return map[string]string{gputaskv1.AnnotationLoadIndexAccess: v} }
+	tests := []struct {
+		name   string
+		secret *corev1.Secret
+		set    string
+		want   bool
+	}{
+		{name: "no annotation", secret: secret("s", nil), set: "web", want: false},
+		{name: "other annotations only", secret: secret("s", map[string]string{"a": "web"}), set: "web", want: false},
+		{name: "listed alone", secret: secret("s", access("web")), set: "web", want: true},
+		{name: "listed among others", secret: secret("s", access("batch, web ,api")), set: "web", want: true},
+		{name: "not listed", secret: secret("s", access("batch,api")), set: "web", want: false},
+		{name: "prefix is not a match", secret: secret("s", access("web2")), set: "web", want: false},
+		{name: "wildcard", secret: secret("s", access("*")), set: "web", want: true},
+		{name: "empty list", secret: secret("s", access("")), set: "web", want: false},
+		{name: "no set in the context", secret: secret("s", access("*")), set: "", want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := OptsIn(tt.secret, tt.set); got != tt.want {
+				t.Errorf("OptsIn = %v, want %v", got, tt.want)
+			}
+			secrets := KubeSecrets{Client: kubefake.NewClientset(tt.secret)}
+			ctx := context.Background()
+			if tt.set != "" {
+				ctx = ForSet(ctx, tt.set)
+			}
+			got, err := secrets.SecretKey(ctx, "ns", *secretRef("s", "token"))
+			if tt.want {
+				if err != nil || string(got) != "abc" {
+					t.Fatalf("SecretKey = %q, %v; want abc", got, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrSecretNotAllowed) || got != nil {
+				t.Fatalf("SecretKey = %q, %v; want ErrSecretNotAllowed", got, err)
+			}
+			// The condition built from this error names the Secret.
+			if !strings.Contains(err.Error(), "secret ns/s") {
+				t.Errorf("error %q does not name the secret", err)
+			}
+		})
 	}
 }
 

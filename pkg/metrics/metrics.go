@@ -68,13 +68,15 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"namespace", "taskset", "direction", "reason"})
 
-	// LoadIndexErrors counts failed load-index reads by set and metric.
+	// LoadIndexErrors counts failed load-index reads by set, metric and
+	// class of failure (loadindex.Class: Timeout, HTTPStatus, TLS,
+	// DestinationRefused, ...).
 	LoadIndexErrors = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      namespace,
 		Name:           "taskset_load_index_errors_total",
-		Help:           "Failed load-index reads, by set and metric.",
+		Help:           "Failed load-index reads, by set, metric and class of failure.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"namespace", "taskset", "metric"})
+	}, []string{"namespace", "taskset", "metric", "class"})
 
 	// Reschedules counts pods replaced by the rescheduler, by reason.
 	Reschedules = metrics.NewCounterVec(&metrics.CounterOpts{

@@ -517,7 +517,7 @@ func TestMinTaskAgeHoldsBackYoungRunningTasks(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
-	set.Spec.MinTaskAge = &metav1.Duration{Duration: 10 * time.Minute}
+	set.Spec.MinTaskAge = &gputaskv1.Duration{Duration: 10 * time.Minute}
 	youngPending := ownedTask(set, "render-young-pending", time.Minute)
 	youngPending.Status = gputaskv1.GPUTaskStatus{Phase: gputaskv1.GPUTaskPending}
 	f.addSet(set)
@@ -545,7 +545,7 @@ func TestMinTaskAgeHeldBackIsStableWhenNothingChanged(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
-	set.Spec.MinTaskAge = &metav1.Duration{Duration: 10 * time.Minute}
+	set.Spec.MinTaskAge = &gputaskv1.Duration{Duration: 10 * time.Minute}
 	f.addSet(withStatus(set, 2, 2, 0, 1))
 	f.addTasks(ownedTask(set, "render-a", 2*time.Minute), ownedTask(set, "render-b", 3*time.Minute))
 
@@ -561,7 +561,7 @@ func TestStoppedDeletesAllAndIgnoresMinTaskAge(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](2))
 	set.Annotations = map[string]string{gputaskv1.AnnotationStopped: "true"}
-	set.Spec.MinTaskAge = &metav1.Duration{Duration: time.Hour}
+	set.Spec.MinTaskAge = &gputaskv1.Duration{Duration: time.Hour}
 	f.addSet(withStatus(set, 2, 2, 0, 0))
 	f.addTasks(ownedTask(set, "render-a", time.Minute), ownedTask(set, "render-b", 2*time.Minute))
 

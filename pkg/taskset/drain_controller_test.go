@@ -173,7 +173,7 @@ func TestBusyTasksDrainUntilIdle(t *testing.T) {
 func TestDrainTimesOutAndScaleUpTakesDrainsBack(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	set := newSet("render", ptr.To[int32](1))
-	set.Spec.ScaleIn = &gputaskv1.ScaleInSpec{DrainTimeout: &metav1.Duration{Duration: 5 * time.Minute}}
+	set.Spec.ScaleIn = &gputaskv1.ScaleInSpec{DrainTimeout: &gputaskv1.Duration{Duration: 5 * time.Minute}}
 	keep := ownedTask(set, "render-k", 3*time.Hour)
 	draining := func(name string, since time.Duration) *gputaskv1.GPUTask {
 		tk := ownedTask(set, name, time.Hour)

@@ -26,6 +26,7 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/autoscaler"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
+	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 	"github.com/gputask/gputask-controller/test/framework"
 )
@@ -52,12 +53,12 @@ func TestAutoscalerOnRealAPIServer(t *testing.T) {
 			Template: gputaskv1.GPUTaskTemplateSpec{Spec: gputaskv1.GPUTaskSpec{GPU: "A100"}},
 			Autoscaling: &gputaskv1.AutoscalingSpec{
 				MinReplicas: ptr.To[int32](1), MaxReplicas: 10,
-				Interval:                     &metav1.Duration{Duration: time.Second},
-				ScaleDownStabilizationWindow: &metav1.Duration{},
+				Interval:                     &gputaskv1.Duration{Duration: time.Second},
+				ScaleDownStabilizationWindow: &gputaskv1.Duration{},
 				// No set controller runs here, so no task is ever created
 				// or Ready: a short startup timeout keeps the tasks asked
 				// for from holding scale-up back.
-				StartupTimeout: &metav1.Duration{Duration: time.Second},
+				StartupTimeout: &gputaskv1.Duration{Duration: time.Second},
 				Metrics:        []gputaskv1.MetricSpec{{Name: "queue", HTTP: &gputaskv1.HTTPSource{URL: backend.URL}}},
 			},
 		},
@@ -76,7 +77,10 @@ func TestAutoscalerOnRealAPIServer(t *testing.T) {
 	}))
 	c := autoscaler.NewController(ctx, cp.Kube, cp.GPUTask,
 		inf.Gputask().V1().GPUTaskSets(), inf.Gputask().V1().GPUTasks(),
-		kinf.Core().V1().Nodes(), pods.Core().V1().Pods(), autoscaler.Options{})
+		kinf.Core().V1().Nodes(), pods.Core().V1().Pods(), autoscaler.Options{
+			// The backend serves on loopback, which the default policy refuses.
+			NewSource: loadindex.Factory{Destinations: &loadindex.DestinationPolicy{AllowLoopback: true}}.New,
+		})
 	inf.Start(ctx.Done())
 	kinf.Start(ctx.Done())
 	pods.Start(ctx.Done())

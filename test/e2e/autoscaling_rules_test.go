@@ -189,7 +189,7 @@ func arCreatePool(t *testing.T, ns string, p arPool) {
 		set.Spec.Template.Spec.Env = []corev1.EnvVar{{Name: kwok.FakeStartupEnv, Value: kwok.FakeStartupSlow}}
 	}
 	if p.drainTimeout != nil {
-		set.Spec.ScaleIn = &gputaskv1.ScaleInSpec{DrainTimeout: &metav1.Duration{Duration: *p.drainTimeout}}
+		set.Spec.ScaleIn = &gputaskv1.ScaleInSpec{DrainTimeout: &gputaskv1.Duration{Duration: *p.drainTimeout}}
 	}
 	if !p.noAutoscaling {
 		metric := gputaskv1.MetricSpec{Name: "backend-load", HTTP: &gputaskv1.HTTPSource{URL: p.url}}
@@ -204,10 +204,10 @@ func arCreatePool(t *testing.T, ns string, p arPool) {
 		}
 		set.Spec.Autoscaling = &gputaskv1.AutoscalingSpec{
 			MinReplicas: &p.min, MaxReplicas: p.max,
-			Interval:                     &metav1.Duration{Duration: p.interval},
+			Interval:                     &gputaskv1.Duration{Duration: p.interval},
 			Metrics:                      []gputaskv1.MetricSpec{metric},
 			Policy:                       policy,
-			ScaleDownStabilizationWindow: &metav1.Duration{},
+			ScaleDownStabilizationWindow: &gputaskv1.Duration{},
 		}
 	}
 	if _, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Create(context.Background(), set, metav1.CreateOptions{}); err != nil {

@@ -53,7 +53,7 @@ func TestLifecycleStopStartRestartScale(t *testing.T) {
 			Autoscaling: &gputaskv1.AutoscalingSpec{
 				MinReplicas: ptr.To[int32](1),
 				MaxReplicas: 5,
-				Interval:    &metav1.Duration{Duration: 2 * time.Second},
+				Interval:    &gputaskv1.Duration{Duration: 2 * time.Second},
 				DryRun:      true,
 				Metrics:     []gputaskv1.MetricSpec{{Name: "load", HTTP: &gputaskv1.HTTPSource{URL: load.URL}}},
 			},

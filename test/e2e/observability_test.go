@@ -80,7 +80,7 @@ func TestObservability(t *testing.T) {
 			Autoscaling: &gputaskv1.AutoscalingSpec{
 				MinReplicas: ptr.To[int32](1),
 				MaxReplicas: 3,
-				Interval:    &metav1.Duration{Duration: time.Second},
+				Interval:    &gputaskv1.Duration{Duration: time.Second},
 				Policy:      gputaskv1.ScalingPolicy{Type: gputaskv1.StepPolicy, StepUp: ptr.To[int32](1)},
 				Metrics:     []gputaskv1.MetricSpec{{Name: "load", HTTP: &gputaskv1.HTTPSource{URL: load.URL}}},
 			},

@@ -211,14 +211,14 @@ func pmCreatePool(t *testing.T, ns, model string, replicas int32, interval time.
 			Autoscaling: &gputaskv1.AutoscalingSpec{
 				MinReplicas: &minReplicas,
 				MaxReplicas: 10,
-				Interval:    &metav1.Duration{Duration: interval},
+				Interval:    &gputaskv1.Duration{Duration: interval},
 				Metrics: []gputaskv1.MetricSpec{{
 					Name:       pmMetricName,
 					Prometheus: &gputaskv1.PrometheusSource{ServerAddress: serverAddress, Query: query},
 					Target:     &target,
 				}},
 				Policy:                       gputaskv1.ScalingPolicy{Type: gputaskv1.ProportionalPolicy},
-				ScaleDownStabilizationWindow: &metav1.Duration{},
+				ScaleDownStabilizationWindow: &gputaskv1.Duration{},
 			},
 		},
 	}

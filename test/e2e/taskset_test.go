@@ -249,7 +249,7 @@ func tsCreatePool(t *testing.T, ns string, p tsPool) {
 	amount := intstr.FromInt32(p.gpus)
 	source := &gputaskv1.HTTPSource{URL: p.url}
 	if p.timeout > 0 {
-		source.Timeout = &metav1.Duration{Duration: p.timeout}
+		source.Timeout = &gputaskv1.Duration{Duration: p.timeout}
 	}
 	set := &gputaskv1.GPUTaskSet{
 		ObjectMeta: metav1.ObjectMeta{Name: tsPoolName},
@@ -261,16 +261,16 @@ func tsCreatePool(t *testing.T, ns string, p tsPool) {
 			Autoscaling: &gputaskv1.AutoscalingSpec{
 				MinReplicas:                  &p.min,
 				MaxReplicas:                  p.max,
-				Interval:                     &metav1.Duration{Duration: tsInterval},
+				Interval:                     &gputaskv1.Duration{Duration: tsInterval},
 				Metrics:                      []gputaskv1.MetricSpec{{Name: "backend-load", HTTP: source}},
 				Policy:                       gputaskv1.ScalingPolicy{Type: gputaskv1.StepPolicy},
-				ScaleDownStabilizationWindow: &metav1.Duration{},
+				ScaleDownStabilizationWindow: &gputaskv1.Duration{},
 				CapacityAware:                p.capacityAware,
 			},
 		},
 	}
 	if p.minTaskAge > 0 {
-		set.Spec.MinTaskAge = &metav1.Duration{Duration: p.minTaskAge}
+		set.Spec.MinTaskAge = &gputaskv1.Duration{Duration: p.minTaskAge}
 	}
 	if _, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Create(context.Background(), set, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating gputaskset %s/%s: %v", ns, tsPoolName, err)

@@ -40,19 +40,15 @@ func (cp *ControlPlane) ControllerBinary() (string, error) {
 
 // StartController runs the gputask-controller binary with the admin
 // kubeconfig. Its metrics and health servers are off unless args turn them
-// on; args come last, so they override the defaults. The process is stopped
-// with the control plane, or earlier with Stop or Kill.
+// on; args come last, so they override the defaults. Load-index sources may
+// reach loopback addresses, where the tests serve them. The process is
+// stopped with the control plane, or earlier with Stop or Kill.
 func (cp *ControlPlane) StartController(ctx context.Context, args ...string) (*Process, error) {
 	path, err := cp.ControllerBinary()
 	if err != nil {
 		return nil, err
 	}
-	full := append([]string{
-		"--kubeconfig=" + cp.KubeconfigPath,
-		"--metrics-bind-address=0",
-		"--health-probe-bind-address=0",
-		"-v=2",
-	}, args...)
+	full := append(cp.controllerArgs(), args...)
 	p, err := cp.startBinary(BinController, path, nil, full...)
 	if err != nil {
 		return nil, err
@@ -73,5 +69,15 @@ func (cp *ControlPlane) StartController(ctx context.Context, args ...string) (*P
 // ControllerArgs returns the args StartController uses before the caller's,
 // for documentation and for the demo's banner.
 func (cp *ControlPlane) ControllerArgs() string {
-	return strings.Join([]string{"--kubeconfig=" + cp.KubeconfigPath, "--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2"}, " ")
+	return strings.Join(cp.controllerArgs(), " ")
+}
+
+func (cp *ControlPlane) controllerArgs() []string {
+	return []string{
+		"--kubeconfig=" + cp.KubeconfigPath,
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+		"--load-index-allow-loopback",
+		"-v=2",
+	}
 }

@@ -79,8 +79,8 @@ func filler(seed int64) *randfill.Filler {
 		func(tm *metav1.Time, c randfill.Continue) {
 			*tm = metav1.Unix(c.Int63n(1<<31), 0).Rfc3339Copy()
 		},
-		func(d *metav1.Duration, c randfill.Continue) {
-			d.Duration = time.Duration(c.Int63n(3600)) * time.Second
+		func(d *gputaskv1.Duration, c randfill.Continue) {
+			*d = gputaskv1.Duration{Duration: time.Duration(c.Int63n(3600)) * time.Second}
 		},
 		func(m *metav1.ObjectMeta, c randfill.Continue) {
 			m.Name = "x"

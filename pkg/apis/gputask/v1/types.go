@@ -26,6 +26,12 @@ const (
 	// AnnotationDeletionCost on a GPUTask ranks it for scale-in: lower goes first.
 	// It mirrors controller.kubernetes.io/pod-deletion-cost.
 	AnnotationDeletionCost = "gputask.io/deletion-cost"
+	// AnnotationLoadIndexAccess on a Secret lets GPUTaskSets in the Secret's
+	// namespace use it for a load-index source: a comma-separated list of set
+	// names, or "*" for every set. The controller refuses a Secret without it,
+	// so that a set can never send a Secret its author chose but its owner
+	// did not.
+	AnnotationLoadIndexAccess = "gputask.io/load-index-access"
 	// AnnotationBusy on a GPUTask or its Pod ("true") says that the worker is
 	// in the middle of work. Scale-in prefers idle tasks and drains busy ones.
 	// The worker sets and clears it, as applications set
@@ -76,7 +82,9 @@ const (
 // GPUTask condition types.
 const (
 	// ConditionSpecValid is False with reason InvalidSpec when the spec cannot be
-	// turned into a pod; the message names the field.
+	// turned into a pod; the message names the field. A GPUTaskSet has it,
+	// False, only while its spec fails the CRD's rules (an object stored
+	// before them); the set is then not autoscaled.
 	ConditionSpecValid = "SpecValid"
 	// ConditionPodOwned is False with reason PodConflict when a pod with the
 	// task's name exists that the task does not control.
@@ -279,6 +287,7 @@ type GPUTaskSetSpec struct {
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// Template is the GPUTask that each task of the set is made from. A change
@@ -287,9 +296,10 @@ type GPUTaskSetSpec struct {
 	Template GPUTaskTemplateSpec `json:"template"`
 
 	// MinTaskAge protects new tasks: a Running task younger than this is never
-	// removed by scale-in. Default 0 (no protection).
+	// removed by scale-in. Default 0 (no protection), at most 24h.
 	// +optional
-	MinTaskAge *metav1.Duration `json:"minTaskAge,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('24h')",message="minTaskAge must be between 0s and 24h"
+	MinTaskAge *Duration `json:"minTaskAge,omitempty"`
 
 	// ScaleIn says how tasks leave the set when it shrinks.
 	// +optional
@@ -305,9 +315,11 @@ type ScaleInSpec struct {
 	// DrainTimeout is how long a busy task (gputask.io/busy: "true" on the
 	// task or its pod) chosen for removal is kept, marked
 	// gputask.io/draining: "true", before it is deleted anyway. It is deleted
-	// as soon as it is no longer busy. Default 10m; 0 deletes busy tasks at once.
+	// as soon as it is no longer busy. Default 10m, at most 24h; 0 deletes
+	// busy tasks at once.
 	// +optional
-	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('24h')",message="drainTimeout must be between 0s and 24h"
+	DrainTimeout *Duration `json:"drainTimeout,omitempty"`
 }
 
 // GPUTaskTemplateSpec is the GPUTask that each task of a set is made from.
@@ -343,27 +355,34 @@ const (
 
 // AutoscalingSpec sets a set's replicas from one or more load indexes.
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="minReplicas must not exceed maxReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.type) || self.policy.type != 'Proportional' || self.metrics.all(m, has(m.target))",message="every metric needs a target with the Proportional policy"
 type AutoscalingSpec struct {
 	// MinReplicas is the floor. Default 1.
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
 	MinReplicas *int32 `json:"minReplicas,omitempty"`
 	// MaxReplicas is the ceiling.
 	// +required
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
 	MaxReplicas int32 `json:"maxReplicas"`
-	// Interval is how often the load index is read. Default 30s. The
-	// autoscaler also changes replicas at most once per interval, whatever
-	// else happens in between (spec edits, annotation changes, retries).
+	// Interval is how often the load index is read: from 1s to 1h. Default
+	// 30s. The autoscaler also changes replicas at most once per interval,
+	// whatever else happens in between (spec edits, annotation changes,
+	// retries, a new leader).
 	// +optional
-	Interval *metav1.Duration `json:"interval,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="interval must be between 1s and 1h"
+	Interval *Duration `json:"interval,omitempty"`
 	// StartupTimeout is how long a task that is not yet Ready counts as
-	// starting. While tasks are starting, Step adds no more and Proportional
-	// scales up from the Ready tasks only. A task not Ready by then stops
-	// holding scale-up back, and a Warning event names it. Default 10m.
+	// starting: more than 0s, at most 24h. While tasks are starting, Step
+	// adds no more and Proportional scales up from the serving tasks only. A
+	// task not Ready by then stops holding scale-up back, and a Warning event
+	// names it. Default 10m.
 	// +optional
-	StartupTimeout *metav1.Duration `json:"startupTimeout,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="startupTimeout must be more than 0s and at most 24h"
+	StartupTimeout *Duration `json:"startupTimeout,omitempty"`
 
 	// Metrics are the load indexes to read. With several, the largest desired
 	// count wins, and while any of them fails the others never scale down.
@@ -380,9 +399,10 @@ type AutoscalingSpec struct {
 
 	// ScaleDownStabilizationWindow: a scale-in goes no lower than the highest
 	// count recommended within this window, so a short dip does not remove
-	// tasks. Default 5m, as in the HPA.
+	// tasks. Default 5m, as in the HPA; from 0s (off) to 1h.
 	// +optional
-	ScaleDownStabilizationWindow *metav1.Duration `json:"scaleDownStabilizationWindow,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('1h')",message="scaleDownStabilizationWindow must be between 0s and 1h"
+	ScaleDownStabilizationWindow *Duration `json:"scaleDownStabilizationWindow,omitempty"`
 	// ScaleUpLimit caps how many tasks may be added within a period.
 	// +optional
 	ScaleUpLimit *ScaleUpLimit `json:"scaleUpLimit,omitempty"`
@@ -391,6 +411,7 @@ type AutoscalingSpec struct {
 	// applies. Default 3.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
 	FailureThreshold *int32 `json:"failureThreshold,omitempty"`
 	// Fallback is the count to run once the load index has failed
 	// failureThreshold times in a row. Without it the count is held.
@@ -417,14 +438,17 @@ type ScalingPolicy struct {
 	// StepUp is how many tasks Step adds above a metric's upThreshold. Default 3.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
 	StepUp *int32 `json:"stepUp,omitempty"`
 	// StepDown is how many tasks Step removes below a metric's downThreshold. Default 1.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
 	StepDown *int32 `json:"stepDown,omitempty"`
 	// Tolerance is how far value/target may stray from 1 before Proportional
-	// acts. Default 0.1, as in the HPA.
+	// acts, from 0 to 1. Default 0.1, as in the HPA.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0')) && !quantity(string(self)).isGreaterThan(quantity('1'))",message="tolerance must be between 0 and 1"
 	Tolerance *resource.Quantity `json:"tolerance,omitempty"`
 }
 
@@ -432,21 +456,25 @@ type ScalingPolicy struct {
 type ScaleUpLimit struct {
 	// Tasks is the most tasks added within Period.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
 	Tasks int32 `json:"tasks"`
-	// Period is the window the limit applies to. Default 1m.
+	// Period is the window the limit applies to: more than 0s, at most 1h. Default 1m.
 	// +optional
-	Period *metav1.Duration `json:"period,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1h')",message="period must be more than 0s and at most 1h"
+	Period *Duration `json:"period,omitempty"`
 }
 
 // Fallback is the count to run while the load index cannot be read.
 type Fallback struct {
 	// Replicas is the count to run, still within minReplicas and maxReplicas.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
 	Replicas int32 `json:"replicas"`
 }
 
 // MetricSpec is one load index: where to read it, and what values mean.
 // +kubebuilder:validation:XValidation:rule="has(self.http) != has(self.prometheus)",message="exactly one of http or prometheus must be set"
+// +kubebuilder:validation:XValidation:rule="(has(self.upThreshold) ? quantity(string(self.upThreshold)) : quantity('800m')).isGreaterThan(has(self.downThreshold) ? quantity(string(self.downThreshold)) : quantity('500m'))",message="upThreshold must be greater than downThreshold (defaults 0.8 and 0.5)"
 type MetricSpec struct {
 	// Name identifies the metric in status and events.
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
@@ -459,14 +487,19 @@ type MetricSpec struct {
 	// +optional
 	Prometheus *PrometheusSource `json:"prometheus,omitempty"`
 
-	// UpThreshold: above it, Step adds tasks. Default 0.8.
+	// UpThreshold: above it, Step adds tasks. Default 0.8. It must be
+	// greater than downThreshold.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0'))",message="upThreshold must not be negative"
 	UpThreshold *resource.Quantity `json:"upThreshold,omitempty"`
 	// DownThreshold: below it, Step removes tasks. Default 0.5.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0'))",message="downThreshold must not be negative"
 	DownThreshold *resource.Quantity `json:"downThreshold,omitempty"`
-	// Target is the value per task that Proportional aims for. Required by Proportional.
+	// Target is the value per task that Proportional aims for, above 0.
+	// Required by Proportional.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="target must be greater than 0"
 	Target *resource.Quantity `json:"target,omitempty"`
 }
 
@@ -475,17 +508,23 @@ type HTTPSource struct {
 	// URL of the endpoint, http or https.
 	// +kubebuilder:validation:Pattern=`^https?://`
 	URL string `json:"url"`
-	// ValueLocation is the dot path to the number in the JSON answer. Default
-	// "data.load_balance", for {"data":{"load_balance":0.83}}.
+	// ValueLocation is the path to the number in the JSON answer, in gjson
+	// syntax as KEDA's metrics-api scaler reads it. Default
+	// "data.load_balance", for {"data":{"load_balance":0.83}}. "items.0.v"
+	// reads index 0 of an array, "data.gpu\.util" the key "gpu.util" (a
+	// backslash escapes a dot), "items.#" an array's length, and
+	// "items.#(name==\"a\").v" the first element named "a".
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	ValueLocation string `json:"valueLocation,omitempty"`
 	// Method is GET (the default) or POST.
 	// +optional
 	// +kubebuilder:validation:Enum=GET;POST
 	Method string `json:"method,omitempty"`
-	// Timeout of one read. Default 5s.
+	// Timeout of one read: more than 0s, at most 5m. Default 5s.
 	// +optional
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('5m')",message="timeout must be more than 0s and at most 5m"
+	Timeout *Duration `json:"timeout,omitempty"`
 	// Headers are sent with each request.
 	// +optional
 	// +listType=map
@@ -517,9 +556,10 @@ type PrometheusSource struct {
 	// Query is a PromQL instant query returning one sample.
 	// +kubebuilder:validation:MinLength=1
 	Query string `json:"query"`
-	// Timeout of one query. Default 5s.
+	// Timeout of one query: more than 0s, at most 5m. Default 5s.
 	// +optional
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('5m')",message="timeout must be more than 0s and at most 5m"
+	Timeout *Duration `json:"timeout,omitempty"`
 	// Auth holds the bearer token and TLS settings.
 	// +optional
 	Auth *SourceAuth `json:"auth,omitempty"`
@@ -607,8 +647,8 @@ type GPUTaskSetStatus struct {
 	// +listType=atomic
 	Recommendations []Recommendation `json:"recommendations,omitempty"`
 
-	// Conditions are AbleToScale, ScalingActive, ScalingLimited, Fallback and
-	// ReplicaFailure.
+	// Conditions are AbleToScale, ScalingActive, ScalingLimited, Fallback,
+	// ReplicaFailure, and SpecValid while the spec is invalid.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -1,0 +1,130 @@
+package v1
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Bounds of the duration and number fields, the same as the CRD's rules.
+const (
+	MinInterval                = time.Second
+	MaxInterval                = time.Hour
+	MaxMinTaskAge              = 24 * time.Hour
+	MaxStabilizationWindow     = time.Hour
+	MaxScaleUpPeriod           = time.Hour
+	MaxSourceTimeout           = 5 * time.Minute
+	MaxStartupTimeout          = 24 * time.Hour
+	MaxDrainTimeout            = 24 * time.Hour
+	defaultUpThresholdMilli    = 800
+	defaultDownThresholdMilli  = 500
+	maxToleranceMilli          = 1000
+	durationMessage            = "must be a duration such as 30s, 5m or 1h30m"
+	proportionalTargetRequired = "required by the Proportional policy"
+)
+
+// ValidateTaskSetSpec checks what the CRD's schema and rules check, for an
+// object that was stored before they existed or while they were relaxed.
+// The controllers report its errors as the set's InvalidSpec condition
+// rather than quietly clamping or defaulting the values.
+func ValidateTaskSetSpec(spec *GPUTaskSetSpec) field.ErrorList {
+	path := field.NewPath("spec")
+	errs := validateDuration(spec.MinTaskAge, path.Child("minTaskAge"), 0, true, MaxMinTaskAge)
+	if spec.ScaleIn != nil {
+		errs = append(errs, validateDuration(spec.ScaleIn.DrainTimeout, path.Child("scaleIn", "drainTimeout"), 0, true, MaxDrainTimeout)...)
+	}
+	if spec.Autoscaling != nil {
+		errs = append(errs, validateAutoscaling(spec.Autoscaling, path.Child("autoscaling"))...)
+	}
+	return errs
+}
+
+func validateAutoscaling(as *AutoscalingSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if as.MaxReplicas < 1 {
+		errs = append(errs, field.Invalid(path.Child("maxReplicas"), as.MaxReplicas, "must be at least 1"))
+	}
+	if as.MinReplicas != nil && *as.MinReplicas > as.MaxReplicas {
+		errs = append(errs, field.Invalid(path.Child("minReplicas"), *as.MinReplicas, "must not exceed maxReplicas"))
+	}
+	errs = append(errs, validateDuration(as.Interval, path.Child("interval"), MinInterval, true, MaxInterval)...)
+	errs = append(errs, validateDuration(as.ScaleDownStabilizationWindow, path.Child("scaleDownStabilizationWindow"), 0, true, MaxStabilizationWindow)...)
+	errs = append(errs, validateDuration(as.StartupTimeout, path.Child("startupTimeout"), 0, false, MaxStartupTimeout)...)
+	if as.ScaleUpLimit != nil {
+		errs = append(errs, validateDuration(as.ScaleUpLimit.Period, path.Child("scaleUpLimit", "period"), 0, false, MaxScaleUpPeriod)...)
+	}
+	if tol := as.Policy.Tolerance; tol != nil && (tol.Sign() < 0 || tol.MilliValue() > maxToleranceMilli) {
+		errs = append(errs, field.Invalid(path.Child("policy", "tolerance"), tol.String(), "must be between 0 and 1"))
+	}
+	proportional := as.Policy.Type == ProportionalPolicy
+	if len(as.Metrics) == 0 {
+		errs = append(errs, field.Required(path.Child("metrics"), "at least one metric is needed"))
+	}
+	for i := range as.Metrics {
+		errs = append(errs, validateMetric(&as.Metrics[i], path.Child("metrics").Index(i), proportional)...)
+	}
+	return errs
+}
+
+func validateMetric(m *MetricSpec, path *field.Path, proportional bool) field.ErrorList {
+	var errs field.ErrorList
+	for _, q := range []struct {
+		name string
+		q    *resource.Quantity
+	}{{"upThreshold", m.UpThreshold}, {"downThreshold", m.DownThreshold}} {
+		if q.q != nil && q.q.Sign() < 0 {
+			errs = append(errs, field.Invalid(path.Child(q.name), q.q.String(), "must not be negative"))
+		}
+	}
+	up := resource.NewMilliQuantity(defaultUpThresholdMilli, resource.DecimalSI)
+	if m.UpThreshold != nil {
+		up = m.UpThreshold
+	}
+	down := resource.NewMilliQuantity(defaultDownThresholdMilli, resource.DecimalSI)
+	if m.DownThreshold != nil {
+		down = m.DownThreshold
+	}
+	if up.Cmp(*down) <= 0 {
+		errs = append(errs, field.Invalid(path.Child("upThreshold"), up.String(),
+			fmt.Sprintf("must be greater than downThreshold (%s)", down.String())))
+	}
+	switch {
+	case m.Target != nil && m.Target.Sign() <= 0:
+		errs = append(errs, field.Invalid(path.Child("target"), m.Target.String(), "must be greater than 0"))
+	case m.Target == nil && proportional:
+		errs = append(errs, field.Required(path.Child("target"), proportionalTargetRequired))
+	}
+	switch {
+	case m.HTTP != nil:
+		errs = append(errs, validateDuration(m.HTTP.Timeout, path.Child("http", "timeout"), 0, false, MaxSourceTimeout)...)
+	case m.Prometheus != nil:
+		errs = append(errs, validateDuration(m.Prometheus.Timeout, path.Child("prometheus", "timeout"), 0, false, MaxSourceTimeout)...)
+	}
+	return errs
+}
+
+// validateDuration checks that d parsed and lies within [lo, hi], or (lo, hi]
+// when loInclusive is false. A nil d is valid: the default applies.
+func validateDuration(d *Duration, path *field.Path, lo time.Duration, loInclusive bool, hi time.Duration) field.ErrorList {
+	if d == nil {
+		return nil
+	}
+	if !d.Valid() {
+		// Show "abc" rather than the JSON text "\"abc\"".
+		var shown any = d.Unparsed
+		_ = json.Unmarshal([]byte(d.Unparsed), &shown)
+		return field.ErrorList{field.Invalid(path, shown, durationMessage)}
+	}
+	tooLow := d.Duration < lo || (!loInclusive && d.Duration == lo)
+	if tooLow || d.Duration > hi {
+		lower := "at least " + lo.String()
+		if !loInclusive {
+			lower = "more than " + lo.String()
+		}
+		return field.ErrorList{field.Invalid(path, d.Duration.String(), fmt.Sprintf("must be %s and at most %s", lower, hi))}
+	}
+	return nil
+}
