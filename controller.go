@@ -77,6 +77,8 @@ type Options struct {
 	GPULabelKey string
 	// DefaultImage runs a task that names no image (busybox:1.36).
 	DefaultImage string
+	// GPUTaintToleration gives each pod a toleration for the GPU taint.
+	GPUTaintToleration bool
 	// RescheduleInterval turns rescheduling on when > 0, and is the pod age
 	// after which a Periodic task is placed again. 0 turns rescheduling off;
 	// a restart asked for with gputask.io/restartedAt is always honoured.
@@ -200,9 +202,10 @@ func NewController(
 		clock:       opts.Clock,
 		opts:        opts,
 		podOpts: podspec.Options{
-			GPUResourceName: opts.GPUResourceName,
-			GPULabelKey:     opts.GPULabelKey,
-			DefaultImage:    opts.DefaultImage,
+			GPUResourceName:    opts.GPUResourceName,
+			GPULabelKey:        opts.GPULabelKey,
+			DefaultImage:       opts.DefaultImage,
+			GPUTaintToleration: opts.GPUTaintToleration,
 		},
 		rescheduling:      reschedule.Options{Interval: opts.RescheduleInterval, PendingTimeout: opts.PendingTimeout, NodeNotReadyTimeout: opts.NodeNotReadyTimeout},
 		expectations:      expectations.New(opts.Clock, expectations.DefaultTTL),

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -175,24 +177,48 @@ func (f *fixture) expectEvents(want ...string) {
 	controllertest.ExpectEvents(f.t, controllertest.Events(f.recorder), want...)
 }
 
-func newTask(name string) *gputaskv1.GPUTask {
-	return &gputaskv1.GPUTask{
-		TypeMeta: metav1.TypeMeta{APIVersion: gputaskv1.SchemeGroupVersion.String(), Kind: "GPUTask"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: metav1.NamespaceDefault, UID: types.UID("uid-" + name), Generation: 1,
-			Labels: map[string]string{"app": "render"},
-		},
-		Spec: gputaskv1.GPUTaskSpec{
-			GPU:       "NVIDIA-A100-SXM4-80GB",
-			GPUAmount: ptr.To(intstr.FromString("2")),
-			CPU:       ptr.To(intstr.FromInt32(4)),
-			Memory:    ptr.To(intstr.FromString("16Gi")),
-			Priority:  "gpu-high",
-			Command:   []string{"render"},
-			Args:      []string{"--frames=100"},
-			Env:       []corev1.EnvVar{{Name: "MODE", Value: "fast"}},
-		},
+// renderSpec is the spec of the task most tests use. expectedPod spells out
+// the pod it must produce.
+var renderSpec = gputaskv1.GPUTaskSpec{
+	GPU:       "NVIDIA-A100-SXM4-80GB",
+	GPUAmount: ptr.To(intstr.FromString("2")),
+	CPU:       ptr.To(intstr.FromInt32(4)),
+	Memory:    ptr.To(intstr.FromString("16Gi")),
+	Priority:  "gpu-high",
+	Command:   []string{"render"},
+	Args:      []string{"--frames=100"},
+	Env:       []corev1.EnvVar{{Name: "MODE", Value: "fast"}},
+}
+
+// newTask is a task labelled app=render with renderSpec, changed by opts.
+func newTask(name string, opts ...controllertest.TaskOption) *gputaskv1.GPUTask {
+	base := []controllertest.TaskOption{controllertest.Labels(map[string]string{"app": "render"}), controllertest.TaskSpec(renderSpec)}
+	return controllertest.Task(name, append(base, opts...)...)
+}
+
+// addTaskWithPod preloads task with its pod in podPhase on node, and a
+// Ready node unless the cache has that node already. The task's status is
+// the one the controller writes for that pod, so nothing is left to write.
+// It returns the task and the pod as the caches hold them.
+func (f *fixture) addTaskWithPod(task *gputaskv1.GPUTask, podPhase corev1.PodPhase, node string) (*gputaskv1.GPUTask, *corev1.Pod) {
+	pod := podWith(task, podPhase, node)
+	phase := map[corev1.PodPhase]gputaskv1.GPUTaskPhase{
+		corev1.PodRunning: gputaskv1.GPUTaskRunning, corev1.PodFailed: gputaskv1.GPUTaskFailed, corev1.PodSucceeded: gputaskv1.GPUTaskSucceeded,
+	}[podPhase]
+	task = withStatus(task, phase, node)
+	f.addTask(task)
+	f.addPod(pod)
+	if node != "" && !slices.ContainsFunc(f.nodeLister, func(n *corev1.Node) bool { return n.Name == node }) {
+		f.addNode(controllertest.Node(node))
 	}
+	return task, pod
+}
+
+// expectPodCreated expects the sync to create task's pod and to report the
+// task Pending on no node.
+func (f *fixture) expectPodCreated(task *gputaskv1.GPUTask) {
+	f.expectCreatePod(expectedPod(task))
+	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
 }
 
 // expectedPod is the pod newTask(name) must produce, written out by hand so
@@ -268,9 +294,47 @@ func withStatus(task *gputaskv1.GPUTask, phase gputaskv1.GPUTaskPhase, node stri
 			cond(gputaskv1.ConditionPodOwned, metav1.ConditionTrue, "PodControlled", ""),
 			scheduled,
 			ready,
+			cond(gputaskv1.ConditionPodUpToDate, metav1.ConditionTrue, "PodMatchesSpec", ""),
 		},
 	}
 	return t
+}
+
+// replaced is task after its pod was replaced: one more reschedule, at
+// testNow, and the new pod Pending. Conditions that did not flip keep their
+// transition time.
+func replaced(task *gputaskv1.GPUTask) *gputaskv1.GPUTask {
+	want := task.DeepCopy()
+	want.Status.Reschedules++
+	want.Status.LastRescheduleTime = ptr.To(metav1.NewTime(testNow))
+	want = withStatus(want, gputaskv1.GPUTaskPending, "")
+	for i := range want.Status.Conditions {
+		if old := meta.FindStatusCondition(task.Status.Conditions, want.Status.Conditions[i].Type); old != nil && old.Status == want.Status.Conditions[i].Status {
+			want.Status.Conditions[i].LastTransitionTime = old.LastTransitionTime
+		}
+	}
+	return want
+}
+
+// conflicted is task with the status the controller writes when a pod it
+// does not control holds the task's pod name.
+func conflicted(task *gputaskv1.GPUTask, msg string) *gputaskv1.GPUTask {
+	want := task.DeepCopy()
+	want.Status = gputaskv1.GPUTaskStatus{
+		Phase: gputaskv1.GPUTaskPending, ObservedGeneration: 1,
+		Conditions: []metav1.Condition{
+			cond(gputaskv1.ConditionSpecValid, metav1.ConditionTrue, "Valid", ""),
+			cond(gputaskv1.ConditionPodOwned, metav1.ConditionFalse, "PodConflict", msg),
+			cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "PodConflict", msg),
+			cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodConflict", msg),
+		},
+	}
+	return want
+}
+
+// findCond is meta.FindStatusCondition under the name older tests use.
+func findCond(conds []metav1.Condition, t string) *metav1.Condition {
+	return meta.FindStatusCondition(conds, t)
 }
 
 func key(task *gputaskv1.GPUTask) cache.ObjectName { return cache.MetaObjectToName(task) }
@@ -281,8 +345,7 @@ func TestCreatesPod(t *testing.T) {
 	task := newTask("render")
 	f.addTask(task)
 
-	f.expectCreatePod(expectedPod(task))
-	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
+	f.expectPodCreated(task)
 	f.run(ctx, key(task))
 	f.expectEvents("Normal Created Created pod render")
 }
@@ -311,10 +374,7 @@ func TestCreatesPodWithDefaults(t *testing.T) {
 func TestNoWritesWhenInSync(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	task := withStatus(newTask("render"), gputaskv1.GPUTaskRunning, "gpu-1")
-	f.addTask(task)
-	f.addPod(podWith(task, corev1.PodRunning, "gpu-1"))
-	f.addNode(controllertest.Node("gpu-1"))
+	task, _ := f.addTaskWithPod(newTask("render"), corev1.PodRunning, "gpu-1")
 
 	f.run(ctx, key(task))
 	f.expectEvents()
@@ -392,16 +452,7 @@ func TestLeavesForeignPodAlone(t *testing.T) {
 			f.addPod(foreign)
 
 			msg := "pod default/render exists and is not controlled by this GPUTask"
-			want := task.DeepCopy()
-			want.Status = gputaskv1.GPUTaskStatus{
-				Phase: gputaskv1.GPUTaskPending, ObservedGeneration: 1,
-				Conditions: []metav1.Condition{
-					cond(gputaskv1.ConditionSpecValid, metav1.ConditionTrue, "Valid", ""),
-					cond(gputaskv1.ConditionPodOwned, metav1.ConditionFalse, "PodConflict", msg),
-					cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "PodConflict", msg),
-					cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodConflict", msg),
-				},
-			}
+			want := conflicted(task, msg)
 			f.expectUpdateStatus(want)
 			f.run(ctx, key(task))
 			f.expectEvents("Warning PodConflict " + msg)
@@ -424,18 +475,7 @@ func TestCreateConflictWithUnlabelledPod(t *testing.T) {
 
 	f.expectCreatePod(expectedPod(task))
 	f.kubeactions = append(f.kubeactions, core.NewGetAction(podsResource, task.Namespace, "render"))
-	msg := "pod default/render exists and is not controlled by this GPUTask"
-	want := task.DeepCopy()
-	want.Status = gputaskv1.GPUTaskStatus{
-		Phase: gputaskv1.GPUTaskPending, ObservedGeneration: 1,
-		Conditions: []metav1.Condition{
-			cond(gputaskv1.ConditionSpecValid, metav1.ConditionTrue, "Valid", ""),
-			cond(gputaskv1.ConditionPodOwned, metav1.ConditionFalse, "PodConflict", msg),
-			cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "PodConflict", msg),
-			cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodConflict", msg),
-		},
-	}
-	f.expectUpdateStatus(want)
+	f.expectUpdateStatus(conflicted(task, "pod default/render exists and is not controlled by this GPUTask"))
 	f.run(ctx, key(task))
 	f.expectEvents("Warning PodConflict")
 	if !f.c.expectations.Satisfied(key(task).String()) {
@@ -560,8 +600,7 @@ func TestNoDuplicateCreateWhileExpectationPending(t *testing.T) {
 	task := newTask("render")
 	f.addTask(task)
 
-	f.expectCreatePod(expectedPod(task))
-	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
+	f.expectPodCreated(task)
 	f.run(ctx, key(task))
 
 	// The task's status update arrives, the pod's add event does not yet: a
@@ -588,8 +627,7 @@ func TestExpectationExpires(t *testing.T) {
 
 	// Expired expectations no longer block.
 	c.expectations.Delete(key(task).String())
-	f.expectCreatePod(expectedPod(task))
-	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
+	f.expectPodCreated(task)
 	f.run(ctx, key(task))
 }
 
@@ -616,9 +654,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			return podWith(task, corev1.PodRunning, "gpu-1")
 		}, reschedule.ReasonNodeLost},
 		{"node not ready", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			n := controllertest.Node("gpu-1")
-			n.Status.Conditions[0].Status = corev1.ConditionUnknown
-			f.addNode(n)
+			f.addNode(controllertest.NotReadyNode("gpu-1"))
 			return podWith(task, corev1.PodRunning, "gpu-1")
 		}, reschedule.ReasonNodeNotReady},
 		{"unschedulable too long", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
@@ -669,17 +705,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			// 3: the pod is gone: create the new one and count it.
 			f.removePod(terminating)
 			f.expectCreatePod(expectedPod(task))
-			want := task.DeepCopy()
-			want.Status.Reschedules = 3
-			want.Status.LastRescheduleTime = ptr.To(metav1.NewTime(testNow))
-			want = withStatus(want, gputaskv1.GPUTaskPending, "")
-			for i := range want.Status.Conditions {
-				// Conditions that did not flip keep their old transition time.
-				if old := findCond(task.Status.Conditions, want.Status.Conditions[i].Type); old != nil && old.Status == want.Status.Conditions[i].Status {
-					want.Status.Conditions[i].LastTransitionTime = old.LastTransitionTime
-				}
-			}
-			f.expectUpdateStatus(want)
+			f.expectUpdateStatus(replaced(task)) // reschedules 2 → 3
 			f.run(ctx, key(task))
 			f.expectEvents("Normal Created Created pod render", "Normal Rescheduled Rescheduled ("+tc.wantReason+")")
 			if n := len(c.replacements); n != 0 {
@@ -689,24 +715,10 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 	}
 }
 
-func findCond(conds []metav1.Condition, t string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == t {
-			return &conds[i]
-		}
-	}
-	return nil
-}
-
 func TestRescheduleCacheLagsBehindDelete(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	task := newTask("render")
-	old := podWith(task, corev1.PodFailed, "gpu-1")
-	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
-	f.addTask(task)
-	f.addPod(old)
-	f.addNode(controllertest.Node("gpu-1"))
+	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
 
 	f.expectDeletePod(old)
 	f.run(ctx, key(task))
@@ -719,14 +731,8 @@ func TestMaxConcurrentReschedules(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	f.opts.MaxConcurrentReschedules = 1
-	a, b := newTask("a"), newTask("b")
-	podA, podB := podWith(a, corev1.PodFailed, "gpu-1"), podWith(b, corev1.PodFailed, "gpu-1")
-	a, b = withStatus(a, gputaskv1.GPUTaskFailed, "gpu-1"), withStatus(b, gputaskv1.GPUTaskFailed, "gpu-1")
-	f.addTask(a)
-	f.addTask(b)
-	f.addPod(podA)
-	f.addPod(podB)
-	f.addNode(controllertest.Node("gpu-1"))
+	a, podA := f.addTaskWithPod(newTask("a"), corev1.PodFailed, "gpu-1")
+	b, podB := f.addTaskWithPod(newTask("b"), corev1.PodFailed, "gpu-1")
 
 	f.expectDeletePod(podA)
 	f.run(ctx, key(a))
@@ -736,11 +742,7 @@ func TestMaxConcurrentReschedules(t *testing.T) {
 	// a's new pod is created; b may go.
 	f.removePod(podA)
 	f.expectCreatePod(expectedPod(a))
-	wantA := a.DeepCopy()
-	wantA.Status.Reschedules = 1
-	wantA.Status.LastRescheduleTime = ptr.To(metav1.NewTime(testNow))
-	wantA = withStatus(wantA, gputaskv1.GPUTaskPending, "")
-	f.expectUpdateStatus(wantA)
+	f.expectUpdateStatus(replaced(a))
 	f.run(ctx, key(a))
 
 	f.expectDeletePod(podB)
@@ -752,13 +754,8 @@ func TestRestart(t *testing.T) {
 	f := newFixture(t)
 	f.opts.RescheduleInterval = 0 // a restart does not depend on rescheduling
 	restartAt := testNow.Add(-time.Minute).Format(time.RFC3339)
-	task := newTask("render")
-	task.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: restartAt}
-	old := podWith(task, corev1.PodRunning, "gpu-1") // created an hour ago
-	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
-	f.addTask(task)
-	f.addPod(old)
-	f.addNode(controllertest.Node("gpu-1"))
+	task, old := f.addTaskWithPod(newTask("render", controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt)),
+		corev1.PodRunning, "gpu-1") // the pod was created an hour ago
 
 	f.expectDeletePod(old)
 	f.run(ctx, key(task))
@@ -766,10 +763,7 @@ func TestRestart(t *testing.T) {
 
 	f.removePod(old)
 	f.expectCreatePod(expectedPod(task))
-	want := task.DeepCopy()
-	want.Status.Reschedules = 1
-	want.Status.LastRescheduleTime = ptr.To(metav1.NewTime(testNow))
-	want = withStatus(want, gputaskv1.GPUTaskPending, "")
+	want := replaced(task)
 	f.expectUpdateStatus(want)
 	f.run(ctx, key(task))
 	f.expectEvents("Normal Created", "Normal Restarted")
@@ -787,14 +781,9 @@ func TestRestart(t *testing.T) {
 func TestRestartAcknowledgedWhenPodIsNewer(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	task := newTask("render")
-	task.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: testNow.Add(-time.Hour).Format(time.RFC3339)}
-	pod := podWith(task, corev1.PodRunning, "gpu-1")
+	restartAt := testNow.Add(-time.Hour).Format(time.RFC3339)
+	task, pod := f.addTaskWithPod(newTask("render", controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt)), corev1.PodRunning, "gpu-1")
 	pod.CreationTimestamp = metav1.NewTime(testNow.Add(-time.Minute))
-	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
-	f.addTask(task)
-	f.addPod(pod)
-	f.addNode(controllertest.Node("gpu-1"))
 
 	want := task.DeepCopy()
 	want.Status.LastRescheduleTime = ptr.To(pod.CreationTimestamp)
@@ -805,13 +794,7 @@ func TestRestartAcknowledgedWhenPodIsNewer(t *testing.T) {
 func TestInvalidRestartedAtIsIgnored(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	task := newTask("render")
-	task.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: "last tuesday"}
-	pod := podWith(task, corev1.PodRunning, "gpu-1")
-	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
-	f.addTask(task)
-	f.addPod(pod)
-	f.addNode(controllertest.Node("gpu-1"))
+	task, _ := f.addTaskWithPod(newTask("render", controllertest.Annotation(gputaskv1.AnnotationRestartedAt, "last tuesday")), corev1.PodRunning, "gpu-1")
 
 	f.run(ctx, key(task))
 	f.expectEvents("Warning InvalidRestartedAt")
@@ -967,12 +950,7 @@ func TestRescheduleDeleteConflict(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	f.opts.MaxConcurrentReschedules = 1
-	task := newTask("render")
-	old := podWith(task, corev1.PodFailed, "gpu-1")
-	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
-	f.addTask(task)
-	f.addPod(old)
-	f.addNode(controllertest.Node("gpu-1"))
+	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
 	c := f.newController(ctx)
 	f.kubeclient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(podsResource.GroupResource(), old.Name, errors.New("uid precondition failed"))
@@ -990,12 +968,7 @@ func TestRescheduleDeleteConflict(t *testing.T) {
 func TestRescheduleDeleteError(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	task := newTask("render")
-	old := podWith(task, corev1.PodFailed, "gpu-1")
-	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
-	f.addTask(task)
-	f.addPod(old)
-	f.addNode(controllertest.Node("gpu-1"))
+	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
 	c := f.newController(ctx)
 	f.kubeclient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("try later")
@@ -1030,12 +1003,7 @@ func TestCreateErrorIsRetried(t *testing.T) {
 func TestTaskDeletedMidReplacement(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	task := newTask("render")
-	old := podWith(task, corev1.PodFailed, "gpu-1")
-	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
-	f.addTask(task)
-	f.addPod(old)
-	f.addNode(controllertest.Node("gpu-1"))
+	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
 	c := f.newController(ctx)
 
 	f.expectDeletePod(old)
@@ -1058,12 +1026,7 @@ func TestTaskDeletedMidReplacement(t *testing.T) {
 func TestReplacementCountedOnce(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	task := newTask("render")
-	old := podWith(task, corev1.PodFailed, "gpu-1")
-	task = withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
-	f.addTask(task)
-	f.addPod(old)
-	f.addNode(controllertest.Node("gpu-1"))
+	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
 	c := f.newController(ctx)
 
 	f.expectDeletePod(old)
@@ -1078,15 +1041,7 @@ func TestReplacementCountedOnce(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	want := task.DeepCopy()
-	want.Status.Reschedules = 1
-	want.Status.LastRescheduleTime = ptr.To(metav1.NewTime(testNow))
-	want = withStatus(want, gputaskv1.GPUTaskPending, "")
-	for i := range want.Status.Conditions {
-		if prev := findCond(task.Status.Conditions, want.Status.Conditions[i].Type); prev != nil && prev.Status == want.Status.Conditions[i].Status {
-			want.Status.Conditions[i].LastTransitionTime = prev.LastTransitionTime
-		}
-	}
+	want := replaced(task)
 	f.expectCreatePod(expectedPod(task))
 	f.expectUpdateStatus(want)
 	f.runExpectError(ctx, key(task), true)
@@ -1111,14 +1066,8 @@ func TestReplacementCountedOnce(t *testing.T) {
 func TestForceDeleteOnNotReadyNode(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	task := newTask("render")
-	old := podWith(task, corev1.PodRunning, "gpu-1")
-	task = withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
-	notReady := controllertest.Node("gpu-1")
-	notReady.Status.Conditions[0].Status = corev1.ConditionUnknown
-	f.addTask(task)
-	f.addPod(old)
-	f.addNode(notReady)
+	f.addNode(controllertest.NotReadyNode("gpu-1"))
+	task, old := f.addTaskWithPod(newTask("render"), corev1.PodRunning, "gpu-1")
 	f.newController(ctx)
 
 	f.expectDeletePod(old)
@@ -1154,4 +1103,94 @@ func TestOrphanedTaskKeepsPod(t *testing.T) {
 	c.handleTaskUpdate(task, orphaning)
 	c.handleTaskDelete(task)
 	f.run(ctx, key(task)) // no delete
+}
+
+// TestSpecEditMarksPodOutOfDate: an edit of a running task's spec is shown
+// in PodUpToDate, naming the first field that differs, and the pod is left
+// alone; once the status says so, further syncs write nothing.
+func TestSpecEditMarksPodOutOfDate(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := withStatus(newTask("render"), gputaskv1.GPUTaskRunning, "gpu-1")
+	pod := podWith(task, corev1.PodRunning, "gpu-1")
+	task.Generation = 2
+	task.Spec.Image = "render:2"
+	f.addTask(task)
+	f.addPod(pod)
+	f.addNode(controllertest.Node("gpu-1"))
+
+	want := withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
+	want.Status.ObservedGeneration = 2
+	for i := range want.Status.Conditions {
+		want.Status.Conditions[i].ObservedGeneration = 2
+	}
+	meta.SetStatusCondition(&want.Status.Conditions, metav1.Condition{
+		Type: gputaskv1.ConditionPodUpToDate, Status: metav1.ConditionFalse, Reason: "SpecChanged", ObservedGeneration: 2,
+		Message:            "the running pod differs from the spec at spec.containers[task].image; set the annotation gputask.io/restartedAt to replace it",
+		LastTransitionTime: metav1.NewTime(testNow),
+	})
+	f.expectUpdateStatus(want)
+	f.run(ctx, key(task))
+
+	f.setTask(want)
+	f.run(ctx, key(task))
+	f.expectEvents()
+}
+
+// TestStatusNamesGPUModel: status.gpuModel is the model label of the node the
+// pod runs on.
+func TestStatusNamesGPUModel(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	task.Spec.GPUAlternatives = []string{"NVIDIA-H100-80GB-HBM3"}
+	pod := podWith(task, corev1.PodRunning, "gpu-1")
+	pod.Spec.NodeSelector = nil
+	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "nvidia.com/gpu.product", Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"}}},
+		}}},
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
+			{Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "nvidia.com/gpu.product", Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-A100-SXM4-80GB"}}}}},
+			{Weight: 50, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "nvidia.com/gpu.product", Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-H100-80GB-HBM3"}}}}},
+		},
+	}}
+	task = withStatus(task, gputaskv1.GPUTaskPending, "")
+	node := controllertest.Node("gpu-1")
+	node.Labels = map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+	f.addTask(task)
+	f.addPod(pod)
+	f.addNode(node)
+
+	want := withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
+	want.Status.GPUModel = "NVIDIA-H100-80GB-HBM3"
+	f.expectUpdateStatus(want)
+	f.run(ctx, key(task))
+}
+
+// TestUnschedulableNamesUntoleratedTaints: the scheduler only says that
+// nodes "had untolerated taint(s)"; the task's condition says which.
+func TestUnschedulableNamesUntoleratedTaints(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := withStatus(newTask("render"), gputaskv1.GPUTaskPending, "")
+	f.addTask(task)
+	pod := podWith(task, corev1.PodPending, "")
+	msg := "0/1 nodes are available: 1 node(s) had untolerated taint(s)."
+	pod.Status.Conditions = []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: msg, LastTransitionTime: metav1.NewTime(testNow.Add(-time.Minute)),
+	}}
+	f.addPod(pod)
+	node := controllertest.Node("gpu-1")
+	node.Labels = map[string]string{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+	node.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}
+	node.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	f.addNode(node)
+
+	want := task.DeepCopy()
+	want.Status.Conditions[2] = cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "Unschedulable",
+		msg+" Untolerated taints on the task's GPU nodes: nvidia.com/gpu=present:NoSchedule.")
+	f.expectUpdateStatus(want)
+	f.run(ctx, key(task))
 }

@@ -55,6 +55,7 @@ type config struct {
 	gpuResourceName          string
 	gpuLabelKey              string
 	defaultImage             string
+	gpuTaintToleration       bool
 	rescheduleInterval       time.Duration
 	pendingTimeout           time.Duration
 	nodeNotReadyTimeout      time.Duration
@@ -86,6 +87,7 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.StringVar(&c.gpuResourceName, "gpu-resource-name", string(podspec.DefaultGPUResourceName), "Extended resource a task's pod asks for, as its limit.")
 	fs.StringVar(&c.gpuLabelKey, "gpu-label-key", podspec.DefaultGPULabelKey, "Node label whose value is the GPU model; spec.gpu becomes a node selector on it.")
 	fs.StringVar(&c.defaultImage, "default-image", DefaultImage, "Container image of a task that names none.")
+	fs.BoolVar(&c.gpuTaintToleration, "gpu-taint-toleration", true, "Give a task's pod a toleration for the taint GPU node pools carry (key --gpu-resource-name, effect NoSchedule), as the ExtendedResourceToleration admission plugin does. The template's own tolerations are always kept.")
 	fs.DurationVar(&c.rescheduleInterval, "reschedule-interval", 10*time.Minute, "Turns rescheduling on when > 0 (failed, evicted, lost-node and long-unschedulable pods are placed again), and is the pod age after which a Periodic task's pod is placed again. 0 turns rescheduling off; restarts asked for with gputask.io/restartedAt still happen.")
 	fs.DurationVar(&c.pendingTimeout, "pending-timeout", 5*time.Minute, "How long a pod may stay unschedulable before it is placed again. 0 turns that case off.")
 	fs.DurationVar(&c.nodeNotReadyTimeout, "node-not-ready-timeout", time.Minute, "How long a pod's node may be NotReady before the pod is placed again, so a short kubelet or network blip does not churn GPU work. 0 acts at once.")
@@ -168,6 +170,7 @@ func (c *config) controllerOptions() Options {
 		GPUResourceName:          corev1.ResourceName(c.gpuResourceName),
 		GPULabelKey:              c.gpuLabelKey,
 		DefaultImage:             c.defaultImage,
+		GPUTaintToleration:       c.gpuTaintToleration,
 		RescheduleInterval:       c.rescheduleInterval,
 		PendingTimeout:           c.pendingTimeout,
 		NodeNotReadyTimeout:      c.nodeNotReadyTimeout,

@@ -65,6 +65,28 @@ func TestFlagValidation(t *testing.T) {
 
 func flagSet() *flag.FlagSet { return flag.NewFlagSet("gputask-controller", flag.ContinueOnError) }
 
+// TestGPUTaintTolerationFlag: the GPU taint toleration is on unless the flag
+// turns it off.
+func TestGPUTaintTolerationFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, true},
+		{[]string{"--gpu-taint-toleration=false"}, false},
+		{[]string{"--gpu-taint-toleration"}, true},
+	} {
+		fs := flagSet()
+		cfg := bindFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if got := cfg.controllerOptions().GPUTaintToleration; got != tc.want {
+			t.Errorf("%v: GPUTaintToleration = %v, want %v", tc.args, got, tc.want)
+		}
+	}
+}
+
 func TestHealthEndpoints(t *testing.T) {
 	var ready atomic.Bool
 	srv := httptest.NewServer(healthMux(&ready, nil))

@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/reschedule"
 )
 
@@ -47,6 +50,9 @@ type statusView struct {
 	// conflict, when set, is why the pod of the task's name is not the task's.
 	conflict string
 	specErr  error
+	// stale is the first field where the pod differs from the pod the spec
+	// asks for now; empty when it is up to date.
+	stale string
 	// replaced, when set, is a completed replacement to count.
 	replaced *replacement
 }
@@ -61,6 +67,8 @@ const (
 	condReasonPodUnscheduled = "PodNotScheduled"
 	condReasonPodReady       = "PodReady"
 	condReasonPodNotReady    = "PodNotReady"
+	condReasonPodMatchesSpec = "PodMatchesSpec"
+	condReasonSpecChanged    = "SpecChanged"
 )
 
 // computeStatus returns the task's status for view. It starts from the
@@ -72,10 +80,16 @@ func (c *Controller) computeStatus(task *gputaskv1.GPUTask, view statusView) gpu
 	status := *task.Status.DeepCopy()
 	status.ObservedGeneration = task.Generation
 	status.Phase = taskPhase(view.pod)
-	status.PodName, status.NodeName = "", ""
+	prevNode, prevModel := status.NodeName, status.GPUModel
+	status.PodName, status.NodeName, status.GPUModel = "", "", ""
 	if view.pod != nil {
 		status.PodName = view.pod.Name
 		status.NodeName = view.pod.Spec.NodeName
+		status.GPUModel = c.gpuModelOf(view.pod)
+		if status.GPUModel == "" && status.NodeName == prevNode {
+			// The node left the cache; the pod still runs where it ran.
+			status.GPUModel = prevModel
+		}
 	}
 	if r := view.replaced; r != nil {
 		status.Reschedules = max(status.Reschedules, r.countedFrom+1)
@@ -101,10 +115,12 @@ func (c *Controller) computeStatus(task *gputaskv1.GPUTask, view statusView) gpu
 		set(gputaskv1.ConditionPodOwned, metav1.ConditionFalse, ReasonPodConflict, view.conflict)
 		set(gputaskv1.ConditionScheduled, metav1.ConditionFalse, ReasonPodConflict, view.conflict)
 		set(gputaskv1.ConditionReady, metav1.ConditionFalse, ReasonPodConflict, view.conflict)
+		meta.RemoveStatusCondition(&status.Conditions, gputaskv1.ConditionPodUpToDate)
 	case view.pod == nil:
 		set(gputaskv1.ConditionPodOwned, metav1.ConditionUnknown, condReasonPodNotCreated, "")
 		set(gputaskv1.ConditionScheduled, metav1.ConditionFalse, condReasonPodNotCreated, "")
 		set(gputaskv1.ConditionReady, metav1.ConditionFalse, condReasonPodNotCreated, "")
+		meta.RemoveStatusCondition(&status.Conditions, gputaskv1.ConditionPodUpToDate)
 	default:
 		set(gputaskv1.ConditionPodOwned, metav1.ConditionTrue, condReasonPodControlled, "")
 		s, reason, msg := mirrorPodCondition(view.pod, corev1.PodScheduled, condReasonPodScheduled, condReasonPodUnscheduled)
@@ -112,11 +128,48 @@ func (c *Controller) computeStatus(task *gputaskv1.GPUTask, view statusView) gpu
 			// A pod bound without the scheduler has no PodScheduled condition.
 			s, reason, msg = metav1.ConditionTrue, condReasonPodScheduled, ""
 		}
+		if s == metav1.ConditionFalse && strings.Contains(msg, "untolerated taint") {
+			msg = c.withUntoleratedTaints(task, view.pod, msg)
+		}
 		set(gputaskv1.ConditionScheduled, s, reason, msg)
 		s, reason, msg = mirrorPodCondition(view.pod, corev1.PodReady, condReasonPodReady, condReasonPodNotReady)
 		set(gputaskv1.ConditionReady, s, reason, msg)
+		switch {
+		case view.specErr != nil:
+			set(gputaskv1.ConditionPodUpToDate, metav1.ConditionUnknown, ReasonInvalidSpec, "the spec cannot be turned into a pod")
+		case view.stale != "":
+			set(gputaskv1.ConditionPodUpToDate, metav1.ConditionFalse, condReasonSpecChanged, fmt.Sprintf(
+				"the running pod differs from the spec at %s; set the annotation %s to replace it", view.stale, gputaskv1.AnnotationRestartedAt))
+		default:
+			set(gputaskv1.ConditionPodUpToDate, metav1.ConditionTrue, condReasonPodMatchesSpec, "")
+		}
 	}
 	return status
+}
+
+// withUntoleratedTaints adds to the scheduler's message, which only says
+// that nodes "had untolerated taint(s)", which taints of the task's GPU nodes
+// the pod does not tolerate, such as a GPU taint with --gpu-taint-toleration
+// turned off.
+func (c *Controller) withUntoleratedTaints(task *gputaskv1.GPUTask, pod *corev1.Pod, msg string) string {
+	nodes, err := c.nodesLister.List(labels.Everything())
+	if err != nil {
+		return msg
+	}
+	taints := podspec.UntoleratedTaints(pod, nodes, c.opts.GPULabelKey, podspec.Models(&task.Spec), c.opts.GPUResourceName)
+	if len(taints) == 0 {
+		return msg
+	}
+	return fmt.Sprintf("%s Untolerated taints on the task's GPU nodes: %s.", msg, strings.Join(taints, ", "))
+}
+
+// gpuModelOf is the GPU model label of the pod's node, so that a task with
+// gpuAlternatives shows which model it got.
+func (c *Controller) gpuModelOf(pod *corev1.Pod) string {
+	if node := c.nodeOf(pod); node != nil {
+		return node.Labels[c.opts.GPULabelKey]
+	}
+	return ""
 }
 
 // acknowledgeRestart marks a restart request as done when the pod is already

@@ -92,10 +92,14 @@ func (c *Controller) syncConflict(ctx context.Context, task *gputaskv1.GPUTask, 
 
 // syncOwnedPod mirrors the pod and replaces it when it must be placed again.
 func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, task *gputaskv1.GPUTask, pod *corev1.Pod) error {
-	_, specErr := podspec.Build(task, c.podOpts)
+	desired, specErr := podspec.Build(task, c.podOpts)
 	view := statusView{pod: pod, specErr: specErr}
 	if specErr != nil {
 		c.warnOnTransition(task, gputaskv1.ConditionSpecValid, ReasonInvalidSpec, specErr.Error(), ReasonInvalidSpec)
+	} else {
+		// A spec change is shown, never applied to the running pod: the
+		// pod is replaced only when gputask.io/restartedAt asks for it.
+		view.stale = podspec.FirstDifference(desired, pod)
 	}
 
 	if r := c.replacementFor(key); r != nil {

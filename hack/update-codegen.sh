@@ -42,8 +42,10 @@ kube::codegen::gen_client \
   "${OUTPUT_DIR}/pkg/apis"
 
 # controller-gen reads the types' markers and doc comments, so `kubectl explain`
-# shows the same descriptions as the Go documentation.
-go tool controller-gen crd:crdVersions=v1 \
+# shows the same descriptions as the Go documentation. generateEmbeddedObjectMeta
+# keeps the labels and annotations of the pod template's ephemeral volume claim
+# templates, which would otherwise be pruned.
+go tool controller-gen crd:crdVersions=v1,generateEmbeddedObjectMeta=true \
   paths=./pkg/apis/... \
   output:crd:artifacts:config="${OUTPUT_DIR}/artifacts/crds"
 
@@ -60,3 +62,7 @@ awk '
   { print; prev = $0 }
 ' "${OUTPUT_DIR}/artifacts/crds/gputask.io_gputasksets.yaml" > "${OUTPUT_DIR}/artifacts/crds/gputask.io_gputasksets.yaml.tmp"
 mv "${OUTPUT_DIR}/artifacts/crds/gputask.io_gputasksets.yaml.tmp" "${OUTPUT_DIR}/artifacts/crds/gputask.io_gputasksets.yaml"
+# The pod templates carry the whole PodSpec schema from k8s.io/api. Its
+# descriptions are the Kubernetes API reference and would make each CRD about
+# four times larger, so they are dropped below the templates' spec only.
+go run ./hack/crdtrim "${OUTPUT_DIR}"/artifacts/crds/gputask.io_*.yaml

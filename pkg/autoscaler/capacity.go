@@ -3,6 +3,7 @@ package autoscaler
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,9 +15,10 @@ import (
 )
 
 // capacity is how many of the set's tasks fit: on each schedulable node with
-// the template's GPU model (any GPU node when the template names none), the
-// free GPUs divided by the GPUs per task, plus the set's tasks already bound
-// to a node (their GPUs are already counted as used).
+// one of the template's GPU models (gpu or one of gpuAlternatives; any GPU
+// node when the template names none), the free GPUs divided by the GPUs per
+// task, plus the set's tasks already bound to a node (their GPUs are already
+// counted as used).
 func (c *Controller) capacity(set *gputaskv1.GPUTaskSet) (int32, error) {
 	perTask, err := podspec.GPUAmount(set.Spec.Template.Spec.GPUAmount)
 	if err != nil {
@@ -35,7 +37,7 @@ func (c *Controller) capacity(set *gputaskv1.GPUTaskSet) (int32, error) {
 
 	var fit int64
 	for _, node := range nodes {
-		if !c.nodeMatches(node, set.Spec.Template.Spec.GPU) {
+		if !c.nodeMatches(node, podspec.Models(&set.Spec.Template.Spec)) {
 			continue
 		}
 		allocatable := node.Status.Allocatable[c.opts.GPUResourceName]
@@ -52,13 +54,14 @@ func (c *Controller) capacity(set *gputaskv1.GPUTaskSet) (int32, error) {
 	return int32(min(fit+bound, math.MaxInt32)), nil
 }
 
-// nodeMatches reports whether new tasks of a set asking for model could land
-// on node. Cordoned nodes take no new pods, so they add no capacity.
-func (c *Controller) nodeMatches(node *corev1.Node, model string) bool {
+// nodeMatches reports whether new tasks of a set accepting models (gpu,
+// then gpuAlternatives; none means any) could land on node. Cordoned nodes
+// take no new pods, so they add no capacity.
+func (c *Controller) nodeMatches(node *corev1.Node, models []string) bool {
 	if node.Spec.Unschedulable {
 		return false
 	}
-	if model != "" && node.Labels[c.opts.GPULabelKey] != model {
+	if len(models) > 0 && !slices.Contains(models, node.Labels[c.opts.GPULabelKey]) {
 		return false
 	}
 	allocatable, ok := node.Status.Allocatable[c.opts.GPUResourceName]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -54,6 +55,8 @@ type fixture struct {
 	kubeClient *kubefake.Clientset
 	recorder   *record.FakeRecorder
 	clock      *testingclock.FakeClock
+	inf        informers.SharedInformerFactory
+	kinf       kubeinformers.SharedInformerFactory
 
 	sets  []*gputaskv1.GPUTaskSet
 	tasks []*gputaskv1.GPUTask
@@ -81,28 +84,43 @@ func newFixture(t testing.TB) *fixture {
 	}
 }
 
+// newSet is a set of replicas tasks of one A100 each, autoscaled on the
+// metric "queue", whose status the set controller has written.
 func newSet(name string, replicas int32) *gputaskv1.GPUTaskSet {
-	return &gputaskv1.GPUTaskSet{
-		TypeMeta:   metav1.TypeMeta{APIVersion: gputaskv1.SchemeGroupVersion.String(), Kind: "GPUTaskSet"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault, UID: "uid-" + "set", Generation: 1},
-		Spec: gputaskv1.GPUTaskSetSpec{
-			Replicas: ptr.To(replicas),
-			Template: gputaskv1.GPUTaskTemplateSpec{Spec: gputaskv1.GPUTaskSpec{GPU: "A100", GPUAmount: ptr.To(intstr.FromInt32(1))}},
-			Autoscaling: &gputaskv1.AutoscalingSpec{
-				MinReplicas: ptr.To[int32](1), MaxReplicas: 20,
-				Metrics: []gputaskv1.MetricSpec{{Name: "queue", HTTP: &gputaskv1.HTTPSource{URL: "http://127.0.0.1:1/load"}}},
-			},
-		},
-		Status: gputaskv1.GPUTaskSetStatus{Replicas: replicas, Selector: "gputask.io/taskset=" + name},
-	}
+	return controllertest.Set(name, controllertest.Replicas(replicas),
+		controllertest.Template(gputaskv1.GPUTaskTemplateSpec{Spec: gputaskv1.GPUTaskSpec{GPU: "A100", GPUAmount: ptr.To(intstr.FromInt32(1))}}),
+		controllertest.Autoscaling(gputaskv1.AutoscalingSpec{
+			MinReplicas: ptr.To[int32](1), MaxReplicas: 20,
+			Metrics: []gputaskv1.MetricSpec{{Name: "queue", HTTP: &gputaskv1.HTTPSource{URL: "http://127.0.0.1:1/load"}}},
+		}),
+		controllertest.SetFunc(func(s *gputaskv1.GPUTaskSet) {
+			s.Status = gputaskv1.GPUTaskSetStatus{Replicas: replicas, Selector: "gputask.io/taskset=" + name}
+		}))
+}
+
+// autoscale arranges the usual scene: set in the caches and the API, its
+// scale subresource at spec.replicas, and its "queue" metric reading queue.
+// It builds the controller over them.
+func (f *fixture) autoscale(ctx context.Context, set *gputaskv1.GPUTaskSet, queue fakeSource) *Controller {
+	f.sets = append(f.sets, set)
+	f.scaleReplicas = ptr.Deref(set.Spec.Replicas, 1)
+	f.readings["queue"] = queue
+	c, _ := f.newController(ctx)
+	return c
 }
 
 func (f *fixture) newController(ctx context.Context) (*Controller, informers.SharedInformerFactory) {
-	c, inf, _ := f.newControllerWithFactories(ctx)
-	return c, inf
+	c := f.build(ctx)
+	return c, f.inf
 }
 
 func (f *fixture) newControllerWithFactories(ctx context.Context) (*Controller, informers.SharedInformerFactory, kubeinformers.SharedInformerFactory) {
+	c := f.build(ctx)
+	return c, f.inf, f.kinf
+}
+
+// build builds the controller over the fixture's objects.
+func (f *fixture) build(ctx context.Context) *Controller {
 	f.t.Helper()
 	var objs []runtime.Object
 	for _, s := range f.sets {
@@ -122,21 +140,27 @@ func (f *fixture) newControllerWithFactories(ctx context.Context) (*Controller, 
 	f.kubeClient = kubefake.NewClientset(kubeObjs...)
 	f.addScaleReactors()
 
-	inf := informers.NewSharedInformerFactory(f.client, 0)
-	kinf := kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
+	f.inf = informers.NewSharedInformerFactory(f.client, 0)
+	f.kinf = kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
 	c := NewController(ctx, f.kubeClient, f.client,
-		inf.Gputask().V1().GPUTaskSets(), inf.Gputask().V1().GPUTasks(),
-		kinf.Core().V1().Nodes(), kinf.Core().V1().Pods(),
+		f.inf.Gputask().V1().GPUTaskSets(), f.inf.Gputask().V1().GPUTasks(),
+		f.kinf.Core().V1().Nodes(), f.kinf.Core().V1().Pods(),
 		Options{Clock: f.clock, Recorder: f.recorder, NewSource: f.newSource})
 	if f.noPreload {
-		return c, inf, kinf
+		return c
 	}
 	// Preload the caches, as sample-controller's fixture does.
-	controllertest.Preload(f.t, inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), f.sets...)
-	controllertest.Preload(f.t, inf.Gputask().V1().GPUTasks().Informer().GetIndexer(), f.tasks...)
-	controllertest.Preload(f.t, kinf.Core().V1().Nodes().Informer().GetIndexer(), f.nodes...)
-	controllertest.Preload(f.t, kinf.Core().V1().Pods().Informer().GetIndexer(), f.pods...)
-	return c, inf, kinf
+	controllertest.Preload(f.t, f.inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), f.sets...)
+	controllertest.Preload(f.t, f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer(), f.tasks...)
+	controllertest.Preload(f.t, f.kinf.Core().V1().Nodes().Informer().GetIndexer(), f.nodes...)
+	controllertest.Preload(f.t, f.kinf.Core().V1().Pods().Informer().GetIndexer(), f.pods...)
+	return c
+}
+
+// updateSet replaces the set in the cache, as the informer does when it
+// delivers a write.
+func (f *fixture) updateSet(set *gputaskv1.GPUTaskSet) {
+	controllertest.Update(f.t, f.inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), set)
 }
 
 func (f *fixture) newSource(_ context.Context, spec gputaskv1.MetricSpec, _ string) (loadindex.Source, error) {
@@ -205,7 +229,43 @@ func (f *fixture) lastStatus() *gputaskv1.GPUTaskSet {
 	return nil
 }
 
+// syncOK evaluates the set name once and fails the test on an error.
+func (f *fixture) syncOK(ctx context.Context, c *Controller, name string) time.Duration {
+	f.t.Helper()
+	next, err := f.sync(ctx, c, name)
+	if err != nil {
+		f.t.Fatalf("sync %s: %v", name, err)
+	}
+	return next
+}
+
+// expectWrites checks the writes on the gputask client since it was built
+// or cleared, each as "verb resource/subresource".
+func (f *fixture) expectWrites(want ...string) {
+	f.t.Helper()
+	if got := f.writes(); !slices.Equal(got, want) {
+		f.t.Fatalf("writes = %v, want %v", got, want)
+	}
+}
+
 func (f *fixture) events() []string { return controllertest.Events(f.recorder) }
+
+// assertEvents is controllertest.ExpectEvents, under the name older tests
+// use.
+func assertEvents(t *testing.T, got []string, want ...string) {
+	t.Helper()
+	controllertest.ExpectEvents(t, got, want...)
+}
+
+// equalStrings is slices.Equal under the name older tests use.
+func equalStrings(a, b []string) bool { return slices.Equal(a, b) }
+
+// expectEvents checks the events recorded since the last call, in order,
+// by prefix.
+func (f *fixture) expectEvents(want ...string) {
+	f.t.Helper()
+	controllertest.ExpectEvents(f.t, f.events(), want...)
+}
 
 func assertCondition(t *testing.T, set *gputaskv1.GPUTaskSet, condType string, status metav1.ConditionStatus, reason string) {
 	t.Helper()
@@ -218,41 +278,15 @@ func assertCondition(t *testing.T, set *gputaskv1.GPUTaskSet, condType string, s
 	}
 }
 
-func assertEvents(t *testing.T, got []string, want ...string) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("events = %q, want %d events starting with %q", got, len(want), want)
-	}
-	for i := range want {
-		if !strings.HasPrefix(got[i], want[i]) {
-			t.Errorf("event %d = %q, want prefix %q", i, got[i], want[i])
-		}
-	}
-}
-
-func equalStrings(a, b []string) bool {
-	return strings.Join(a, "|") == strings.Join(b, "|")
-}
-
 func TestScaleUpWritesScaleStatusAndEvent(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
-	f.scaleReplicas = 5
-	f.readings["queue"] = fakeSource{value: 0.91}
-	c, _ := f.newController(ctx)
+	c := f.autoscale(ctx, newSet("web", 5), fakeSource{value: 0.91})
 
-	next, err := f.sync(ctx, c, "web")
-	if err != nil {
-		t.Fatalf("sync: %v", err)
-	}
-	if next != scaling.DefaultInterval {
+	if next := f.syncOK(ctx, c, "web"); next != scaling.DefaultInterval {
 		t.Errorf("next evaluation in %v, want %v", next, scaling.DefaultInterval)
 	}
-	want := []string{"get gputasksets/scale", "update gputasksets/scale", "update gputasksets/status"}
-	if got := f.writes(); !equalStrings(got, want) {
-		t.Fatalf("actions = %v, want %v", got, want)
-	}
+	f.expectWrites("get gputasksets/scale", "update gputasksets/scale", "update gputasksets/status")
 	if f.scaleReplicas != 8 {
 		t.Errorf("scale replicas = %d, want 8", f.scaleReplicas)
 	}
@@ -283,41 +317,30 @@ func TestScaleUpWritesScaleStatusAndEvent(t *testing.T) {
 	if meta.FindStatusCondition(set.Status.Conditions, gputaskv1.ConditionFallback) != nil {
 		t.Error("Fallback condition set without a fallback")
 	}
-	assertEvents(t, f.events(), "Normal ScaledUp New size: 8; reason: load 0.91 above up threshold 0.8")
+	f.expectEvents("Normal ScaledUp New size: 8; reason: load 0.91 above up threshold 0.8")
 }
 
 func TestHoldMakesNoScaleWriteAndSteadyStateNoWrites(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
-	f.scaleReplicas = 5
-	f.readings["queue"] = fakeSource{value: 0.6}
-	c, inf := f.newController(ctx)
+	c := f.autoscale(ctx, newSet("web", 5), fakeSource{value: 0.6})
 
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
-	if got, want := f.writes(), []string{"update gputasksets/status"}; !equalStrings(got, want) {
-		t.Fatalf("actions = %v, want %v", got, want)
-	}
+	f.syncOK(ctx, c, "web")
+	f.expectWrites("update gputasksets/status")
 	set := f.lastStatus()
 	if set.Status.LastScaleTime != nil {
 		t.Error("lastScaleTime set on a hold")
 	}
 	assertCondition(t, set, gputaskv1.ConditionAbleToScale, metav1.ConditionTrue, ReasonReadyForNewScale)
-	assertEvents(t, f.events())
+	f.expectEvents()
 
 	// The informer delivers our own write; the next evaluation, with the same
 	// load, must not write anything although the clock moved.
-	controllertest.Update(t, inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), set)
+	f.updateSet(set)
 	f.client.ClearActions()
 	f.clock.Step(30 * time.Second)
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatalf("second sync: %v", err)
-	}
-	if got := f.writes(); len(got) != 0 {
-		t.Errorf("steady state wrote %v, want nothing", got)
-	}
+	f.syncOK(ctx, c, "web")
+	f.expectWrites() // nothing
 	if f.builds != 1 {
 		t.Errorf("sources built %d times, want once", f.builds)
 	}
@@ -325,12 +348,8 @@ func TestHoldMakesNoScaleWriteAndSteadyStateNoWrites(t *testing.T) {
 	// A changed load index is a real change and is written.
 	f.readings["queue"] = fakeSource{value: 0.7}
 	f.clock.Step(30 * time.Second)
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatalf("third sync: %v", err)
-	}
-	if got, want := f.writes(), []string{"update gputasksets/status"}; !equalStrings(got, want) {
-		t.Errorf("actions = %v, want %v", got, want)
-	}
+	f.syncOK(ctx, c, "web")
+	f.expectWrites("update gputasksets/status")
 }
 
 func TestFailureReportsAndNeverScalesDown(t *testing.T) {
@@ -339,18 +358,11 @@ func TestFailureReportsAndNeverScalesDown(t *testing.T) {
 	set := newSet("web", 5)
 	set.Spec.Autoscaling.Metrics = append(set.Spec.Autoscaling.Metrics,
 		gputaskv1.MetricSpec{Name: "util", Prometheus: &gputaskv1.PrometheusSource{ServerAddress: "http://127.0.0.1:1", Query: "up"}})
-	f.sets = []*gputaskv1.GPUTaskSet{set}
-	f.scaleReplicas = 5
-	f.readings["queue"] = fakeSource{err: errors.New("GET http://127.0.0.1:1/load: connection refused")}
 	f.readings["util"] = fakeSource{value: 0.1} // alone, this would scale down
-	c, _ := f.newController(ctx)
+	c := f.autoscale(ctx, set, fakeSource{err: errors.New("GET http://127.0.0.1:1/load: connection refused")})
 
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
-	if got, want := f.writes(), []string{"update gputasksets/status"}; !equalStrings(got, want) {
-		t.Fatalf("actions = %v, want %v (no scale-down)", got, want)
-	}
+	f.syncOK(ctx, c, "web")
+	f.expectWrites("update gputasksets/status")
 	got := f.lastStatus()
 	assertCondition(t, got, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, scaling.ReasonFailedGetLoadIndex)
 	if got.Status.ConsecutiveFailures != 1 {
@@ -362,7 +374,7 @@ func TestFailureReportsAndNeverScalesDown(t *testing.T) {
 	if m := got.Status.Metrics[0]; m.Error == "" || m.Value != "" {
 		t.Errorf("failed metric status = %+v", m)
 	}
-	assertEvents(t, f.events(), `Warning FailedGetLoadIndex metric "queue": GET http://127.0.0.1:1/load: connection refused`)
+	f.expectEvents(`Warning FailedGetLoadIndex metric "queue": GET http://127.0.0.1:1/load: connection refused`)
 }
 
 func TestFallbackAfterThreshold(t *testing.T) {
@@ -371,43 +383,32 @@ func TestFallbackAfterThreshold(t *testing.T) {
 	set := newSet("web", 5)
 	set.Spec.Autoscaling.Fallback = &gputaskv1.Fallback{Replicas: 2}
 	set.Status.ConsecutiveFailures = 2
-	f.sets = []*gputaskv1.GPUTaskSet{set}
-	f.scaleReplicas = 5
-	f.readings["queue"] = fakeSource{err: errors.New("timed out")}
-	c, _ := f.newController(ctx)
+	c := f.autoscale(ctx, set, fakeSource{err: errors.New("timed out")})
 
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
+	f.syncOK(ctx, c, "web")
 	if f.scaleReplicas != 2 {
 		t.Errorf("scale replicas = %d, want fallback 2", f.scaleReplicas)
 	}
 	got := f.lastStatus()
 	assertCondition(t, got, gputaskv1.ConditionFallback, metav1.ConditionTrue, scaling.ReasonFallbackReplicas)
-	assertEvents(t, f.events(), "Warning FailedGetLoadIndex", "Normal ScaledDown New size: 2; reason: load index failed 3 times in a row")
+	f.expectEvents("Warning FailedGetLoadIndex", "Normal ScaledDown New size: 2; reason: load index failed 3 times in a row")
 }
 
 func TestInvalidMetricSpec(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
-	f.scaleReplicas = 5
 	f.sourceErrs["queue"] = errors.New("http.auth.bearerTokenSecretRef: secret default/token not found")
-	c, _ := f.newController(ctx)
+	c := f.autoscale(ctx, newSet("web", 5), fakeSource{})
 
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
+	f.syncOK(ctx, c, "web")
 	got := f.lastStatus()
 	assertCondition(t, got, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, ReasonInvalidMetricSpec)
-	assertEvents(t, f.events(), `Warning InvalidMetricSpec metric "queue": http.auth.bearerTokenSecretRef`)
+	f.expectEvents(`Warning InvalidMetricSpec metric "queue": http.auth.bearerTokenSecretRef`)
 
 	// A failed build is retried: the Secret may exist by now.
 	delete(f.sourceErrs, "queue")
 	f.readings["queue"] = fakeSource{value: 0.6}
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatalf("second sync: %v", err)
-	}
+	f.syncOK(ctx, c, "web")
 	if f.builds != 2 {
 		t.Errorf("sources built %d times, want 2", f.builds)
 	}
@@ -419,22 +420,15 @@ func TestDryRunWritesStatusButNoScale(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("web", 5)
 	set.Spec.Autoscaling.DryRun = true
-	f.sets = []*gputaskv1.GPUTaskSet{set}
-	f.scaleReplicas = 5
-	f.readings["queue"] = fakeSource{value: 0.95}
-	c, _ := f.newController(ctx)
+	c := f.autoscale(ctx, set, fakeSource{value: 0.95})
 
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
-	if got, want := f.writes(), []string{"update gputasksets/status"}; !equalStrings(got, want) {
-		t.Fatalf("actions = %v, want %v", got, want)
-	}
+	f.syncOK(ctx, c, "web")
+	f.expectWrites("update gputasksets/status")
 	got := f.lastStatus()
 	if ptr.Deref(got.Status.DesiredReplicas, 0) != 8 || got.Status.LastScaleTime != nil {
 		t.Errorf("dry run status: desired %v, lastScaleTime %v", got.Status.DesiredReplicas, got.Status.LastScaleTime)
 	}
-	assertEvents(t, f.events(), "Normal DryRunScale Would scale from 5 to 8")
+	f.expectEvents("Normal DryRunScale Would scale from 5 to 8")
 }
 
 func TestPausedAndStoppedMakeNoScaleWrite(t *testing.T) {
@@ -445,17 +439,10 @@ func TestPausedAndStoppedMakeNoScaleWrite(t *testing.T) {
 			f := newFixture(t)
 			set := newSet("web", 5)
 			set.Annotations = map[string]string{annotation: "true"}
-			f.sets = []*gputaskv1.GPUTaskSet{set}
-			f.scaleReplicas = 5
-			f.readings["queue"] = fakeSource{value: 0.95}
-			c, _ := f.newController(ctx)
+			c := f.autoscale(ctx, set, fakeSource{value: 0.95})
 
-			if _, err := f.sync(ctx, c, "web"); err != nil {
-				t.Fatalf("sync: %v", err)
-			}
-			if got, want := f.writes(), []string{"update gputasksets/status"}; !equalStrings(got, want) {
-				t.Fatalf("actions = %v, want %v", got, want)
-			}
+			f.syncOK(ctx, c, "web")
+			f.expectWrites("update gputasksets/status")
 			got := f.lastStatus()
 			assertCondition(t, got, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, reasons[annotation])
 			if !strings.Contains(got.Status.LastDecision.Message, "would scale to 8") {
@@ -489,7 +476,6 @@ func TestCapacityAwareCapsScaleUp(t *testing.T) {
 	set.Spec.Autoscaling.Policy.StepUp = ptr.To[int32](8)
 	impostor := set.DeepCopy()
 	impostor.UID = "someone-else"
-	f.sets = []*gputaskv1.GPUTaskSet{set}
 	f.nodes = []*corev1.Node{
 		gpuNode("a100-1", "A100", 4, false),
 		gpuNode("a100-2", "A100", 4, false),
@@ -508,13 +494,9 @@ func TestCapacityAwareCapsScaleUp(t *testing.T) {
 		task("web-2", set, ""),               // not bound yet
 		task("stranger", impostor, "a100-2"), // same label, other owner
 	}
-	f.scaleReplicas = 2
-	f.readings["queue"] = fakeSource{value: 0.95}
-	c, _ := f.newController(ctx)
+	c := f.autoscale(ctx, set, fakeSource{value: 0.95})
 
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
+	f.syncOK(ctx, c, "web")
 	// a100-1: 4 − 3 used = 1; a100-2: 4 free; plus 2 bound tasks = 7.
 	if f.scaleReplicas != 7 {
 		t.Errorf("scale replicas = %d, want capacity 7", f.scaleReplicas)
@@ -550,13 +532,30 @@ func TestCapacityCountsGPUAmountAndAnyModel(t *testing.T) {
 	}
 }
 
+// TestCapacityCountsEveryAcceptedModel: a template with gpuAlternatives fits
+// on the nodes of each accepted model, and on no other.
+func TestCapacityCountsEveryAcceptedModel(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("web", 1)
+	set.Spec.Template.Spec.GPU = "A100"
+	set.Spec.Template.Spec.GPUAlternatives = []string{"H100"}
+	f.sets = []*gputaskv1.GPUTaskSet{set}
+	f.nodes = []*corev1.Node{gpuNode("a", "A100", 2, false), gpuNode("h", "H100", 3, false), gpuNode("l", "L40S", 8, false)}
+	c, _ := f.newController(ctx)
+	n, err := c.capacity(set)
+	if err != nil {
+		t.Fatalf("capacity: %v", err)
+	}
+	if n != 5 { // 2 A100 + 3 H100, never the L40S
+		t.Errorf("capacity = %d, want 5", n)
+	}
+}
+
 func TestStatusConflictKeepsOtherWritersFields(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
-	f.scaleReplicas = 5
-	f.readings["queue"] = fakeSource{value: 0.6}
-	c, _ := f.newController(ctx)
+	c := f.autoscale(ctx, newSet("web", 5), fakeSource{value: 0.6})
 
 	// Meanwhile the set controller wrote its own fields.
 	fresh := f.sets[0].DeepCopy()
@@ -575,9 +574,7 @@ func TestStatusConflictKeepsOtherWritersFields(t *testing.T) {
 		return false, nil, nil
 	})
 
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
+	f.syncOK(ctx, c, "web")
 	got := f.lastStatus()
 	if got.Status.RunningReplicas != 4 || got.Status.HeldBackReplicas != 1 {
 		t.Errorf("set controller's fields lost: %+v", got.Status)
@@ -589,10 +586,8 @@ func TestStatusConflictKeepsOtherWritersFields(t *testing.T) {
 func TestReplicasChangedDuringEvaluation(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
+	c := f.autoscale(ctx, newSet("web", 5), fakeSource{value: 0.95})
 	f.scaleReplicas = 9 // someone ran kubectl scale after the cache was filled
-	f.readings["queue"] = fakeSource{value: 0.95}
-	c, _ := f.newController(ctx)
 
 	next, err := f.sync(ctx, c, "web")
 	if !errors.Is(err, errReplicasChanged) {
@@ -618,9 +613,7 @@ func TestSetsWithoutAutoscalingAreIgnored(t *testing.T) {
 	if err != nil || next != 0 {
 		t.Fatalf("sync = %v, %v; want no requeue", next, err)
 	}
-	if got := f.writes(); len(got) != 0 {
-		t.Errorf("actions = %v, want none", got)
-	}
+	f.expectWrites()
 	if next, err := f.sync(ctx, c, "gone"); err != nil || next != 0 {
 		t.Errorf("sync of a missing set = %v, %v", next, err)
 	}
@@ -654,41 +647,29 @@ func TestRemovingAutoscalingClearsItsStatus(t *testing.T) {
 func TestSourcesRebuiltOnMetricSpecChange(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
-	f.scaleReplicas = 5
-	f.readings["queue"] = fakeSource{value: 0.6}
-	c, inf := f.newController(ctx)
-	indexer := inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer()
+	c := f.autoscale(ctx, newSet("web", 5), fakeSource{value: 0.6})
 
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.syncOK(ctx, c, "web")
 	// A replicas change bumps the generation but keeps the sources.
 	scaled := f.sets[0].DeepCopy()
 	scaled.Generation, scaled.Spec.Replicas = 2, ptr.To[int32](6)
 	f.scaleReplicas = 6
-	controllertest.Update(t, indexer, scaled)
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.updateSet(scaled)
+	f.syncOK(ctx, c, "web")
 	if f.builds != 1 {
 		t.Errorf("builds after a replicas change = %d, want 1", f.builds)
 	}
 	changed := scaled.DeepCopy()
 	changed.Generation = 3
 	changed.Spec.Autoscaling.Metrics[0].HTTP.URL = "http://127.0.0.1:2/load"
-	controllertest.Update(t, indexer, changed)
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.updateSet(changed)
+	f.syncOK(ctx, c, "web")
 	if f.builds != 2 {
 		t.Errorf("builds after a metric change = %d, want 2", f.builds)
 	}
 	// Sources also expire, to pick up rotated Secrets.
 	f.clock.Step(sourceTTL)
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.syncOK(ctx, c, "web")
 	if f.builds != 3 {
 		t.Errorf("builds after the TTL = %d, want 3", f.builds)
 	}
@@ -697,23 +678,15 @@ func TestSourcesRebuiltOnMetricSpecChange(t *testing.T) {
 func TestStabilizationAcrossEvaluations(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
-	f.scaleReplicas = 5
-	f.readings["queue"] = fakeSource{value: 0.6}
-	c, inf := f.newController(ctx)
-	indexer := inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer()
+	c := f.autoscale(ctx, newSet("web", 5), fakeSource{value: 0.6})
 
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatal(err)
-	}
-	controllertest.Update(t, indexer, f.lastStatus())
+	f.syncOK(ctx, c, "web")
+	f.updateSet(f.lastStatus())
 	// Load drops a minute later: the recommendation of 5 is still in the
 	// window, so nothing is removed.
 	f.readings["queue"] = fakeSource{value: 0.1}
 	f.clock.Step(time.Minute)
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.syncOK(ctx, c, "web")
 	if f.scaleReplicas != 5 {
 		t.Fatalf("scaled down to %d inside the stabilization window", f.scaleReplicas)
 	}
@@ -721,12 +694,10 @@ func TestStabilizationAcrossEvaluations(t *testing.T) {
 	if got.Status.LastDecision.Reason != scaling.ReasonScaleDownStabilized {
 		t.Errorf("reason = %s, want %s", got.Status.LastDecision.Reason, scaling.ReasonScaleDownStabilized)
 	}
-	controllertest.Update(t, indexer, got)
+	f.updateSet(got)
 	// Past the window the scale-down happens.
 	f.clock.Step(5 * time.Minute)
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatal(err)
-	}
+	f.syncOK(ctx, c, "web")
 	if f.scaleReplicas != 4 {
 		t.Errorf("scale replicas = %d after the window, want 4", f.scaleReplicas)
 	}
@@ -767,13 +738,10 @@ func TestRunScalesAndStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f := newFixture(t)
-	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
-	f.scaleReplicas = 5
-	f.readings["queue"] = fakeSource{value: 0.91}
 	f.noPreload = true
-	c, inf, kinf := f.newControllerWithFactories(ctx)
-	inf.Start(ctx.Done())
-	kinf.Start(ctx.Done())
+	c := f.autoscale(ctx, newSet("web", 5), fakeSource{value: 0.91})
+	f.inf.Start(ctx.Done())
+	f.kinf.Start(ctx.Done())
 
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, 2) }()
@@ -790,8 +758,8 @@ func TestRunScalesAndStopsWithContext(t *testing.T) {
 	}
 	cancel()
 	controllertest.ExpectStopped(t, done, "Run()")
-	inf.Shutdown()
-	kinf.Shutdown()
+	f.inf.Shutdown()
+	f.kinf.Shutdown()
 }
 
 // BenchmarkCapacity measures the capacity sum over a large cluster: 1,000
@@ -905,13 +873,8 @@ func TestPodGPUs(t *testing.T) {
 func TestDeleteForgetsTheSet(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
-	f.scaleReplicas = 5
-	f.readings["queue"] = fakeSource{value: 0.6}
-	c, _ := f.newController(ctx)
-	if _, err := f.sync(ctx, c, "web"); err != nil {
-		t.Fatal(err)
-	}
+	c := f.autoscale(ctx, newSet("web", 5), fakeSource{value: 0.6})
+	f.syncOK(ctx, c, "web")
 	if len(c.sets) != 1 {
 		t.Fatalf("cached sets = %d, want 1", len(c.sets))
 	}

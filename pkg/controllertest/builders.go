@@ -54,3 +54,11 @@ func OwnedTask(set *gputaskv1.GPUTaskSet, name string) *gputaskv1.GPUTask {
 		},
 	}
 }
+
+// NotReadyNode is a node whose Ready condition is Unknown, as when its
+// kubelet stopped posting status.
+func NotReadyNode(name string) *corev1.Node {
+	n := Node(name)
+	n.Status.Conditions[0].Status = corev1.ConditionUnknown
+	return n
+}

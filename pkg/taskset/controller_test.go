@@ -207,45 +207,57 @@ func (f *fixture) events() []string { return controllertest.Events(f.recorder) }
 
 // --- builders ---
 
-func newSet(name string, replicas *int32) *gputaskv1.GPUTaskSet {
-	return &gputaskv1.GPUTaskSet{
-		TypeMeta: metav1.TypeMeta{APIVersion: gputaskv1.SchemeGroupVersion.String(), Kind: "GPUTaskSet"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              name,
-			Namespace:         metav1.NamespaceDefault,
-			UID:               types.UID("uid-" + name),
-			Generation:        3,
-			CreationTimestamp: metav1.NewTime(testNow.Add(-24 * time.Hour)),
-		},
-		Spec: gputaskv1.GPUTaskSetSpec{
-			Replicas: replicas,
-			Template: gputaskv1.GPUTaskTemplateSpec{
-				Metadata: gputaskv1.TaskTemplateMeta{
-					Labels:      map[string]string{"app": "render"},
-					Annotations: map[string]string{"team": "vision"},
-				},
-				Spec: gputaskv1.GPUTaskSpec{
-					GPU:       "NVIDIA-A100-SXM4-80GB",
-					GPUAmount: ptr.To(intstr.FromInt32(2)),
-					Memory:    ptr.To(intstr.FromString("16Gi")),
-					Image:     "registry.example/render:1",
-					Args:      []string{"--serve"},
-				},
-			},
-		},
-	}
+// renderTemplate is the template of the sets these tests build;
+// expectedTask spells out the task it must produce.
+var renderTemplate = gputaskv1.GPUTaskTemplateSpec{
+	Metadata: gputaskv1.TaskTemplateMeta{
+		Labels:      map[string]string{"app": "render"},
+		Annotations: map[string]string{"team": "vision"},
+	},
+	Spec: gputaskv1.GPUTaskSpec{
+		GPU:       "NVIDIA-A100-SXM4-80GB",
+		GPUAmount: ptr.To(intstr.FromInt32(2)),
+		Memory:    ptr.To(intstr.FromString("16Gi")),
+		Image:     "registry.example/render:1",
+		Args:      []string{"--serve"},
+	},
 }
 
-// ownedTask is a task the set controls, created age before testNow, in phase
-// on a node (Running and placed unless changed).
-func ownedTask(set *gputaskv1.GPUTaskSet, name string, age time.Duration) *gputaskv1.GPUTask {
-	t := controllertest.OwnedTask(set, name)
-	t.ResourceVersion = "1"
-	t.CreationTimestamp = metav1.NewTime(testNow.Add(-age))
-	t.Labels["app"] = "render"
-	t.Spec = set.Spec.Template.Spec
-	t.Status = gputaskv1.GPUTaskStatus{Phase: gputaskv1.GPUTaskRunning, PodName: name, NodeName: "gpu-node-1"}
-	return t
+// newSet is a day-old set at generation 3 with renderTemplate, changed by
+// opts.
+func newSet(name string, replicas *int32, opts ...controllertest.SetOption) *gputaskv1.GPUTaskSet {
+	base := []controllertest.SetOption{
+		controllertest.Generation(3), controllertest.CreatedAt(testNow.Add(-24 * time.Hour)), controllertest.Template(renderTemplate),
+		controllertest.SetFunc(func(s *gputaskv1.GPUTaskSet) { s.Spec.Replicas = replicas }),
+	}
+	return controllertest.Set(name, append(base, opts...)...)
+}
+
+// ownedTask is a task the set controls, created age before testNow from the
+// set's template, Running on a node; opts change it.
+func ownedTask(set *gputaskv1.GPUTaskSet, name string, age time.Duration, opts ...controllertest.TaskOption) *gputaskv1.GPUTask {
+	base := []controllertest.TaskOption{
+		controllertest.ControlledBy(set), controllertest.CreatedAt(testNow.Add(-age)),
+		controllertest.Labels(map[string]string{"app": "render"}), controllertest.TaskSpec(set.Spec.Template.Spec),
+		controllertest.TaskStatus(gputaskv1.GPUTaskStatus{Phase: gputaskv1.GPUTaskRunning, PodName: name, NodeName: "gpu-node-1"}),
+		controllertest.TaskFunc(func(t *gputaskv1.GPUTask) { t.ResourceVersion = "1" }),
+	}
+	return controllertest.Task(name, append(base, opts...)...)
+}
+
+// Variants of ownedTask.
+var (
+	// withoutPod is a task whose pod does not exist yet.
+	withoutPod = controllertest.TaskStatus(gputaskv1.GPUTaskStatus{Phase: gputaskv1.GPUTaskPending})
+	// deleting is a task being deleted, held by a finalizer.
+	deleting = controllertest.Deleting(testNow, "example.com/hold")
+)
+
+// expectCreates expects n tasks created from set's template.
+func (f *fixture) expectCreates(set *gputaskv1.GPUTaskSet, n int) {
+	for range n {
+		f.expectCreate(expectedTask(set))
+	}
 }
 
 // expectedTask is the task the controller must create for set, written out
@@ -313,9 +325,7 @@ func TestCreatesTasksFromTemplate(t *testing.T) {
 	set := newSet("render", ptr.To[int32](3))
 	f.addSet(set)
 
-	for range 3 {
-		f.expectCreate(expectedTask(set))
-	}
+	f.expectCreates(set, 3)
 	f.expectStatusUpdate(withStatus(set, 0, 0, 0, 0))
 	c := f.run(ctx, setKey(set))
 
@@ -357,8 +367,7 @@ func TestNoWritesWhenInSync(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](3))
-	pending := ownedTask(set, "render-c", time.Minute)
-	pending.Status = gputaskv1.GPUTaskStatus{Phase: gputaskv1.GPUTaskPending}
+	pending := ownedTask(set, "render-c", time.Minute, withoutPod)
 	inSync := withStatus(set, 3, 2, 1, 0)
 	// Fields the autoscaler owns do not matter to this controller.
 	inSync.Status.LoadIndex = "0.83"
@@ -386,10 +395,8 @@ func TestIgnoresTasksItDoesNotControl(t *testing.T) {
 	notController.OwnerReferences[0].Controller = ptr.To(false)
 	otherLabel := ownedTask(set, "render-other-label", time.Hour)
 	otherLabel.Labels[gputaskv1.LabelTaskSet] = "other"
-	terminating := ownedTask(set, "render-terminating", time.Hour)
-	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
-	terminating.Finalizers = []string{"example.com/hold"}
-	f.addTasks(ownedTask(set, "render-mine", time.Hour), orphan, oldSet, notController, otherLabel, terminating)
+	f.addTasks(ownedTask(set, "render-mine", time.Hour), orphan, oldSet, notController, otherLabel,
+		ownedTask(set, "render-terminating", time.Hour, deleting))
 
 	// One task is controlled and active, so the set is in sync: the others
 	// are neither counted, adopted, deleted again nor restarted.
@@ -400,11 +407,8 @@ func TestTerminatingTaskIsReplacedNotDeletedTwice(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
-	terminating := ownedTask(set, "render-terminating", time.Hour)
-	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
-	terminating.Finalizers = []string{"example.com/hold"}
 	f.addSet(withStatus(set, 0, 0, 0, 0))
-	f.addTasks(terminating)
+	f.addTasks(ownedTask(set, "render-terminating", time.Hour, deleting))
 
 	f.expectCreate(expectedTask(set))
 	f.run(ctx, setKey(set))
@@ -422,9 +426,7 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 		name:     "a task without a pod goes first",
 		replicas: 2,
 		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
-			nopod := ownedTask(set, "render-nopod", 3*time.Hour)
-			nopod.Status = gputaskv1.GPUTaskStatus{Phase: gputaskv1.GPUTaskPending}
-			return []*gputaskv1.GPUTask{ownedTask(set, "render-a", time.Hour), nopod, ownedTask(set, "render-b", 2*time.Hour)}
+			return []*gputaskv1.GPUTask{ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-nopod", 3*time.Hour, withoutPod), ownedTask(set, "render-b", 2*time.Hour)}
 		},
 		want: []string{"render-nopod"}, running: 2, pending: 1,
 	}, {
@@ -451,10 +453,8 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 		name:     "lower deletion cost first",
 		replicas: 1,
 		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
-			cheap := ownedTask(set, "render-cheap", 2*time.Hour)
-			cheap.Annotations = map[string]string{gputaskv1.AnnotationDeletionCost: "-1"}
-			dear := ownedTask(set, "render-dear", time.Minute)
-			dear.Annotations = map[string]string{gputaskv1.AnnotationDeletionCost: "100"}
+			cheap := ownedTask(set, "render-cheap", 2*time.Hour, controllertest.Annotation(gputaskv1.AnnotationDeletionCost, "-1"))
+			dear := ownedTask(set, "render-dear", time.Minute, controllertest.Annotation(gputaskv1.AnnotationDeletionCost, "100"))
 			return []*gputaskv1.GPUTask{dear, cheap, ownedTask(set, "render-zero", time.Minute)}
 		},
 		want: []string{"render-cheap", "render-zero"}, running: 3,
@@ -518,14 +518,12 @@ func TestMinTaskAgeHoldsBackYoungRunningTasks(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
 	set.Spec.MinTaskAge = &gputaskv1.Duration{Duration: 10 * time.Minute}
-	youngPending := ownedTask(set, "render-young-pending", time.Minute)
-	youngPending.Status = gputaskv1.GPUTaskStatus{Phase: gputaskv1.GPUTaskPending}
 	f.addSet(set)
 	f.addTasks(
 		ownedTask(set, "render-old", time.Hour),
 		ownedTask(set, "render-young-1", 2*time.Minute),
 		ownedTask(set, "render-young-2", 4*time.Minute),
-		youngPending,
+		ownedTask(set, "render-young-pending", time.Minute, withoutPod),
 	)
 
 	// 4 tasks, 1 wanted: the pending task and the old running task go; of
@@ -559,8 +557,7 @@ func TestMinTaskAgeHeldBackIsStableWhenNothingChanged(t *testing.T) {
 func TestStoppedDeletesAllAndIgnoresMinTaskAge(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	set := newSet("render", ptr.To[int32](2))
-	set.Annotations = map[string]string{gputaskv1.AnnotationStopped: "true"}
+	set := newSet("render", ptr.To[int32](2), controllertest.Annotation(gputaskv1.AnnotationStopped, "true"))
 	set.Spec.MinTaskAge = &gputaskv1.Duration{Duration: time.Hour}
 	f.addSet(withStatus(set, 2, 2, 0, 0))
 	f.addTasks(ownedTask(set, "render-a", time.Minute), ownedTask(set, "render-b", 2*time.Minute))
@@ -578,8 +575,7 @@ func TestStoppedDeletesAllAndIgnoresMinTaskAge(t *testing.T) {
 func TestStoppedWithNoTasksIsInSync(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	set := newSet("render", ptr.To[int32](2))
-	set.Annotations = map[string]string{gputaskv1.AnnotationStopped: "true"}
+	set := newSet("render", ptr.To[int32](2), controllertest.Annotation(gputaskv1.AnnotationStopped, "true"))
 	f.addSet(withStatus(set, 0, 0, 0, 0))
 	f.run(ctx, setKey(set))
 }
@@ -588,11 +584,9 @@ func TestStartRecreatesToSpecReplicas(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	// The stop annotation was removed; spec.replicas kept the old count.
-	set := newSet("render", ptr.To[int32](2))
-	set.Annotations = map[string]string{gputaskv1.AnnotationStopped: "false"}
+	set := newSet("render", ptr.To[int32](2), controllertest.Annotation(gputaskv1.AnnotationStopped, "false"))
 	f.addSet(withStatus(set, 0, 0, 0, 0))
-	f.expectCreate(expectedTask(set))
-	f.expectCreate(expectedTask(set))
+	f.expectCreates(set, 2)
 	f.run(ctx, setKey(set))
 }
 
@@ -601,8 +595,7 @@ func TestExpectationsPreventDuplicateCreates(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](2))
 	f.addSet(withStatus(set, 0, 0, 0, 0))
-	f.expectCreate(expectedTask(set))
-	f.expectCreate(expectedTask(set))
+	f.expectCreates(set, 2)
 	c := f.run(ctx, setKey(set))
 
 	// The cache has not seen the new tasks yet: a second sync must not
@@ -654,9 +647,7 @@ func TestSlowStartStopsAtFirstFailingBatch(t *testing.T) {
 	}})
 
 	// Batches of 1 and 2 succeed; the batch of 4 fails; the last 3 are never tried.
-	for range 7 {
-		f.expectCreate(expectedTask(set))
-	}
+	f.expectCreates(set, 7)
 	failed := withStatus(set, 0, 0, 0, 0)
 	failed.Status.Conditions = []metav1.Condition{{
 		Type:               gputaskv1.ConditionReplicaFailure,
@@ -801,8 +792,7 @@ func TestRestartAnnotatesOneTaskAtATime(t *testing.T) {
 	}, {
 		name: "waits while a task is mid-restart",
 		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
-			mid := ownedTask(set, "render-b", 2*time.Hour)
-			mid.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: restartAt}
+			mid := ownedTask(set, "render-b", 2*time.Hour, controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt))
 			return []*gputaskv1.GPUTask{ownedTask(set, "render-a", time.Hour), mid, ownedTask(set, "render-c", 30*time.Minute)}
 		},
 	}, {
@@ -821,8 +811,7 @@ func TestRestartAnnotatesOneTaskAtATime(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			f := newFixture(t)
-			set := newSet("render", ptr.To[int32](3))
-			set.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: restartAt}
+			set := newSet("render", ptr.To[int32](3), controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt))
 			f.addSet(withStatus(set, 3, 3, 0, 0))
 			f.addTasks(tc.tasks(set)...)
 			if tc.wantPatch != "" {
@@ -866,8 +855,7 @@ func TestRestartAnnotatesOneTaskAtATime(t *testing.T) {
 func TestRestartWithInvalidTimeWarnsAndWaits(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	set := newSet("render", ptr.To[int32](1))
-	set.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: "now please"}
+	set := newSet("render", ptr.To[int32](1), controllertest.Annotation(gputaskv1.AnnotationRestartedAt, "now please"))
 	f.addSet(withStatus(set, 1, 1, 0, 0))
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
 	f.run(ctx, setKey(set))
@@ -890,9 +878,7 @@ func TestDeletedSetIsForgotten(t *testing.T) {
 func TestSetBeingDeletedIsNotManaged(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	set := newSet("render", ptr.To[int32](3))
-	set.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
-	set.Finalizers = []string{"foregroundDeletion"}
+	set := newSet("render", ptr.To[int32](3), controllertest.Deleting(testNow, "foregroundDeletion"))
 	f.addSet(withStatus(set, 1, 1, 0, 0))
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
 	f.run(ctx, setKey(set))
@@ -1102,8 +1088,7 @@ func TestBurstReplicasCapsOneSync(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](5))
 	f.addSet(withStatus(set, 0, 0, 0, 0))
-	f.expectCreate(expectedTask(set))
-	f.expectCreate(expectedTask(set))
+	f.expectCreates(set, 2)
 	c := f.newController(ctx)
 	c.burst = 2
 	f.sync(ctx, c, setKey(set), false)
@@ -1113,8 +1098,7 @@ func TestFailedRestartPatchIsRetried(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	restartAt := testNow.Add(-time.Minute).Format(time.RFC3339)
-	set := newSet("render", ptr.To[int32](1))
-	set.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: restartAt}
+	set := newSet("render", ptr.To[int32](1), controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt))
 	f.addSet(withStatus(set, 1, 1, 0, 0))
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
 	f.reactors = append(f.reactors, reactor{"patch", "gputasks", func(core.Action) (bool, runtime.Object, error) {

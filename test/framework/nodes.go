@@ -60,7 +60,13 @@ func NewGPUNode(name, gpuModel string, gpus int) *corev1.Node {
 // waits until kwok has made it Ready. The node never keeps the not-ready
 // taint, so the scheduler can place pods on it at once.
 func (cp *ControlPlane) CreateGPUNode(ctx context.Context, name, gpuModel string, gpus int) (*corev1.Node, error) {
-	want := NewGPUNode(name, gpuModel, gpus)
+	return cp.createNode(ctx, NewGPUNode(name, gpuModel, gpus))
+}
+
+// createNode creates want, makes sure its resources and taints are as asked,
+// and, when kwok runs, waits until kwok has made it Ready.
+func (cp *ControlPlane) createNode(ctx context.Context, want *corev1.Node) (*corev1.Node, error) {
+	name := want.Name
 	nodes := cp.Kube.CoreV1().Nodes()
 	if _, err := nodes.Create(ctx, want, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("creating node %s: %w", name, err)
@@ -127,6 +133,33 @@ func (cp *ControlPlane) removeNotReadyTaints(ctx context.Context, name string) e
 	})
 	if err != nil {
 		return fmt.Errorf("removing not-ready taints of node %s: %w", name, err)
+	}
+	return nil
+}
+
+// GPUTaint is the taint GPU node pools carry (GKE adds it; many clusters do by
+// hand): nvidia.com/gpu=present:NoSchedule.
+var GPUTaint = corev1.Taint{Key: string(GPUResourceName), Value: "present", Effect: corev1.TaintEffectNoSchedule}
+
+// TaintGPUNode adds GPUTaint to the node, as a GPU node pool would have it.
+func (cp *ControlPlane) TaintGPUNode(ctx context.Context, name string) error {
+	nodes := cp.Kube.CoreV1().Nodes()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := nodes.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, taint := range node.Spec.Taints {
+			if taint.MatchTaint(&GPUTaint) {
+				return nil
+			}
+		}
+		node.Spec.Taints = append(node.Spec.Taints, GPUTaint)
+		_, err = nodes.Update(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("tainting node %s: %w", name, err)
 	}
 	return nil
 }

@@ -109,6 +109,11 @@ func TestGPUTaskValidation(t *testing.T) {
 		{"reschedule-policy", `"reschedulePolicy":"Sometimes"`, "reschedulePolicy"},
 		{"gpu-label-value", `"gpu":"A100 80GB!"`, "spec.gpu"},
 		{"gpu-label-too-long", fmt.Sprintf(`"gpu":%q`, strings.Repeat("a", 64)), "spec.gpu"},
+		{"gpu-alternatives-without-gpu", `"gpuAlternatives":["H100"]`, "gpuAlternatives needs gpu"},
+		{"gpu-alternatives-repeat-gpu", `"gpu":"A100","gpuAlternatives":["A100"]`, "gpuAlternatives must not repeat gpu"},
+		{"gpu-alternatives-twice", `"gpu":"A100","gpuAlternatives":["H100","H100"]`, "spec.gpuAlternatives"},
+		{"template-container-without-name", `"template":{"spec":{"containers":[{"image":"x"}]}}`, "spec.template.spec.containers[0].name"},
+		{"template-unknown-restart-policy-type", `"template":{"spec":{"restartPolicy":3}}`, "spec.template.spec.restartPolicy"},
 	}
 	for i, tc := range invalid {
 		t.Run("rejects/"+tc.name, func(t *testing.T) {
@@ -131,6 +136,7 @@ func TestGPUTaskValidation(t *testing.T) {
 		{"millicores-and-model", []string{`"cpu":"500m"`, `"gpu":"NVIDIA-A100-SXM4-80GB"`, `"reschedulePolicy":"Periodic"`}},
 		{"max-gpus", []string{`"gpu-amount":1024`}},
 		{"max-gpus-string", []string{`"gpu-amount":"1024"`, `"cpu":"0.5"`, `"memory":"1e9"`}},
+		{"template", []string{`"gpu":"A100"`, `"gpuAlternatives":["H100"]`, `"template":{"metadata":{"labels":{"q":"a"}},"spec":{"restartPolicy":"OnFailure","volumes":[{"name":"shm","emptyDir":{"medium":"Memory"}}]}}`}},
 		{"defaults-only", nil},
 	}
 	for i, tc := range valid {

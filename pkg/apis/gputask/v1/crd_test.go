@@ -168,6 +168,11 @@ func TestCRDSchemaValidation(t *testing.T) {
 		{"memory word", `{"memory":"lots"}`, false},
 		{"reschedule policy", `{"reschedulePolicy":"Sometimes"}`, false},
 		{"gpu model with spaces", `{"gpu":"A 100"}`, false},
+		{"gpu alternatives", `{"gpu":"A100","gpuAlternatives":["H100","L40S"]}`, true},
+		{"gpu alternative with spaces", `{"gpu":"A100","gpuAlternatives":["H 100"]}`, false},
+		{"template", `{"template":{"metadata":{"labels":{"kueue.x-k8s.io/queue-name":"q"}},"spec":{"restartPolicy":"OnFailure","volumes":[{"name":"shm","emptyDir":{"medium":"Memory"}}]}}}`, true},
+		{"template container without name", `{"template":{"spec":{"containers":[{"image":"x"}]}}}`, false},
+		{"template volume of wrong type", `{"template":{"spec":{"volumes":{"name":"shm"}}}}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var spec map[string]any
@@ -249,5 +254,35 @@ func TestStoppedAndAbleColumns(t *testing.T) {
 		if buf.String() != w {
 			t.Errorf("column %s = %q, want %q", c.Name, buf.String(), w)
 		}
+	}
+}
+
+// TestWorkloadExamples checks that every example in
+// artifacts/examples/workloads passes the schema and loses no field to pruning.
+func TestWorkloadExamples(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "..", "..", "artifacts", "examples", "workloads", "*.yaml"))
+	if err != nil || len(files) < 4 {
+		t.Fatalf("want at least 4 workload examples, got %v (%v)", files, err)
+	}
+	crds := map[string]string{"GPUTask": "gputask.io_gputasks.yaml", "GPUTaskSet": "gputask.io_gputasksets.yaml"}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			raw, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var obj map[string]any
+			if err := yaml.Unmarshal(raw, &obj); err != nil {
+				t.Fatal(err)
+			}
+			kind, _ := obj["kind"].(string)
+			_, structural, validator := crdSchema(t, crds[kind])
+			if errs := apivalidation.ValidateCustomResource(nil, obj, validator); len(errs) > 0 {
+				t.Fatalf("invalid: %v", errs.ToAggregate())
+			}
+			if pruned := pruning.PruneWithOptions(obj, structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}); len(pruned) > 0 {
+				t.Fatalf("the CRD schema drops fields: %v", pruned)
+			}
+		})
 	}
 }

@@ -94,6 +94,11 @@ const (
 	ConditionScheduled = "Scheduled"
 	// ConditionReady mirrors the pod's Ready condition.
 	ConditionReady = "Ready"
+	// ConditionPodUpToDate is False with reason SpecChanged when the running pod
+	// no longer matches the pod the spec asks for; the message names the first
+	// field that differs. The pod is replaced only when gputask.io/restartedAt
+	// asks for it.
+	ConditionPodUpToDate = "PodUpToDate"
 )
 
 // +genclient
@@ -124,6 +129,8 @@ type GPUTask struct {
 }
 
 // GPUTaskSpec describes the GPU work and the pod that runs it.
+// +kubebuilder:validation:XValidation:rule="!has(self.gpuAlternatives) || size(self.gpuAlternatives) == 0 || (has(self.gpu) && size(self.gpu) > 0)",message="gpuAlternatives needs gpu: the alternatives are accepted in addition to it"
+// +kubebuilder:validation:XValidation:rule="!has(self.gpuAlternatives) || !has(self.gpu) || !(self.gpu in self.gpuAlternatives)",message="gpuAlternatives must not repeat gpu"
 type GPUTaskSpec struct {
 	// GPU is the GPU model, such as "NVIDIA-A100-SXM4-80GB". The pod only runs on
 	// nodes whose GPU model label (nvidia.com/gpu.product by default) has this
@@ -132,6 +139,16 @@ type GPUTaskSpec struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
 	GPU string `json:"gpu,omitempty"`
+
+	// GPUAlternatives are other GPU models the task accepts, in order of
+	// preference after gpu. With them the pod requires the GPU model label to be
+	// gpu or one of these, and prefers them in the order given.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`
+	GPUAlternatives []string `json:"gpuAlternatives,omitempty"`
 
 	// GPUAmount is how many GPUs the pod asks for, an integer of at least 1,
 	// written as 2 or "2". It becomes the pod's limit on the GPU resource
@@ -187,6 +204,34 @@ type GPUTaskSpec struct {
 	// +optional
 	// +kubebuilder:default=OnFailure
 	ReschedulePolicy ReschedulePolicy `json:"reschedulePolicy,omitempty"`
+
+	// Template is the pod to run, as in a Deployment: labels, annotations and a
+	// full PodSpec. The fields above apply to its main container (the one named
+	// "task", else the only one, else the first); a field set both above and in
+	// the template to different values is an invalid spec. The controller owns
+	// the pod's name, owner reference, gputask.io labels, GPU limit and GPU-model
+	// placement.
+	// +optional
+	Template *PodTemplate `json:"template,omitempty"`
+}
+
+// PodTemplate is the pod a GPUTask runs, before the controller adds what it owns.
+type PodTemplate struct {
+	// Metadata holds the pod's labels and annotations, such as a Kueue queue name.
+	// +optional
+	Metadata PodTemplateMeta `json:"metadata,omitempty"`
+	// Spec is the pod's spec. containers may be left out: the controller then
+	// adds the main container "task".
+	// +optional
+	Spec corev1.PodSpec `json:"spec,omitempty"`
+}
+
+// PodTemplateMeta holds the labels and annotations given to a task's pod.
+type PodTemplateMeta struct {
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // GPUTaskStatus is what the controller last observed of the task's pod.
@@ -200,6 +245,10 @@ type GPUTaskStatus struct {
 	// NodeName is the node the pod is bound to.
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
+	// GPUModel is the GPU model label of that node, so a task with
+	// gpuAlternatives shows which model it got.
+	// +optional
+	GPUModel string `json:"gpuModel,omitempty"`
 	// Reschedules counts how often the controller has replaced the pod.
 	// +optional
 	Reschedules int32 `json:"reschedules,omitempty"`
@@ -209,7 +258,7 @@ type GPUTaskStatus struct {
 	// ObservedGeneration is the spec generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions are SpecValid, PodOwned, Scheduled and Ready.
+	// Conditions are SpecValid, PodOwned, Scheduled, Ready and PodUpToDate.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
