@@ -357,7 +357,8 @@ type namedController struct {
 func newSetControllers(ctx context.Context, cfg *config, cl clients, inf *informerSet, destinations *loadindex.DestinationPolicy) []namedController {
 	sets := inf.gputask.Gputask().V1().GPUTaskSets()
 	tasks := inf.gputask.Gputask().V1().GPUTasks()
-	setController := taskset.NewController(ctx, cl.kube, cl.gputask, sets, tasks, taskset.Options{})
+	setController := taskset.NewController(ctx, cl.kube, cl.gputask, sets, tasks,
+		taskset.Options{PodInformer: inf.taskPods.Core().V1().Pods()})
 	scaler := autoscaler.NewController(ctx, cl.kube, cl.gputask, sets, tasks,
 		inf.cluster.Core().V1().Nodes(), inf.activePods.Core().V1().Pods(),
 		autoscaler.Options{

@@ -129,6 +129,13 @@ type setState struct {
 	// recommendations hold exact times. Status only gets a copy when the
 	// counts change, so that a steady set causes no writes; see status.go.
 	recommendations []gputaskv1.Recommendation
+	// lastStep is the exact time of this process's last scale write; status
+	// keeps it to the second only.
+	lastStep time.Time
+	// retryAfter is when the last decision said a held step may happen.
+	retryAfter time.Duration
+	// warned names the tasks already reported as past their startup timeout.
+	warned map[string]bool
 }
 
 // Events about GPUTaskSets need the GPUTaskSet kind in the scheme the recorder
@@ -251,8 +258,11 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	if next > 0 {
 		// The next evaluation, on the set's cadence whatever the outcome, so
 		// that a long backoff never stretches it. The delaying queue keeps
-		// only the earliest pending time per key, so an extra evaluation
-		// (after a spec change) never doubles the cadence.
+		// only the earliest pending time per key: after an extra evaluation
+		// (a spec edit, an annotation toggle, a retry) the timer set before
+		// it still fires, less than an interval later. That evaluation, and
+		// the rate-limited retry below, may not step again: Decide holds any
+		// change until an interval has passed since the last step.
 		c.workqueue.AddAfter(key, next)
 	}
 	if err == nil {
@@ -297,9 +307,21 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (tim
 		return scaling.DefaultInterval, err
 	}
 	if err := c.evaluate(ctx, set); err != nil {
-		return intervalOf(set.Spec.Autoscaling), fmt.Errorf("evaluating gputaskset %s: %w", key, err)
+		return c.nextEvaluation(key, set), fmt.Errorf("evaluating gputaskset %s: %w", key, err)
 	}
-	return intervalOf(set.Spec.Autoscaling), nil
+	return c.nextEvaluation(key, set), nil
+}
+
+// nextEvaluation is one interval from now, or sooner when the decision held
+// a step only until a full interval has passed since the last one.
+func (c *Controller) nextEvaluation(key cache.ObjectName, set *gputaskv1.GPUTaskSet) time.Duration {
+	next := intervalOf(set.Spec.Autoscaling)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if state := c.sets[key]; state != nil && state.retryAfter > 0 {
+		next = min(next, state.retryAfter)
+	}
+	return next
 }
 
 func intervalOf(spec *gputaskv1.AutoscalingSpec) time.Duration {

@@ -432,6 +432,7 @@ func TestDryRunWritesStatusButNoScale(t *testing.T) {
 }
 
 func TestPausedAndStoppedMakeNoScaleWrite(t *testing.T) {
+	reasons := map[string]string{gputaskv1.AnnotationPaused: ReasonScalingDisabled, gputaskv1.AnnotationStopped: scaling.ReasonStopped}
 	for _, annotation := range []string{gputaskv1.AnnotationPaused, gputaskv1.AnnotationStopped} {
 		t.Run(annotation, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
@@ -443,7 +444,7 @@ func TestPausedAndStoppedMakeNoScaleWrite(t *testing.T) {
 			f.syncOK(ctx, c, "web")
 			f.expectWrites("update gputasksets/status")
 			got := f.lastStatus()
-			assertCondition(t, got, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, ReasonScalingDisabled)
+			assertCondition(t, got, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, reasons[annotation])
 			if !strings.Contains(got.Status.LastDecision.Message, "would scale to 8") {
 				t.Errorf("lastDecision message = %q", got.Status.LastDecision.Message)
 			}
@@ -795,7 +796,7 @@ func TestBuildInputsAppliesDefaultsAndSpec(t *testing.T) {
 	want := scaling.Inputs{Now: t0, Current: 4, Min: scaling.DefaultMinReplicas, Max: 20,
 		Policy:              scaling.Policy{StepUp: scaling.DefaultStepUp, StepDown: scaling.DefaultStepDown, Tolerance: scaling.DefaultTolerance},
 		StabilizationWindow: scaling.DefaultStabilizationWindow, FailureThreshold: scaling.DefaultFailureThreshold,
-		ConsecutiveFailures: 1, HeldBack: 2}
+		ConsecutiveFailures: 1, HeldBack: 2, Interval: scaling.DefaultInterval}
 	if !reflect.DeepEqual(in, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", in, want)
 	}
@@ -816,7 +817,7 @@ func TestBuildInputsAppliesDefaultsAndSpec(t *testing.T) {
 		Policy:       scaling.Policy{Type: gputaskv1.ProportionalPolicy, StepUp: 5, StepDown: 2, Tolerance: 0.2},
 		ScaleUpLimit: &scaling.ScaleUpLimit{Tasks: 4, Period: 2 * time.Minute}, LastScaleTime: t0.Add(-time.Minute),
 		FailureThreshold: 5, Fallback: ptr.To[int32](3), Capacity: ptr.To[int32](9),
-		ConsecutiveFailures: 1, HeldBack: 2, Paused: true, DryRun: true}
+		ConsecutiveFailures: 1, HeldBack: 2, Paused: true, DryRun: true, Interval: scaling.DefaultInterval}
 	if !reflect.DeepEqual(in, want) {
 		t.Errorf("spec:\n got %+v\nwant %+v", in, want)
 	}

@@ -14,10 +14,16 @@
 // Only a change to spec.autoscaling or to the paused/stopped annotations
 // evaluates a set at once; replicas and status changes wait for the next
 // interval, because a load index that has not yet felt a scale-up would
-// only ask for another.
+// only ask for another. Whatever triggers an evaluation (an edit, a retry
+// after an error, the timer of an earlier evaluation, a new leader), the
+// count changes at most once per interval: every evaluation reads the last
+// step (remembered exactly, or status.lastScaleTime after a restart) and
+// scaling.Decide holds a change until a full interval has passed. Tasks
+// that are not Ready yet hold scale-up back until startupTimeout.
 //
 // The status is shared with the set controller. The autoscaler writes only
-// loadIndex, desiredReplicas, capacityReplicas, lastScaleTime, lastDecision,
+// loadIndex, desiredReplicas, capacityReplicas, startingReplicas,
+// lastScaleTime, lastDecision,
 // metrics, consecutiveFailures, recommendations and the AbleToScale,
 // ScalingActive, ScalingLimited and Fallback conditions, re-reading the set
 // on a conflict, and skips the write when only timestamps moved.

@@ -56,15 +56,34 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 		capacity = &n
 	}
 
+	// The last step gates every change of the count, so it is read before
+	// anything is decided; see scaling.NextStep.
+	last := lastStep(set, state.lastStep)
+	st, err := c.startup(set, last, now)
+	if err != nil {
+		return fmt.Errorf("counting starting tasks: %w", err)
+	}
+	c.warnExpired(set, state, st.Expired)
+
 	in := buildInputs(set, now, readings, capacity, state.recommendations)
+	in.LastScaleTime, in.Starting = last, st.Starting
 	d := scaling.Decide(in)
 	state.recommendations = d.Recommendations
-	logger.V(4).Info("Decided", "from", in.Current, "to", d.Desired, "reason", d.Reason, "message", d.Message)
+	state.retryAfter = d.RetryAfter
+	logger.V(4).Info("Decided", "from", in.Current, "to", d.Desired, "reason", d.Reason, "message", d.Message,
+		"starting", st.Starting, "lastStep", last)
 
 	c.recordMetrics(set, in, d)
-	scaled, scaleErr := c.scale(ctx, set, in, d)
+	scaledAt, scaleErr := c.scale(ctx, set, in, d)
+	scaled := !scaledAt.IsZero()
+	if scaled {
+		// Remembered at once, before the status write that persists it may
+		// fail: a retry must not step again.
+		state.lastStep = scaledAt
+	}
 	c.emitEvents(set, in, d, configErrs, scaled, scaleErr)
-	want := desiredStatus(set, in, d, now, configErrs, scaled, scaleErr)
+	want := desiredStatus(set, in, d, now, configErrs, scaledAt, scaleErr)
+	want.StartingReplicas = st.Starting
 	if err := c.updateStatus(ctx, set, want); err != nil {
 		return errors.Join(scaleErr, err)
 	}
@@ -170,6 +189,7 @@ func buildInputs(set *gputaskv1.GPUTaskSet, now time.Time, readings []scaling.Me
 			StepDown:  ptrOr(spec.Policy.StepDown, scaling.DefaultStepDown),
 			Tolerance: quantityOr(spec.Policy.Tolerance, scaling.DefaultTolerance),
 		},
+		Interval:            intervalOf(spec),
 		Metrics:             readings,
 		Recommendations:     recs,
 		StabilizationWindow: scaling.DefaultStabilizationWindow,
@@ -231,9 +251,11 @@ func acts(in scaling.Inputs) bool {
 // scale writes the new count through the scale subresource, as kubectl
 // scale and the HPA do, so the set controller stays the only writer of the
 // rest of the spec.
-func (c *Controller) scale(ctx context.Context, set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision) (bool, error) {
+//
+// It returns when the write succeeded, the zero time when nothing was written.
+func (c *Controller) scale(ctx context.Context, set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision) (time.Time, error) {
 	if !acts(in) || d.Desired == in.Current {
-		return false, nil
+		return time.Time{}, nil
 	}
 	sets := c.gputaskclientset.GputaskV1().GPUTaskSets(set.Namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -251,10 +273,10 @@ func (c *Controller) scale(ctx context.Context, set *gputaskv1.GPUTaskSet, in sc
 		return nil
 	})
 	if err != nil {
-		return false, err
+		return time.Time{}, err
 	}
 	klog.FromContext(ctx).Info("Scaled", "from", in.Current, "to", d.Desired, "reason", d.Reason)
-	return true, nil
+	return c.opts.Clock.Now(), nil
 }
 
 func (c *Controller) emitEvents(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision, configErrs []error, scaled bool, scaleErr error) {

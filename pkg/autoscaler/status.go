@@ -38,9 +38,10 @@ var autoscalerConditions = []string{
 
 // desiredStatus is the set's status with the autoscaler's fields as this
 // evaluation found them, and every other field as it was.
-func desiredStatus(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision, now time.Time, configErrs []error, scaled bool, scaleErr error) *gputaskv1.GPUTaskSetStatus {
+func desiredStatus(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision, now time.Time, configErrs []error, scaledAt time.Time, scaleErr error) *gputaskv1.GPUTaskSetStatus {
 	status := set.Status.DeepCopy()
 	ts := metav1.NewTime(now)
+	scaled := !scaledAt.IsZero()
 
 	if d.Winner >= 0 {
 		status.LoadIndex = scaling.FormatValue(d.Metrics[d.Winner].Value)
@@ -48,7 +49,7 @@ func desiredStatus(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decis
 	status.DesiredReplicas = &d.Desired
 	status.CapacityReplicas = in.Capacity
 	if scaled {
-		status.LastScaleTime = &ts
+		status.LastScaleTime = &metav1.Time{Time: scaledAt}
 	}
 	status.LastDecision = &gputaskv1.ScalingDecision{
 		Time: ts, Inputs: d.Inputs, From: in.Current, To: d.Desired, Reason: d.Reason, Message: d.Message,
@@ -102,13 +103,16 @@ func condition(condType string, ok bool, reason, message string) metav1.Conditio
 func ableToScale(in scaling.Inputs, d scaling.Decision, scaled bool, scaleErr error) metav1.Condition {
 	const t = gputaskv1.ConditionAbleToScale
 	switch {
-	case in.Stopped, in.Paused:
+	case in.Stopped:
+		return condition(t, false, scaling.ReasonStopped, d.Message)
+	case in.Paused:
 		return condition(t, false, ReasonScalingDisabled, d.Message)
 	case scaleErr != nil:
 		return condition(t, false, ReasonFailedUpdateScale, fmt.Sprintf("the autoscaler failed to update the scale subresource: %v", scaleErr))
 	case scaled:
 		return condition(t, true, ReasonSucceededRescale, fmt.Sprintf("the autoscaler set the size to %d", d.Desired))
-	case d.Reason == scaling.ReasonScaleDownStabilized, d.Reason == scaling.ReasonTasksTooYoung:
+	case d.Reason == scaling.ReasonScaleDownStabilized, d.Reason == scaling.ReasonTasksTooYoung,
+		d.Reason == scaling.ReasonWaitingForInterval, d.Reason == scaling.ReasonWaitingForStartingTasks:
 		return condition(t, false, d.Reason, d.Message)
 	case d.Reason == scaling.ReasonScaleUpLimited && d.Desired == in.Current:
 		// Waiting out the scale-up period, as the HPA's BackoffUpscale.
@@ -192,6 +196,7 @@ func applyAutoscalerStatus(dst, src *gputaskv1.GPUTaskSetStatus) {
 	dst.LoadIndex = src.LoadIndex
 	dst.DesiredReplicas = src.DesiredReplicas
 	dst.CapacityReplicas = src.CapacityReplicas
+	dst.StartingReplicas = src.StartingReplicas
 	dst.LastScaleTime = src.LastScaleTime
 	dst.LastDecision = src.LastDecision
 	dst.Metrics = src.Metrics

@@ -22,7 +22,10 @@ func TestAbleToScale(t *testing.T) {
 		reason   string
 	}{
 		{name: "paused", in: scaling.Inputs{Paused: true}, status: metav1.ConditionFalse, reason: ReasonScalingDisabled},
-		{name: "stopped", in: scaling.Inputs{Stopped: true}, status: metav1.ConditionFalse, reason: ReasonScalingDisabled},
+		{name: "stopped", in: scaling.Inputs{Stopped: true}, status: metav1.ConditionFalse, reason: scaling.ReasonStopped},
+		{name: "stopped and paused", in: scaling.Inputs{Stopped: true, Paused: true}, status: metav1.ConditionFalse, reason: scaling.ReasonStopped},
+		{name: "waiting for the interval", in: scaling.Inputs{Current: 4}, d: scaling.Decision{Desired: 4, Reason: scaling.ReasonWaitingForInterval}, status: metav1.ConditionFalse, reason: scaling.ReasonWaitingForInterval},
+		{name: "waiting for starting tasks", in: scaling.Inputs{Current: 4}, d: scaling.Decision{Desired: 4, Reason: scaling.ReasonWaitingForStartingTasks}, status: metav1.ConditionFalse, reason: scaling.ReasonWaitingForStartingTasks},
 		{name: "failed rescale", scaleErr: errors.New("forbidden"), status: metav1.ConditionFalse, reason: ReasonFailedUpdateScale},
 		{name: "rescaled", scaled: true, d: scaling.Decision{Desired: 3}, status: metav1.ConditionTrue, reason: ReasonSucceededRescale},
 		{name: "stabilized", d: scaling.Decision{Reason: scaling.ReasonScaleDownStabilized}, status: metav1.ConditionFalse, reason: scaling.ReasonScaleDownStabilized},

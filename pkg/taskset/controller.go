@@ -23,9 +23,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -81,6 +83,10 @@ type Options struct {
 	// ExpectationsTimeout is how long to wait for the cache to show this
 	// controller's writes. Zero means expectations.DefaultTTL.
 	ExpectationsTimeout time.Duration
+	// PodInformer, when set, lets scale-in see gputask.io/busy on the tasks'
+	// pods and wakes a set when one of its pods turns idle. It should list
+	// the pods labelled gputask.io/task. Nil reads busy from tasks only.
+	PodInformer coreinformers.PodInformer
 }
 
 func (o Options) withDefaults() Options {
@@ -105,6 +111,9 @@ type Controller struct {
 	setsSynced  cache.InformerSynced
 	tasksLister listers.GPUTaskLister
 	tasksSynced cache.InformerSynced
+	// podsLister is nil without Options.PodInformer.
+	podsLister corelisters.PodLister
+	podsSynced cache.InformerSynced
 
 	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// broadcaster is nil when Options.Recorder was given.
@@ -178,6 +187,15 @@ func NewController(
 	})
 	utilruntime.Must(err)
 	c.setsSynced, c.tasksSynced = setsReg.HasSynced, tasksReg.HasSynced
+	c.podsSynced = func() bool { return true }
+	if opts.PodInformer != nil {
+		c.podsLister = opts.PodInformer.Lister()
+		podsReg, err := opts.PodInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(old, cur any) { c.updatePod(logger, old, cur) },
+		})
+		utilruntime.Must(err)
+		c.podsSynced = podsReg.HasSynced
+	}
 	return c
 }
 
@@ -193,7 +211,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	logger := klog.FromContext(ctx)
 
 	logger.Info("Starting GPUTaskSet controller")
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.setsSynced, c.tasksSynced) {
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.setsSynced, c.tasksSynced, c.podsSynced) {
 		if ctx.Err() != nil {
 			// Asked to stop before the caches synced: a normal shutdown.
 			return nil
@@ -272,18 +290,22 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	if err != nil {
 		return err
 	}
-	plan := planReplicas(set, active, c.clock.Now(), c.burst)
+	plan := planReplicas(set, active, c.busy, c.clock.Now(), c.burst)
 
 	var manageErr, restartErr error
 	if canAct {
 		manageErr = c.manageReplicas(ctx, set, plan)
-		restartErr = c.rollRestart(ctx, set, withoutTasks(active, plan.scaleIn.Victims))
+		restartErr = c.rollRestart(ctx, set, servingAfter(active, plan))
 	} else {
 		logger.V(4).Info("Waiting for the cache to show earlier writes before acting")
 	}
-	if plan.scaleIn.HeldBack > 0 {
-		logger.V(2).Info("Scale-in held back by minTaskAge", "heldBack", plan.scaleIn.HeldBack, "retryAfter", plan.scaleIn.RetryAfter)
-		c.workqueue.AddAfter(key, plan.scaleIn.RetryAfter)
+	if plan.HeldBack > 0 {
+		logger.V(2).Info("Scale-in held back by minTaskAge", "heldBack", plan.HeldBack, "retryAfter", plan.RetryAfter)
+	}
+	if plan.RetryAfter > 0 {
+		// Nothing else wakes the set when a young task comes of age or a
+		// drain times out.
+		c.workqueue.AddAfter(key, plan.RetryAfter)
 	}
 
 	metrics.CurrentReplicas.WithLabelValues(set.Namespace, set.Name).Set(float64(len(active)))

@@ -23,6 +23,8 @@ type ownStatus struct {
 	Replicas           int32
 	RunningReplicas    int32
 	PendingReplicas    int32
+	ReadyReplicas      int32
+	DrainingReplicas   int32
 	HeldBackReplicas   int32
 	Selector           string
 	ObservedGeneration int64
@@ -34,15 +36,24 @@ type ownStatus struct {
 // the outcome of this sync. The ReplicaFailure condition is set by a failed
 // create or delete, cleared by a sync that managed replicas without error,
 // and left as it was by a sync that did not act.
-func calculateStatus(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, plan replicaPlan, acted bool, manageErr error, now time.Time) ownStatus {
+func calculateStatus(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, plan ScalePlan, acted bool, manageErr error, now time.Time) ownStatus {
 	s := ownStatus{
 		Replicas:           int32(len(active)),
-		HeldBackReplicas:   plan.scaleIn.HeldBack,
+		HeldBackReplicas:   plan.HeldBack,
 		Selector:           taskSelector(set).String(),
 		ObservedGeneration: set.Generation,
 		ReplicaFailure:     meta.FindStatusCondition(set.Status.Conditions, gputaskv1.ConditionReplicaFailure),
 	}
+	if acted {
+		s.DrainingReplicas = plan.Draining
+	}
 	for _, t := range active {
+		if !acted && IsDraining(t) {
+			s.DrainingReplicas++
+		}
+		if meta.IsStatusConditionTrue(t.Status.Conditions, gputaskv1.ConditionReady) {
+			s.ReadyReplicas++
+		}
 		switch t.Status.Phase {
 		case gputaskv1.GPUTaskRunning:
 			s.RunningReplicas++
@@ -74,6 +85,8 @@ func ownStatusOf(set *gputaskv1.GPUTaskSet) ownStatus {
 		Replicas:           st.Replicas,
 		RunningReplicas:    st.RunningReplicas,
 		PendingReplicas:    st.PendingReplicas,
+		ReadyReplicas:      st.ReadyReplicas,
+		DrainingReplicas:   st.DrainingReplicas,
 		HeldBackReplicas:   st.HeldBackReplicas,
 		Selector:           st.Selector,
 		ObservedGeneration: st.ObservedGeneration,
@@ -87,6 +100,7 @@ func ownStatusOf(set *gputaskv1.GPUTaskSet) ownStatus {
 func (s ownStatus) equal(o ownStatus) bool {
 	if s.Replicas != o.Replicas || s.RunningReplicas != o.RunningReplicas ||
 		s.PendingReplicas != o.PendingReplicas || s.HeldBackReplicas != o.HeldBackReplicas ||
+		s.ReadyReplicas != o.ReadyReplicas || s.DrainingReplicas != o.DrainingReplicas ||
 		s.Selector != o.Selector || s.ObservedGeneration != o.ObservedGeneration {
 		return false
 	}
@@ -103,6 +117,8 @@ func (s ownStatus) applyTo(status *gputaskv1.GPUTaskSetStatus) {
 	status.Replicas = s.Replicas
 	status.RunningReplicas = s.RunningReplicas
 	status.PendingReplicas = s.PendingReplicas
+	status.ReadyReplicas = s.ReadyReplicas
+	status.DrainingReplicas = s.DrainingReplicas
 	status.HeldBackReplicas = s.HeldBackReplicas
 	status.Selector = s.Selector
 	status.ObservedGeneration = s.ObservedGeneration

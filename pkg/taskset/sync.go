@@ -40,35 +40,41 @@ func taskSelector(set *gputaskv1.GPUTaskSet) labels.Selector {
 	return labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: set.Name})
 }
 
-// replicaPlan is what one sync wants to do about the task count.
-type replicaPlan struct {
-	// desired is the task count the set should have.
-	desired int
-	// create is how many tasks to create now.
-	create int
-	// scaleIn is which tasks to delete now, and what minTaskAge held back.
-	scaleIn ScaleIn
+// planReplicas decides, without side effects, how to move from the active
+// tasks to the desired count; see PlanScale. A stopped set protects no young
+// task: the user asked for zero tasks, and protecting young ones would leave
+// a stopped set running. Busy tasks still drain.
+func planReplicas(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, busy BusyFunc, now time.Time, burst int) ScalePlan {
+	minAge := minTaskAge(set)
+	if gputaskv1.IsStopped(set) {
+		minAge = 0
+	}
+	return PlanScale(active, desiredReplicas(set), busy, drainTimeout(set), minAge, now, burst)
 }
 
-// planReplicas decides, without side effects, how to move from the active
-// tasks to the desired count. At most burst tasks are created or deleted; the
-// next sync does the rest.
-func planReplicas(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, now time.Time, burst int) replicaPlan {
-	plan := replicaPlan{desired: desiredReplicas(set)}
-	diff := len(active) - plan.desired
-	switch {
-	case diff < 0:
-		plan.create = min(-diff, burst)
-	case diff > 0:
-		minAge := minTaskAge(set)
-		if gputaskv1.IsStopped(set) {
-			// The user asked for zero tasks: protecting young ones would
-			// leave a stopped set running.
-			minAge = 0
-		}
-		plan.scaleIn = ChooseVictims(active, min(diff, burst), minAge, now)
+// servingAfter is the active tasks that the plan neither deletes nor
+// drains: the ones a restart may roll through.
+func servingAfter(active []*gputaskv1.GPUTask, plan ScalePlan) []*gputaskv1.GPUTask {
+	kept := withoutTasks(withoutTasks(active, plan.Delete), plan.Drain)
+	out := make([]*gputaskv1.GPUTask, 0, len(kept))
+	undrained := make(map[string]bool, len(plan.Undrain))
+	for _, t := range plan.Undrain {
+		undrained[t.Name] = true
 	}
-	return plan
+	for _, t := range kept {
+		if !IsDraining(t) || undrained[t.Name] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// drainTimeout is spec.scaleIn.drainTimeout, DefaultDrainTimeout when unset.
+func drainTimeout(set *gputaskv1.GPUTaskSet) time.Duration {
+	if set.Spec.ScaleIn == nil || set.Spec.ScaleIn.DrainTimeout == nil {
+		return DefaultDrainTimeout
+	}
+	return max(set.Spec.ScaleIn.DrainTimeout.Duration, 0)
 }
 
 // desiredReplicas is spec.replicas (1 when unset, as the API defaults it), or
@@ -120,18 +126,28 @@ type replicaError struct {
 func (e *replicaError) Error() string { return e.err.Error() }
 func (e *replicaError) Unwrap() error { return e.err }
 
-// manageReplicas carries out the plan's creations and deletions.
-func (c *Controller) manageReplicas(ctx context.Context, set *gputaskv1.GPUTaskSet, plan replicaPlan) error {
+// manageReplicas carries out the plan: drains taken back come before any
+// creation, so a scale-up reuses warm workers first.
+func (c *Controller) manageReplicas(ctx context.Context, set *gputaskv1.GPUTaskSet, plan ScalePlan) error {
 	logger := klog.FromContext(ctx)
-	switch {
-	case plan.create > 0:
-		logger.V(2).Info("Too few tasks", "desired", plan.desired, "creating", plan.create)
-		return c.createTasks(ctx, set, plan.create)
-	case len(plan.scaleIn.Victims) > 0:
-		logger.V(2).Info("Too many tasks", "desired", plan.desired, "deleting", len(plan.scaleIn.Victims))
-		return c.deleteTasks(ctx, set, plan.scaleIn.Victims)
+	var errs []error
+	if len(plan.Undrain) > 0 {
+		logger.V(2).Info("Taking drains back", "desired", plan.Desired, "undraining", len(plan.Undrain))
+		errs = append(errs, c.setDraining(ctx, set, plan.Undrain, false))
 	}
-	return nil
+	if len(plan.Drain) > 0 {
+		logger.V(2).Info("Draining busy tasks", "desired", plan.Desired, "draining", len(plan.Drain))
+		errs = append(errs, c.setDraining(ctx, set, plan.Drain, true))
+	}
+	if plan.Create > 0 {
+		logger.V(2).Info("Too few tasks", "desired", plan.Desired, "creating", plan.Create)
+		errs = append(errs, c.createTasks(ctx, set, plan.Create))
+	}
+	if len(plan.Delete) > 0 {
+		logger.V(2).Info("Too many tasks", "desired", plan.Desired, "deleting", len(plan.Delete))
+		errs = append(errs, c.deleteTasks(ctx, set, plan.Delete))
+	}
+	return errors.Join(errs...)
 }
 
 // createTasks creates n tasks in slow-start batches. The creations are

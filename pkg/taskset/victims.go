@@ -24,18 +24,28 @@ type ScaleIn struct {
 	RetryAfter time.Duration
 }
 
+// BusyFunc reports whether a task's worker is busy: gputask.io/busy is
+// "true" on the task or on its pod. The controller builds it with its pod
+// lister; nil looks at the task's annotation only.
+type BusyFunc func(*gputaskv1.GPUTask) bool
+
+// TaskBusy reports whether the task itself carries gputask.io/busy: "true".
+func TaskBusy(t *gputaskv1.GPUTask) bool {
+	return t.Annotations[gputaskv1.AnnotationBusy] == "true"
+}
+
 // ChooseVictims picks up to count tasks to delete from tasks, following
 // RankForScaleIn. A Running task younger than minAge is never picked: it is
 // skipped, and the next task in rank order is taken instead. Tasks that are
 // not Running yet are never protected, because removing them interrupts no
 // work. minAge <= 0 protects nothing. The input slice is not modified.
-func ChooseVictims(tasks []*gputaskv1.GPUTask, count int, minAge time.Duration, now time.Time) ScaleIn {
+func ChooseVictims(tasks []*gputaskv1.GPUTask, count int, minAge time.Duration, now time.Time, busy BusyFunc) ScaleIn {
 	var out ScaleIn
 	if count <= 0 {
 		return out
 	}
 	var earliestOfAge time.Time
-	for _, t := range RankForScaleIn(tasks) {
+	for _, t := range RankForScaleIn(tasks, busy) {
 		if len(out.Victims) == count {
 			break
 		}
@@ -72,24 +82,38 @@ func protectedUntil(t *gputaskv1.GPUTask, minAge time.Duration, now time.Time) (
 //  1. a task without a pod, or whose pod has no node yet, before one on a node;
 //  2. an earlier phase before a later one (Failed and Succeeded tasks do no
 //     work, then Pending, Scheduled, and Running last);
-//  3. a lower gputask.io/deletion-cost before a higher one (missing or invalid
+//  3. an idle task before a busy one (gputask.io/busy: "true" on the task or
+//     its pod, as busy reports): the worker's own word beats every static hint;
+//  4. a lower gputask.io/deletion-cost before a higher one (missing or invalid
 //     counts as 0);
-//  4. a younger task before an older one, so long-running work survives;
-//  5. name, only so that the order is stable.
-func RankForScaleIn(tasks []*gputaskv1.GPUTask) []*gputaskv1.GPUTask {
+//  5. a younger task before an older one, so long-running work survives;
+//  6. name, only so that the order is stable.
+//
+// busy nil looks at the task's annotation only.
+func RankForScaleIn(tasks []*gputaskv1.GPUTask, busy BusyFunc) []*gputaskv1.GPUTask {
+	if busy == nil {
+		busy = TaskBusy
+	}
 	ranked := make([]*gputaskv1.GPUTask, len(tasks))
 	copy(ranked, tasks)
-	sort.SliceStable(ranked, func(i, j int) bool { return victimBefore(ranked[i], ranked[j]) })
+	isBusy := make(map[*gputaskv1.GPUTask]bool, len(ranked))
+	for _, t := range ranked {
+		isBusy[t] = busy(t)
+	}
+	sort.SliceStable(ranked, func(i, j int) bool { return victimBefore(ranked[i], ranked[j], isBusy) })
 	return ranked
 }
 
 // victimBefore reports whether a is a better scale-in victim than b.
-func victimBefore(a, b *gputaskv1.GPUTask) bool {
+func victimBefore(a, b *gputaskv1.GPUTask, busy map[*gputaskv1.GPUTask]bool) bool {
 	if pa, pb := isPlaced(a), isPlaced(b); pa != pb {
 		return !pa
 	}
 	if ra, rb := phaseRank(a.Status.Phase), phaseRank(b.Status.Phase); ra != rb {
 		return ra < rb
+	}
+	if ba, bb := busy[a], busy[b]; ba != bb {
+		return !ba
 	}
 	if ca, cb := DeletionCost(a), DeletionCost(b); ca != cb {
 		return ca < cb

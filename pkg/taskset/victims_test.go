@@ -155,7 +155,7 @@ func TestRankForScaleIn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := buildAll(tc.tasks)
 			before := names(in)
-			got := names(RankForScaleIn(in))
+			got := names(RankForScaleIn(in, nil))
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("RankForScaleIn() = %v, want %v", got, tc.want)
 			}
@@ -234,7 +234,7 @@ func TestChooseVictims(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ChooseVictims(buildAll(tc.tasks), tc.count, tc.minAge, testNow)
+			got := ChooseVictims(buildAll(tc.tasks), tc.count, tc.minAge, testNow, nil)
 			if gotNames := names(got.Victims); !slices.Equal(gotNames, tc.wantVictims) {
 				t.Errorf("victims = %v, want %v", gotNames, tc.wantVictims)
 			}
@@ -288,7 +288,7 @@ func FuzzChooseVictims(f *testing.F) {
 			tasks = append(tasks, r.build())
 		}
 		minAge := time.Duration(minAgeSec) * time.Second
-		got := ChooseVictims(tasks, int(count), minAge, testNow)
+		got := ChooseVictims(tasks, int(count), minAge, testNow, nil)
 		if len(got.Victims) > int(count) || len(got.Victims)+int(got.HeldBack) > int(count) {
 			t.Fatalf("victims %d + heldBack %d exceed count %d", len(got.Victims), got.HeldBack, count)
 		}
@@ -319,6 +319,6 @@ func BenchmarkChooseVictims(b *testing.B) {
 		tasks = append(tasks, task)
 	}
 	for b.Loop() {
-		ChooseVictims(tasks, 100, 5*time.Minute, testNow)
+		ChooseVictims(tasks, 100, 5*time.Minute, testNow, nil)
 	}
 }

@@ -55,7 +55,11 @@ func TestAutoscalerOnRealAPIServer(t *testing.T) {
 				MinReplicas: ptr.To[int32](1), MaxReplicas: 10,
 				Interval:                     &gputaskv1.Duration{Duration: time.Second},
 				ScaleDownStabilizationWindow: &gputaskv1.Duration{},
-				Metrics:                      []gputaskv1.MetricSpec{{Name: "queue", HTTP: &gputaskv1.HTTPSource{URL: backend.URL}}},
+				// No set controller runs here, so no task is ever created
+				// or Ready: a short startup timeout keeps the tasks asked
+				// for from holding scale-up back.
+				StartupTimeout: &gputaskv1.Duration{Duration: time.Second},
+				Metrics:        []gputaskv1.MetricSpec{{Name: "queue", HTTP: &gputaskv1.HTTPSource{URL: backend.URL}}},
 			},
 		},
 	}, metav1.CreateOptions{})

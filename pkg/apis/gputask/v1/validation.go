@@ -17,6 +17,8 @@ const (
 	MaxStabilizationWindow     = time.Hour
 	MaxScaleUpPeriod           = time.Hour
 	MaxSourceTimeout           = 5 * time.Minute
+	MaxStartupTimeout          = 24 * time.Hour
+	MaxDrainTimeout            = 24 * time.Hour
 	defaultUpThresholdMilli    = 800
 	defaultDownThresholdMilli  = 500
 	maxToleranceMilli          = 1000
@@ -31,6 +33,9 @@ const (
 func ValidateTaskSetSpec(spec *GPUTaskSetSpec) field.ErrorList {
 	path := field.NewPath("spec")
 	errs := validateDuration(spec.MinTaskAge, path.Child("minTaskAge"), 0, true, MaxMinTaskAge)
+	if spec.ScaleIn != nil {
+		errs = append(errs, validateDuration(spec.ScaleIn.DrainTimeout, path.Child("scaleIn", "drainTimeout"), 0, true, MaxDrainTimeout)...)
+	}
 	if spec.Autoscaling != nil {
 		errs = append(errs, validateAutoscaling(spec.Autoscaling, path.Child("autoscaling"))...)
 	}
@@ -47,6 +52,7 @@ func validateAutoscaling(as *AutoscalingSpec, path *field.Path) field.ErrorList 
 	}
 	errs = append(errs, validateDuration(as.Interval, path.Child("interval"), MinInterval, true, MaxInterval)...)
 	errs = append(errs, validateDuration(as.ScaleDownStabilizationWindow, path.Child("scaleDownStabilizationWindow"), 0, true, MaxStabilizationWindow)...)
+	errs = append(errs, validateDuration(as.StartupTimeout, path.Child("startupTimeout"), 0, false, MaxStartupTimeout)...)
 	if as.ScaleUpLimit != nil {
 		errs = append(errs, validateDuration(as.ScaleUpLimit.Period, path.Child("scaleUpLimit", "period"), 0, false, MaxScaleUpPeriod)...)
 	}

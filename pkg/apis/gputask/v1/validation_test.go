@@ -91,6 +91,15 @@ func TestValidateTaskSetSpec(t *testing.T) {
 		{name: "interval over 1h", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.Autoscaling.Interval = dur(2 * time.Hour) }, want: []string{"spec.autoscaling.interval"}},
 		{name: "negative minTaskAge", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.MinTaskAge = dur(-time.Second) }, want: []string{"spec.minTaskAge"}},
 		{name: "unparsed minTaskAge", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.MinTaskAge = bad(`30`) }, want: []string{"spec.minTaskAge"}},
+		{name: "zero startupTimeout", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.Autoscaling.StartupTimeout = dur(0) }, want: []string{"spec.autoscaling.startupTimeout"}},
+		{name: "startupTimeout over 24h", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.Autoscaling.StartupTimeout = dur(25 * time.Hour) }, want: []string{"spec.autoscaling.startupTimeout"}},
+		{name: "unparsed drainTimeout", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			s.ScaleIn = &gputaskv1.ScaleInSpec{DrainTimeout: bad(`"soon"`)}
+		}, want: []string{"spec.scaleIn.drainTimeout"}},
+		{name: "negative drainTimeout", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			s.ScaleIn = &gputaskv1.ScaleInSpec{DrainTimeout: dur(-time.Second)}
+		}, want: []string{"spec.scaleIn.drainTimeout"}},
+		{name: "zero drainTimeout is valid", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.ScaleIn = &gputaskv1.ScaleInSpec{DrainTimeout: dur(0)} }},
 		{name: "negative window", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.Autoscaling.ScaleDownStabilizationWindow = dur(-time.Minute) }, want: []string{"spec.autoscaling.scaleDownStabilizationWindow"}},
 		{name: "zero scale-up period", edit: func(s *gputaskv1.GPUTaskSetSpec) {
 			s.Autoscaling.ScaleUpLimit = &gputaskv1.ScaleUpLimit{Tasks: 1, Period: dur(0)}

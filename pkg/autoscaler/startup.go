@@ -1,0 +1,90 @@
+package autoscaler
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/scaling"
+)
+
+// EventTaskStartupTimeout is the Warning recorded once for each task that is
+// not Ready within autoscaling.startupTimeout.
+const EventTaskStartupTimeout = "TaskStartupTimeout"
+
+// startup counts the set's tasks that are on their way. Tasks that finished,
+// are being deleted or are draining are not capacity the set is waiting for.
+func (c *Controller) startup(set *gputaskv1.GPUTaskSet, lastStep, now time.Time) (scaling.Startup, error) {
+	tasks, err := c.tasksLister.GPUTasks(set.Namespace).List(labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: set.Name}))
+	if err != nil {
+		return scaling.Startup{}, fmt.Errorf("listing tasks: %w", err)
+	}
+	starts := make([]scaling.TaskStart, 0, len(tasks))
+	for _, t := range tasks {
+		if !metav1.IsControlledBy(t, set) || t.DeletionTimestamp != nil ||
+			t.Annotations[gputaskv1.AnnotationDraining] == "true" ||
+			t.Status.Phase == gputaskv1.GPUTaskSucceeded || t.Status.Phase == gputaskv1.GPUTaskFailed {
+			continue
+		}
+		starts = append(starts, scaling.TaskStart{
+			Name:    t.Name,
+			Created: t.CreationTimestamp.Time,
+			Ready:   meta.IsStatusConditionTrue(t.Status.Conditions, gputaskv1.ConditionReady),
+		})
+	}
+	current := currentReplicas(set)
+	if gputaskv1.IsStopped(set) {
+		current = 0
+	}
+	// Tasks asked for but not created yet are on their way since the last
+	// step, or since the set was created: its first tasks start too.
+	asked := lastStep
+	if created := set.CreationTimestamp.Time; created.After(asked) {
+		asked = created
+	}
+	return scaling.CountStarting(starts, current, asked, startupTimeoutOf(set.Spec.Autoscaling), now), nil
+}
+
+func startupTimeoutOf(spec *gputaskv1.AutoscalingSpec) time.Duration {
+	if spec.StartupTimeout == nil || spec.StartupTimeout.Duration <= 0 {
+		return scaling.DefaultStartupTimeout
+	}
+	return spec.StartupTimeout.Duration
+}
+
+// warnExpired records one Warning for each task that newly missed its
+// startup timeout, and forgets tasks that are Ready or gone, so that a
+// steady set records nothing.
+func (c *Controller) warnExpired(set *gputaskv1.GPUTaskSet, state *setState, expired []string) {
+	seen := make(map[string]bool, len(expired))
+	for _, name := range expired {
+		seen[name] = true
+		if state.warned[name] {
+			continue
+		}
+		c.recorder.Eventf(set, corev1.EventTypeWarning, EventTaskStartupTimeout,
+			"Task %s is not Ready %v after it was created; it no longer holds scale-up back", name, startupTimeoutOf(set.Spec.Autoscaling))
+	}
+	state.warned = seen
+}
+
+// lastStep is when the set's count last changed by this autoscaler: the
+// exact time this process remembers, or else status.lastScaleTime, which a
+// previous leader wrote. The API keeps that time to the second only, so it
+// is read as the end of its second: a new leader then waits up to a second
+// more, never less, than the interval.
+func lastStep(set *gputaskv1.GPUTaskSet, remembered time.Time) time.Time {
+	if set.Status.LastScaleTime == nil {
+		return remembered
+	}
+	persisted := set.Status.LastScaleTime.Time
+	if !remembered.IsZero() && !remembered.Before(persisted) {
+		return remembered
+	}
+	return persisted.Add(time.Second)
+}
