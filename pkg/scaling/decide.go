@@ -35,6 +35,12 @@ const (
 	ReasonTasksTooYoung           = "TasksTooYoung"
 	ReasonPaused                  = "Paused"
 	ReasonStopped                 = "Stopped"
+	// ReasonWaitingForStartingTasks: a scale-up waits because tasks added
+	// earlier are not Ready yet; they are capacity on its way.
+	ReasonWaitingForStartingTasks = "WaitingForStartingTasks"
+	// ReasonWaitingForInterval: the count changed less than an interval ago,
+	// and it changes at most once per interval.
+	ReasonWaitingForInterval = "WaitingForInterval"
 )
 
 // Policy is the resolved scaling policy, defaults applied.
@@ -83,8 +89,17 @@ type Inputs struct {
 	StabilizationWindow time.Duration
 	// ScaleUpLimit, when set, limits how fast tasks are added.
 	ScaleUpLimit *ScaleUpLimit
-	// LastScaleTime is status.lastScaleTime; zero if never scaled.
+	// LastScaleTime is when the autoscaler last changed the count (kept in
+	// status.lastScaleTime); zero if never scaled.
 	LastScaleTime time.Time
+	// Interval is autoscaling.interval: the count changes at most once per
+	// Interval after LastScaleTime. 0 disables the rule.
+	Interval time.Duration
+
+	// Starting counts the tasks on their way (see CountStarting). While it
+	// is above 0, Step adds no tasks, and Proportional scales up from the
+	// Current - Starting tasks that already serve.
+	Starting int32
 
 	// ConsecutiveFailures is status.consecutiveFailures before this evaluation.
 	ConsecutiveFailures int32
@@ -148,6 +163,9 @@ type Decision struct {
 	AllFailed bool
 	// Recommendations is the new status.recommendations.
 	Recommendations []gputaskv1.Recommendation
+	// RetryAfter, when above 0, is when the rule that held the count
+	// (WaitingForInterval) allows a step again.
+	RetryAfter time.Duration
 }
 
 // Direction is "up", "down" or "hold", for metrics and events.
@@ -195,6 +213,13 @@ func (d Decision) Direction(current int32) string {
 //  11. A Step scale-down clears the recommendations: the window demanded low
 //     load throughout before the first step, and each further low reading
 //     steps again, until a hold or scale-up ask starts a new window.
+//  12. While tasks are starting (Starting > 0), a scale-up waits: Step adds
+//     nothing, and Proportional asks for ceil((Current − Starting) × value /
+//     target), as the HPA ignores unready pods on scale-up, and scales up
+//     only if that is still above Current. A fallback is not held.
+//  13. The count changes at most once per Interval: a change within Interval
+//     of LastScaleTime is held at Current, whatever its cause (a reading,
+//     a spec edit, a bound), and RetryAfter says when it may happen.
 func Decide(in Inputs) Decision {
 	in = normalize(in)
 	d := Decision{Winner: -1}
@@ -213,10 +238,14 @@ func Decide(in Inputs) Decision {
 	if !d.Fallback {
 		s = stabilize(in, &d, s)
 	}
+	if !d.Fallback {
+		s = waitForStartingTasks(in, &d, s)
+	}
 	s = limitScaleUp(in, &d, s)
 	s = capAtCapacity(in, &d, s)
 	s = holdYoungTasks(in, s)
 	s = bound(in, &d, s)
+	s = oneStepPerInterval(in, &d, s)
 
 	d.Desired, d.Reason, d.Message = s.desired, s.reason, s.message
 	applyPauseAndStop(in, &d)
@@ -298,6 +327,8 @@ func normalize(in Inputs) Inputs {
 		in.ScaleUpLimit = &limit
 	}
 	in.HeldBack = max(in.HeldBack, 0)
+	in.Starting = min(max(in.Starting, 0), in.Current)
+	in.Interval = max(in.Interval, 0)
 	return in
 }
 
@@ -450,6 +481,55 @@ func stabilize(in Inputs, d *Decision, s step) step {
 	d.Stabilized = true
 	return s.limited(floor, ReasonScaleDownStabilized,
 		fmt.Sprintf("scale-down held at %d, the highest recommendation within the last %v", floor, in.StabilizationWindow))
+}
+
+// waitForStartingTasks holds a scale-up while tasks added earlier are still
+// starting. GPU workers load a model for minutes; a load index that has not
+// felt them yet would otherwise ask for the same tasks again every interval.
+func waitForStartingTasks(in Inputs, d *Decision, s step) step {
+	if in.Starting == 0 || s.desired <= in.Current {
+		return s
+	}
+	if in.Policy.Type == gputaskv1.ProportionalPolicy {
+		serving := in.Current - in.Starting
+		fromServing := proportionalFromServing(in, d, serving)
+		if fromServing > in.Current {
+			return step{desired: min(fromServing, s.desired), reason: s.reason,
+				message: fmt.Sprintf("%s; computed from the %d serving tasks, as %d are starting", s.message, serving, in.Starting)}
+		}
+	}
+	return s.limited(in.Current, ReasonWaitingForStartingTasks,
+		fmt.Sprintf("scale-up to %d waits: %d tasks are starting", s.desired, in.Starting))
+}
+
+// proportionalFromServing is the largest ceil(serving × value / target)
+// over the metrics that were read.
+func proportionalFromServing(in Inputs, d *Decision, serving int32) int32 {
+	var best int32
+	for i, m := range d.Metrics {
+		target := in.Metrics[i].Target
+		if m.Err != nil || !(target > 0) || math.IsInf(target, 0) {
+			continue
+		}
+		best = max(best, ceilSat(float64(serving)*m.Value/target))
+	}
+	return best
+}
+
+// oneStepPerInterval holds any change of the count within Interval of the
+// last one. Evaluations may come sooner than every interval (a spec edit is
+// evaluated at once, an error is retried); the steps may not.
+func oneStepPerInterval(in Inputs, d *Decision, s step) step {
+	if s.desired == in.Current {
+		return s
+	}
+	ok, wait := NextStep(in.LastScaleTime, in.Interval, in.Now)
+	if ok {
+		return s
+	}
+	d.RetryAfter = wait
+	return s.limited(in.Current, ReasonWaitingForInterval,
+		fmt.Sprintf("change to %d waits %v: at most one step per interval of %v", s.desired, wait, in.Interval))
 }
 
 // limitScaleUp allows at most Tasks more per Period: one scale-up of at most

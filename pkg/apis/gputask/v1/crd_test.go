@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/util/jsonpath"
 	"sigs.k8s.io/randfill"
 	"sigs.k8s.io/yaml"
 
@@ -197,7 +198,7 @@ func TestCRDNames(t *testing.T) {
 		columns     []string
 	}{
 		{"gputask.io_gputasks.yaml", "gt", false, []string{"GPU", "AMOUNT", "PHASE", "NODE", "AGE"}},
-		{"gputask.io_gputasksets.yaml", "gts", true, []string{"DESIRED", "CURRENT", "RUNNING", "LOAD", "AGE"}},
+		{"gputask.io_gputasksets.yaml", "gts", true, []string{"DESIRED", "CURRENT", "READY", "RUNNING", "STARTING", "DRAINING", "LOAD", "STOPPED", "ABLE", "AGE"}},
 	} {
 		crd, _, _ := crdSchema(t, tc.file)
 		if !reflect.DeepEqual(crd.Spec.Names.ShortNames, []string{tc.short}) || !reflect.DeepEqual(crd.Spec.Names.Categories, []string{"gpu"}) {
@@ -216,6 +217,37 @@ func TestCRDNames(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, tc.columns) {
 			t.Errorf("%s: printer columns %v, want %v", tc.file, got, tc.columns)
+		}
+	}
+}
+
+// TestStoppedAndAbleColumns evaluates the STOPPED and ABLE printer columns
+// as the API server does, so that `kubectl get gts` shows a stopped set.
+func TestStoppedAndAbleColumns(t *testing.T) {
+	crd, _, _ := crdSchema(t, "gputask.io_gputasksets.yaml")
+	set := map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{gputaskv1.AnnotationStopped: "true"}},
+		"status": map[string]any{"conditions": []any{
+			map[string]any{"type": gputaskv1.ConditionScalingActive, "reason": "ValidMetricFound"},
+			map[string]any{"type": gputaskv1.ConditionAbleToScale, "reason": "Stopped"},
+		}},
+	}
+	want := map[string]string{"STOPPED": "true", "ABLE": "Stopped"}
+	for _, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+		w, ok := want[c.Name]
+		if !ok {
+			continue
+		}
+		jp := jsonpath.New(c.Name)
+		if err := jp.Parse("{" + c.JSONPath + "}"); err != nil {
+			t.Fatalf("column %s: parsing %q: %v", c.Name, c.JSONPath, err)
+		}
+		var buf bytes.Buffer
+		if err := jp.Execute(&buf, set); err != nil {
+			t.Fatalf("column %s: %v", c.Name, err)
+		}
+		if buf.String() != w {
+			t.Errorf("column %s = %q, want %q", c.Name, buf.String(), w)
 		}
 	}
 }

@@ -26,6 +26,19 @@ const (
 	// AnnotationDeletionCost on a GPUTask ranks it for scale-in: lower goes first.
 	// It mirrors controller.kubernetes.io/pod-deletion-cost.
 	AnnotationDeletionCost = "gputask.io/deletion-cost"
+	// AnnotationBusy on a GPUTask or its Pod ("true") says that the worker is
+	// in the middle of work. Scale-in prefers idle tasks and drains busy ones.
+	// The worker sets and clears it, as applications set
+	// controller.kubernetes.io/pod-deletion-cost.
+	AnnotationBusy = "gputask.io/busy"
+	// AnnotationDraining ("true") is set by the set controller on a task that
+	// scale-in chose while it was busy, and on its Pod, so that the worker can
+	// read it through the downward API and stop taking new work. The task is
+	// deleted once it is no longer busy or after scaleIn.drainTimeout.
+	AnnotationDraining = "gputask.io/draining"
+	// AnnotationDrainStartedAt is the RFC 3339 time at which the set
+	// controller marked the task draining; drainTimeout counts from it.
+	AnnotationDrainStartedAt = "gputask.io/drainStartedAt"
 )
 
 // GPUTaskPhase is where a GPUTask's pod is in its life.
@@ -234,8 +247,13 @@ const (
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:printcolumn:name="DESIRED",type=integer,JSONPath=`.spec.replicas`
 // +kubebuilder:printcolumn:name="CURRENT",type=integer,JSONPath=`.status.replicas`
+// +kubebuilder:printcolumn:name="READY",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="RUNNING",type=integer,JSONPath=`.status.runningReplicas`
+// +kubebuilder:printcolumn:name="STARTING",type=integer,JSONPath=`.status.startingReplicas`,priority=1
+// +kubebuilder:printcolumn:name="DRAINING",type=integer,JSONPath=`.status.drainingReplicas`,priority=1
 // +kubebuilder:printcolumn:name="LOAD",type=string,JSONPath=`.status.loadIndex`
+// +kubebuilder:printcolumn:name="STOPPED",type=string,JSONPath=`.metadata.annotations.gputask\.io/stopped`
+// +kubebuilder:printcolumn:name="ABLE",type=string,JSONPath=`.status.conditions[?(@.type=="AbleToScale")].reason`,priority=1
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 57",message="name must be at most 57 characters: task names add 6 and must fit a 63-character label value"
 
@@ -273,9 +291,23 @@ type GPUTaskSetSpec struct {
 	// +optional
 	MinTaskAge *metav1.Duration `json:"minTaskAge,omitempty"`
 
+	// ScaleIn says how tasks leave the set when it shrinks.
+	// +optional
+	ScaleIn *ScaleInSpec `json:"scaleIn,omitempty"`
+
 	// Autoscaling sets replicas from a load index. Without it, replicas is kept as written.
 	// +optional
 	Autoscaling *AutoscalingSpec `json:"autoscaling,omitempty"`
+}
+
+// ScaleInSpec says how tasks leave a set when it shrinks.
+type ScaleInSpec struct {
+	// DrainTimeout is how long a busy task (gputask.io/busy: "true" on the
+	// task or its pod) chosen for removal is kept, marked
+	// gputask.io/draining: "true", before it is deleted anyway. It is deleted
+	// as soon as it is no longer busy. Default 10m; 0 deletes busy tasks at once.
+	// +optional
+	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
 }
 
 // GPUTaskTemplateSpec is the GPUTask that each task of a set is made from.
@@ -321,9 +353,17 @@ type AutoscalingSpec struct {
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	MaxReplicas int32 `json:"maxReplicas"`
-	// Interval is how often the load index is read. Default 30s.
+	// Interval is how often the load index is read. Default 30s. The
+	// autoscaler also changes replicas at most once per interval, whatever
+	// else happens in between (spec edits, annotation changes, retries).
 	// +optional
 	Interval *metav1.Duration `json:"interval,omitempty"`
+	// StartupTimeout is how long a task that is not yet Ready counts as
+	// starting. While tasks are starting, Step adds no more and Proportional
+	// scales up from the Ready tasks only. A task not Ready by then stops
+	// holding scale-up back, and a Warning event names it. Default 10m.
+	// +optional
+	StartupTimeout *metav1.Duration `json:"startupTimeout,omitempty"`
 
 	// Metrics are the load indexes to read. With several, the largest desired
 	// count wins, and while any of them fails the others never scale down.
@@ -512,6 +552,18 @@ type GPUTaskSetStatus struct {
 	// PendingReplicas is the number of those tasks that wait for a node.
 	// +optional
 	PendingReplicas int32 `json:"pendingReplicas,omitempty"`
+	// ReadyReplicas is the number of those tasks whose Ready condition is True.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// StartingReplicas is the number of tasks the autoscaler counts as
+	// starting: not yet Ready and younger than autoscaling.startupTimeout,
+	// plus tasks asked for but not created yet.
+	// +optional
+	StartingReplicas int32 `json:"startingReplicas,omitempty"`
+	// DrainingReplicas is the number of tasks marked gputask.io/draining,
+	// waiting for their work to finish before they are deleted.
+	// +optional
+	DrainingReplicas int32 `json:"drainingReplicas,omitempty"`
 	// HeldBackReplicas is the number of tasks that scale-in wanted to remove
 	// but kept because they are younger than minTaskAge.
 	// +optional
@@ -533,7 +585,9 @@ type GPUTaskSetStatus struct {
 	// CapacityReplicas is the most tasks that fit the GPU nodes, when capacityAware.
 	// +optional
 	CapacityReplicas *int32 `json:"capacityReplicas,omitempty"`
-	// LastScaleTime is when the autoscaler last changed replicas.
+	// LastScaleTime is when the autoscaler last changed replicas. The next
+	// change waits until an interval has passed since then, also after a
+	// restart or a change of leader.
 	// +optional
 	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
 	// LastDecision is the autoscaler's last decision and why.

@@ -1,0 +1,74 @@
+package scaling
+
+import (
+	"sort"
+	"time"
+)
+
+// DefaultStartupTimeout is autoscaling.startupTimeout when unset.
+const DefaultStartupTimeout = 10 * time.Minute
+
+// TaskStart is what startup awareness needs to know about one task of a set:
+// a task that is running or on its way, not one that has finished or is
+// being drained.
+type TaskStart struct {
+	Name string
+	// Created is the task's creation time.
+	Created time.Time
+	// Ready is true when the task's Ready condition is True.
+	Ready bool
+}
+
+// Startup is how much of a set's capacity is still on its way.
+type Startup struct {
+	// Starting counts the tasks that are not Ready yet and younger than the
+	// startup timeout, plus the tasks asked for that do not exist yet.
+	Starting int32
+	// Ready counts the Ready tasks.
+	Ready int32
+	// Expired names the tasks that were not Ready within the startup
+	// timeout, sorted. They no longer hold scale-up back.
+	Expired []string
+	// NextExpiry is how long until the first starting task times out; zero
+	// when none is starting.
+	NextExpiry time.Duration
+}
+
+// CountStarting finds the capacity on its way. A task that the set added and
+// that is not Ready yet is capacity on its way, not missing capacity, until
+// timeout has passed since it was created. Tasks that spec.replicas asks for
+// but that do not exist yet (current above the number of tasks) count as
+// starting too, until timeout has passed since lastScale: the set controller
+// may still be creating them, or creation may be failing, and a failing
+// create must not block scale-up forever.
+func CountStarting(tasks []TaskStart, current int32, lastScale time.Time, timeout time.Duration, now time.Time) Startup {
+	if timeout <= 0 {
+		timeout = DefaultStartupTimeout
+	}
+	var s Startup
+	for _, t := range tasks {
+		if t.Ready {
+			s.Ready++
+			continue
+		}
+		deadline := t.Created.Add(timeout)
+		if !now.Before(deadline) {
+			s.Expired = append(s.Expired, t.Name)
+			continue
+		}
+		s.Starting++
+		if wait := deadline.Sub(now); s.NextExpiry == 0 || wait < s.NextExpiry {
+			s.NextExpiry = wait
+		}
+	}
+	if missing := int64(current) - int64(len(tasks)); missing > 0 && !lastScale.IsZero() {
+		if deadline := lastScale.Add(timeout); now.Before(deadline) {
+			s.Starting = addSat(s.Starting, missing)
+			if wait := deadline.Sub(now); s.NextExpiry == 0 || wait < s.NextExpiry {
+				s.NextExpiry = wait
+			}
+		}
+	}
+	sort.Strings(s.Expired)
+	return s
+}
