@@ -1,7 +1,8 @@
 // Package kwok holds the kwok Stage files that give the fake GPU nodes of the
 // tests and of `make demo` their behaviour: nodes become Ready and keep a
 // heartbeat, bound pods start at once, pods being deleted go away, and a pod
-// can be told to exit through the GPUTASK_FAKE_EXIT_CODE env var.
+// can be told to exit through the GPUTASK_FAKE_EXIT_CODE env var, or to take
+// 15 s to become Ready through GPUTASK_FAKE_STARTUP=slow.
 //
 // They are embedded so that the test harness and the demo use the very same
 // files, whatever their working directory.
@@ -14,11 +15,20 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 )
 
 // FakeExitCodeEnv is the env var that makes a Running pod on a fake node end
 // with its value as exit code: "0" succeeds, anything else fails.
 const FakeExitCodeEnv = "GPUTASK_FAKE_EXIT_CODE"
+
+// FakeStartupEnv set to FakeStartupSlow on a pod's first container makes it
+// become Ready only after SlowStartup, as a GPU worker loading a model would.
+const (
+	FakeStartupEnv  = "GPUTASK_FAKE_STARTUP"
+	FakeStartupSlow = "slow"
+	SlowStartup     = 15 * time.Second
+)
 
 //go:embed *.yaml
 var stages embed.FS
