@@ -20,14 +20,15 @@ import (
 // The demo plays the workers of the autoscaled set. Each one loads its model
 // first: its pod carries kwok.FakeStartupEnv, so the fake node makes it
 // Ready only after kwok.SlowStartup. Once Ready, two workers in three take
-// jobs: busy for jobLength, then idle for restLength, over and over, and
+// jobs: busy for jobLength, then idle for restLength, over and over, each
+// at its own offset in that cycle so that they do not all rest at once, and
 // say so with gputask.io/busy "true", some on their pod and some on their
 // task. A worker that the set marks gputask.io/draining finishes the job it
 // has and takes no other, as a real one reading the annotation through the
 // downward API would.
 const (
-	jobLength  = 25 * time.Second
-	restLength = 8 * time.Second
+	jobLength  = 40 * time.Second
+	restLength = 6 * time.Second
 )
 
 // worker is what one task of the set looks like to the demo.
@@ -123,17 +124,24 @@ func nameHash(name string) uint32 {
 	return h.Sum32()
 }
 
-// busyAt says whether a worker that takes jobs, Ready since readySince, is in
-// the middle of a job at now. Its jobs follow one another with a rest
-// between. Once it was marked draining at drainingSince (zero when it is
-// not draining), it finishes the job it had then and starts no other.
-func busyAt(readySince, drainingSince, now time.Time) bool {
+// cycleOffset is where in its cycle of jobs and rests the named worker is
+// when it becomes Ready.
+func cycleOffset(name string) time.Duration {
+	return time.Duration(nameHash(name)%uint32((jobLength+restLength)/time.Second)) * time.Second
+}
+
+// busyAt says whether a worker that takes jobs, Ready since readySince and
+// offset into its cycle then, is in the middle of a job at now. Its jobs
+// follow one another with a rest between. Once it was marked draining at
+// drainingSince (zero when it is not draining), it finishes the job it had
+// then and starts no other.
+func busyAt(readySince time.Time, offset time.Duration, drainingSince, now time.Time) bool {
 	if now.Before(readySince) {
 		return false
 	}
 	cycle := jobLength + restLength
 	inJob := func(t time.Time) (int64, bool) {
-		since := t.Sub(readySince)
+		since := t.Sub(readySince) + offset
 		return int64(since / cycle), since%cycle < jobLength
 	}
 	n, busy := inJob(now)
@@ -212,7 +220,7 @@ func (ws *workers) step(ctx context.Context, now time.Time) error {
 		}
 		want := false
 		if since := readySince(task, pod); w.ready && !w.finished && !since.IsZero() && takesJobs(task.Name) {
-			want = busyAt(since, ws.drainingSince[task.Name], now)
+			want = busyAt(since, cycleOffset(task.Name), ws.drainingSince[task.Name], now)
 		}
 		if want == w.busy {
 			continue

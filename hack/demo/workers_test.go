@@ -97,26 +97,46 @@ func TestBusyAt(t *testing.T) {
 	var never time.Time
 	cases := []struct {
 		name     string
+		offset   time.Duration
 		draining time.Time
 		now      time.Time
 		want     bool
 	}{
-		{"before Ready", never, at(-time.Second), false},
-		{"first job starts at once", never, at(0), true},
-		{"still in the first job", never, at(jobLength - time.Second), true},
-		{"resting", never, at(jobLength), false},
-		{"second job", never, at(cycle + time.Second), true},
-		{"drained mid-job: finishes it", at(time.Second), at(jobLength - time.Second), true},
-		{"drained mid-job: then stops", at(time.Second), at(jobLength), false},
-		{"drained mid-job: takes no next job", at(time.Second), at(cycle + time.Second), false},
-		{"drained while resting: takes no next job", at(jobLength + time.Second), at(cycle + time.Second), false},
-		{"drained in the second job: finishes it", at(cycle + time.Second), at(cycle + 2*time.Second), true},
-		{"drain mark older than Ready", at(-time.Second), at(time.Second), false},
+		{"before Ready", 0, never, at(-time.Second), false},
+		{"first job starts at once", 0, never, at(0), true},
+		{"still in the first job", 0, never, at(jobLength - time.Second), true},
+		{"resting", 0, never, at(jobLength), false},
+		{"second job", 0, never, at(cycle + time.Second), true},
+		{"drained mid-job: finishes it", 0, at(time.Second), at(jobLength - time.Second), true},
+		{"drained mid-job: then stops", 0, at(time.Second), at(jobLength), false},
+		{"drained mid-job: takes no next job", 0, at(time.Second), at(cycle + time.Second), false},
+		{"drained while resting: takes no next job", 0, at(jobLength + time.Second), at(cycle + time.Second), false},
+		{"drained in the second job: finishes it", 0, at(cycle + time.Second), at(cycle + 2*time.Second), true},
+		{"drain mark older than Ready", 0, at(-time.Second), at(time.Second), false},
+		{"offset into its rest: idle at Ready", jobLength + time.Second, never, at(0), false},
+		{"offset into its rest: next job", jobLength + time.Second, never, at(restLength), true},
+		{"offset into its job: ends early", jobLength - 2*time.Second, never, at(2 * time.Second), false},
+		{"offset, drained mid-job: finishes it", jobLength - 2*time.Second, at(0), at(time.Second), true},
+		{"offset, drained mid-job: no next job", jobLength - 2*time.Second, at(0), at(restLength + 3*time.Second), false},
 	}
 	for _, tc := range cases {
-		if got := busyAt(ready, tc.draining, tc.now); got != tc.want {
+		if got := busyAt(ready, tc.offset, tc.draining, tc.now); got != tc.want {
 			t.Errorf("%s: busyAt = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestCycleOffset(t *testing.T) {
+	seen := map[time.Duration]bool{}
+	for _, name := range []string{"a100-elastic-7xk2p", "a100-elastic-9qv4c", "a100-elastic-b2m8n", "a100-elastic-d5r7t"} {
+		off := cycleOffset(name)
+		if off < 0 || off >= jobLength+restLength {
+			t.Errorf("cycleOffset(%s) = %v, want within one cycle", name, off)
+		}
+		seen[off] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf("4 workers share %d offset(s); want them spread", len(seen))
 	}
 }
 
