@@ -30,21 +30,19 @@ type sample struct {
 	read     string        // status.loadIndex: what the autoscaler last read
 	desired  int32         // spec.replicas
 	tasks    int32         // status.replicas
-	running  int32
-	pending  int32
-	capacity string // status.capacityReplicas, "-" if unknown
-	decision string // status.lastDecision, short
+	workers  workerCounts  // starting, ready, busy and draining tasks
+	capacity string        // status.capacityReplicas, "-" if unknown
+	decision string        // status.lastDecision, short
 }
 
-// newSample reads a sample off the set.
-func newSample(at time.Duration, served float64, segment string, set *gputaskv1.GPUTaskSet) sample {
+// newSample reads a sample off the set and the workers of its tasks.
+func newSample(at time.Duration, served float64, segment string, set *gputaskv1.GPUTaskSet, workers workerCounts) sample {
 	s := sample{
 		at: at, served: served, segment: segment,
 		read:     orDash(set.Status.LoadIndex),
 		desired:  1,
 		tasks:    set.Status.Replicas,
-		running:  set.Status.RunningReplicas,
-		pending:  set.Status.PendingReplicas,
+		workers:  workers,
 		capacity: "-",
 		decision: "-",
 	}
@@ -58,6 +56,24 @@ func newSample(at time.Duration, served float64, segment string, set *gputaskv1.
 		s.decision = fmt.Sprintf("%d->%d %s", d.From, d.To, d.Reason)
 	}
 	return s
+}
+
+// historyHeader and historyRow make the table of the Autoscaling section,
+// one row per sample, tab-separated for a tabwriter.
+const historyHeader = "T\tSERVED\tREAD\tDESIRED\tTASKS\tSTARTING\tREADY\tBUSY\tDRAINING\tCAP\tDECISION"
+
+func historyRow(s sample) string {
+	return fmt.Sprintf("%s\t%.2f %s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s", s.at.Round(time.Second), s.served, s.segment,
+		s.read, s.desired, s.tasks, s.workers.starting, s.workers.ready, s.workers.busy, s.workers.draining, s.capacity, s.decision)
+}
+
+// statusCounts is what the set's own status counts, next to what the
+// workers show: the autoscaler's starting tasks and the set controller's
+// draining ones.
+func statusCounts(set *gputaskv1.GPUTaskSet) string {
+	return fmt.Sprintf("set status: ready %d, starting %d, draining %d, running %d, pending %d",
+		set.Status.ReadyReplicas, set.Status.StartingReplicas, set.Status.DrainingReplicas,
+		set.Status.RunningReplicas, set.Status.PendingReplicas)
 }
 
 // appendSample keeps the last maxHistory samples.

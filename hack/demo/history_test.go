@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -53,13 +54,14 @@ func TestNewSample(t *testing.T) {
 			LastDecision: &gputaskv1.ScalingDecision{From: 1, To: 4, Reason: "ScaleUpAboveThreshold"},
 		},
 	}
-	got := newSample(10*time.Second, 0.95, "peak", set)
-	want := sample{at: 10 * time.Second, served: 0.95, segment: "peak", read: "0.93", desired: 4, tasks: 4, running: 1, pending: 3,
+	workers := workerCounts{starting: 3, ready: 1, busy: 1}
+	got := newSample(10*time.Second, 0.95, "peak", set, workers)
+	want := sample{at: 10 * time.Second, served: 0.95, segment: "peak", read: "0.93", desired: 4, tasks: 4, workers: workers,
 		capacity: "7", decision: "1->4 ScaleUpAboveThreshold"}
 	if got != want {
 		t.Errorf("newSample = %+v, want %+v", got, want)
 	}
-	empty := newSample(0, 0.3, "low", &gputaskv1.GPUTaskSet{})
+	empty := newSample(0, 0.3, "low", &gputaskv1.GPUTaskSet{}, workerCounts{})
 	if empty.desired != 1 || empty.read != "-" || empty.capacity != "-" || empty.decision != "-" {
 		t.Errorf("sample of a new set = %+v, want defaults", empty)
 	}
@@ -74,5 +76,41 @@ func TestConditionSummary(t *testing.T) {
 	want := "AbleToScale=True ScalingActive=False(FailedGetLoadIndex) ScalingLimited=True(CapacityLimited)"
 	if got := conditionSummary(conds); got != want {
 		t.Errorf("conditionSummary = %q, want %q", got, want)
+	}
+}
+
+func TestHistoryRow(t *testing.T) {
+	cases := []struct {
+		name string
+		s    sample
+		want string
+	}{{
+		name: "tasks starting after a step up",
+		s: sample{at: 41600 * time.Millisecond, served: 0.91, segment: "ramp", read: "0.87", desired: 4, tasks: 4,
+			workers: workerCounts{starting: 3, ready: 1}, capacity: "16", decision: "1->4 ScaleUpAboveThreshold"},
+		want: "42s\t0.91 ramp\t0.87\t4\t4\t3\t1\t0\t0\t16\t1->4 ScaleUpAboveThreshold",
+	}, {
+		name: "busy tasks draining after a step down",
+		s: sample{at: 150 * time.Second, served: 0.2, segment: "drop", read: "0.2", desired: 5, tasks: 7,
+			workers: workerCounts{ready: 7, busy: 4, draining: 2}, capacity: "-", decision: "6->5 ScaleDownBelowThreshold"},
+		want: "2m30s\t0.20 drop\t0.2\t5\t7\t0\t7\t4\t2\t-\t6->5 ScaleDownBelowThreshold",
+	}}
+	for _, tc := range cases {
+		if got := historyRow(tc.s); got != tc.want {
+			t.Errorf("%s: historyRow = %q, want %q", tc.name, got, tc.want)
+		}
+		if cols, header := strings.Count(historyRow(tc.s), "\t"), strings.Count(historyHeader, "\t"); cols != header {
+			t.Errorf("%s: %d columns, header has %d", tc.name, cols+1, header+1)
+		}
+	}
+}
+
+func TestStatusCounts(t *testing.T) {
+	set := &gputaskv1.GPUTaskSet{Status: gputaskv1.GPUTaskSetStatus{
+		ReadyReplicas: 5, StartingReplicas: 3, DrainingReplicas: 2, RunningReplicas: 5, PendingReplicas: 3,
+	}}
+	want := "set status: ready 5, starting 3, draining 2, running 5, pending 3"
+	if got := statusCounts(set); got != want {
+		t.Errorf("statusCounts = %q, want %q", got, want)
 	}
 }

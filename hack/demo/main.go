@@ -8,7 +8,10 @@
 // manifests of artifacts/examples, and runs bin/gputask-controller. It also
 // serves a scripted load index on 127.0.0.1 and applies an autoscaled
 // GPUTaskSet that reads it (artifacts/examples/autoscaling/gputaskset-demo.yaml),
-// so the view shows the set growing and shrinking with the load. Ctrl-C
+// so the view shows the set growing and shrinking with the load. The set's
+// workers take kwok.SlowStartup to become Ready, and the demo plays them:
+// some mark themselves busy for a while (workers.go), so the view shows
+// starting, ready, busy and draining tasks next to the load. Ctrl-C
 // or SIGTERM stops every process, removes the temporary files and exits 0;
 // a second Ctrl-C kills what still runs instead of waiting for it.
 package main
@@ -24,6 +27,9 @@ import (
 	"syscall"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/test/framework"
 )
 
@@ -130,6 +136,8 @@ func run(ctx context.Context, opts options, stop *stopper) (err error) {
 		return err
 	}
 
+	go newWorkers(cp, logf).run(ctx)
+
 	v := newView(cp, opts, started, load)
 	if err := v.loop(ctx); err != nil {
 		// Nobody sees the view any more (`make demo | head`, say): stop.
@@ -193,6 +201,22 @@ const (
 	placeholderLoadURL = "http://load-index.example.svc:8080/api/load"
 )
 
+// withSlowStart adds slowStartEnv to the set's template, so that its workers
+// take a while to become Ready as GPU workers loading a model do. A field
+// the API types do not know is an error, never silently dropped.
+func withSlowStart(manifest []byte) ([]byte, error) {
+	var set gputaskv1.GPUTaskSet
+	if err := yaml.UnmarshalStrict(manifest, &set); err != nil {
+		return nil, fmt.Errorf("decoding the set: %w", err)
+	}
+	set.Spec.Template.Spec.Env = append(set.Spec.Template.Spec.Env, slowStartEnv)
+	out, err := yaml.Marshal(&set)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the set: %w", err)
+	}
+	return out, nil
+}
+
 func applyAutoscaledSet(ctx context.Context, cp *framework.ControlPlane, loadURL string) error {
 	manifest, err := os.ReadFile(filepath.Join(cp.Root, autoscaledSetFile))
 	if err != nil {
@@ -201,7 +225,10 @@ func applyAutoscaledSet(ctx context.Context, cp *framework.ControlPlane, loadURL
 	if !bytes.Contains(manifest, []byte(placeholderLoadURL)) {
 		return fmt.Errorf("%s no longer names %s; update the demo to match", autoscaledSetFile, placeholderLoadURL)
 	}
-	manifest = bytes.ReplaceAll(manifest, []byte(placeholderLoadURL), []byte(loadURL))
+	manifest, err = withSlowStart(bytes.ReplaceAll(manifest, []byte(placeholderLoadURL), []byte(loadURL)))
+	if err != nil {
+		return fmt.Errorf("%s: %w", autoscaledSetFile, err)
+	}
 	out, err := cp.KubectlWithInput(ctx, manifest, "apply", "-f", "-")
 	if err != nil {
 		return err

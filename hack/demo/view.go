@@ -130,14 +130,26 @@ func (v *view) renderTasks(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return key(&list.Items[i].ObjectMeta) < key(&list.Items[j].ObjectMeta) })
-	fmt.Fprintln(w, "NAMESPACE\tNAME\tGPU\tAMOUNT\tPHASE\tNODE\tWHY")
+	pods, err := v.cp.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	podByKey := make(map[string]*corev1.Pod, len(pods.Items))
+	for i := range pods.Items {
+		podByKey[key(&pods.Items[i].ObjectMeta)] = &pods.Items[i]
+	}
+	fmt.Fprintln(w, "NAMESPACE\tNAME\tGPU\tAMOUNT\tPHASE\tNODE\tWORKER\tWHY")
 	for _, task := range list.Items {
 		amount := "1"
 		if task.Spec.GPUAmount != nil {
 			amount = task.Spec.GPUAmount.String()
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", task.Namespace, task.Name, orDash(task.Spec.GPU), amount,
-			orDash(string(task.Status.Phase)), orDash(task.Status.NodeName), why(&task))
+		var pod *corev1.Pod
+		if task.Status.PodName != "" {
+			pod = podByKey[task.Namespace+"/"+task.Status.PodName]
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", task.Namespace, task.Name, orDash(task.Spec.GPU), amount,
+			orDash(string(task.Status.Phase)), orDash(task.Status.NodeName), workerOf(&task, pod).state(), why(&task))
 	}
 	return nil
 }
@@ -175,14 +187,17 @@ func (v *view) renderAutoscaling(ctx context.Context, w io.Writer) error {
 	served, segment := v.load.Now()
 	// Half a refresh of slack: the ticker's jitter must not skip a sample.
 	if now := time.Now(); now.Sub(v.lastSample) >= sampleEvery-v.opts.refresh/2 {
-		v.history = appendSample(v.history, newSample(now.Sub(v.started), served, segment, set))
+		counts, err := v.setWorkers(ctx)
+		if err != nil {
+			return err
+		}
+		v.history = appendSample(v.history, newSample(now.Sub(v.started), served, segment, set, counts))
 		v.lastSample = now
 	}
 
-	fmt.Fprintln(w, "T\tSERVED\tREAD\tDESIRED\tTASKS\tRUNNING\tPENDING\tCAP\tDECISION")
+	fmt.Fprintln(w, historyHeader)
 	for _, s := range last(v.history, tableSamples) {
-		fmt.Fprintf(w, "%s\t%.2f %s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", s.at.Round(time.Second), s.served, s.segment,
-			s.read, s.desired, s.tasks, s.running, s.pending, s.capacity, s.decision)
+		fmt.Fprintln(w, historyRow(s))
 	}
 
 	spark := last(v.history, sparkSamples)
@@ -203,8 +218,22 @@ func (v *view) renderAutoscaling(ctx context.Context, w io.Writer) error {
 		// the time is when this decision was first made.
 		fmt.Fprintf(w, "last decision (first made %s ago): %d->%d %s: %s\n", time.Since(d.Time.Time).Round(time.Second), d.From, d.To, d.Reason, truncate(d.Message, 110))
 	}
+	fmt.Fprintf(w, "%s\n", statusCounts(set))
 	fmt.Fprintf(w, "%s\n", conditionSummary(set.Status.Conditions))
 	return nil
+}
+
+// setWorkers counts the autoscaled set's workers by what they show now.
+func (v *view) setWorkers(ctx context.Context) (workerCounts, error) {
+	tasks, pods, err := setTasksAndPods(ctx, v.cp)
+	if err != nil {
+		return workerCounts{}, err
+	}
+	ws := make([]worker, 0, len(tasks))
+	for i := range tasks {
+		ws = append(ws, workerOf(&tasks[i], pods[tasks[i].Status.PodName]))
+	}
+	return countWorkers(ws), nil
 }
 
 func (v *view) renderPods(ctx context.Context, w io.Writer) error {
