@@ -44,10 +44,17 @@ test-integration: tools build ## Integration and end-to-end tests on a real loca
 .PHONY: test
 test: verify test-unit test-integration ## Everything CI runs.
 
+# The side-by-side run of `make bench`: BENCH_N tasks (10000 for the large
+# run), BENCH_QPS pairs such as 500/1000, BENCH_STEADY such as 10s; see
+# test/bench/sidebyside for the rest. The table goes to _output/bench.md.
+BENCH_N ?= 1000
+export BENCH_N
+
 .PHONY: bench
-bench: tools build ## Benchmarks: decision, ranking, sources, and throughput on the real control plane.
+bench: tools build ## Benchmarks: decision, ranking, sources, throughput, and the GPUTaskSet against the ReplicaSet controller on the real control plane.
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./test/bench/
+	$(GO) run ./test/bench/sidebyside
 
 # Flags for the demo, for example DEMO_FLAGS='-for=5m -plain'; see bin/gputask-demo -help.
 DEMO_FLAGS ?=

@@ -60,7 +60,13 @@ func NewGPUNode(name, gpuModel string, gpus int) *corev1.Node {
 // waits until kwok has made it Ready. The node never keeps the not-ready
 // taint, so the scheduler can place pods on it at once.
 func (cp *ControlPlane) CreateGPUNode(ctx context.Context, name, gpuModel string, gpus int) (*corev1.Node, error) {
-	want := NewGPUNode(name, gpuModel, gpus)
+	return cp.createNode(ctx, NewGPUNode(name, gpuModel, gpus))
+}
+
+// createNode creates want, makes sure its resources and taints are as asked,
+// and, when kwok runs, waits until kwok has made it Ready.
+func (cp *ControlPlane) createNode(ctx context.Context, want *corev1.Node) (*corev1.Node, error) {
+	name := want.Name
 	nodes := cp.Kube.CoreV1().Nodes()
 	if _, err := nodes.Create(ctx, want, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("creating node %s: %w", name, err)
