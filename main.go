@@ -21,8 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
 	kubeinformers "k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -32,7 +30,6 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/autoscaler"
-	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/metrics"
 	"github.com/gputask/gputask-controller/pkg/podspec"
@@ -210,12 +207,6 @@ func main() {
 	klog.Flush()
 }
 
-// clients are the API clients every controller shares.
-type clients struct {
-	kube    kubernetes.Interface
-	gputask versioned.Interface
-}
-
 // informerSet holds the informer factories; controllers register their
 // informers in them before they start.
 type informerSet struct {
@@ -234,23 +225,34 @@ func run(ctx context.Context, cfg *config) error {
 	}
 	restConfig.QPS = float32(cfg.kubeAPIQPS)
 	restConfig.Burst = cfg.kubeAPIBurst
-	restConfig = rest.AddUserAgent(restConfig, controllerAgentName)
+	builder := clientBuilder{config: restConfig}
 
-	cl, err := newClients(restConfig)
+	informerClients, err := builder.clientsFor("shared-informers")
 	if err != nil {
 		return err
 	}
-	inf := newInformerSet(cl, cfg.informerResync)
+	inf := newInformerSet(informerClients, cfg.informerResync)
 
 	// Controllers are built before the factories start, so that their
 	// informers are part of what starts and syncs.
-	gputaskController := NewController(ctx, cl.kube, cl.gputask,
+	taskClients, err := builder.clientsFor("gputask")
+	if err != nil {
+		return err
+	}
+	gputaskController := NewController(ctx, taskClients.kube, taskClients.gputask,
 		inf.gputask.Gputask().V1().GPUTasks(),
 		inf.taskPods.Core().V1().Pods(),
 		inf.cluster.Core().V1().Nodes(),
 		cfg.controllerOptions())
 
-	setControllers := newSetControllers(ctx, cfg, cl, inf)
+	setControllers, err := newSetControllers(ctx, cfg, builder, inf)
+	if err != nil {
+		return err
+	}
+	electionClients, err := builder.clientsFor("leader-election")
+	if err != nil {
+		return err
+	}
 
 	var servers serverGroup
 	defer servers.shutdown(logger, cfg.shutdownGracePeriod)
@@ -284,24 +286,12 @@ func run(ctx context.Context, cfg *config) error {
 	}()
 
 	start := func(ctx context.Context) error {
-		return startControllers(ctx, cfg, cl, inf, gputaskController, setControllers)
+		return startControllers(ctx, cfg, inf, gputaskController, setControllers)
 	}
 	if !cfg.leaderElect {
 		return start(ctx)
 	}
-	return runWithLeaderElection(ctx, cfg, cl, watchdog, start)
-}
-
-func newClients(restConfig *rest.Config) (clients, error) {
-	kube, err := kubernetes.NewForConfig(restConfig)
-	if err != nil {
-		return clients{}, fmt.Errorf("building kubernetes clientset: %w", err)
-	}
-	gputask, err := versioned.NewForConfig(restConfig)
-	if err != nil {
-		return clients{}, fmt.Errorf("building gputask clientset: %w", err)
-	}
-	return clients{kube: kube, gputask: gputask}, nil
+	return runWithLeaderElection(ctx, cfg, electionClients, watchdog, start)
 }
 
 func newInformerSet(cl clients, resync time.Duration) *informerSet {
@@ -332,11 +322,19 @@ type namedController struct {
 }
 
 // newSetControllers builds the GPUTaskSet controller and the autoscaler.
-func newSetControllers(ctx context.Context, cfg *config, cl clients, inf *informerSet) []namedController {
+func newSetControllers(ctx context.Context, cfg *config, builder clientBuilder, inf *informerSet) ([]namedController, error) {
 	sets := inf.gputask.Gputask().V1().GPUTaskSets()
 	tasks := inf.gputask.Gputask().V1().GPUTasks()
-	setController := taskset.NewController(ctx, cl.kube, cl.gputask, sets, tasks, taskset.Options{})
-	scaler := autoscaler.NewController(ctx, cl.kube, cl.gputask, sets, tasks,
+	setClients, err := builder.clientsFor("gputaskset")
+	if err != nil {
+		return nil, err
+	}
+	scalerClients, err := builder.clientsFor("autoscaler")
+	if err != nil {
+		return nil, err
+	}
+	setController := taskset.NewController(ctx, setClients.kube, setClients.gputask, sets, tasks, taskset.Options{})
+	scaler := autoscaler.NewController(ctx, scalerClients.kube, scalerClients.gputask, sets, tasks,
 		inf.cluster.Core().V1().Nodes(), inf.activePods.Core().V1().Pods(),
 		autoscaler.Options{
 			GPUResourceName: corev1.ResourceName(cfg.gpuResourceName),
@@ -345,7 +343,7 @@ func newSetControllers(ctx context.Context, cfg *config, cl clients, inf *inform
 	return []namedController{
 		{name: "gputaskset", run: func(ctx context.Context) error { return setController.Run(ctx, cfg.workers) }},
 		{name: "autoscaler", run: func(ctx context.Context) error { return scaler.Run(ctx, cfg.workers) }},
-	}
+	}, nil
 }
 
 func (s *informerSet) start(ctx context.Context) {
@@ -384,7 +382,7 @@ func (s *informerSet) waitForSync(ctx context.Context) bool {
 
 // startControllers runs every controller until ctx is cancelled and returns
 // once all of them have stopped. Only the leader runs it.
-func startControllers(ctx context.Context, cfg *config, cl clients, inf *informerSet, gputaskController *Controller, ctrls []namedController) error {
+func startControllers(ctx context.Context, cfg *config, inf *informerSet, gputaskController *Controller, ctrls []namedController) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
