@@ -41,7 +41,6 @@ const (
 	queueName = "gputasks"
 
 	// Event reasons.
-	ReasonCreated      = "Created"
 	ReasonFailedCreate = "FailedCreate"
 	ReasonFailedDelete = "FailedDelete"
 	ReasonInvalidSpec  = "InvalidSpec"

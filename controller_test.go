@@ -284,7 +284,7 @@ func TestCreatesPod(t *testing.T) {
 	f.expectCreatePod(expectedPod(task))
 	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
 	f.run(ctx, key(task))
-	f.expectEvents("Normal Created Created pod render")
+	f.expectEvents()
 }
 
 func TestCreatesPodWithDefaults(t *testing.T) {
@@ -681,7 +681,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			}
 			f.expectUpdateStatus(want)
 			f.run(ctx, key(task))
-			f.expectEvents("Normal Created Created pod render", "Normal Rescheduled Rescheduled ("+tc.wantReason+")")
+			f.expectEvents("Normal Rescheduled Rescheduled ("+tc.wantReason+")")
 			if n := len(c.replacements); n != 0 {
 				t.Errorf("%d replacements left in flight", n)
 			}
@@ -772,7 +772,7 @@ func TestRestart(t *testing.T) {
 	want = withStatus(want, gputaskv1.GPUTaskPending, "")
 	f.expectUpdateStatus(want)
 	f.run(ctx, key(task))
-	f.expectEvents("Normal Created", "Normal Restarted")
+	f.expectEvents("Normal Restarted")
 
 	// The new pod is newer than the request: done, no further restart.
 	newPod := podWith(task, corev1.PodRunning, "gpu-1")
@@ -1090,7 +1090,7 @@ func TestReplacementCountedOnce(t *testing.T) {
 	f.expectCreatePod(expectedPod(task))
 	f.expectUpdateStatus(want)
 	f.runExpectError(ctx, key(task), true)
-	f.expectEvents("Normal Created", "Normal Rescheduled")
+	f.expectEvents("Normal Rescheduled")
 
 	// The write had in fact been applied, and the cache now shows it and the
 	// new pod: nothing is left to write, and the count stays at 1.

@@ -46,8 +46,10 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 		c.recorder.Eventf(task, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating pod %s: %v", desired.Name, err)
 		return fmt.Errorf("creating pod for gputask %s: %w", key, err)
 	}
+	// No Normal event: one per task would cost as many writes as the pods,
+	// on the client that creates them. The set's events count the tasks,
+	// and this log line names the pod.
 	logger.V(2).Info("Created pod", "pod", klog.KObj(created))
-	c.recorder.Eventf(task, corev1.EventTypeNormal, ReasonCreated, "Created pod %s", created.Name)
 
 	view := statusView{pod: created}
 	if r := c.markReplacementCreated(key, task); r != nil {
