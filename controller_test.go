@@ -681,7 +681,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			}
 			f.expectUpdateStatus(want)
 			f.run(ctx, key(task))
-			f.expectEvents("Normal Rescheduled Rescheduled ("+tc.wantReason+")")
+			f.expectEvents("Normal Rescheduled Rescheduled (" + tc.wantReason + ")")
 			if n := len(c.replacements); n != 0 {
 				t.Errorf("%d replacements left in flight", n)
 			}
