@@ -45,6 +45,7 @@ type config struct {
 	kubeconfig   string
 	master       string
 	workers      int
+	taskWorkers  int
 	kubeAPIQPS   float64
 	kubeAPIBurst int
 
@@ -72,7 +73,8 @@ func bindFlags(fs *flag.FlagSet) *config {
 	c := &config{}
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Only required if out-of-cluster.")
 	fs.StringVar(&c.master, "master", "", "The address of the Kubernetes API server. Overrides any value in kubeconfig. Only required if out-of-cluster.")
-	fs.IntVar(&c.workers, "workers", 2, "Objects synced concurrently by each controller (at least 1).")
+	fs.IntVar(&c.workers, "workers", 2, "Objects synced concurrently by the GPUTaskSet controller and by the autoscaler (at least 1).")
+	fs.IntVar(&c.taskWorkers, "task-workers", DefaultTaskWorkers, "GPUTasks synced concurrently by the GPUTask controller, which creates one pod per task (at least 1).")
 	fs.Float64Var(&c.kubeAPIQPS, "kube-api-qps", 50, "QPS to use while talking with the Kubernetes API server.")
 	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 100, "Burst to use while talking with the Kubernetes API server.")
 
@@ -107,6 +109,7 @@ func (c *config) validate() error {
 		}
 	}
 	check(c.workers < 1, "--workers must be at least 1, got %d", c.workers)
+	check(c.taskWorkers < 1, "--task-workers must be at least 1, got %d", c.taskWorkers)
 	check(c.kubeAPIQPS <= 0, "--kube-api-qps must be greater than 0, got %v", c.kubeAPIQPS)
 	check(c.kubeAPIBurst < 1, "--kube-api-burst must be at least 1, got %d", c.kubeAPIBurst)
 	for _, msg := range validation.IsQualifiedName(c.gpuResourceName) {
@@ -398,7 +401,7 @@ func startControllers(ctx context.Context, cfg *config, inf *informerSet, gputas
 		})
 	}
 
-	runController("gputask", func(ctx context.Context) error { return gputaskController.Run(ctx, cfg.workers) })
+	runController("gputask", func(ctx context.Context) error { return gputaskController.Run(ctx, cfg.taskWorkers) })
 
 	for _, c := range ctrls {
 		runController(c.name, c.run)
