@@ -281,8 +281,8 @@ func TestCreatesPod(t *testing.T) {
 	task := newTask("render")
 	f.addTask(task)
 
+	// The status waits for the pod's add event: the create's worker moves on.
 	f.expectCreatePod(expectedPod(task))
-	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
 	f.run(ctx, key(task))
 	f.expectEvents()
 }
@@ -304,7 +304,6 @@ func TestCreatesPodWithDefaults(t *testing.T) {
 	c.Image, c.Command, c.Args, c.Env = "registry.local/worker:1", nil, nil, nil
 	c.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{"amd.com/gpu": resource.MustParse("1")}}
 	f.expectCreatePod(want)
-	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
 	f.run(ctx, key(task))
 }
 
@@ -561,12 +560,10 @@ func TestNoDuplicateCreateWhileExpectationPending(t *testing.T) {
 	f.addTask(task)
 
 	f.expectCreatePod(expectedPod(task))
-	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
 	f.run(ctx, key(task))
 
-	// The task's status update arrives, the pod's add event does not yet: a
-	// stale cache must not cause a second create.
-	f.setTask(withStatus(task, gputaskv1.GPUTaskPending, ""))
+	// The pod's add event has not arrived yet: a stale cache must not cause
+	// a second create.
 	f.run(ctx, key(task))
 
 	// The informer delivers the pod; the expectation is met.
@@ -589,7 +586,6 @@ func TestExpectationExpires(t *testing.T) {
 	// Expired expectations no longer block.
 	c.expectations.Delete(key(task).String())
 	f.expectCreatePod(expectedPod(task))
-	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
 	f.run(ctx, key(task))
 }
 
