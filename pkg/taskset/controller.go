@@ -114,6 +114,8 @@ type Controller struct {
 
 	expectations *expectations.Expectations
 	burst        int
+	// statusPacer spaces each set's status writes by statusInterval.
+	statusPacer *statusPacer
 }
 
 // Events about GPUTaskSets need the GPUTaskSet kind in the scheme the recorder
@@ -159,6 +161,7 @@ func NewController(
 		clock:        opts.Clock,
 		expectations: expectations.New(opts.Clock, opts.ExpectationsTimeout),
 		burst:        opts.BurstReplicas,
+		statusPacer:  newStatusPacer(opts.Clock),
 	}
 
 	logger.Info("Setting up event handlers")
@@ -258,6 +261,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	if apierrors.IsNotFound(err) {
 		logger.V(4).Info("GPUTaskSet is gone")
 		c.expectations.Delete(key.String())
+		c.statusPacer.forget(key)
 		metrics.CurrentReplicas.DeleteLabelValues(key.Namespace, key.Name)
 		return nil
 	}
@@ -288,6 +292,13 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 
 	metrics.CurrentReplicas.WithLabelValues(set.Namespace, set.Name).Set(float64(len(active)))
 	want := calculateStatus(set, active, plan, canAct, manageErr, c.clock.Now())
+	if wait := c.statusPacer.wait(key); wait > 0 && !ownStatusOf(set).equal(want) {
+		// The status was written less than statusInterval ago: this sync's
+		// counts are written by the sync this brings, with whatever
+		// changed in between.
+		c.workqueue.AddAfter(key, wait)
+		return errors.Join(manageErr, restartErr)
+	}
 	// Any failure requeues the set with backoff; the status is written
 	// even when creates or deletes failed, so ReplicaFailure shows why.
 	return errors.Join(manageErr, restartErr, c.updateStatus(ctx, set, want))

@@ -61,6 +61,9 @@ type fixture struct {
 	// Reactors to prepend before the name-generating one.
 	reactors []reactor
 
+	// The informers' caches, once newController built them.
+	setIndexer, taskIndexer cache.Indexer
+
 	// Expected actions, in order, except that creates may come in any order
 	// within their run (they are made in parallel batches).
 	actions []core.Action
@@ -145,8 +148,9 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	c.workqueue = f.queue
 	f.t.Cleanup(c.workqueue.ShutDown)
 
-	controllertest.Preload(f.t, setInformer.Informer().GetIndexer(), f.sets...)
-	controllertest.Preload(f.t, taskInformer.Informer().GetIndexer(), f.tasks...)
+	f.setIndexer, f.taskIndexer = setInformer.Informer().GetIndexer(), taskInformer.Informer().GetIndexer()
+	controllertest.Preload(f.t, f.setIndexer, f.sets...)
+	controllertest.Preload(f.t, f.taskIndexer, f.tasks...)
 	return c
 }
 
@@ -931,8 +935,16 @@ func TestEventHandlers(t *testing.T) {
 	changed.ResourceVersion = "2"
 	changed.Status.Phase = gputaskv1.GPUTaskFailed
 	c.updateTask(logger, mine, changed)
+	if got := f.queue.after; c.workqueue.Len() != 0 || len(got) != 1 || got[0] != statusInterval {
+		t.Errorf("a status change must enqueue the owner after %v; queue=%d, AddAfter calls %v", statusInterval, c.workqueue.Len(), got)
+	}
+	f.queue.after = nil
+	annotated := changed.DeepCopy()
+	annotated.ResourceVersion = "2a"
+	annotated.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: "2026-11-22T12:00:00Z"}
+	c.updateTask(logger, changed, annotated)
 	if c.workqueue.Len() != 1 {
-		t.Error("a status change must enqueue the owner")
+		t.Error("an annotation change must enqueue the owner at once")
 	}
 	drain(c)
 
