@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -304,18 +305,33 @@ func newInformerSet(cl clients, resync time.Duration) *informerSet {
 		taskPods: kubeinformers.NewSharedInformerFactoryWithOptions(cl.kube, resync,
 			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
 				o.LabelSelector = gputaskv1.LabelTask
-			})),
+			}),
+			kubeinformers.WithTransform(stripManagedFields)),
 		// Nodes, unfiltered, to notice lost and NotReady nodes (and, for the
 		// autoscaler, GPU capacity).
-		cluster: kubeinformers.NewSharedInformerFactory(cl.kube, resync),
-		gputask: gputaskinformers.NewSharedInformerFactory(cl.gputask, resync),
+		cluster: kubeinformers.NewSharedInformerFactoryWithOptions(cl.kube, resync,
+			kubeinformers.WithTransform(stripManagedFields)),
+		gputask: gputaskinformers.NewSharedInformerFactoryWithOptions(cl.gputask, resync,
+			gputaskinformers.WithTransform(stripManagedFields)),
 		// Every pod that still holds resources, whoever owns it: the
 		// autoscaler subtracts their GPUs from the nodes' allocatable ones.
+		// It keeps only what that count reads.
 		activePods: kubeinformers.NewSharedInformerFactoryWithOptions(cl.kube, resync,
 			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
 				o.FieldSelector = "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed)
-			})),
+			}),
+			kubeinformers.WithTransform(autoscaler.TrimPod)),
 	}
+}
+
+// stripManagedFields is a cache.TransformFunc that drops
+// metadata.managedFields: no controller here reads them, and they are often
+// the largest part of a cached object.
+func stripManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // namedController is a controller that startControllers runs.
