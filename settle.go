@@ -13,9 +13,11 @@ import (
 // scheduler, or bound and starting) may stay in one state before its task's
 // status shows that state. The next state usually comes sooner, and one
 // write then shows it: a pod created, bound and started in quick succession
-// costs its task one status write instead of three. A pod the scheduler
-// reports as unschedulable, or one that is deleted, is shown at once.
-const statusSettle = 10 * time.Second
+// costs its task one status write instead of three. When a large set starts
+// the scheduler falls tens of seconds behind, which is why this is not
+// shorter. A pod the scheduler reports as unschedulable, or one that is
+// deleted, is shown at once.
+const statusSettle = 30 * time.Second
 
 // settleTime returns how much longer the status write that would show pod
 // may wait, or 0 if it is due now.
