@@ -38,6 +38,7 @@ import (
 	gputaskscheme "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/scheme"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions/gputask/v1"
 	listers "github.com/gputask/gputask-controller/pkg/generated/listers/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/taskindex"
 )
 
 const (
@@ -105,6 +106,8 @@ type Controller struct {
 	setsSynced  cache.InformerSynced
 	tasksLister listers.GPUTaskLister
 	tasksSynced cache.InformerSynced
+	// tasksIndexer finds a set's tasks by its UID (pkg/taskindex).
+	tasksIndexer cache.Indexer
 
 	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// broadcaster is nil when Options.Recorder was given.
@@ -147,11 +150,14 @@ func NewController(
 		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: controllerAgentName})
 	}
 
+	// Sets look their tasks up by UID rather than scan their namespace.
+	utilruntime.Must(taskindex.Add(taskInformer.Informer()))
 	c := &Controller{
 		kubeclientset:    kubeclientset,
 		gputaskclientset: gputaskclientset,
 		setsLister:       setInformer.Lister(),
 		tasksLister:      taskInformer.Lister(),
+		tasksIndexer:     taskInformer.Informer().GetIndexer(),
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: queueName, Clock: opts.Clock},

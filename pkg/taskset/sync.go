@@ -16,20 +16,24 @@ import (
 	"k8s.io/klog/v2"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/taskindex"
 )
 
 // activeTasks lists the tasks the set controls that are not being deleted.
-// The label narrows the list cheaply; the controller reference with the set's
-// UID decides, so a task left over from an earlier set of the same name, or
-// an orphan carrying the label, is never counted or touched.
+// The index by controller UID finds them without a scan of the namespace, so
+// a task left over from an earlier set of the same name, or an orphan
+// carrying the label, is never counted or touched; a task must still carry
+// the set's label to count.
 func (c *Controller) activeTasks(set *gputaskv1.GPUTaskSet) ([]*gputaskv1.GPUTask, error) {
-	tasks, err := c.tasksLister.GPUTasks(set.Namespace).List(taskSelector(set))
+	tasks, err := taskindex.Controlled(c.tasksIndexer, string(set.UID))
 	if err != nil {
 		return nil, fmt.Errorf("listing tasks of gputaskset %s: %w", klog.KObj(set), err)
 	}
+	selector := taskSelector(set)
 	active := make([]*gputaskv1.GPUTask, 0, len(tasks))
 	for _, t := range tasks {
-		if t.DeletionTimestamp == nil && metav1.IsControlledBy(t, set) {
+		if t.DeletionTimestamp == nil && t.Namespace == set.Namespace && metav1.IsControlledBy(t, set) &&
+			gputaskv1.IsRefTo(metav1.GetControllerOf(t), setKind.Kind) && selector.Matches(labels.Set(t.Labels)) {
 			active = append(active, t)
 		}
 	}
