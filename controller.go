@@ -56,7 +56,7 @@ const (
 	// is mostly one API call, so the pod creates of a large set go as fast
 	// as the client's rate limit allows only with many calls in flight, as
 	// the ReplicaSet controller's parallel creates have.
-	DefaultTaskWorkers = 16
+	DefaultTaskWorkers = 64
 	// DefaultMaxConcurrentReschedules bounds how many tasks may be without a
 	// pod at once because the controller replaces it.
 	DefaultMaxConcurrentReschedules = 5
