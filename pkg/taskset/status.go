@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
@@ -157,8 +158,11 @@ func (c *Controller) updateStatus(ctx context.Context, cached *gputaskv1.GPUTask
 		}
 		updated := set.DeepCopy()
 		want.applyTo(&updated.Status)
-		_, err := client.UpdateStatus(ctx, updated, metav1.UpdateOptions{})
-		return err
+		if _, err := client.UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		c.statusPacer.wrote(cache.MetaObjectToName(cached))
+		return nil
 	})
 	switch {
 	case apierrors.IsNotFound(err):
