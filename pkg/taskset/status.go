@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
@@ -172,11 +171,8 @@ func (c *Controller) updateStatus(ctx context.Context, cached *gputaskv1.GPUTask
 		}
 		updated := set.DeepCopy()
 		want.applyTo(&updated.Status)
-		if _, err := client.UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
-			return err
-		}
-		c.statusPacer.wrote(cache.MetaObjectToName(cached))
-		return nil
+		_, err := client.UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+		return err
 	})
 	switch {
 	case apierrors.IsNotFound(err):
