@@ -300,7 +300,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		logger.V(4).Info("Waiting for the cache to show earlier writes before acting")
 	}
 	if plan.HeldBack > 0 {
-		logger.V(2).Info("Scale-in held back by minTaskAge", "heldBack", plan.HeldBack, "retryAfter", plan.RetryAfter)
+		logger.V(2).Info("Scale-in held back by minTaskAge or an invalid spec", "heldBack", plan.HeldBack, "retryAfter", plan.RetryAfter)
 	}
 	if plan.RetryAfter > 0 {
 		// Nothing else wakes the set when a young task comes of age or a

@@ -34,8 +34,9 @@ type ownStatus struct {
 
 // calculateStatus computes the owned status fields from the active tasks and
 // the outcome of this sync. The ReplicaFailure condition is set by a failed
-// create or delete, cleared by a sync that managed replicas without error,
-// and left as it was by a sync that did not act.
+// create or delete, then by an invalid spec (reason InvalidSpec, as long as
+// the spec stays invalid), cleared by a sync that managed replicas without
+// error, and otherwise left as it was by a sync that did not act.
 func calculateStatus(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, plan ScalePlan, acted bool, manageErr error, now time.Time) ownStatus {
 	s := ownStatus{
 		Replicas:           int32(len(active)),
@@ -62,6 +63,7 @@ func calculateStatus(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, pla
 		}
 	}
 	var rerr *replicaError
+	invalid := invalidOwnSpec(set)
 	switch {
 	case errors.As(manageErr, &rerr):
 		s.ReplicaFailure = &metav1.Condition{
@@ -72,7 +74,19 @@ func calculateStatus(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, pla
 			ObservedGeneration: set.Generation,
 			LastTransitionTime: metav1.NewTime(now),
 		}
-	case acted && manageErr == nil:
+	case len(invalid) > 0:
+		s.ReplicaFailure = &metav1.Condition{
+			Type:               gputaskv1.ConditionReplicaFailure,
+			Status:             metav1.ConditionTrue,
+			Reason:             ReasonInvalidSpec,
+			Message:            invalidSpecMessage(invalid),
+			ObservedGeneration: set.Generation,
+			LastTransitionTime: metav1.NewTime(now),
+		}
+	case acted && manageErr == nil,
+		s.ReplicaFailure != nil && s.ReplicaFailure.Reason == ReasonInvalidSpec:
+		// The spec is valid again: its InvalidSpec goes even when this
+		// sync could not act.
 		s.ReplicaFailure = nil
 	}
 	return s

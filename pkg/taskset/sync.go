@@ -43,13 +43,19 @@ func taskSelector(set *gputaskv1.GPUTaskSet) labels.Selector {
 // planReplicas decides, without side effects, how to move from the active
 // tasks to the desired count; see PlanScale. A stopped set protects no young
 // task: the user asked for zero tasks, and protecting young ones would leave
-// a stopped set running. Busy tasks still drain.
+// a stopped set running. Busy tasks still drain. A set whose own fields are
+// invalid removes nothing (see holdScaleIn): its minimum age and drain
+// timeout are unknown, and are never guessed.
 func planReplicas(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, busy BusyFunc, now time.Time, burst int) ScalePlan {
 	minAge := minTaskAge(set)
 	if gputaskv1.IsStopped(set) {
 		minAge = 0
 	}
-	return PlanScale(active, desiredReplicas(set), busy, drainTimeout(set), minAge, now, burst)
+	plan := PlanScale(active, desiredReplicas(set), busy, drainTimeout(set), minAge, now, burst)
+	if len(invalidOwnSpec(set)) > 0 {
+		return holdScaleIn(plan, active)
+	}
+	return plan
 }
 
 // servingAfter is the active tasks that the plan neither deletes nor
