@@ -52,6 +52,8 @@ type fixture struct {
 	clock      *testingclock.FakeClock
 	recorder   *record.FakeRecorder
 	queue      *recordingQueue
+	// setIndexer is the set informer's cache of the last built controller.
+	setIndexer cache.Indexer
 
 	// Objects to put in the listers' indexers.
 	sets  []*gputaskv1.GPUTaskSet
@@ -145,7 +147,8 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	c.workqueue = f.queue
 	f.t.Cleanup(c.workqueue.ShutDown)
 
-	controllertest.Preload(f.t, setInformer.Informer().GetIndexer(), f.sets...)
+	f.setIndexer = setInformer.Informer().GetIndexer()
+	controllertest.Preload(f.t, f.setIndexer, f.sets...)
 	controllertest.Preload(f.t, taskInformer.Informer().GetIndexer(), f.tasks...)
 	return c
 }

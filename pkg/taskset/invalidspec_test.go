@@ -55,8 +55,7 @@ func TestInvalidMinTaskAgeHoldsScaleInUntilFixed(t *testing.T) {
 	f.sync(ctx, c, setKey(set), false)
 
 	// Fixing the spec removes the condition, and scale-in proceeds: the two
-	// youngest tasks go. The clock passes the status pacing first.
-	f.clock.Step(statusInterval)
+	// youngest tasks go.
 	fixed := held.DeepCopy()
 	fixed.Spec.MinTaskAge = nil
 	fixed.Generation = 4
