@@ -419,7 +419,11 @@ func testPoisonObjects(t *testing.T, c *framework.ControlPlane, probeAddr string
 				MinReplicas: ptr.To[int32](1), MaxReplicas: 8,
 				Interval:                     &gputaskv1.Duration{Duration: time.Second},
 				ScaleDownStabilizationWindow: &gputaskv1.Duration{},
-				Metrics:                      []gputaskv1.MetricSpec{{Name: "load", HTTP: &gputaskv1.HTTPSource{URL: load.srv.URL}}},
+				// This control plane has no scheduler or nodes, so no task
+				// ever becomes Ready: a short startup timeout keeps the
+				// starting tasks from holding scale-up back.
+				StartupTimeout: &gputaskv1.Duration{Duration: time.Second},
+				Metrics:        []gputaskv1.MetricSpec{{Name: "load", HTTP: &gputaskv1.HTTPSource{URL: load.srv.URL}}},
 			},
 		},
 	}
