@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -118,6 +119,9 @@ func (cp *ControlPlane) waitCRDServed(ctx context.Context, crd *apiextensionsv1.
 			}) {
 				return false, nil
 			}
+			if !cp.openAPIHasKind(gv, current.Spec.Names.Kind) {
+				return false, nil
+			}
 		}
 		return true, nil
 	})
@@ -125,6 +129,25 @@ func (cp *ControlPlane) waitCRDServed(ctx context.Context, crd *apiextensionsv1.
 		return fmt.Errorf("waiting for CRD %s to be served: %w", crd.Name, err)
 	}
 	return nil
+}
+
+// openAPIHasKind reports whether the OpenAPI v3 document of gv describes
+// kind. The apiserver publishes it a moment after discovery, and kubectl
+// explain (and server-side field validation in kubectl) read it.
+func (cp *ControlPlane) openAPIHasKind(gv, kind string) bool {
+	paths, err := cp.Kube.Discovery().OpenAPIV3().Paths()
+	if err != nil {
+		return false
+	}
+	doc, ok := paths["apis/"+gv]
+	if !ok {
+		return false
+	}
+	schema, err := doc.Schema("application/json")
+	if err != nil {
+		return false
+	}
+	return bytes.Contains(schema, []byte(`"kind":"`+kind+`"`))
 }
 
 func crdEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
