@@ -41,7 +41,6 @@ const (
 	queueName = "gputasks"
 
 	// Event reasons.
-	ReasonCreated      = "Created"
 	ReasonFailedCreate = "FailedCreate"
 	ReasonFailedDelete = "FailedDelete"
 	ReasonInvalidSpec  = "InvalidSpec"
@@ -53,6 +52,11 @@ const (
 
 	// DefaultImage runs a task that names no image.
 	DefaultImage = "busybox:1.36"
+	// DefaultTaskWorkers is how many tasks are synced at once. A task's sync
+	// is mostly one API call, so the pod creates of a large set go as fast
+	// as the client's rate limit allows only with many calls in flight, as
+	// the ReplicaSet controller's parallel creates have.
+	DefaultTaskWorkers = 64
 	// DefaultMaxConcurrentReschedules bounds how many tasks may be without a
 	// pod at once because the controller replaces it.
 	DefaultMaxConcurrentReschedules = 5

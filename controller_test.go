@@ -214,13 +214,6 @@ func (f *fixture) addTaskWithPod(task *gputaskv1.GPUTask, podPhase corev1.PodPha
 	return task, pod
 }
 
-// expectPodCreated expects the sync to create task's pod and to report the
-// task Pending on no node.
-func (f *fixture) expectPodCreated(task *gputaskv1.GPUTask) {
-	f.expectCreatePod(expectedPod(task))
-	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
-}
-
 // expectedPod is the pod newTask(name) must produce, written out by hand so
 // that the test does not trust the builder it checks.
 func expectedPod(task *gputaskv1.GPUTask) *corev1.Pod {
@@ -345,9 +338,10 @@ func TestCreatesPod(t *testing.T) {
 	task := newTask("render")
 	f.addTask(task)
 
-	f.expectPodCreated(task)
+	// The status waits for the pod's add event: the create's worker moves on.
+	f.expectCreatePod(expectedPod(task))
 	f.run(ctx, key(task))
-	f.expectEvents("Normal Created Created pod render")
+	f.expectEvents()
 }
 
 func TestCreatesPodWithDefaults(t *testing.T) {
@@ -367,7 +361,6 @@ func TestCreatesPodWithDefaults(t *testing.T) {
 	c.Image, c.Command, c.Args, c.Env = "registry.local/worker:1", nil, nil, nil
 	c.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{"amd.com/gpu": resource.MustParse("1")}}
 	f.expectCreatePod(want)
-	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskPending, ""))
 	f.run(ctx, key(task))
 }
 
@@ -609,12 +602,11 @@ func TestNoDuplicateCreateWhileExpectationPending(t *testing.T) {
 	task := newTask("render")
 	f.addTask(task)
 
-	f.expectPodCreated(task)
+	f.expectCreatePod(expectedPod(task))
 	f.run(ctx, key(task))
 
-	// The task's status update arrives, the pod's add event does not yet: a
-	// stale cache must not cause a second create.
-	f.setTask(withStatus(task, gputaskv1.GPUTaskPending, ""))
+	// The pod's add event has not arrived yet: a stale cache must not cause
+	// a second create.
 	f.run(ctx, key(task))
 
 	// The informer delivers the pod; the expectation is met.
@@ -636,7 +628,7 @@ func TestExpectationExpires(t *testing.T) {
 
 	// Expired expectations no longer block.
 	c.expectations.Delete(key(task).String())
-	f.expectPodCreated(task)
+	f.expectCreatePod(expectedPod(task))
 	f.run(ctx, key(task))
 }
 
@@ -716,7 +708,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			f.expectCreatePod(expectedPod(task))
 			f.expectUpdateStatus(replaced(task)) // reschedules 2 → 3
 			f.run(ctx, key(task))
-			f.expectEvents("Normal Created Created pod render", "Normal Rescheduled Rescheduled ("+tc.wantReason+")")
+			f.expectEvents("Normal Rescheduled Rescheduled (" + tc.wantReason + ")")
 			if n := len(c.replacements); n != 0 {
 				t.Errorf("%d replacements left in flight", n)
 			}
@@ -775,7 +767,7 @@ func TestRestart(t *testing.T) {
 	want := replaced(task)
 	f.expectUpdateStatus(want)
 	f.run(ctx, key(task))
-	f.expectEvents("Normal Created", "Normal Restarted")
+	f.expectEvents("Normal Restarted")
 
 	// The new pod is newer than the request: done, no further restart.
 	newPod := podWith(task, corev1.PodRunning, "gpu-1")
@@ -1055,7 +1047,7 @@ func TestReplacementCountedOnce(t *testing.T) {
 	f.expectCreatePod(expectedPod(task))
 	f.expectUpdateStatus(want)
 	f.runExpectError(ctx, key(task), true)
-	f.expectEvents("Normal Created", "Normal Rescheduled")
+	f.expectEvents("Normal Rescheduled")
 
 	// The write had in fact been applied, and the cache now shows it and the
 	// new pod: nothing is left to write, and the count stays at 1.

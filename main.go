@@ -17,12 +17,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
 	kubeinformers "k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -32,7 +31,6 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/autoscaler"
-	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/metrics"
@@ -49,6 +47,7 @@ type config struct {
 	kubeconfig   string
 	master       string
 	workers      int
+	taskWorkers  int
 	kubeAPIQPS   float64
 	kubeAPIBurst int
 
@@ -80,7 +79,8 @@ func bindFlags(fs *flag.FlagSet) *config {
 	c := &config{}
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Only required if out-of-cluster.")
 	fs.StringVar(&c.master, "master", "", "The address of the Kubernetes API server. Overrides any value in kubeconfig. Only required if out-of-cluster.")
-	fs.IntVar(&c.workers, "workers", 2, "Objects synced concurrently by each controller (at least 1).")
+	fs.IntVar(&c.workers, "workers", 2, "Objects synced concurrently by the GPUTaskSet controller and by the autoscaler (at least 1).")
+	fs.IntVar(&c.taskWorkers, "task-workers", DefaultTaskWorkers, "GPUTasks synced concurrently by the GPUTask controller, which creates one pod per task (at least 1).")
 	fs.Float64Var(&c.kubeAPIQPS, "kube-api-qps", 50, "QPS to use while talking with the Kubernetes API server.")
 	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 100, "Burst to use while talking with the Kubernetes API server.")
 
@@ -121,6 +121,7 @@ func (c *config) validate() error {
 		}
 	}
 	check(c.workers < 1, "--workers must be at least 1, got %d", c.workers)
+	check(c.taskWorkers < 1, "--task-workers must be at least 1, got %d", c.taskWorkers)
 	check(c.kubeAPIQPS <= 0, "--kube-api-qps must be greater than 0, got %v", c.kubeAPIQPS)
 	check(c.kubeAPIBurst < 1, "--kube-api-burst must be at least 1, got %d", c.kubeAPIBurst)
 	for _, msg := range validation.IsQualifiedName(c.gpuResourceName) {
@@ -225,12 +226,6 @@ func main() {
 	klog.Flush()
 }
 
-// clients are the API clients every controller shares.
-type clients struct {
-	kube    kubernetes.Interface
-	gputask versioned.Interface
-}
-
 // informerSet holds the informer factories; controllers register their
 // informers in them before they start.
 type informerSet struct {
@@ -249,30 +244,41 @@ func run(ctx context.Context, cfg *config) error {
 	}
 	restConfig.QPS = float32(cfg.kubeAPIQPS)
 	restConfig.Burst = cfg.kubeAPIBurst
-	restConfig = rest.AddUserAgent(restConfig, controllerAgentName)
+	builder := clientBuilder{config: restConfig}
 
-	cl, err := newClients(restConfig)
+	informerClients, err := builder.clientsFor("shared-informers")
 	if err != nil {
 		return err
 	}
 	destinations, err := loadindex.NewDestinationPolicy(ctx, loadindex.PolicyOptions{
 		AllowedCIDRs: cfg.loadIndexAllowedCIDRs, AllowLoopback: cfg.loadIndexAllowLoopback,
-		APIServerHost: restConfig.Host, Kube: cl.kube,
+		APIServerHost: restConfig.Host, Kube: informerClients.kube,
 	})
 	if err != nil {
 		return fmt.Errorf("building the load-index destination policy: %w", err)
 	}
-	inf := newInformerSet(cl, cfg.informerResync)
+	inf := newInformerSet(informerClients, cfg.informerResync)
 
 	// Controllers are built before the factories start, so that their
 	// informers are part of what starts and syncs.
-	gputaskController := NewController(ctx, cl.kube, cl.gputask,
+	taskClients, err := builder.clientsFor("gputask")
+	if err != nil {
+		return err
+	}
+	gputaskController := NewController(ctx, taskClients.kube, taskClients.gputask,
 		inf.gputask.Gputask().V1().GPUTasks(),
 		inf.taskPods.Core().V1().Pods(),
 		inf.cluster.Core().V1().Nodes(),
 		cfg.controllerOptions())
 
-	setControllers := newSetControllers(ctx, cfg, cl, inf, destinations)
+	setControllers, err := newSetControllers(ctx, cfg, builder, inf, destinations)
+	if err != nil {
+		return err
+	}
+	electionClients, err := builder.clientsFor("leader-election")
+	if err != nil {
+		return err
+	}
 
 	var servers serverGroup
 	defer servers.shutdown(logger, cfg.shutdownGracePeriod)
@@ -306,24 +312,12 @@ func run(ctx context.Context, cfg *config) error {
 	}()
 
 	start := func(ctx context.Context) error {
-		return startControllers(ctx, cfg, cl, inf, gputaskController, setControllers)
+		return startControllers(ctx, cfg, inf, gputaskController, setControllers)
 	}
 	if !cfg.leaderElect {
 		return start(ctx)
 	}
-	return runWithLeaderElection(ctx, cfg, cl, watchdog, start)
-}
-
-func newClients(restConfig *rest.Config) (clients, error) {
-	kube, err := kubernetes.NewForConfig(restConfig)
-	if err != nil {
-		return clients{}, fmt.Errorf("building kubernetes clientset: %w", err)
-	}
-	gputask, err := versioned.NewForConfig(restConfig)
-	if err != nil {
-		return clients{}, fmt.Errorf("building gputask clientset: %w", err)
-	}
-	return clients{kube: kube, gputask: gputask}, nil
+	return runWithLeaderElection(ctx, cfg, electionClients, watchdog, start)
 }
 
 func newInformerSet(cl clients, resync time.Duration) *informerSet {
@@ -333,18 +327,33 @@ func newInformerSet(cl clients, resync time.Duration) *informerSet {
 		taskPods: kubeinformers.NewSharedInformerFactoryWithOptions(cl.kube, resync,
 			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
 				o.LabelSelector = gputaskv1.LabelTask
-			})),
+			}),
+			kubeinformers.WithTransform(stripManagedFields)),
 		// Nodes, unfiltered, to notice lost and NotReady nodes (and, for the
 		// autoscaler, GPU capacity).
-		cluster: kubeinformers.NewSharedInformerFactory(cl.kube, resync),
-		gputask: gputaskinformers.NewSharedInformerFactory(cl.gputask, resync),
+		cluster: kubeinformers.NewSharedInformerFactoryWithOptions(cl.kube, resync,
+			kubeinformers.WithTransform(stripManagedFields)),
+		gputask: gputaskinformers.NewSharedInformerFactoryWithOptions(cl.gputask, resync,
+			gputaskinformers.WithTransform(stripManagedFields)),
 		// Every pod that still holds resources, whoever owns it: the
 		// autoscaler subtracts their GPUs from the nodes' allocatable ones.
+		// It keeps only what that count reads.
 		activePods: kubeinformers.NewSharedInformerFactoryWithOptions(cl.kube, resync,
 			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
 				o.FieldSelector = "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed)
-			})),
+			}),
+			kubeinformers.WithTransform(autoscaler.TrimPod)),
 	}
+}
+
+// stripManagedFields is a cache.TransformFunc that drops
+// metadata.managedFields: no controller here reads them, and they are often
+// the largest part of a cached object.
+func stripManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // namedController is a controller that startControllers runs.
@@ -354,22 +363,30 @@ type namedController struct {
 }
 
 // newSetControllers builds the GPUTaskSet controller and the autoscaler.
-func newSetControllers(ctx context.Context, cfg *config, cl clients, inf *informerSet, destinations *loadindex.DestinationPolicy) []namedController {
+func newSetControllers(ctx context.Context, cfg *config, builder clientBuilder, inf *informerSet, destinations *loadindex.DestinationPolicy) ([]namedController, error) {
 	sets := inf.gputask.Gputask().V1().GPUTaskSets()
 	tasks := inf.gputask.Gputask().V1().GPUTasks()
-	setController := taskset.NewController(ctx, cl.kube, cl.gputask, sets, tasks,
+	setClients, err := builder.clientsFor("gputaskset")
+	if err != nil {
+		return nil, err
+	}
+	scalerClients, err := builder.clientsFor("autoscaler")
+	if err != nil {
+		return nil, err
+	}
+	setController := taskset.NewController(ctx, setClients.kube, setClients.gputask, sets, tasks,
 		taskset.Options{PodInformer: inf.taskPods.Core().V1().Pods()})
-	scaler := autoscaler.NewController(ctx, cl.kube, cl.gputask, sets, tasks,
+	scaler := autoscaler.NewController(ctx, scalerClients.kube, scalerClients.gputask, sets, tasks,
 		inf.cluster.Core().V1().Nodes(), inf.activePods.Core().V1().Pods(),
 		autoscaler.Options{
 			GPUResourceName: corev1.ResourceName(cfg.gpuResourceName),
 			GPULabelKey:     cfg.gpuLabelKey,
-			NewSource:       loadindex.Factory{Secrets: loadindex.KubeSecrets{Client: cl.kube}, Destinations: destinations}.New,
+			NewSource:       loadindex.Factory{Secrets: loadindex.KubeSecrets{Client: scalerClients.kube}, Destinations: destinations}.New,
 		})
 	return []namedController{
 		{name: "gputaskset", run: func(ctx context.Context) error { return setController.Run(ctx, cfg.workers) }},
 		{name: "autoscaler", run: func(ctx context.Context) error { return scaler.Run(ctx, cfg.workers) }},
-	}
+	}, nil
 }
 
 func (s *informerSet) start(ctx context.Context) {
@@ -408,7 +425,7 @@ func (s *informerSet) waitForSync(ctx context.Context) bool {
 
 // startControllers runs every controller until ctx is cancelled and returns
 // once all of them have stopped. Only the leader runs it.
-func startControllers(ctx context.Context, cfg *config, cl clients, inf *informerSet, gputaskController *Controller, ctrls []namedController) error {
+func startControllers(ctx context.Context, cfg *config, inf *informerSet, gputaskController *Controller, ctrls []namedController) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -424,7 +441,7 @@ func startControllers(ctx context.Context, cfg *config, cl clients, inf *informe
 		})
 	}
 
-	runController("gputask", func(ctx context.Context) error { return gputaskController.Run(ctx, cfg.workers) })
+	runController("gputask", func(ctx context.Context) error { return gputaskController.Run(ctx, cfg.taskWorkers) })
 
 	for _, c := range ctrls {
 		runController(c.name, c.run)

@@ -71,12 +71,12 @@ func TestPodCreateFailed(t *testing.T) {
 	}
 	f.expectEvents("Warning FailedCreate")
 
-	// Once the pod is accepted, the condition is gone.
+	// Once the pod is accepted, the create's worker moves on; the status,
+	// and with it the condition, follows the pod's add event.
 	refuse = false
 	f.expectCreatePod(expectedPod(task))
-	f.expectUpdateStatus(withStatus(failed, gputaskv1.GPUTaskPending, ""))
 	f.run(ctx, key(task))
-	f.expectEvents("Normal Created")
+	f.expectEvents()
 }
 
 func TestPodCreateFailureMessage(t *testing.T) {

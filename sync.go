@@ -53,15 +53,20 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 		}
 		return err
 	}
+	// No Normal event: one per task would cost as many writes as the pods,
+	// on the client that creates them. The set's events count the tasks,
+	// and this log line names the pod.
 	logger.V(2).Info("Created pod", "pod", klog.KObj(created))
-	c.recorder.Eventf(task, corev1.EventTypeNormal, ReasonCreated, "Created pod %s", created.Name)
 
-	view := statusView{pod: created}
-	if r := c.markReplacementCreated(key, task); r != nil {
-		c.recordReplacement(task, r, created)
-		view.replaced = r
+	r := c.markReplacementCreated(key, task)
+	if r == nil {
+		// The pod's add event brings the sync that writes the status, once
+		// the pod has settled (settle.go), so a throttled status write never
+		// holds up this worker's next create.
+		return nil
 	}
-	if err := c.updateStatus(ctx, task, c.computeStatus(task, view)); err != nil {
+	c.recordReplacement(task, r, created)
+	if err := c.updateStatus(ctx, task, c.computeStatus(task, statusView{pod: created, replaced: r})); err != nil {
 		return err
 	}
 	c.finishReplacement(key)
@@ -143,5 +148,12 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 			return c.startReplacement(ctx, key, task, pod, reason, view)
 		}
 	}
-	return c.updateStatus(ctx, task, c.computeStatus(task, view))
+	want := c.computeStatus(task, view)
+	if wait := settleTime(pod, c.clock.Now()); wait > 0 && specErr == nil && mayWait(&task.Status, &want) {
+		// The pod is on its way; its next state, or this timer, brings
+		// the write.
+		c.workqueue.AddAfter(key, wait)
+		return nil
+	}
+	return c.updateStatus(ctx, task, want)
 }

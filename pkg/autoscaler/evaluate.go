@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -74,12 +75,20 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 		"starting", st.Starting, "lastStep", last)
 
 	c.recordMetrics(set, in, d)
-	scaledAt, scaleErr := c.scale(ctx, set, in, d)
-	scaled := !scaledAt.IsZero()
+	written, scaleErr := c.scale(ctx, set, in, d)
+	scaled := written != nil
+	var scaledAt time.Time
 	if scaled {
 		// Remembered at once, before the status write that persists it may
 		// fail: a retry must not step again.
+		scaledAt = c.opts.Clock.Now()
 		state.lastStep = scaledAt
+		// The scale write moved the set's resourceVersion: a status write
+		// from the cached set would only earn a 409 and a re-read. The
+		// Scale the write returned carries the new one.
+		set = set.DeepCopy()
+		set.ResourceVersion = written.ResourceVersion
+		set.Spec.Replicas = &written.Spec.Replicas
 	}
 	c.emitEvents(set, in, d, configErrs, scaled, scaleErr)
 	want := desiredStatus(set, in, d, now, configErrs, scaledAt, scaleErr)
@@ -252,12 +261,13 @@ func acts(in scaling.Inputs) bool {
 // scale and the HPA do, so the set controller stays the only writer of the
 // rest of the spec.
 //
-// It returns when the write succeeded, the zero time when nothing was written.
-func (c *Controller) scale(ctx context.Context, set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision) (time.Time, error) {
+// It returns the Scale the write returned, nil when it wrote nothing.
+func (c *Controller) scale(ctx context.Context, set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision) (*autoscalingv1.Scale, error) {
 	if !acts(in) || d.Desired == in.Current {
-		return time.Time{}, nil
+		return nil, nil
 	}
 	sets := c.gputaskclientset.GputaskV1().GPUTaskSets(set.Namespace)
+	var written *autoscalingv1.Scale
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		sc, err := sets.GetScale(ctx, set.Name, metav1.GetOptions{})
 		if err != nil {
@@ -267,16 +277,18 @@ func (c *Controller) scale(ctx context.Context, set *gputaskv1.GPUTaskSet, in sc
 			return fmt.Errorf("%w: from %d to %d", errReplicasChanged, in.Current, sc.Spec.Replicas)
 		}
 		sc.Spec.Replicas = d.Desired
-		if _, err := sets.UpdateScale(ctx, set.Name, sc, metav1.UpdateOptions{}); err != nil {
+		updated, err := sets.UpdateScale(ctx, set.Name, sc, metav1.UpdateOptions{})
+		if err != nil {
 			return fmt.Errorf("updating scale to %d: %w", d.Desired, err)
 		}
+		written = updated
 		return nil
 	})
 	if err != nil {
-		return time.Time{}, err
+		return nil, err
 	}
 	klog.FromContext(ctx).Info("Scaled", "from", in.Current, "to", d.Desired, "reason", d.Reason)
-	return c.opts.Clock.Now(), nil
+	return written, nil
 }
 
 func (c *Controller) emitEvents(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision, configErrs []error, scaled bool, scaleErr error) {

@@ -40,6 +40,7 @@ import (
 	gputaskscheme "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/scheme"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions/gputask/v1"
 	listers "github.com/gputask/gputask-controller/pkg/generated/listers/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/taskindex"
 )
 
 const (
@@ -114,6 +115,8 @@ type Controller struct {
 	// podsLister is nil without Options.PodInformer.
 	podsLister corelisters.PodLister
 	podsSynced cache.InformerSynced
+	// tasksIndexer finds a set's tasks by its UID (pkg/taskindex).
+	tasksIndexer cache.Indexer
 
 	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// broadcaster is nil when Options.Recorder was given.
@@ -123,6 +126,8 @@ type Controller struct {
 
 	expectations *expectations.Expectations
 	burst        int
+	// statusPacer spaces each set's status writes by statusInterval.
+	statusPacer *statusPacer
 }
 
 // Events about GPUTaskSets need the GPUTaskSet kind in the scheme the recorder
@@ -154,11 +159,14 @@ func NewController(
 		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: controllerAgentName})
 	}
 
+	// Sets look their tasks up by UID rather than scan their namespace.
+	utilruntime.Must(taskindex.Add(taskInformer.Informer()))
 	c := &Controller{
 		kubeclientset:    kubeclientset,
 		gputaskclientset: gputaskclientset,
 		setsLister:       setInformer.Lister(),
 		tasksLister:      taskInformer.Lister(),
+		tasksIndexer:     taskInformer.Informer().GetIndexer(),
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: queueName, Clock: opts.Clock},
@@ -168,6 +176,7 @@ func NewController(
 		clock:        opts.Clock,
 		expectations: expectations.New(opts.Clock, opts.ExpectationsTimeout),
 		burst:        opts.BurstReplicas,
+		statusPacer:  newStatusPacer(opts.Clock),
 	}
 
 	logger.Info("Setting up event handlers")
@@ -276,6 +285,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	if apierrors.IsNotFound(err) {
 		logger.V(4).Info("GPUTaskSet is gone")
 		c.expectations.Delete(key.String())
+		c.statusPacer.forget(key)
 		metrics.CurrentReplicas.DeleteLabelValues(key.Namespace, key.Name)
 		return nil
 	}
@@ -310,6 +320,14 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 
 	metrics.CurrentReplicas.WithLabelValues(set.Namespace, set.Name).Set(float64(len(active)))
 	want := calculateStatus(set, active, plan, canAct, manageErr, c.clock.Now())
+	if wait := c.statusPacer.wait(key); wait > 0 && ownStatusOf(set).countsDifferOnly(want) {
+		// The status was written less than statusInterval ago and only the
+		// counts moved: the sync this brings writes them, with whatever
+		// changed in between. A new generation or condition is written at
+		// once.
+		c.workqueue.AddAfter(key, wait)
+		return errors.Join(manageErr, restartErr)
+	}
 	// Any failure requeues the set with backoff; the status is written
 	// even when creates or deletes failed, so ReplicaFailure shows why.
 	return errors.Join(manageErr, restartErr, c.updateStatus(ctx, set, want))

@@ -52,8 +52,6 @@ type fixture struct {
 	clock      *testingclock.FakeClock
 	recorder   *record.FakeRecorder
 	queue      *recordingQueue
-	// setIndexer is the set informer's cache of the last built controller.
-	setIndexer cache.Indexer
 
 	// Objects to put in the listers' indexers.
 	sets  []*gputaskv1.GPUTaskSet
@@ -62,6 +60,9 @@ type fixture struct {
 	objects []runtime.Object
 	// Reactors to prepend before the name-generating one.
 	reactors []reactor
+
+	// The informers' caches, once newController built them.
+	setIndexer, taskIndexer cache.Indexer
 
 	// Expected actions, in order, except that creates may come in any order
 	// within their run (they are made in parallel batches).
@@ -147,9 +148,9 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	c.workqueue = f.queue
 	f.t.Cleanup(c.workqueue.ShutDown)
 
-	f.setIndexer = setInformer.Informer().GetIndexer()
+	f.setIndexer, f.taskIndexer = setInformer.Informer().GetIndexer(), taskInformer.Informer().GetIndexer()
 	controllertest.Preload(f.t, f.setIndexer, f.sets...)
-	controllertest.Preload(f.t, taskInformer.Informer().GetIndexer(), f.tasks...)
+	controllertest.Preload(f.t, f.taskIndexer, f.tasks...)
 	return c
 }
 
@@ -179,7 +180,7 @@ func (f *fixture) sync(ctx context.Context, c *Controller, key string, wantErr b
 
 func (f *fixture) checkActions() {
 	f.t.Helper()
-	controllertest.CheckActions(f.t, f.actions, controllertest.FilterInformerActions(f.client.Actions()))
+	controllertest.CheckActions(f.t, sortDeletes(f.actions), sortDeletes(controllertest.FilterInformerActions(f.client.Actions())))
 	if kube := controllertest.FilterInformerActions(f.kubeclient.Actions()); len(kube) > 0 {
 		f.t.Errorf("unexpected core API actions: %s", controllertest.Describe(kube))
 	}
@@ -332,9 +333,8 @@ func TestCreatesTasksFromTemplate(t *testing.T) {
 	f.expectStatusUpdate(withStatus(set, 0, 0, 0, 0))
 	c := f.run(ctx, setKey(set))
 
-	if n := controllertest.CountEvents(f.events(), "Normal SuccessfulCreate"); n != 3 {
-		t.Errorf("SuccessfulCreate events = %d, want 3", n)
-	}
+	// One event for the step, not one per task.
+	controllertest.ExpectEvents(t, f.events(), "Normal SuccessfulCreate Created 3 tasks")
 	if c.expectations.Satisfied(setKey(set)) {
 		t.Error("expectations satisfied before the informer saw the new tasks")
 	}
@@ -490,8 +490,9 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 			f.expectStatusUpdate(withStatus(set, int32(len(tasks)), tc.running, tc.pending, 0))
 			c := f.run(ctx, setKey(set))
 
-			if n := controllertest.CountEvents(f.events(), "Normal SuccessfulDelete"); n != len(tc.want) {
-				t.Errorf("SuccessfulDelete events = %d, want %d", n, len(tc.want))
+			// One event for the step, not one per task.
+			if n := controllertest.CountEvents(f.events(), "Normal SuccessfulDelete"); n != min(len(tc.want), 1) {
+				t.Errorf("SuccessfulDelete events = %d, want %d", n, min(len(tc.want), 1))
 			}
 			// The deletions are expected until the informer reports them.
 			if c.expectations.Satisfied(setKey(set)) {
@@ -665,8 +666,8 @@ func TestSlowStartStopsAtFirstFailingBatch(t *testing.T) {
 	f.sync(ctx, c, setKey(set), true)
 
 	events := f.events()
-	if n := controllertest.CountEvents(events, "Normal SuccessfulCreate"); n != 3 {
-		t.Errorf("SuccessfulCreate events = %d, want 3", n)
+	if n := controllertest.CountEvents(events, "Normal SuccessfulCreate Created 3 tasks"); n != 1 {
+		t.Errorf("SuccessfulCreate events = %d, want 1 for the 3 tasks", n)
 	}
 	if n := controllertest.CountEvents(events, "Warning FailedCreate"); n != 4 {
 		t.Errorf("FailedCreate events = %d, want 4", n)
@@ -920,8 +921,16 @@ func TestEventHandlers(t *testing.T) {
 	changed.ResourceVersion = "2"
 	changed.Status.Phase = gputaskv1.GPUTaskFailed
 	c.updateTask(logger, mine, changed)
+	if got := f.queue.after; c.workqueue.Len() != 0 || len(got) != 1 || got[0] != statusInterval {
+		t.Errorf("a status change must enqueue the owner after %v; queue=%d, AddAfter calls %v", statusInterval, c.workqueue.Len(), got)
+	}
+	f.queue.after = nil
+	annotated := changed.DeepCopy()
+	annotated.ResourceVersion = "2a"
+	annotated.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: "2026-11-22T12:00:00Z"}
+	c.updateTask(logger, changed, annotated)
 	if c.workqueue.Len() != 1 {
-		t.Error("a status change must enqueue the owner")
+		t.Error("an annotation change must enqueue the owner at once")
 	}
 	drain(c)
 

@@ -151,6 +151,8 @@ func TestBusyTasksDrainUntilIdle(t *testing.T) {
 	// While the worker stays busy, a drain costs no writes and is not replaced.
 	d.refresh(ctx, set)
 	_ = d.taskIdx.Delete(idle)
+	// Status writes of one set are paced a second apart.
+	d.clock.Step(time.Second)
 	if got := d.sync(ctx, setKey(set)); len(got) != 1 || got[0] != "update gputasksets/status" {
 		t.Fatalf("writes while draining = %v, want only the status (replicas 3 to 2)", got)
 	}

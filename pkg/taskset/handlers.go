@@ -1,6 +1,9 @@
 package taskset
 
 import (
+	"maps"
+
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -101,7 +104,22 @@ func (c *Controller) updateTask(logger klog.Logger, old, cur any) {
 	}
 	key := cache.MetaObjectToName(set).String()
 	c.expectations.AnnotationObserved(key, curTask.Name, curTask.Annotations[gputaskv1.AnnotationRestartedAt])
+	if statusOnly(oldTask, curTask) {
+		// A task's progress only changes the set's counts, which are
+		// written at most once per statusInterval: one sync per interval
+		// sees them all, however many tasks moved.
+		c.workqueue.AddAfter(cache.MetaObjectToName(set), statusInterval)
+		return
+	}
 	c.enqueue(set)
+}
+
+// statusOnly reports whether an update changed nothing of the task but its
+// status: no spec (generation), label, annotation or owner.
+func statusOnly(old, cur *gputaskv1.GPUTask) bool {
+	return old.Generation == cur.Generation &&
+		maps.Equal(old.Labels, cur.Labels) && maps.Equal(old.Annotations, cur.Annotations) &&
+		equality.Semantic.DeepEqual(old.OwnerReferences, cur.OwnerReferences)
 }
 
 // deleteTask counts a deletion and wakes the owner. obj may be a tombstone.

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
@@ -125,6 +126,17 @@ func (s ownStatus) equal(o ownStatus) bool {
 	return a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message && a.ObservedGeneration == b.ObservedGeneration
 }
 
+// countsDifferOnly reports whether o differs from s in its counts alone.
+func (s ownStatus) countsDifferOnly(o ownStatus) bool {
+	if s.equal(o) {
+		return false
+	}
+	counts := s
+	counts.Replicas, counts.RunningReplicas, counts.PendingReplicas = o.Replicas, o.RunningReplicas, o.PendingReplicas
+	counts.ReadyReplicas, counts.DrainingReplicas, counts.HeldBackReplicas = o.ReadyReplicas, o.DrainingReplicas, o.HeldBackReplicas
+	return counts.equal(o)
+}
+
 // applyTo writes the owned fields into status and leaves every other field as
 // it is.
 func (s ownStatus) applyTo(status *gputaskv1.GPUTaskSetStatus) {
@@ -171,8 +183,11 @@ func (c *Controller) updateStatus(ctx context.Context, cached *gputaskv1.GPUTask
 		}
 		updated := set.DeepCopy()
 		want.applyTo(&updated.Status)
-		_, err := client.UpdateStatus(ctx, updated, metav1.UpdateOptions{})
-		return err
+		if _, err := client.UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		c.statusPacer.wrote(cache.MetaObjectToName(cached))
+		return nil
 	})
 	switch {
 	case apierrors.IsNotFound(err):

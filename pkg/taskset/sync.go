@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,20 +16,24 @@ import (
 	"k8s.io/klog/v2"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/taskindex"
 )
 
 // activeTasks lists the tasks the set controls that are not being deleted.
-// The label narrows the list cheaply; the controller reference with the set's
-// UID decides, so a task left over from an earlier set of the same name, or
-// an orphan carrying the label, is never counted or touched.
+// The index by controller UID finds them without a scan of the namespace, so
+// a task left over from an earlier set of the same name, or an orphan
+// carrying the label, is never counted or touched; a task must still carry
+// the set's label to count.
 func (c *Controller) activeTasks(set *gputaskv1.GPUTaskSet) ([]*gputaskv1.GPUTask, error) {
-	tasks, err := c.tasksLister.GPUTasks(set.Namespace).List(taskSelector(set))
+	tasks, err := taskindex.Controlled(c.tasksIndexer, string(set.UID))
 	if err != nil {
 		return nil, fmt.Errorf("listing tasks of gputaskset %s: %w", klog.KObj(set), err)
 	}
+	selector := taskSelector(set)
 	active := make([]*gputaskv1.GPUTask, 0, len(tasks))
 	for _, t := range tasks {
-		if t.DeletionTimestamp == nil && metav1.IsControlledBy(t, set) {
+		if t.DeletionTimestamp == nil && t.Namespace == set.Namespace && metav1.IsControlledBy(t, set) &&
+			gputaskv1.IsRefTo(metav1.GetControllerOf(t), setKind.Kind) && selector.Matches(labels.Set(t.Labels)) {
 			active = append(active, t)
 		}
 	}
@@ -162,11 +167,24 @@ func (c *Controller) manageReplicas(ctx context.Context, set *gputaskv1.GPUTaskS
 func (c *Controller) createTasks(ctx context.Context, set *gputaskv1.GPUTaskSet, n int) error {
 	key := cache.MetaObjectToName(set).String()
 	c.expectations.ExpectCreations(key, n)
-	created, err := slowStartBatch(n, 1, func() error { return c.createTask(ctx, set) })
+	var made atomic.Int32
+	created, err := slowStartBatch(n, 1, func() error {
+		ok, err := c.createTask(ctx, set)
+		if ok {
+			made.Add(1)
+		}
+		return err
+	})
 	// The informer will never report tasks that failed or were not tried;
 	// without this the set would wait for the expectations to expire.
 	for range n - created {
 		c.expectations.CreationObserved(key)
+	}
+	// One event for the whole step, as the ReplicaSet controller's events
+	// end up once aggregated: an event per task would cost as many writes
+	// as the tasks themselves. The names are in the V(2) log.
+	if m := made.Load(); m > 0 {
+		c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created %d %s", m, tasksNoun(int(m)))
 	}
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Slow start stopped at a failing batch", "created", created, "skipped", n-created)
@@ -175,22 +193,30 @@ func (c *Controller) createTasks(ctx context.Context, set *gputaskv1.GPUTaskSet,
 	return nil
 }
 
-// createTask creates one task from the set's template.
-func (c *Controller) createTask(ctx context.Context, set *gputaskv1.GPUTaskSet) error {
+// createTask creates one task from the set's template, and reports whether
+// it did.
+func (c *Controller) createTask(ctx context.Context, set *gputaskv1.GPUTaskSet) (bool, error) {
 	created, err := c.gputaskclientset.GputaskV1().GPUTasks(set.Namespace).Create(ctx, newTask(set), metav1.CreateOptions{})
 	if err != nil {
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			// Every create fails while the namespace goes away, and the set
 			// goes with it: not worth an error, an event or a retry.
 			c.expectations.CreationObserved(cache.MetaObjectToName(set).String())
-			return nil
+			return false, nil
 		}
 		c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating task: %v", err)
-		return err
+		return false, err
 	}
 	klog.FromContext(ctx).V(2).Info("Created task", "gputask", klog.KObj(created))
-	c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created task: %s", created.Name)
-	return nil
+	return true, nil
+}
+
+// tasksNoun is "task" or "tasks", for an event about n tasks.
+func tasksNoun(n int) string {
+	if n == 1 {
+		return "task"
+	}
+	return "tasks"
 }
 
 // newTask builds a task from the set's template. The template is deep-copied
@@ -241,9 +267,10 @@ func slowStartBatch(count, initialBatchSize int, fn func() error) (int, error) {
 	return successes, nil
 }
 
-// deleteTasks deletes the victims one by one, in rank order. Each delete is
-// conditional on the task's UID, so a task re-created under the same name is
-// never removed by mistake.
+// deleteTasks deletes the victims in parallel, as the ReplicaSet controller
+// does: the ranking chose them, and the order of the calls changes nothing.
+// Each delete is conditional on the task's UID, so a task re-created under
+// the same name is never removed by mistake.
 func (c *Controller) deleteTasks(ctx context.Context, set *gputaskv1.GPUTaskSet, victims []*gputaskv1.GPUTask) error {
 	key := cache.MetaObjectToName(set).String()
 	names := make([]string, 0, len(victims))
@@ -252,13 +279,30 @@ func (c *Controller) deleteTasks(ctx context.Context, set *gputaskv1.GPUTaskSet,
 	}
 	c.expectations.ExpectDeletions(key, names...)
 
-	var errs []error
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		errs    []error
+		deleted int
+	)
 	for _, t := range victims {
-		if err := c.removeTask(ctx, set, t); err != nil {
-			// The informer will never report a delete that did not happen.
-			c.expectations.DeletionObserved(key, t.Name)
-			errs = append(errs, err)
-		}
+		wg.Go(func() {
+			ok, err := c.removeTask(ctx, set, t)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				// The informer will never report a delete that did not happen.
+				c.expectations.DeletionObserved(key, t.Name)
+				errs = append(errs, err)
+			}
+			if ok {
+				deleted++
+			}
+		})
+	}
+	wg.Wait()
+	if deleted > 0 {
+		c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted %d %s", deleted, tasksNoun(deleted))
 	}
 	if len(errs) > 0 {
 		return &replicaError{reason: ReasonFailedDelete, err: fmt.Errorf("deleting tasks of gputaskset %s: %w", klog.KObj(set), errors.Join(errs...))}
@@ -266,8 +310,9 @@ func (c *Controller) deleteTasks(ctx context.Context, set *gputaskv1.GPUTaskSet,
 	return nil
 }
 
-// removeTask deletes one task. A task that is already gone is not an error.
-func (c *Controller) removeTask(ctx context.Context, set *gputaskv1.GPUTaskSet, task *gputaskv1.GPUTask) error {
+// removeTask deletes one task, and reports whether it did. A task that is
+// already gone is not an error.
+func (c *Controller) removeTask(ctx context.Context, set *gputaskv1.GPUTaskSet, task *gputaskv1.GPUTask) (bool, error) {
 	uid := task.UID
 	err := c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace).Delete(ctx, task.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid},
@@ -275,12 +320,11 @@ func (c *Controller) removeTask(ctx context.Context, set *gputaskv1.GPUTaskSet, 
 	switch {
 	case apierrors.IsNotFound(err):
 		c.expectations.DeletionObserved(cache.MetaObjectToName(set).String(), task.Name)
-		return nil
+		return false, nil
 	case err != nil:
 		c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonFailedDelete, "Error deleting task %s: %v", task.Name, err)
-		return fmt.Errorf("deleting gputask %s: %w", klog.KObj(task), err)
+		return false, fmt.Errorf("deleting gputask %s: %w", klog.KObj(task), err)
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted task", "gputask", klog.KObj(task))
-	c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted task: %s", task.Name)
-	return nil
+	return true, nil
 }

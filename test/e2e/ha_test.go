@@ -127,9 +127,6 @@ func TestHALeaderFailover(t *testing.T) {
 		if n := added[ns+"/"+name]; n != 1 {
 			t.Errorf("pod %s created %d times, want once", name, n)
 		}
-		if n := prodEventCount(t, c, ns, name, "Created"); n > 1 {
-			t.Errorf("task %s has %d Created events, want at most one", name, n)
-		}
 	}
 	for _, e := range events {
 		if e.typ == "DELETED" || e.deleting {

@@ -1,0 +1,72 @@
+package taskset
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/controllertest"
+)
+
+// TestStatusWrittenAtMostOncePerInterval: while tasks churn, the set's
+// status is written at most once per statusInterval; the counts a skipped
+// sync saw are written by the sync it schedules.
+func TestStatusWrittenAtMostOncePerInterval(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](2))
+	a, b := ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", time.Hour)
+	b.Status.Phase = gputaskv1.GPUTaskPending
+	f.addSet(set)
+	f.addTasks(a, b)
+
+	f.expectStatusUpdate(withStatus(set, 2, 1, 1, 0))
+	c := f.run(ctx, setKey(set))
+	written := withStatus(set, 2, 1, 1, 0)
+
+	// The set's cache shows the write; task b starts running half a second later.
+	controllertest.Update(t, f.setIndexer, written)
+	running := b.DeepCopy()
+	running.Status.Phase = gputaskv1.GPUTaskRunning
+	controllertest.Update(t, f.taskIndexer, running)
+	f.clock.Step(statusInterval / 2)
+	f.actions = nil
+	f.sync(ctx, c, setKey(set), false) // no write
+	if got := f.queue.after; len(got) != 1 || got[0] != statusInterval/2 {
+		t.Errorf("AddAfter calls = %v, want one of %v", got, statusInterval/2)
+	}
+
+	f.clock.Step(statusInterval / 2)
+	f.expectStatusUpdate(withStatus(set, 2, 2, 0, 0))
+	f.sync(ctx, c, setKey(set), false)
+}
+
+func TestCountsDifferOnly(t *testing.T) {
+	failure := &metav1.Condition{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: ReasonInvalidSpec, Message: "m"}
+	base := ownStatus{Replicas: 3, RunningReplicas: 2, PendingReplicas: 1, ObservedGeneration: 2, Selector: "s"}
+	tests := []struct {
+		name string
+		edit func(*ownStatus)
+		want bool
+	}{
+		{"equal", func(*ownStatus) {}, false},
+		{"counts", func(s *ownStatus) { s.RunningReplicas, s.PendingReplicas, s.ReadyReplicas = 3, 0, 3 }, true},
+		{"generation", func(s *ownStatus) { s.ObservedGeneration = 3 }, false},
+		{"generation and counts", func(s *ownStatus) { s.ObservedGeneration, s.Replicas = 3, 4 }, false},
+		{"condition", func(s *ownStatus) { s.ReplicaFailure = failure }, false},
+		{"selector", func(s *ownStatus) { s.Selector = "t" }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := base
+			tc.edit(&o)
+			if got := base.countsDifferOnly(o); got != tc.want {
+				t.Errorf("countsDifferOnly = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

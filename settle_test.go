@@ -1,0 +1,108 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/gputask/gputask-controller/pkg/controllertest"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+)
+
+func TestSettleTime(t *testing.T) {
+	task := newTask("render")
+	at := func(ago time.Duration) metav1.Time { return metav1.NewTime(testNow.Add(-ago)) }
+	pod := func(created time.Duration, phase corev1.PodPhase, conds ...corev1.PodCondition) *corev1.Pod {
+		p := expectedPod(task)
+		p.CreationTimestamp = at(created)
+		p.Status.Phase = phase
+		p.Status.Conditions = conds
+		return p
+	}
+	scheduled := func(ago time.Duration) corev1.PodCondition {
+		return corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at(ago)}
+	}
+	deleting := pod(time.Second, corev1.PodPending)
+	deleting.DeletionTimestamp = ptrTime(at(0))
+
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want time.Duration
+	}{
+		{"just created, waiting for the scheduler", pod(0, corev1.PodPending), statusSettle},
+		{"created 4s ago", pod(4*time.Second, corev1.PodPending), statusSettle - 4*time.Second},
+		{"waited for the scheduler too long", pod(statusSettle, corev1.PodPending), 0},
+		{"bound 1s ago, starting", pod(time.Minute, corev1.PodPending, scheduled(time.Second)), statusSettle - time.Second},
+		{"bound long ago, still starting", pod(time.Minute, corev1.PodPending, scheduled(time.Minute)), 0},
+		{"unschedulable", pod(0, corev1.PodPending, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable"}), 0},
+		{"running", pod(0, corev1.PodRunning, scheduled(0)), 0},
+		{"failed", pod(0, corev1.PodFailed), 0},
+		{"being deleted", deleting, 0},
+		{"no creation time", pod(0, corev1.PodPending), 0},
+	}
+	tests[len(tests)-1].pod.CreationTimestamp = metav1.Time{}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := settleTime(tc.pod, testNow); got != tc.want {
+				t.Errorf("settleTime() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func ptrTime(t metav1.Time) *metav1.Time { return &t }
+
+// TestStatusWaitsForThePodToSettle: a pod created, bound and started in
+// quick succession costs its task one status write, for the state it
+// reached; a pod that stays in one state is shown once it has settled.
+func TestStatusWaitsForThePodToSettle(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	f.addTask(task)
+	f.addNode(controllertest.Node("gpu-1"))
+	f.newController(ctx)
+
+	pending := podWith(task, corev1.PodPending, "")
+	pending.CreationTimestamp = metav1.NewTime(testNow)
+	f.setPod(pending)
+	f.run(ctx, key(task)) // the add event: no write yet
+
+	bound := podWith(task, corev1.PodPending, "gpu-1")
+	bound.CreationTimestamp = pending.CreationTimestamp
+	bound.Status.Conditions[0].LastTransitionTime = metav1.NewTime(testNow)
+	f.setPod(bound)
+	f.run(ctx, key(task)) // bound: no write yet
+
+	running := podWith(task, corev1.PodRunning, "gpu-1")
+	running.CreationTimestamp = pending.CreationTimestamp
+	f.setPod(running)
+	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1"))
+	f.run(ctx, key(task))
+}
+
+func TestStatusShowsAPodThatDoesNotSettle(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	f.addTask(task)
+	f.newController(ctx)
+
+	pending := podWith(task, corev1.PodPending, "")
+	pending.CreationTimestamp = metav1.NewTime(testNow)
+	f.setPod(pending)
+	f.run(ctx, key(task))
+
+	f.clock.Step(statusSettle)
+	want := withStatus(task, gputaskv1.GPUTaskPending, "")
+	for i := range want.Status.Conditions {
+		want.Status.Conditions[i].LastTransitionTime = metav1.NewTime(testNow.Add(statusSettle))
+	}
+	f.expectUpdateStatus(want)
+	f.run(ctx, key(task))
+}
