@@ -35,7 +35,7 @@ func (c *Controller) deletePodOfDeletedTask(ctx context.Context, key cache.Objec
 		return fmt.Errorf("getting pod %s from the cache: %w", key, err)
 	}
 	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.UID != uid || !isGPUTaskRef(ref) || pod.DeletionTimestamp != nil {
+	if ref == nil || ref.UID != uid || !isGPUTaskRef(ref) || terminating(pod) {
 		c.forgetDeletedTask(key)
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -34,7 +35,7 @@ func (c *Controller) deleteOrphanPod(ctx context.Context, key cache.ObjectName) 
 		return false, fmt.Errorf("getting pod %s from the cache: %w", key, err)
 	}
 	ref := metav1.GetControllerOf(pod)
-	if ref == nil || !isGPUTaskRef(ref) || pod.DeletionTimestamp != nil {
+	if ref == nil || !isGPUTaskRef(ref) || terminating(pod) {
 		// Not a task's pod, or an orphan by choice (--cascade=orphan), or
 		// already going.
 		return false, nil
@@ -59,7 +60,7 @@ func (c *Controller) deleteOrphanPod(ctx context.Context, key cache.ObjectName) 
 		return false, fmt.Errorf("reading pod %s whose gputask is gone: %w", klog.KObj(pod), err)
 	}
 	liveRef := metav1.GetControllerOf(live)
-	if live.UID != pod.UID || liveRef == nil || liveRef.UID != ref.UID || live.DeletionTimestamp != nil {
+	if live.UID != pod.UID || liveRef == nil || liveRef.UID != ref.UID || terminating(live) {
 		return false, nil
 	}
 
@@ -76,4 +77,34 @@ func (c *Controller) deleteOrphanPod(ctx context.Context, key cache.ObjectName) 
 	}
 	klog.FromContext(ctx).Info("Deleted pod whose gputask is gone", "pod", klog.KObj(pod), "gputask", ref.Name, "gputaskUID", ref.UID)
 	return true, nil
+}
+
+// terminating reports whether pod is on its way out by itself. A pod marked
+// for deletion with a grace period of 0 that is still stored is not: the API
+// server deletes in two steps, setting deletionTimestamp and then removing
+// the object, and the client that asked (this controller, killed or cut off
+// between them) went away in between. Only the kubelet of its node or the
+// pod garbage collector of kube-controller-manager would finish it; a
+// second delete does, and the API server accepts it for this very case.
+func terminating(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil && !deleteInterrupted(pod)
+}
+
+// deleteInterrupted reports whether pod was deleted with a grace period of 0
+// and is still stored, as terminating explains.
+func deleteInterrupted(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil && pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0
+}
+
+// completeDelete deletes again a pod whose deletion was interrupted.
+func (c *Controller) completeDelete(ctx context.Context, pod *corev1.Pod) error {
+	uid := pod.UID
+	err := c.kubeclientset.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("completing the interrupted delete of pod %s: %w", klog.KObj(pod), err)
+	}
+	klog.FromContext(ctx).V(2).Info("Completed an interrupted pod delete", "pod", klog.KObj(pod))
+	return nil
 }

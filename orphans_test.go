@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,9 +32,11 @@ func TestOrphanPods(t *testing.T) {
 		podOwner types.UID
 		// livePodOwner is the owner the API server shows for the pod.
 		livePodOwner types.UID
-		wantGetTask  bool
-		wantGetPod   bool
-		wantDelete   bool
+		// deletionGrace marks the pod terminating with this grace period.
+		deletionGrace *int64
+		wantGetTask   bool
+		wantGetPod    bool
+		wantDelete    bool
 	}{
 		{name: "task gone", podOwner: "uid-render", livePodOwner: "uid-render",
 			wantGetTask: true, wantGetPod: true, wantDelete: true},
@@ -44,6 +47,9 @@ func TestOrphanPods(t *testing.T) {
 		{name: "owner reference removed since (--cascade=orphan)", podOwner: "uid-render",
 			wantGetTask: true, wantGetPod: true},
 		{name: "no controller (--cascade=orphan)"},
+		{name: "task gone, pod terminating", podOwner: "uid-render", livePodOwner: "uid-render", deletionGrace: ptr.To[int64](30)},
+		{name: "task gone, delete interrupted between its two steps", podOwner: "uid-render", livePodOwner: "uid-render", deletionGrace: ptr.To[int64](0),
+			wantGetTask: true, wantGetPod: true, wantDelete: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,6 +63,10 @@ func TestOrphanPods(t *testing.T) {
 			}
 			pod := podWith(newTask("render"), corev1.PodRunning, "gpu-1")
 			pod.OwnerReferences = ownerRefs(tc.podOwner)
+			if tc.deletionGrace != nil {
+				pod.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
+				pod.DeletionGracePeriodSeconds = tc.deletionGrace
+			}
 			live := pod.DeepCopy()
 			live.OwnerReferences = ownerRefs(tc.livePodOwner)
 			f.podLister = append(f.podLister, pod)
@@ -122,4 +132,32 @@ func ownerRefs(uid types.UID) []metav1.OwnerReference {
 		APIVersion: "gputask.io/v1", Kind: "GPUTask", Name: "render", UID: uid,
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 	}}
+}
+
+// TestInterruptedPodDeleteCompleted: a pod deleted with a grace period of 0
+// that is still stored (its deleter went away between the API server's two
+// steps) is deleted again, so that its task gets a new pod; a pod within its
+// grace period is left to terminate.
+func TestInterruptedPodDeleteCompleted(t *testing.T) {
+	for _, grace := range []int64{0, 30} {
+		t.Run(fmt.Sprintf("grace %d", grace), func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newFixture(t)
+			task := newTask("render")
+			pod := podWith(task, corev1.PodPending, "")
+			pod.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
+			pod.DeletionGracePeriodSeconds = ptr.To(grace)
+			f.addTask(task)
+			f.addPod(pod)
+			c := f.newController(ctx)
+			task = task.DeepCopy()
+			task.Status = c.computeStatus(task, statusView{pod: pod})
+			f.setTask(task)
+
+			if grace == 0 {
+				f.expectDeletePod(pod)
+			}
+			f.run(ctx, key(task))
+		})
+	}
 }

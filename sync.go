@@ -139,6 +139,11 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 	if pod.DeletionTimestamp != nil {
 		// Someone else deletes the pod; it is created again once it is gone.
 		c.workqueue.AddAfter(key, replacementPoll)
+		if deleteInterrupted(pod) {
+			if err := c.completeDelete(ctx, pod); err != nil {
+				return err
+			}
+		}
 		return c.updateStatus(ctx, task, c.computeStatus(task, view))
 	}
 

@@ -28,10 +28,14 @@ import (
 // TestFaultKill9WithoutGarbageCollector runs a control plane without
 // kube-controller-manager, so no garbage collector deletes the pods of
 // deleted tasks: the controller alone must. It SIGKILLs the controller in
-// the middle of creating 200 tasks, and after the restart counts exactly
-// the wanted tasks and one pod for each, none left over.
+// the middle of creating 200 tasks, then in the middle of a scale-in to
+// 40 (and deletes 50 tasks while it is down), and after each restart
+// counts exactly the wanted tasks and one pod for each, none left over.
 func TestFaultKill9WithoutGarbageCollector(t *testing.T) {
-	const created = 200
+	const (
+		created = 200
+		kept    = 40
+	)
 	c := framework.StartT(t, framework.Options{})
 	ns := c.NamespaceT(t)
 	ctx := context.Background()
@@ -57,6 +61,33 @@ func TestFaultKill9WithoutGarbageCollector(t *testing.T) {
 	t.Logf("killed during creation at %d tasks and %d pods", tasks.n, len(pods))
 	ctrl = c.StartControllerT(t, args...)
 	waitExact(t, c, ns, created)
+
+	// Kill during the scale-in.
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, kept)
+	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Patch(ctx, "pool", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, c, ns, "scale-in under way", func(tasks, pods int) bool { return tasks <= created-40 })
+	ctrl.Kill()
+	// While the controller is down, 50 more tasks are deleted, as kubectl
+	// delete would; with no garbage collector their pods stay.
+	list, err := c.GPUTask.GputaskV1().GPUTasks(ns).List(ctx, metav1.ListOptions{Limit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range list.Items {
+		if err := c.GPUTask.GputaskV1().GPUTasks(ns).Delete(ctx, task.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tasks, pods = countTasksAndPods(t, c, ns)
+	orphans := orphanCount(tasks, pods)
+	t.Logf("killed during scale-in; then %d tasks and %d pods, %d of them without their task", tasks.n, len(pods), orphans)
+	if orphans < len(list.Items) {
+		t.Fatalf("%d pods without their task before the restart, want at least %d", orphans, len(list.Items))
+	}
+	c.StartControllerT(t, args...)
+	waitExact(t, c, ns, kept)
 
 }
 
@@ -205,6 +236,30 @@ func orphanCount(tasks taskCount, pods []corev1.Pod) int {
 	return n
 }
 
+// orphanExamples describes up to max pods whose controlling task does not
+// exist, for a failure message.
+func orphanExamples(tasks taskCount, pods []corev1.Pod, max int) []string {
+	var out []string
+	for _, pod := range pods {
+		ref := metav1.GetControllerOf(&pod)
+		if ref != nil && tasks.uids[ref.UID] {
+			continue
+		}
+		if len(out) == max {
+			break
+		}
+		desc := fmt.Sprintf("%s (created %s, rv %s", pod.Name, pod.CreationTimestamp.Format(time.RFC3339), pod.ResourceVersion)
+		if ref != nil {
+			desc += fmt.Sprintf(", owner %s/%s", ref.Name, ref.UID)
+		}
+		if pod.DeletionTimestamp != nil {
+			desc += ", terminating"
+		}
+		out = append(out, desc+")")
+	}
+	return out
+}
+
 func waitCounts(t *testing.T, c *framework.ControlPlane, ns, what string, ok func(tasks, pods int) bool) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
@@ -233,9 +288,9 @@ func waitExact(t *testing.T, c *framework.ControlPlane, ns string, n int) {
 				}
 			}
 		}
-		orphans := orphanCount(tasks, pods)
+		orphans, examples := orphanCount(tasks, pods), orphanExamples(tasks, pods, 5)
 		return tasks.n == n && len(tasks.uids) == n && len(pods) == n && orphans == 0 && dup == 0,
-			fmt.Sprintf("%d tasks (%d incl. terminating), %d pods, %d without their task, %d duplicates", tasks.n, len(tasks.uids), len(pods), orphans, dup)
+			fmt.Sprintf("%d tasks (%d incl. terminating), %d pods, %d without their task %v, %d duplicates", tasks.n, len(tasks.uids), len(pods), orphans, examples, dup)
 	}
 	prodPoll(t, 3*time.Minute, fmt.Sprintf("exactly %d tasks and %d pods", n, n), func(context.Context) (bool, string) { return describe() })
 	// Nothing more is coming: the counts hold.
