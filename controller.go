@@ -133,6 +133,8 @@ type Controller struct {
 	tasksSynced cache.InformerSynced
 	podsLister  corelisters.PodLister
 	podsSynced  cache.InformerSynced
+	// podsIndexer holds the pods by node (podsByNode).
+	podsIndexer cache.Indexer
 	nodesLister corelisters.NodeLister
 	nodesSynced cache.InformerSynced
 
@@ -196,6 +198,7 @@ func NewController(
 		gputaskclientset: gputaskclientset,
 		tasksLister:      taskInformer.Lister(),
 		podsLister:       podInformer.Lister(),
+		podsIndexer:      podInformer.Informer().GetIndexer(),
 		nodesLister:      nodeInformer.Lister(),
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
@@ -218,6 +221,8 @@ func NewController(
 		orphaning:         map[cache.ObjectName]types.UID{},
 		warnedRestartedAt: map[cache.ObjectName]string{},
 	}
+
+	utilruntime.Must(podInformer.Informer().AddIndexers(cache.Indexers{podsByNode: podNodeName}))
 
 	logger.Info("Setting up event handlers")
 	// Run waits for the handler registrations rather than the informers:

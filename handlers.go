@@ -168,15 +168,27 @@ func (c *Controller) handleNodeDelete(obj any) {
 	c.enqueueTasksOnNode(node.Name)
 }
 
+// podsByNode names the index of the pod cache by spec.nodeName.
+const podsByNode = "spec.nodeName"
+
+// podNodeName is the index function: the node a pod is bound to, if any.
+func podNodeName(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return nil, nil
+	}
+	return []string{pod.Spec.NodeName}, nil
+}
+
 func (c *Controller) enqueueTasksOnNode(nodeName string) {
-	// The pod cache holds only task pods, so a scan is cheap.
-	pods, err := c.podsLister.List(labels.Everything())
+	objs, err := c.podsIndexer.ByIndex(podsByNode, nodeName)
 	if err != nil {
-		utilruntime.HandleError(fmt.Errorf("listing pods from the cache: %w", err))
+		utilruntime.HandleError(fmt.Errorf("reading the pods of node %s from the cache: %w", nodeName, err))
 		return
 	}
-	for _, pod := range pods {
-		if pod.Spec.NodeName != nodeName {
+	for _, obj := range objs {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
 			continue
 		}
 		if key, owned := c.taskOfPod(pod); key != nil && owned {

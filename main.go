@@ -28,6 +28,7 @@ import (
 	// Registers leader_election_master_status next to the other metrics.
 	_ "k8s.io/component-base/metrics/prometheus/clientgo/leaderelection"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/autoscaler"
@@ -232,8 +233,9 @@ type informerSet struct {
 	taskPods kubeinformers.SharedInformerFactory
 	cluster  kubeinformers.SharedInformerFactory
 	gputask  gputaskinformers.SharedInformerFactory
-	// activePods is every non-terminal pod, for capacity-aware scaling.
-	activePods kubeinformers.SharedInformerFactory
+	// activePods is every non-terminal pod of the cluster, for
+	// capacity-aware sets only: it runs while some set reads it.
+	activePods *autoscaler.LazyPods
 }
 
 func run(ctx context.Context, cfg *config) error {
@@ -337,12 +339,9 @@ func newInformerSet(cl clients, resync time.Duration) *informerSet {
 			gputaskinformers.WithTransform(stripManagedFields)),
 		// Every pod that still holds resources, whoever owns it: the
 		// autoscaler subtracts their GPUs from the nodes' allocatable ones.
-		// It keeps only what that count reads.
-		activePods: kubeinformers.NewSharedInformerFactoryWithOptions(cl.kube, resync,
-			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-				o.FieldSelector = "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed)
-			}),
-			kubeinformers.WithTransform(autoscaler.TrimPod)),
+		// It keeps only what that count reads, and runs only while a
+		// capacity-aware set reads it.
+		activePods: autoscaler.NewLazyPods(cl.kube, resync, clock.RealClock{}),
 	}
 }
 
@@ -377,7 +376,7 @@ func newSetControllers(ctx context.Context, cfg *config, builder clientBuilder, 
 	setController := taskset.NewController(ctx, setClients.kube, setClients.gputask, sets, tasks,
 		taskset.Options{PodInformer: inf.taskPods.Core().V1().Pods()})
 	scaler := autoscaler.NewController(ctx, scalerClients.kube, scalerClients.gputask, sets, tasks,
-		inf.cluster.Core().V1().Nodes(), inf.activePods.Core().V1().Pods(),
+		inf.cluster.Core().V1().Nodes(), inf.activePods,
 		autoscaler.Options{
 			GPUResourceName: corev1.ResourceName(cfg.gpuResourceName),
 			GPULabelKey:     cfg.gpuLabelKey,
@@ -393,7 +392,6 @@ func (s *informerSet) start(ctx context.Context) {
 	s.taskPods.Start(ctx.Done())
 	s.cluster.Start(ctx.Done())
 	s.gputask.Start(ctx.Done())
-	s.activePods.Start(ctx.Done())
 }
 
 // shutdown stops the informers and waits for their goroutines.
@@ -402,7 +400,7 @@ func (s *informerSet) shutdown(stop context.CancelFunc) {
 	s.taskPods.Shutdown()
 	s.cluster.Shutdown()
 	s.gputask.Shutdown()
-	s.activePods.Shutdown()
+	s.activePods.Stop()
 }
 
 // waitForSync reports whether every started informer has synced.
@@ -415,9 +413,6 @@ func (s *informerSet) waitForSync(ctx context.Context) bool {
 		synced = synced && ok
 	}
 	for _, ok := range s.gputask.WaitForCacheSync(ctx.Done()) {
-		synced = synced && ok
-	}
-	for _, ok := range s.activePods.WaitForCacheSync(ctx.Done()) {
 		synced = synced && ok
 	}
 	return synced

@@ -1,6 +1,7 @@
 package autoscaler
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -19,7 +20,7 @@ import (
 // node when the template names none), the free GPUs divided by the GPUs per
 // task, plus the set's tasks already bound to a node (their GPUs are already
 // counted as used).
-func (c *Controller) capacity(set *gputaskv1.GPUTaskSet) (int32, error) {
+func (c *Controller) capacity(ctx context.Context, set *gputaskv1.GPUTaskSet) (int32, error) {
 	perTask, err := podspec.GPUAmount(set.Spec.Template.Spec.GPUAmount)
 	if err != nil {
 		// The set's tasks cannot be built either; they report InvalidSpec.
@@ -29,7 +30,11 @@ func (c *Controller) capacity(set *gputaskv1.GPUTaskSet) (int32, error) {
 	if err != nil {
 		return 0, fmt.Errorf("listing nodes: %w", err)
 	}
-	pods, err := c.podsLister.List(labels.Everything())
+	podsLister, err := c.pods.Lister(ctx)
+	if err != nil {
+		return 0, err
+	}
+	pods, err := podsLister.List(labels.Everything())
 	if err != nil {
 		return 0, fmt.Errorf("listing pods: %w", err)
 	}

@@ -101,8 +101,8 @@ type Controller struct {
 	tasksSynced cache.InformerSynced
 	nodesLister corelisters.NodeLister
 	nodesSynced cache.InformerSynced
-	podsLister  corelisters.PodLister
-	podsSynced  cache.InformerSynced
+	// pods is read only by capacity-aware sets.
+	pods PodCache
 
 	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// broadcaster is nil when Options.Recorder was given.
@@ -146,9 +146,9 @@ func init() {
 	utilruntime.Must(gputaskscheme.AddToScheme(scheme.Scheme))
 }
 
-// NewController builds the autoscaler. podInformer should list the
-// non-terminal pods of the cluster (status.phase!=Succeeded,status.phase!=Failed),
-// which capacityAware subtracts from each node's GPUs.
+// NewController builds the autoscaler. pods gives the non-terminal pods of
+// the cluster, which capacityAware subtracts from each node's GPUs; Run stops
+// it when it returns.
 func NewController(
 	ctx context.Context,
 	kubeclientset kubernetes.Interface,
@@ -156,7 +156,7 @@ func NewController(
 	setInformer gputaskinformers.GPUTaskSetInformer,
 	taskInformer gputaskinformers.GPUTaskInformer,
 	nodeInformer coreinformers.NodeInformer,
-	podInformer coreinformers.PodInformer,
+	pods PodCache,
 	opts Options,
 ) *Controller {
 	logger := klog.FromContext(ctx)
@@ -178,8 +178,7 @@ func NewController(
 		tasksSynced:      taskInformer.Informer().HasSynced,
 		nodesLister:      nodeInformer.Lister(),
 		nodesSynced:      nodeInformer.Informer().HasSynced,
-		podsLister:       podInformer.Lister(),
-		podsSynced:       podInformer.Informer().HasSynced,
+		pods:             pods,
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: queueName, Clock: opts.Clock},
@@ -210,13 +209,14 @@ func NewController(
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	defer c.workqueue.ShutDown()
+	defer c.pods.Stop()
 	if c.broadcaster != nil {
 		defer c.broadcaster.Shutdown()
 	}
 	logger := klog.FromContext(ctx)
 
 	logger.Info("Starting autoscaler")
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.setsSynced, c.tasksSynced, c.nodesSynced, c.podsSynced) {
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.setsSynced, c.tasksSynced, c.nodesSynced) {
 		if ctx.Err() != nil {
 			// Asked to stop before the caches synced: a normal shutdown.
 			return nil

@@ -144,7 +144,7 @@ func (f *fixture) build(ctx context.Context) *Controller {
 	f.kinf = kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
 	c := NewController(ctx, f.kubeClient, f.client,
 		f.inf.Gputask().V1().GPUTaskSets(), f.inf.Gputask().V1().GPUTasks(),
-		f.kinf.Core().V1().Nodes(), f.kinf.Core().V1().Pods(),
+		f.kinf.Core().V1().Nodes(), cachedPods{f.kinf.Core().V1().Pods().Lister()},
 		Options{Clock: f.clock, Recorder: f.recorder, NewSource: f.newSource})
 	if f.noPreload {
 		return c
@@ -517,7 +517,7 @@ func TestCapacityCountsGPUAmountAndAnyModel(t *testing.T) {
 	f.sets = []*gputaskv1.GPUTaskSet{set}
 	f.nodes = []*corev1.Node{gpuNode("a", "A100", 5, false), gpuNode("b", "H100", 4, false), {ObjectMeta: metav1.ObjectMeta{Name: "cpu"}}}
 	c, _ := f.newController(ctx)
-	n, err := c.capacity(set)
+	n, err := c.capacity(ctx, set)
 	if err != nil {
 		t.Fatalf("capacity: %v", err)
 	}
@@ -527,7 +527,7 @@ func TestCapacityCountsGPUAmountAndAnyModel(t *testing.T) {
 
 	// An amount the tasks cannot be built with has no capacity to compute.
 	set.Spec.Template.Spec.GPUAmount = ptr.To(intstr.FromString("abc"))
-	if _, err := c.capacity(set); err == nil || !strings.Contains(err.Error(), "spec.gpu-amount") {
+	if _, err := c.capacity(ctx, set); err == nil || !strings.Contains(err.Error(), "spec.gpu-amount") {
 		t.Errorf("capacity with gpu-amount abc: err = %v, want one naming spec.gpu-amount", err)
 	}
 }
@@ -543,7 +543,7 @@ func TestCapacityCountsEveryAcceptedModel(t *testing.T) {
 	f.sets = []*gputaskv1.GPUTaskSet{set}
 	f.nodes = []*corev1.Node{gpuNode("a", "A100", 2, false), gpuNode("h", "H100", 3, false), gpuNode("l", "L40S", 8, false)}
 	c, _ := f.newController(ctx)
-	n, err := c.capacity(set)
+	n, err := c.capacity(ctx, set)
 	if err != nil {
 		t.Fatalf("capacity: %v", err)
 	}
@@ -781,7 +781,7 @@ func BenchmarkCapacity(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := c.capacity(set); err != nil {
+		if _, err := c.capacity(ctx, set); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -34,7 +34,7 @@
 //		gputaskInformers.Gputask().V1().GPUTaskSets(),
 //		gputaskInformers.Gputask().V1().GPUTasks(),
 //		kubeInformers.Core().V1().Nodes(),
-//		nonTerminalPodInformers.Core().V1().Pods(),
+//		autoscaler.NewLazyPods(kubeClient, resync, clock.RealClock{}),
 //		autoscaler.Options{GPUResourceName: gpuResource, GPULabelKey: gpuLabel})
 //	...
 //	go scaler.Run(ctx, workers)

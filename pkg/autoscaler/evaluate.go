@@ -50,7 +50,7 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 
 	var capacity *int32
 	if set.Spec.Autoscaling.CapacityAware {
-		n, err := c.capacity(set)
+		n, err := c.capacity(ctx, set)
 		if err != nil {
 			return fmt.Errorf("computing GPU capacity: %w", err)
 		}

@@ -84,7 +84,7 @@ func TestOneStepPerIntervalSequence(t *testing.T) {
 		kinf := kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
 		c = NewController(ctx, f.kubeClient, f.client,
 			linf.Gputask().V1().GPUTaskSets(), linf.Gputask().V1().GPUTasks(),
-			kinf.Core().V1().Nodes(), kinf.Core().V1().Pods(),
+			kinf.Core().V1().Nodes(), cachedPods{kinf.Core().V1().Pods().Lister()},
 			Options{Clock: f.clock, Recorder: f.recorder, NewSource: f.newSource})
 		indexer = linf.Gputask().V1().GPUTaskSets().Informer().GetIndexer()
 		controllertest.Preload(t, indexer, current())

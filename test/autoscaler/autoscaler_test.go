@@ -14,13 +14,12 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
@@ -69,21 +68,15 @@ func TestAutoscalerOnRealAPIServer(t *testing.T) {
 
 	inf := informers.NewSharedInformerFactory(cp.GPUTask, 0)
 	kinf := kubeinformers.NewSharedInformerFactory(cp.Kube, 0)
-	pods := kubeinformers.NewSharedInformerFactoryWithOptions(cp.Kube, 0, kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.AndSelectors(
-			fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
-			fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
-		).String()
-	}))
+	pods := autoscaler.NewLazyPods(cp.Kube, 0, clock.RealClock{})
 	c := autoscaler.NewController(ctx, cp.Kube, cp.GPUTask,
 		inf.Gputask().V1().GPUTaskSets(), inf.Gputask().V1().GPUTasks(),
-		kinf.Core().V1().Nodes(), pods.Core().V1().Pods(), autoscaler.Options{
+		kinf.Core().V1().Nodes(), pods, autoscaler.Options{
 			// The backend serves on loopback, which the default policy refuses.
 			NewSource: loadindex.Factory{Destinations: &loadindex.DestinationPolicy{AllowLoopback: true}}.New,
 		})
 	inf.Start(ctx.Done())
 	kinf.Start(ctx.Done())
-	pods.Start(ctx.Done())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, 2) }()
 	defer func() {
@@ -93,7 +86,6 @@ func TestAutoscalerOnRealAPIServer(t *testing.T) {
 		}
 		inf.Shutdown()
 		kinf.Shutdown()
-		pods.Shutdown()
 	}()
 
 	waitFor := func(what string, cond func(*gputaskv1.GPUTaskSet) bool) *gputaskv1.GPUTaskSet {
