@@ -20,6 +20,7 @@
 //	BENCH_ROUNDS  A B pairs per qps/burst (default 2)
 //	BENCH_STEADY  steady-state window after convergence (default 60s)
 //	BENCH_CEILING "false" skips the ceiling run
+//	BENCH_REACTIONS load changes timed after each GPUTaskSet run (default 10; 0 skips)
 //	BENCH_OUT     the report file (default _output/bench.md)
 //	BENCH_KEEP    "true" keeps every control plane's directory (logs)
 package main
@@ -45,8 +46,10 @@ type settings struct {
 	rounds  int
 	steady  time.Duration
 	ceiling bool
-	out     string
-	keep    bool
+	// reactions is how many load changes are timed after each GPUTaskSet run.
+	reactions int
+	out       string
+	keep      bool
 }
 
 // limits are the --kube-api-qps and --kube-api-burst both controllers get.
@@ -108,7 +111,7 @@ func run() error {
 }
 
 func readSettings(getenv func(string) string) (settings, error) {
-	s := settings{n: 1000, rounds: 2, steady: 60 * time.Second, ceiling: true, out: "_output/bench.md"}
+	s := settings{n: 1000, rounds: 2, steady: 60 * time.Second, ceiling: true, reactions: 10, out: "_output/bench.md"}
 	var err error
 	if v := getenv("BENCH_N"); v != "" {
 		if s.n, err = strconv.Atoi(v); err != nil || s.n < 1 {
@@ -128,6 +131,11 @@ func readSettings(getenv func(string) string) (settings, error) {
 	if v := getenv("BENCH_CEILING"); v != "" {
 		if s.ceiling, err = strconv.ParseBool(v); err != nil {
 			return s, fmt.Errorf("BENCH_CEILING=%q: want true or false", v)
+		}
+	}
+	if v := getenv("BENCH_REACTIONS"); v != "" {
+		if s.reactions, err = strconv.Atoi(v); err != nil || s.reactions < 0 {
+			return s, fmt.Errorf("BENCH_REACTIONS=%q: want 0 or a positive integer", v)
 		}
 	}
 	if v := getenv("BENCH_KEEP"); v != "" {

@@ -50,7 +50,9 @@ func (r *report) markdown() string {
 	b.WriteString("A is bin/gputask-controller (default --workers) with a GPUTaskSet; B is kube-controller-manager --controllers=replicaset with a ReplicaSet; both get the qps/burst shown and -v=1. ")
 	b.WriteString("Times count from the create of the set. Writes are the workload's writes (gputask.io objects, replicasets, pods, core/v1 events) ")
 	b.WriteString("from apiserver_request_total deltas, from the create until they stand still for 2 s after convergence, without the benchmark's own create; other writes are kube-scheduler's bindings and events and kwok's pod status. ")
-	b.WriteString("CPU is the controller's utime+stime from the create to convergence; RSS its VmHWM. For B both are kube-controller-manager's.\n\n")
+	b.WriteString("CPU is the controller's utime+stime from the create to convergence; RSS its VmHWM. For B both are kube-controller-manager's. ")
+	fmt.Fprintf(&b, "Reaction: after each A run's steady window, a second, autoscaled set (Step, interval %s) beside the large one has its load index raised %d times, each at a random point of the interval once its tasks are Ready; the figure is the time from the change to the scale write.\n\n",
+		reactionInterval, r.reactions)
 
 	r.writeRuns(&b)
 	r.writeRatios(&b)
@@ -60,15 +62,15 @@ func (r *report) markdown() string {
 
 func (r *report) writeRuns(b *strings.Builder) {
 	b.WriteString("## Runs\n\n")
-	b.WriteString("| run | time | qps/burst | pods created s | pods Running s | tasks Running s | writes | writes/N | 409s | other writes | CPU s | peak RSS MB | steady writes |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| run | time | qps/burst | pods created s | pods Running s | tasks Running s | writes | writes/N | 409s | other writes | CPU s | peak RSS MB | steady writes | reaction median / max s |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, res := range r.results {
 		work := res.writes.Filter(framework.WorkloadWrite)
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %d | %.2f | %d | %d | %s | %s | %s |\n",
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %d | %.2f | %d | %d | %s | %s | %s | %s |\n",
 			res.name(), res.at.UTC().Format("15:04"), res.limitsText(),
 			sec(res.podsCreated), sec(res.podsRunning), sec(res.tasksRunning),
 			work.Total(), float64(work.Total())/float64(res.n), conflicts(work),
-			res.writes.Total()-work.Total(), res.cpuText(), res.rssText(), res.steadyText())
+			res.writes.Total()-work.Total(), res.cpuText(), res.rssText(), res.steadyText(), res.reactionText())
 	}
 	b.WriteString("\n")
 }
@@ -77,7 +79,8 @@ func (r *report) writeRuns(b *strings.Builder) {
 // same round and limits; the targets of issue 11 follow in the header.
 func (r *report) writeRatios(b *strings.Builder) {
 	b.WriteString("## Ratios to the ReplicaSet run of the same round\n\n")
-	b.WriteString("Targets: created ≤ 1.0, tasks Running / RS pods Running ≤ 1.3, writes/N ≤ 3.2, CPU ≤ 2, steady writes 0.\n\n")
+	fmt.Fprintf(b, "Targets: created ≤ 1.0, tasks Running / RS pods Running ≤ 1.3, writes/N ≤ 3.2, CPU ≤ 2, steady writes 0; reaction median ≤ %s s (interval + 1 s).\n\n",
+		sec(reactionInterval+time.Second))
 	b.WriteString("| qps/burst | round | pods created | tasks Running / RS pods Running | writes | CPU | peak RSS |\n")
 	b.WriteString("|---|---|---|---|---|---|---|\n")
 	for _, a := range r.results {
@@ -171,6 +174,13 @@ func (res result) rssText() string {
 		return "–"
 	}
 	return strconv.FormatInt(res.usage.PeakRSS>>20, 10)
+}
+
+func (res result) reactionText() string {
+	if len(res.reaction.samples) == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%s / %s (%d)", sec(res.reaction.median()), sec(res.reaction.max()), len(res.reaction.samples))
 }
 
 func (res result) steadyText() string {

@@ -68,6 +68,8 @@ type result struct {
 	// peak RSS since it started; hasUsage is false for the ceiling.
 	usage    framework.Usage
 	hasUsage bool
+	// reaction is timed after the steady window, GPUTaskSet runs only.
+	reaction reaction
 }
 
 // runTimeout bounds one run, generous for a busy two-core machine.
@@ -169,10 +171,20 @@ func runOne(ctx context.Context, s settings, kind runKind, l limits, round int) 
 		kind, l, round, sec(res.podsCreated), sec(res.podsRunning), sec(res.tasksRunning), res.writes.Filter(framework.WorkloadWrite).Total())
 
 	res.steady, res.steadyWindow, err = steadyWrites(ctx, cp, s.steady)
+	if err != nil {
+		return res, err
+	}
+	if kind == kindTaskSet && s.reactions > 0 {
+		logf("%s %s round %d: timing %d load changes", kind, l, round, s.reactions)
+		if res.reaction, err = measureReaction(ctx, cp, s.reactions); err != nil {
+			return res, err
+		}
+		logf("%s %s round %d: reaction median %s s, max %s s", kind, l, round, sec(res.reaction.median()), sec(res.reaction.max()))
+	}
 	if proc.Exited() {
 		return res, fmt.Errorf("%w; see %s", proc.ExitError(), proc.LogPath)
 	}
-	return res, err
+	return res, nil
 }
 
 // startController runs bin/gputask-controller at the run's limits, with
