@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
 	kubeinformers "k8s.io/client-go/informers"
@@ -51,6 +52,9 @@ type config struct {
 	taskWorkers  int
 	kubeAPIQPS   float64
 	kubeAPIBurst int
+	// kubeAPIContentType is the encoding of Kubernetes' own kinds; the
+	// gputask.io kinds are custom resources, always JSON.
+	kubeAPIContentType string
 
 	gpuResourceName          string
 	gpuLabelKey              string
@@ -84,6 +88,7 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.IntVar(&c.taskWorkers, "task-workers", DefaultTaskWorkers, "GPUTasks synced concurrently by the GPUTask controller, which creates one pod per task (at least 1).")
 	fs.Float64Var(&c.kubeAPIQPS, "kube-api-qps", 50, "QPS to use while talking with the Kubernetes API server.")
 	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 100, "Burst to use while talking with the Kubernetes API server.")
+	fs.StringVar(&c.kubeAPIContentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "Content type of requests for Kubernetes' own kinds (pods, nodes, events, leases): application/vnd.kubernetes.protobuf or application/json. GPUTasks and GPUTaskSets are always JSON.")
 
 	fs.StringVar(&c.gpuResourceName, "gpu-resource-name", string(podspec.DefaultGPUResourceName), "Extended resource a task's pod asks for, as its limit.")
 	fs.StringVar(&c.gpuLabelKey, "gpu-label-key", podspec.DefaultGPULabelKey, "Node label whose value is the GPU model; spec.gpu becomes a node selector on it.")
@@ -125,6 +130,8 @@ func (c *config) validate() error {
 	check(c.taskWorkers < 1, "--task-workers must be at least 1, got %d", c.taskWorkers)
 	check(c.kubeAPIQPS <= 0, "--kube-api-qps must be greater than 0, got %v", c.kubeAPIQPS)
 	check(c.kubeAPIBurst < 1, "--kube-api-burst must be at least 1, got %d", c.kubeAPIBurst)
+	check(c.kubeAPIContentType != runtime.ContentTypeProtobuf && c.kubeAPIContentType != runtime.ContentTypeJSON,
+		"--kube-api-content-type must be %s or %s, got %q", runtime.ContentTypeProtobuf, runtime.ContentTypeJSON, c.kubeAPIContentType)
 	for _, msg := range validation.IsQualifiedName(c.gpuResourceName) {
 		errs = append(errs, fmt.Errorf("--gpu-resource-name %q: %s", c.gpuResourceName, msg))
 	}
@@ -246,7 +253,7 @@ func run(ctx context.Context, cfg *config) error {
 	}
 	restConfig.QPS = float32(cfg.kubeAPIQPS)
 	restConfig.Burst = cfg.kubeAPIBurst
-	builder := clientBuilder{config: restConfig}
+	builder := clientBuilder{config: restConfig, kubeContentType: cfg.kubeAPIContentType}
 
 	informerClients, err := builder.clientsFor("shared-informers")
 	if err != nil {
@@ -369,12 +376,16 @@ func newSetControllers(ctx context.Context, cfg *config, builder clientBuilder, 
 	if err != nil {
 		return nil, err
 	}
+	setStatusClients, err := builder.clientsFor("gputaskset-status")
+	if err != nil {
+		return nil, err
+	}
 	scalerClients, err := builder.clientsFor("autoscaler")
 	if err != nil {
 		return nil, err
 	}
 	setController := taskset.NewController(ctx, setClients.kube, setClients.gputask, sets, tasks,
-		taskset.Options{PodInformer: inf.taskPods.Core().V1().Pods()})
+		taskset.Options{PodInformer: inf.taskPods.Core().V1().Pods(), StatusClient: setStatusClients.gputask})
 	scaler := autoscaler.NewController(ctx, scalerClients.kube, scalerClients.gputask, sets, tasks,
 		inf.cluster.Core().V1().Nodes(), inf.activePods,
 		autoscaler.Options{

@@ -33,6 +33,8 @@ func TestFlagValidation(t *testing.T) {
 		{name: "servers off", args: []string{"--metrics-bind-address=0", "--health-probe-bind-address=0"}},
 		{name: "workers 0", args: []string{"--workers=0"}, wantErr: "--workers must be at least 1"},
 		{name: "qps 0", args: []string{"--kube-api-qps=0"}, wantErr: "--kube-api-qps"},
+		{name: "json", args: []string{"--kube-api-content-type=application/json"}},
+		{name: "unknown content type", args: []string{"--kube-api-content-type=application/yaml"}, wantErr: "--kube-api-content-type must be application/vnd.kubernetes.protobuf or application/json"},
 		{name: "bad resource name", args: []string{"--gpu-resource-name=nvidia.com/g p u"}, wantErr: "--gpu-resource-name"},
 		{name: "empty image", args: []string{"--default-image="}, wantErr: "--default-image"},
 		{name: "negative interval", args: []string{"--reschedule-interval=-1s"}, wantErr: "--reschedule-interval"},

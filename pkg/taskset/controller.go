@@ -11,6 +11,7 @@
 package taskset
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,6 +89,10 @@ type Options struct {
 	// pods and wakes a set when one of its pods turns idle. It should list
 	// the pods labelled gputask.io/task. Nil reads busy from tasks only.
 	PodInformer coreinformers.PodInformer
+	// StatusClient, when set, writes the sets' status, so that those
+	// writes never take from the rate limit of the task creates and
+	// deletes. Nil writes it through gputaskclientset.
+	StatusClient versioned.Interface
 }
 
 func (o Options) withDefaults() Options {
@@ -107,6 +112,8 @@ func (o Options) withDefaults() Options {
 type Controller struct {
 	kubeclientset    kubernetes.Interface
 	gputaskclientset versioned.Interface
+	// statusclientset writes the sets' status (Options.StatusClient).
+	statusclientset versioned.Interface
 
 	setsLister  listers.GPUTaskSetLister
 	setsSynced  cache.InformerSynced
@@ -164,6 +171,7 @@ func NewController(
 	c := &Controller{
 		kubeclientset:    kubeclientset,
 		gputaskclientset: gputaskclientset,
+		statusclientset:  cmp.Or(opts.StatusClient, gputaskclientset),
 		setsLister:       setInformer.Lister(),
 		tasksLister:      taskInformer.Lister(),
 		tasksIndexer:     taskInformer.Informer().GetIndexer(),

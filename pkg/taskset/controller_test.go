@@ -61,6 +61,9 @@ type fixture struct {
 	// Reactors to prepend before the name-generating one.
 	reactors []reactor
 
+	// statusClient, when set, is Options.StatusClient.
+	statusClient *fake.Clientset
+
 	// The informers' caches, once newController built them.
 	setIndexer, taskIndexer cache.Indexer
 
@@ -140,10 +143,11 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	factory := informers.NewSharedInformerFactory(f.client, 0)
 	setInformer := factory.Gputask().V1().GPUTaskSets()
 	taskInformer := factory.Gputask().V1().GPUTasks()
-	c := NewController(ctx, f.kubeclient, f.client, setInformer, taskInformer, Options{
-		Recorder: f.recorder,
-		Clock:    f.clock,
-	})
+	opts := Options{Recorder: f.recorder, Clock: f.clock}
+	if f.statusClient != nil {
+		opts.StatusClient = f.statusClient
+	}
+	c := NewController(ctx, f.kubeclient, f.client, setInformer, taskInformer, opts)
 	f.queue = &recordingQueue{TypedRateLimitingInterface: c.workqueue}
 	c.workqueue = f.queue
 	f.t.Cleanup(c.workqueue.ShutDown)

@@ -162,7 +162,7 @@ func (s ownStatus) applyTo(status *gputaskv1.GPUTaskSetStatus) {
 // cached set; after a conflict (usually the autoscaler writing its own
 // fields) it reads the set fresh and applies only the owned fields again.
 func (c *Controller) updateStatus(ctx context.Context, cached *gputaskv1.GPUTaskSet, want ownStatus) error {
-	client := c.gputaskclientset.GputaskV1().GPUTaskSets(cached.Namespace)
+	client := c.statusclientset.GputaskV1().GPUTaskSets(cached.Namespace)
 	set := cached
 	attempt := 0
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {

@@ -5,11 +5,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/controllertest"
+	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
 )
 
 // TestStatusWrittenAtMostOncePerInterval: while tasks churn, the set's
@@ -69,4 +71,20 @@ func TestCountsDifferOnly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStatusWrittenThroughStatusClient: with Options.StatusClient the set's
+// status goes through that client, so it never takes from the rate limit of
+// the task creates, which stay on the main one.
+func TestStatusWrittenThroughStatusClient(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	set := newSet("render", ptr.To[int32](1))
+	f.addSet(set)
+	f.statusClient = fake.NewSimpleClientset(set)
+	f.expectCreates(set, 1)
+	f.run(ctx, setKey(set))
+
+	want := []core.Action{core.NewUpdateSubresourceAction(setsResource, "status", set.Namespace, withStatus(set, 0, 0, 0, 0))}
+	controllertest.CheckActions(t, want, controllertest.FilterInformerActions(f.statusClient.Actions()))
 }
