@@ -23,6 +23,7 @@
 //	BENCH_REACTIONS load changes timed after each GPUTaskSet run (default 10; 0 skips)
 //	BENCH_OUT     the report file (default _output/bench.md)
 //	BENCH_KEEP    "true" keeps every control plane's directory (logs)
+//	BENCH_ARGS    extra gputask-controller flags, space-separated, such as --task-workers=128
 package main
 
 import (
@@ -50,6 +51,8 @@ type settings struct {
 	reactions int
 	out       string
 	keep      bool
+	// args are extra gputask-controller flags.
+	args []string
 }
 
 // limits are the --kube-api-qps and --kube-api-burst both controllers get.
@@ -143,6 +146,7 @@ func readSettings(getenv func(string) string) (settings, error) {
 			return s, fmt.Errorf("BENCH_KEEP=%q: want true or false", v)
 		}
 	}
+	s.args = strings.Fields(getenv("BENCH_ARGS"))
 	if v := getenv("BENCH_OUT"); v != "" {
 		s.out = v
 	}

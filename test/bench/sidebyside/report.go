@@ -47,7 +47,11 @@ func (r *report) markdown() string {
 	b.WriteString(".\n\n")
 	fmt.Fprintf(&b, "Each run has a fresh control plane, %d kwok nodes of %d GPUs and kube-scheduler at --kube-api-qps=%d. ",
 		r.n/gpusPerNode+1, gpusPerNode, schedulerQPS)
-	b.WriteString("A is bin/gputask-controller (default --workers) with a GPUTaskSet; B is kube-controller-manager --controllers=replicaset with a ReplicaSet; both get the qps/burst shown and -v=1. ")
+	flags := "default flags"
+	if len(r.args) > 0 {
+		flags = strings.Join(r.args, " ")
+	}
+	fmt.Fprintf(&b, "A is bin/gputask-controller (%s) with a GPUTaskSet; B is kube-controller-manager --controllers=replicaset with a ReplicaSet; both get the qps/burst shown and -v=1. ", flags)
 	b.WriteString("Times count from the create of the set. Writes are the workload's writes (gputask.io objects, replicasets, pods, core/v1 events) ")
 	b.WriteString("from apiserver_request_total deltas, from the create until they stand still for 2 s after convergence, without the benchmark's own create; other writes are kube-scheduler's bindings and events and kwok's pod status. ")
 	b.WriteString("CPU is the controller's utime+stime from the create to convergence; RSS its VmHWM. For B both are kube-controller-manager's. ")

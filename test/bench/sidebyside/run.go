@@ -125,7 +125,7 @@ func runOne(ctx context.Context, s settings, kind runKind, l limits, round int) 
 	limitArgs := []string{"--kube-api-qps=" + strconv.Itoa(l.qps), "--kube-api-burst=" + strconv.Itoa(l.burst)}
 	var proc *framework.Process
 	if kind == kindTaskSet {
-		proc, err = startController(ctx, cp, limitArgs)
+		proc, err = startController(ctx, cp, append(limitArgs, s.args...))
 	} else {
 		proc, err = cp.StartControllerManager(ctx, []string{"replicaset"}, limitArgs...)
 	}
