@@ -18,11 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
-	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	gputasklisters "github.com/gputask/gputask-controller/pkg/generated/listers/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 	"github.com/gputask/gputask-controller/test/kwok"
@@ -58,31 +56,9 @@ type arRecorder struct {
 
 func arRecord(t *testing.T, ns string) *arRecorder {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	factory := gputaskinformers.NewSharedInformerFactoryWithOptions(cp.GPUTask, 0, gputaskinformers.WithNamespace(ns))
-	t.Cleanup(func() {
-		cancel()
-		factory.Shutdown()
-	})
-	sets, tasks := factory.Gputask().V1().GPUTaskSets(), factory.Gputask().V1().GPUTasks()
-	r := &arRecorder{ns: ns, setLister: sets.Lister(), taskLister: tasks.Lister()}
-	_, err := sets.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    r.onSet,
-		UpdateFunc: func(_, obj any) { r.onSet(obj) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := &arRecorder{ns: ns}
 	// Task events keep the task cache warm; readiness is read at each step.
-	if _, err := tasks.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{}); err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	for informer, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			t.Fatalf("informer %v did not sync", informer)
-		}
-	}
+	tsWatchPool(t, ns, &r.setLister, &r.taskLister, r.onSet, cache.ResourceEventHandlerFuncs{})
 	return r
 }
 
@@ -146,20 +122,10 @@ func (r *arRecorder) tasks(t *testing.T) []*gputaskv1.GPUTask {
 // waitSet waits until done holds for the pool.
 func (r *arRecorder) waitSet(t *testing.T, timeout time.Duration, what string, done func(*gputaskv1.GPUTaskSet) bool) *gputaskv1.GPUTaskSet {
 	t.Helper()
-	var last *gputaskv1.GPUTaskSet
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		set, err := r.setLister.GPUTaskSets(r.ns).Get(tsPoolName)
-		if err != nil {
-			return false, nil
-		}
-		last = set
-		return done(set), nil
-	})
-	if err != nil {
+	return tsPollPool(t, r.setLister, r.ns, timeout, what, done, func() string {
 		steps, reasons := r.snapshot()
-		t.Fatalf("waiting for %s: %v\nsteps %s\ndecisions %v\nlast status: %s", what, err, arSteps(steps), reasons, tsDescribeStatus(last))
-	}
-	return last
+		return fmt.Sprintf("steps %s\ndecisions %v", arSteps(steps), reasons)
+	})
 }
 
 // arPool is a set for these tests: Step or Proportional, on the test's GPU

@@ -48,7 +48,7 @@ func TestDeployRBAC(t *testing.T) {
 	}
 	controller := c.StartControllerT(t, "--kubeconfig="+kubeconfig, "--workers=4",
 		"--leader-elect", "--leader-elect-namespace="+deployNamespace)
-	prodPoll(t, 30*time.Second, "lease "+deployNamespace+"/"+deployLease+" held", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, 30*time.Second, "lease "+deployNamespace+"/"+deployLease+" held", func(ctx context.Context) (bool, string) {
 		lease, err := c.Kube.CoordinationV1().Leases(deployNamespace).Get(ctx, deployLease, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error() + "; controller log:\n" + controller.LogTail(5)
@@ -184,7 +184,7 @@ func runDeployScenario(t *testing.T, c *framework.ControlPlane) {
 		t.Fatal(err)
 	}
 	waitPhases(t, c, setNS, gputaskv1.LabelTaskSet+"=pool", 3, 0)
-	prodPoll(t, settleTimeout, "set status 3 running", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, settleTimeout, "set status 3 running", func(ctx context.Context) (bool, string) {
 		got, err := c.GPUTask.GputaskV1().GPUTaskSets(setNS).Get(ctx, "pool", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -203,7 +203,7 @@ func runDeployScenario(t *testing.T, c *framework.ControlPlane) {
 	if err := c.GPUTask.GputaskV1().GPUTaskSets(setNS).Delete(ctx, "pool", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
-	prodPoll(t, settleTimeout, "the set's tasks and pods gone", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, settleTimeout, "the set's tasks and pods gone", func(ctx context.Context) (bool, string) {
 		tasks, err := c.GPUTask.GputaskV1().GPUTasks(setNS).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -220,7 +220,7 @@ func runDeployScenario(t *testing.T, c *framework.ControlPlane) {
 // exactly wantRunning Running and wantPending Pending, and returns their names.
 func waitPhases(t *testing.T, c *framework.ControlPlane, ns, selector string, wantRunning, wantPending int) (running, pending []string) {
 	t.Helper()
-	prodPoll(t, settleTimeout, fmt.Sprintf("%d running and %d pending tasks in %s", wantRunning, wantPending, ns), func(ctx context.Context) (bool, string) {
+	framework.Poll(t, settleTimeout, fmt.Sprintf("%d running and %d pending tasks in %s", wantRunning, wantPending, ns), func(ctx context.Context) (bool, string) {
 		list, err := c.GPUTask.GputaskV1().GPUTasks(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, err.Error()

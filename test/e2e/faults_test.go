@@ -123,7 +123,7 @@ func TestFaultQuotaLoopBacksOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	var failure *metav1.Condition
-	prodPoll(t, settleTimeout, "ReplicaFailure on the set", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, settleTimeout, "ReplicaFailure on the set", func(ctx context.Context) (bool, string) {
 		s, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, "quota", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -292,7 +292,7 @@ func waitExact(t *testing.T, c *framework.ControlPlane, ns string, n int) {
 		return tasks.n == n && len(tasks.uids) == n && len(pods) == n && orphans == 0 && dup == 0,
 			fmt.Sprintf("%d tasks (%d incl. terminating), %d pods, %d without their task %v, %d duplicates", tasks.n, len(tasks.uids), len(pods), orphans, examples, dup)
 	}
-	prodPoll(t, 3*time.Minute, fmt.Sprintf("exactly %d tasks and %d pods", n, n), func(context.Context) (bool, string) { return describe() })
+	framework.Poll(t, 3*time.Minute, fmt.Sprintf("exactly %d tasks and %d pods", n, n), func(context.Context) (bool, string) { return describe() })
 	// Nothing more is coming: the counts hold.
 	time.Sleep(3 * time.Second)
 	if ok, state := describe(); !ok {
@@ -302,7 +302,7 @@ func waitExact(t *testing.T, c *framework.ControlPlane, ns string, n int) {
 
 func waitQuotaStatus(t *testing.T, ns string, quota *corev1.ResourceQuota) {
 	t.Helper()
-	prodPoll(t, settleTimeout, "quota status", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, settleTimeout, "quota status", func(ctx context.Context) (bool, string) {
 		q, err := cp.Kube.CoreV1().ResourceQuotas(ns).Get(ctx, quota.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()

@@ -59,7 +59,7 @@ func TestHALeaderFailover(t *testing.T) {
 			follower = p
 		}
 	}
-	prodPoll(t, 30*time.Second, "leader logs Became leader", func(context.Context) (bool, string) {
+	framework.Poll(t, 30*time.Second, "leader logs Became leader", func(context.Context) (bool, string) {
 		return logContains(leader, "Became leader", leaderID), leader.LogTail(3)
 	})
 	t.Logf("leader %s (%s), follower %s", leaderID, leader.LogPath, follower.LogPath)
@@ -91,7 +91,7 @@ func TestHALeaderFailover(t *testing.T) {
 	}
 	waitLeaseHolder(t, c, leaseNS, leaseName, func(id string) bool { return id == followerID })
 	takeover := time.Since(killed)
-	prodPoll(t, 10*time.Second, "new leader logs Became leader", func(context.Context) (bool, string) {
+	framework.Poll(t, 10*time.Second, "new leader logs Became leader", func(context.Context) (bool, string) {
 		return logContains(follower, "Became leader", followerID), follower.LogTail(3)
 	})
 	t.Logf("takeover %s after SIGKILL of the leader (lease duration %s)", takeover.Round(10*time.Millisecond), haLeaseDuration)
@@ -139,7 +139,7 @@ func TestHALeaderFailover(t *testing.T) {
 func waitLeaseHolder(t *testing.T, c *framework.ControlPlane, ns, name string, ok func(string) bool) string {
 	t.Helper()
 	var holder string
-	prodPoll(t, 30*time.Second, fmt.Sprintf("holder of lease %s/%s", ns, name), func(ctx context.Context) (bool, string) {
+	framework.Poll(t, 30*time.Second, fmt.Sprintf("holder of lease %s/%s", ns, name), func(ctx context.Context) (bool, string) {
 		lease, err := c.Kube.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()

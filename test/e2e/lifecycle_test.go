@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/test/framework"
 )
 
 // The lifecycle test's own GPU model and node, so that its tasks never take
@@ -68,7 +69,7 @@ func TestLifecycleStopStartRestartScale(t *testing.T) {
 	// Stop.
 	cp.KubectlT(t, "annotate", "-n", ns, "gts/pool", gputaskv1.AnnotationStopped+"=true")
 	waitSetTasks(t, ns, "pool", 0)
-	prodPoll(t, settleTimeout, "no pods left", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, settleTimeout, "no pods left", func(ctx context.Context) (bool, string) {
 		pods, err := cp.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -135,7 +136,7 @@ func testRollingRestart(t *testing.T, ns string) {
 	started := time.Now()
 	cp.KubectlT(t, "annotate", "-n", ns, "gts/pool", gputaskv1.AnnotationRestartedAt+"="+at.UTC().Format(time.RFC3339), "--overwrite")
 
-	prodPoll(t, 2*settleTimeout, "every task Running with a new pod", func(context.Context) (bool, string) {
+	framework.Poll(t, 2*settleTimeout, "every task Running with a new pod", func(context.Context) (bool, string) {
 		var waiting []string
 		for _, task := range tasks {
 			pod := prodPod(t, cp, ns, task)
@@ -233,7 +234,7 @@ func setTasks(t *testing.T, ns, set string) []string {
 // being deleted, and its status says so.
 func waitSetTasks(t *testing.T, ns, set string, n int) {
 	t.Helper()
-	prodPoll(t, settleTimeout, fmt.Sprintf("gputaskset %s/%s at %d Running tasks", ns, set, n), func(ctx context.Context) (bool, string) {
+	framework.Poll(t, settleTimeout, fmt.Sprintf("gputaskset %s/%s at %d Running tasks", ns, set, n), func(ctx context.Context) (bool, string) {
 		list, err := cp.GPUTask.GputaskV1().GPUTasks(ns).List(ctx, metav1.ListOptions{LabelSelector: gputaskv1.LabelTaskSet + "=" + set})
 		if err != nil {
 			return false, err.Error()

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -33,15 +32,15 @@ func TestObservability(t *testing.T) {
 	leaseNS := c.NamespaceT(t)
 	ns := c.NamespaceT(t)
 
-	metricsAddr, probeAddr := loopbackAddr(t), loopbackAddr(t)
+	metricsAddr, probeAddr := framework.LoopbackAddrT(t), framework.LoopbackAddrT(t)
 	controller := c.StartControllerT(t, "--workers=2",
 		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr,
 		"--leader-elect", "--leader-elect-namespace="+leaseNS)
 
 	sawNotReady := false
-	prodPoll(t, 30*time.Second, "/healthz and /readyz 200", func(ctx context.Context) (bool, string) {
-		health, _ := httpGet(ctx, "http://"+probeAddr+"/healthz")
-		ready, body := httpGet(ctx, "http://"+probeAddr+"/readyz")
+	framework.Poll(t, 30*time.Second, "/healthz and /readyz 200", func(ctx context.Context) (bool, string) {
+		health, _ := framework.HTTPGet(ctx, "http://"+probeAddr+"/healthz")
+		ready, body := framework.HTTPGet(ctx, "http://"+probeAddr+"/readyz")
 		sawNotReady = sawNotReady || ready == http.StatusServiceUnavailable
 		return health == http.StatusOK && ready == http.StatusOK, fmt.Sprintf("healthz %d, readyz %d %q", health, ready, body)
 	})
@@ -130,8 +129,8 @@ func equals(want float64) func(float64) bool   { return func(v float64) bool { r
 // waitMetrics polls /metrics until every wanted series is there with a good value.
 func waitMetrics(t *testing.T, addr string, wants []metricWant) {
 	t.Helper()
-	prodPoll(t, settleTimeout, "metrics at "+addr, func(ctx context.Context) (bool, string) {
-		status, body := httpGet(ctx, "http://"+addr+"/metrics")
+	framework.Poll(t, settleTimeout, "metrics at "+addr, func(ctx context.Context) (bool, string) {
+		status, body := framework.HTTPGet(ctx, "http://"+addr+"/metrics")
 		if status != http.StatusOK {
 			return false, fmt.Sprintf("status %d", status)
 		}
@@ -173,34 +172,4 @@ func metricValue(body, name string, labels map[string]string) (float64, bool) {
 		return v, true
 	}
 	return 0, false
-}
-
-// httpGet returns the status and body of a GET, or 0 if it failed.
-func httpGet(ctx context.Context, url string) (int, string) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err.Error()
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return 0, err.Error()
-	}
-	return resp.StatusCode, string(b)
-}
-
-// loopbackAddr returns 127.0.0.1:<a free port>.
-func loopbackAddr(t *testing.T) string {
-	t.Helper()
-	port, err := framework.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "127.0.0.1:" + strconv.Itoa(port)
 }

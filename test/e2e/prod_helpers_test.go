@@ -22,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
@@ -67,26 +66,11 @@ func prodCreateTask(t *testing.T, c *framework.ControlPlane, ns string, task *gp
 	}
 }
 
-// prodPoll polls cond every 100ms until it holds or timeout passes, and
-// fails the test with what and the last state cond described.
-func prodPoll(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		var ok bool
-		ok, last = cond(ctx)
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not reached within %s; last seen: %s", what, timeout, last)
-	}
-}
-
 // prodWaitTask waits until the task satisfies ok and returns it.
 func prodWaitTask(t *testing.T, c *framework.ControlPlane, ns, name, what string, ok func(*gputaskv1.GPUTask) bool) *gputaskv1.GPUTask {
 	t.Helper()
 	var task *gputaskv1.GPUTask
-	prodPoll(t, settleTimeout, fmt.Sprintf("gputask %s/%s %s", ns, name, what), func(ctx context.Context) (bool, string) {
+	framework.Poll(t, settleTimeout, fmt.Sprintf("gputask %s/%s %s", ns, name, what), func(ctx context.Context) (bool, string) {
 		got, err := c.GPUTask.GputaskV1().GPUTasks(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -251,7 +235,7 @@ var identityRE = regexp.MustCompile(`"Waiting for leadership".*identity="([^"]+)
 func controllerIdentity(t *testing.T, p *framework.Process) string {
 	t.Helper()
 	var id string
-	prodPoll(t, 30*time.Second, "leader election identity in "+p.LogPath, func(context.Context) (bool, string) {
+	framework.Poll(t, 30*time.Second, "leader election identity in "+p.LogPath, func(context.Context) (bool, string) {
 		if m := identityRE.FindStringSubmatch(readLog(p)); m != nil {
 			id = m[1]
 			return true, ""

@@ -92,7 +92,7 @@ func testRescheduleFailedPod(t *testing.T, c *framework.ControlPlane, ns string,
 	if task.Status.LastRescheduleTime == nil {
 		t.Errorf("on-failure: status.lastRescheduleTime not set: %+v", task.Status)
 	}
-	prodPoll(t, settleTimeout, "Rescheduled event of on-failure", func(context.Context) (bool, string) {
+	framework.Poll(t, settleTimeout, "Rescheduled event of on-failure", func(context.Context) (bool, string) {
 		n := prodEventCount(t, c, ns, "on-failure", "Rescheduled")
 		return n >= 1, fmt.Sprintf("%d events", n)
 	})
@@ -141,7 +141,7 @@ func testRescheduleNodeLost(t *testing.T, c *framework.ControlPlane, ns string, 
 func testRescheduleUnschedulable(t *testing.T, c *framework.ControlPlane, ns string, rec *podRecorder) {
 	prodCreateTask(t, c, ns, prodTask("nowhere", "B200", 1))
 	var first time.Time
-	prodPoll(t, settleTimeout, "first pod of nowhere", func(context.Context) (bool, string) {
+	framework.Poll(t, settleTimeout, "first pod of nowhere", func(context.Context) (bool, string) {
 		if pod := prodPod(t, c, ns, "nowhere"); pod != nil {
 			first = time.Now()
 			return true, ""
@@ -185,7 +185,7 @@ func testReschedulePeriodic(t *testing.T, c *framework.ControlPlane, ns string, 
 			t.Errorf("%s: pods seen %v, want at least 3", name, uids)
 		}
 	}
-	prodPoll(t, settleTimeout, "Rescheduled events of periodic-0", func(context.Context) (bool, string) {
+	framework.Poll(t, settleTimeout, "Rescheduled events of periodic-0", func(context.Context) (bool, string) {
 		n := prodEventCount(t, c, ns, "periodic-0", "Rescheduled")
 		return n >= 2, fmt.Sprintf("%d events", n)
 	})

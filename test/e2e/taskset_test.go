@@ -392,27 +392,37 @@ type tsDeletedTask struct {
 
 func tsRecordPool(t *testing.T, ns string) *tsRecorder {
 	t.Helper()
+	r := &tsRecorder{ns: ns, deleted: map[string]tsDeletedTask{}}
+	tsWatchPool(t, ns, &r.setLister, &r.taskLister, r.onSet, cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) { r.onTaskGone(obj, false) },
+		DeleteFunc: func(obj any) { r.onTaskGone(obj, true) },
+	})
+	return r
+}
+
+// tsWatchPool starts informers on the sets and tasks of ns, sets the
+// listers (before any handler runs, so handlers may read them), calls onSet
+// with every add and update of a set, hands task events to onTask, and
+// returns once the caches have synced. They stop with the test.
+func tsWatchPool(t *testing.T, ns string, setLister *gputasklisters.GPUTaskSetLister, taskLister *gputasklisters.GPUTaskLister,
+	onSet func(any), onTask cache.ResourceEventHandler) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := gputaskinformers.NewSharedInformerFactoryWithOptions(cp.GPUTask, 0, gputaskinformers.WithNamespace(ns))
 	t.Cleanup(func() {
 		cancel()
 		factory.Shutdown()
 	})
-	sets := factory.Gputask().V1().GPUTaskSets()
-	tasks := factory.Gputask().V1().GPUTasks()
-	r := &tsRecorder{ns: ns, setLister: sets.Lister(), taskLister: tasks.Lister(), deleted: map[string]tsDeletedTask{}}
+	sets, tasks := factory.Gputask().V1().GPUTaskSets(), factory.Gputask().V1().GPUTasks()
+	*setLister, *taskLister = sets.Lister(), tasks.Lister()
 	_, err := sets.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    r.onSet,
-		UpdateFunc: func(_, obj any) { r.onSet(obj) },
+		AddFunc:    onSet,
+		UpdateFunc: func(_, obj any) { onSet(obj) },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = tasks.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) { r.onTaskGone(obj, false) },
-		DeleteFunc: func(obj any) { r.onTaskGone(obj, true) },
-	})
-	if err != nil {
+	if _, err := tasks.Informer().AddEventHandler(onTask); err != nil {
 		t.Fatal(err)
 	}
 	factory.Start(ctx.Done())
@@ -421,7 +431,6 @@ func tsRecordPool(t *testing.T, ns string) *tsRecorder {
 			t.Fatalf("informer %v did not sync", informer)
 		}
 	}
-	return r
 }
 
 func (r *tsRecorder) onSet(obj any) {
@@ -508,9 +517,19 @@ func (r *tsRecorder) oldestTask(t *testing.T) time.Time {
 // pool's last state otherwise.
 func (r *tsRecorder) waitSet(t *testing.T, what string, done func(*gputaskv1.GPUTaskSet) bool) {
 	t.Helper()
+	tsPollPool(t, r.setLister, r.ns, tsTimeout, what, done, func() string {
+		return fmt.Sprintf("spec.replicas went %v, decisions %v", r.replicaSequence(), r.reasons())
+	})
+}
+
+// tsPollPool waits until done holds for the pool in the cache and returns
+// it; on timeout it fails the test with history() and the pool's last status.
+func tsPollPool(t *testing.T, lister gputasklisters.GPUTaskSetLister, ns string, timeout time.Duration, what string,
+	done func(*gputaskv1.GPUTaskSet) bool, history func() string) *gputaskv1.GPUTaskSet {
+	t.Helper()
 	var last *gputaskv1.GPUTaskSet
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, tsTimeout, true, func(context.Context) (bool, error) {
-		set, err := r.setLister.GPUTaskSets(r.ns).Get(tsPoolName)
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		set, err := lister.GPUTaskSets(ns).Get(tsPoolName)
 		if err != nil {
 			return false, nil
 		}
@@ -518,9 +537,9 @@ func (r *tsRecorder) waitSet(t *testing.T, what string, done func(*gputaskv1.GPU
 		return done(set), nil
 	})
 	if err != nil {
-		t.Fatalf("waiting for %s: %v\nspec.replicas went %v, decisions %v\nlast status: %s",
-			what, err, r.replicaSequence(), r.reasons(), tsDescribeStatus(last))
+		t.Fatalf("waiting for %s: %v\n%s\nlast status: %s", what, err, history(), tsDescribeStatus(last))
 	}
+	return last
 }
 
 // tsWaitEvents waits until the pool has events of the reason and type whose

@@ -126,7 +126,7 @@ func exampleTask(t *testing.T, file string) *gputaskv1.GPUTask {
 func waitSetTaskName(t *testing.T, c *framework.ControlPlane, ns, set string) string {
 	t.Helper()
 	var name string
-	prodPoll(t, settleTimeout, "a task of set "+set, func(ctx context.Context) (bool, string) {
+	framework.Poll(t, settleTimeout, "a task of set "+set, func(ctx context.Context) (bool, string) {
 		list, err := c.GPUTask.GputaskV1().GPUTasks(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.Set{gputaskv1.LabelTaskSet: set}.String()})
 		if err != nil || len(list.Items) == 0 {
 			return false, fmt.Sprint(err)

@@ -58,7 +58,7 @@ func TestTaskSetWritesPerTask(t *testing.T) {
 	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating gputaskset %s/%s: %v", ns, set.Name, err)
 	}
-	prodPoll(t, writesTimeout, fmt.Sprintf("%d tasks Running and counted in the set's status", writesTasks), func(ctx context.Context) (bool, string) {
+	framework.Poll(t, writesTimeout, fmt.Sprintf("%d tasks Running and counted in the set's status", writesTasks), func(ctx context.Context) (bool, string) {
 		return setConverged(ctx, c, ns, set.Name, writesTasks)
 	})
 

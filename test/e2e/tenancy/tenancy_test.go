@@ -86,7 +86,7 @@ func (s *exfilServer) answer(status int) {
 
 func TestTenancy(t *testing.T) {
 	c := framework.StartT(t, framework.Options{})
-	probeAddr := loopbackAddr(t)
+	probeAddr := framework.LoopbackAddrT(t)
 	args := []string{"--workers=2", "--health-probe-bind-address=" + probeAddr}
 	controller := c.StartControllerT(t, args...)
 	waitReady(t, probeAddr)
@@ -120,7 +120,7 @@ func testSecretExfiltration(t *testing.T, c *framework.ControlPlane) {
 	// message naming the Secret; bob, who may read it, may use it.
 	installPolicy(t, c)
 	stealing := exfilSet("steal", server.srv.URL)
-	poll(t, tenancyTimeout, "the policy to refuse alice's set", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, tenancyTimeout, "the policy to refuse alice's set", func(ctx context.Context) (bool, string) {
 		_, err := alice.GputaskV1().GPUTaskSets(ns).Create(ctx, stealing, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprintf("dry-run create: %v", err)
 	})
@@ -177,7 +177,7 @@ func testSecretExfiltration(t *testing.T, c *framework.ControlPlane) {
 	// stored, but the Secret has not opted in, so the controller sends
 	// nothing and says why on the set.
 	uninstallPolicy(t, c)
-	poll(t, tenancyTimeout, "the policy to be gone", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, tenancyTimeout, "the policy to be gone", func(ctx context.Context) (bool, string) {
 		_, err := alice.GputaskV1().GPUTaskSets(ns).Create(ctx, stealing, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err == nil, fmt.Sprintf("dry-run create: %v", err)
 	})
@@ -209,7 +209,7 @@ func testSecretExfiltration(t *testing.T, c *framework.ControlPlane) {
 	// set does send it, so the zero above was the guard's doing. The
 	// server's answers never reach the status.
 	annotateSecret(t, c, ns, "other-set, "+stealing.Name)
-	poll(t, tenancyTimeout, "requests once the Secret opts in", func(context.Context) (bool, string) {
+	framework.Poll(t, tenancyTimeout, "requests once the Secret opts in", func(context.Context) (bool, string) {
 		return server.leaks.Load() > 0, fmt.Sprintf("%d requests, %d with the secret", server.requests.Load(), server.leaks.Load())
 	})
 	cond = waitSetCondition(t, c, ns, stealing.Name, gputaskv1.ConditionScalingActive, func(cond *metav1.Condition) bool {
@@ -283,7 +283,7 @@ func grantTenant(t *testing.T, c *framework.ControlPlane, ns string) {
 	}
 	// RBAC is cached by the authorizer for a moment: wait until alice may
 	// create sets and may not read Secrets.
-	poll(t, tenancyTimeout, "alice's RBAC", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, tenancyTimeout, "alice's RBAC", func(ctx context.Context) (bool, string) {
 		_, err := clientAs(t, c, tenantUser).GputaskV1().GPUTaskSets(ns).List(ctx, metav1.ListOptions{})
 		return err == nil, fmt.Sprintf("list as alice: %v", err)
 	})
@@ -333,7 +333,7 @@ func annotateSecret(t *testing.T, c *framework.ControlPlane, ns, value string) {
 func waitSetCondition(t *testing.T, c *framework.ControlPlane, ns, name, condType string, ok func(*metav1.Condition) bool) *metav1.Condition {
 	t.Helper()
 	var got *metav1.Condition
-	poll(t, tenancyTimeout, fmt.Sprintf("condition %s of %s/%s", condType, ns, name), func(ctx context.Context) (bool, string) {
+	framework.Poll(t, tenancyTimeout, fmt.Sprintf("condition %s of %s/%s", condType, ns, name), func(ctx context.Context) (bool, string) {
 		set, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -364,7 +364,7 @@ func waitEvaluations(t *testing.T, c *framework.ControlPlane, ns, name string, n
 		return total
 	}
 	start := count(context.Background())
-	poll(t, tenancyTimeout, fmt.Sprintf("%d more evaluations of %s/%s", n, ns, name), func(ctx context.Context) (bool, string) {
+	framework.Poll(t, tenancyTimeout, fmt.Sprintf("%d more evaluations of %s/%s", n, ns, name), func(ctx context.Context) (bool, string) {
 		now := count(ctx)
 		return now >= start+n, fmt.Sprintf("%d InvalidMetricSpec events, from %d", now, start)
 	})
@@ -486,7 +486,7 @@ spec:
 		t.Fatal(err)
 	}
 	// The real CRD refuses such objects again (a moment after the update).
-	poll(t, tenancyTimeout, "the real CRD to refuse interval abc", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, tenancyTimeout, "the real CRD to refuse interval abc", func(ctx context.Context) (bool, string) {
 		_, err := c.KubectlWithInput(ctx, []byte(`apiVersion: gputask.io/v1
 kind: GPUTaskSet
 metadata: {name: refused, namespace: `+poisonNS+`}
@@ -500,7 +500,7 @@ spec:
 	// The healthy set keeps scaling: 2 → 5 → 8 at load 0.9.
 	load.Set(loadHigh)
 	waitReplicas(t, c, healthyNS, "healthy", 8, "scaled up at load 0.9 next to the poison")
-	if code, body := httpGet(ctx, "http://"+probeAddr+"/readyz"); code != http.StatusOK {
+	if code, body := framework.HTTPGet(ctx, "http://"+probeAddr+"/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz = %d %q, want 200", code, body)
 	}
 	for name, field := range wantField {
@@ -589,7 +589,7 @@ func relaxSetCRD(t *testing.T, c *framework.ControlPlane) {
 		t.Fatalf("relaxing the GPUTaskSet CRD: %v", err)
 	}
 	// The API server applies a new schema a moment after the update.
-	poll(t, tenancyTimeout, "the relaxed CRD to apply", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, tenancyTimeout, "the relaxed CRD to apply", func(ctx context.Context) (bool, string) {
 		_, err := c.KubectlWithInput(ctx, []byte(`apiVersion: gputask.io/v1
 kind: GPUTaskSet
 metadata: {name: probe, namespace: default}
@@ -622,7 +622,7 @@ func stripValidations(node any) {
 
 func waitReplicas(t *testing.T, c *framework.ControlPlane, ns, name string, want int32, what string) {
 	t.Helper()
-	poll(t, tenancyTimeout, fmt.Sprintf("%s/%s at %d replicas (%s)", ns, name, want, what), func(ctx context.Context) (bool, string) {
+	framework.Poll(t, tenancyTimeout, fmt.Sprintf("%s/%s at %d replicas (%s)", ns, name, want, what), func(ctx context.Context) (bool, string) {
 		set, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -633,8 +633,8 @@ func waitReplicas(t *testing.T, c *framework.ControlPlane, ns, name string, want
 
 func waitReady(t *testing.T, probeAddr string) {
 	t.Helper()
-	poll(t, tenancyTimeout, "/readyz 200", func(ctx context.Context) (bool, string) {
-		code, body := httpGet(ctx, "http://"+probeAddr+"/readyz")
+	framework.Poll(t, tenancyTimeout, "/readyz 200", func(ctx context.Context) (bool, string) {
+		code, body := framework.HTTPGet(ctx, "http://"+probeAddr+"/readyz")
 		return code == http.StatusOK, fmt.Sprintf("readyz %d %q", code, body)
 	})
 }
