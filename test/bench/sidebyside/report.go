@@ -52,7 +52,7 @@ func (r *report) markdown() string {
 		flags = strings.Join(r.args, " ")
 	}
 	fmt.Fprintf(&b, "A is bin/gputask-controller (%s) with a GPUTaskSet; B is kube-controller-manager --controllers=replicaset with a ReplicaSet; both get the qps/burst shown and -v=1. ", flags)
-	b.WriteString("Times count from the create of the set. Writes are the workload's writes (gputask.io objects, replicasets, pods, core/v1 events) ")
+	b.WriteString("Before the clock starts, a server-side dry run of each kind warms the API server up, as in a cluster that has served them before. Times count from the create of the set. Writes are the workload's writes (gputask.io objects, replicasets, pods, core/v1 events) ")
 	b.WriteString("from apiserver_request_total deltas, from the create until they stand still for 2 s after convergence, without the benchmark's own create; other writes are kube-scheduler's bindings and events and kwok's pod status. ")
 	b.WriteString("CPU is the controller's utime+stime from the create to convergence; RSS its VmHWM. For B both are kube-controller-manager's. ")
 	fmt.Fprintf(&b, "Reaction: after each A run's steady window, a second, autoscaled set (Step, interval %s) beside the large one has its load index raised %d times, each at a random point of the interval once its tasks are Ready; the figure is the time from the change to the scale write.\n\n",
