@@ -160,6 +160,10 @@ type Controller struct {
 	// warnedRestartedAt remembers the bad restartedAt value already reported,
 	// so a bad annotation costs one event, not one per sync.
 	warnedRestartedAt map[cache.ObjectName]string
+	// statusWrittenFrom holds, for a task whose status this controller has
+	// written and whose cache has not shown the write yet, the
+	// resourceVersion the write replaced (status.go).
+	statusWrittenFrom map[cache.ObjectName]string
 }
 
 // Events about GPUTasks need the GPUTask kind in the scheme the recorder
@@ -220,6 +224,7 @@ func NewController(
 		deletedTasks:      map[cache.ObjectName]types.UID{},
 		orphaning:         map[cache.ObjectName]types.UID{},
 		warnedRestartedAt: map[cache.ObjectName]string{},
+		statusWrittenFrom: map[cache.ObjectName]string{},
 	}
 
 	utilruntime.Must(podInformer.Informer().AddIndexers(cache.Indexers{podsByNode: podNodeName}))

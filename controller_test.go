@@ -774,8 +774,11 @@ func TestRestart(t *testing.T) {
 	newPod.UID = "new-pod"
 	newPod.CreationTimestamp = metav1.NewTime(testNow)
 	f.setPod(newPod)
-	f.setTask(want)
-	f.expectUpdateStatus(withStatus(want, gputaskv1.GPUTaskRunning, "gpu-1"))
+	// The cache shows the status write, with the version the API gave it.
+	shown := want.DeepCopy()
+	shown.ResourceVersion = "2"
+	f.setTask(shown)
+	f.expectUpdateStatus(withStatus(shown, gputaskv1.GPUTaskRunning, "gpu-1"))
 	f.run(ctx, key(task))
 }
 

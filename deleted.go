@@ -19,6 +19,7 @@ func (c *Controller) deletePodOfDeletedTask(ctx context.Context, key cache.Objec
 	c.mu.Lock()
 	uid, ok := c.deletedTasks[key]
 	delete(c.warnedRestartedAt, key)
+	delete(c.statusWrittenFrom, key)
 	c.mu.Unlock()
 	if !ok {
 		// Not a delete this controller saw: the pod may have outlived a

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gputask/gputask-controller/pkg/controllertest"
@@ -104,5 +106,43 @@ func TestStatusShowsAPodThatDoesNotSettle(t *testing.T) {
 		want.Status.Conditions[i].LastTransitionTime = metav1.NewTime(testNow.Add(statusSettle))
 	}
 	f.expectUpdateStatus(want)
+	f.run(ctx, key(task))
+}
+
+// TestStatusWriteWaitsForTheCacheToShowTheLast: while the task cache still
+// shows the version the last status write replaced, no status is written (it
+// would be refused with a 409); once the cache shows the write, it is.
+func TestStatusWriteWaitsForTheCacheToShowTheLast(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task := newTask("render")
+	f.addTask(task)
+	f.addNode(controllertest.Node("gpu-1"))
+	f.newController(ctx)
+	// As the API server does, a status write gives the task a new version.
+	f.client.PrependReactor("update", "gputasks", func(action core.Action) (bool, runtime.Object, error) {
+		out := action.(core.UpdateAction).GetObject().(*gputaskv1.GPUTask).DeepCopy()
+		out.ResourceVersion += "1"
+		return true, out, nil
+	})
+
+	pending := podWith(task, corev1.PodPending, "")
+	pending.CreationTimestamp = metav1.NewTime(testNow.Add(-statusSettle))
+	f.setPod(pending)
+	written := withStatus(task, gputaskv1.GPUTaskPending, "")
+	f.expectUpdateStatus(written)
+	f.run(ctx, key(task))
+
+	// The pod runs before the task's update event came: nothing is written.
+	running := podWith(task, corev1.PodRunning, "gpu-1")
+	running.CreationTimestamp = pending.CreationTimestamp
+	f.setPod(running)
+	f.run(ctx, key(task))
+
+	// The cache shows the write under its new version: the next one goes.
+	shown := written.DeepCopy()
+	shown.ResourceVersion = "2"
+	f.setTask(shown)
+	f.expectUpdateStatus(withStatus(shown, gputaskv1.GPUTaskRunning, "gpu-1"))
 	f.run(ctx, key(task))
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
@@ -35,12 +36,46 @@ func (c *Controller) updateStatus(ctx context.Context, task *gputaskv1.GPUTask, 
 	if equality.Semantic.DeepEqual(task.Status, status) {
 		return nil
 	}
+	key := cache.MetaObjectToName(task)
+	if c.cacheBehindStatusWrite(key, task.ResourceVersion) {
+		// The cache still shows the task as it was before this controller's
+		// last status write: a write from it would be refused with a 409.
+		// That write's update event brings the task back here, newer.
+		klog.FromContext(ctx).V(4).Info("Status write waits for the cache to show the last one")
+		return nil
+	}
 	updated := task.DeepCopy()
 	updated.Status = status
-	if _, err := c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	out, err := c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
 		return fmt.Errorf("updating status of gputask %s: %w", klog.KObj(task), err)
 	}
+	if out.ResourceVersion != task.ResourceVersion {
+		// A write the API server found to change nothing keeps the version
+		// and sends no event: then there is nothing to wait for.
+		c.mu.Lock()
+		c.statusWrittenFrom[key] = task.ResourceVersion
+		c.mu.Unlock()
+	}
 	return nil
+}
+
+// cacheBehindStatusWrite reports whether resourceVersion, the task's in the
+// cache, is the one this controller's last status write of the task
+// replaced. A cache that shows any other version has caught up, and the
+// note goes.
+func (c *Controller) cacheBehindStatusWrite(key cache.ObjectName, resourceVersion string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	from, ok := c.statusWrittenFrom[key]
+	if !ok {
+		return false
+	}
+	if from == resourceVersion {
+		return true
+	}
+	delete(c.statusWrittenFrom, key)
+	return false
 }
 
 // statusView is what the status is computed from.
