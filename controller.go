@@ -227,7 +227,10 @@ func NewController(
 		statusWrittenFrom: map[cache.ObjectName]string{},
 	}
 
-	utilruntime.Must(podInformer.Informer().AddIndexers(cache.Indexers{podsByNode: podNodeName}))
+	// Added once, however many controllers share the informer.
+	if _, ok := podInformer.Informer().GetIndexer().GetIndexers()[podsByNode]; !ok {
+		utilruntime.Must(podInformer.Informer().AddIndexers(cache.Indexers{podsByNode: podNodeName}))
+	}
 
 	logger.Info("Setting up event handlers")
 	// Run waits for the handler registrations rather than the informers:

@@ -1207,3 +1207,17 @@ func TestUnschedulableNamesUntoleratedTaints(t *testing.T) {
 	f.expectUpdateStatus(want)
 	f.run(ctx, key(task))
 }
+
+// TestControllersShareThePodInformer: two GPUTask controllers built on the
+// same informers (as after a restart within one process) do not fail on the
+// node index the first one added.
+func TestControllersShareThePodInformer(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	kube := k8sfake.NewClientset()
+	inf := kubeinformers.NewSharedInformerFactory(kube, 0)
+	tasks := gputaskinformers.NewSharedInformerFactory(fake.NewSimpleClientset(), 0)
+	for range 2 {
+		NewController(ctx, kube, fake.NewSimpleClientset(), tasks.Gputask().V1().GPUTasks(),
+			inf.Core().V1().Pods(), inf.Core().V1().Nodes(), Options{})
+	}
+}
