@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -38,44 +38,38 @@ func FirstDifference(want, have *corev1.Pod) string {
 		{"metadata.annotations", want.Annotations, have.Annotations},
 		{"spec", &want.Spec, &have.Spec},
 	} {
-		if d := firstDiff(f.path, "", reflect.ValueOf(f.want), reflect.ValueOf(f.have)); d != "" {
-			return d
+		if d, ok := firstDiff("", reflect.ValueOf(f.want), reflect.ValueOf(f.have)); ok {
+			return f.path + d
 		}
 	}
 	return ""
 }
 
-func firstDiff(path, name string, want, have reflect.Value) string {
-	if want.IsZero() && !(want.Kind() == reflect.Slice && admittedLists[name]) {
-		return ""
+// firstDiff reports whether want and have differ and, if so, the path of the
+// first difference below them. The path is built only once a difference is
+// found, so comparing equal pods allocates nothing: this runs on every sync
+// of every task. name is the JSON name of the field want is.
+func firstDiff(name string, want, have reflect.Value) (string, bool) {
+	if skipZero(want) && want.IsZero() && !(want.Kind() == reflect.Slice && admittedLists[name]) {
+		return "", false
 	}
 	if want.Type() == quantityType {
 		w, h := want.Interface().(resource.Quantity), have.Interface().(resource.Quantity)
-		if w.Cmp(h) != 0 {
-			return path
-		}
-		return ""
+		return "", w.Cmp(h) != 0
 	}
 	switch want.Kind() {
 	case reflect.Pointer:
 		if have.IsNil() {
-			return path
+			return "", true
 		}
-		return firstDiff(path, name, want.Elem(), have.Elem())
+		return firstDiff(name, want.Elem(), have.Elem())
 	case reflect.Struct:
-		t := want.Type()
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			if !f.IsExported() {
-				continue
-			}
-			field := jsonName(f)
-			sub := path
-			if field != "" {
-				sub = path + "." + field
-			}
-			if d := firstDiff(sub, field, want.Field(i), have.Field(i)); d != "" {
-				return d
+		for _, f := range typeOf(want.Type()).fields {
+			if d, ok := firstDiff(f.name, want.Field(f.index), have.Field(f.index)); ok {
+				if f.name != "" {
+					d = "." + f.name + d
+				}
+				return d, true
 			}
 		}
 	case reflect.Slice:
@@ -84,42 +78,98 @@ func firstDiff(path, name string, want, have reflect.Value) string {
 			key := itemName(w)
 			h, ok := matchItem(have, key, i)
 			if !ok {
-				return path + itemPath(key, i)
+				return itemPath(key, i), true
 			}
-			if d := firstDiff(path+itemPath(key, i), "", w, h); d != "" {
-				return d
+			if d, ok := firstDiff("", w, h); ok {
+				return itemPath(key, i) + d, true
 			}
 		}
-		if have.Len() != want.Len() {
-			return path
-		}
+		return "", have.Len() != want.Len()
 	case reflect.Map:
-		keys := want.MapKeys()
-		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-		for _, k := range keys {
-			sub := fmt.Sprintf("%s[%s]", path, k.String())
-			h := have.MapIndex(k)
-			if !h.IsValid() {
-				return sub
-			}
-			if d := firstDiff(sub, "", want.MapIndex(k), h); d != "" {
-				return d
-			}
-		}
+		return mapDiff(want, have)
 	default:
-		if !want.Equal(have) {
-			return path
+		return "", !want.Equal(have)
+	}
+	return "", false
+}
+
+// skipZero says whether a zero want is worth looking for: it always is but
+// for a struct, where IsZero walks every field and the fields are walked
+// anyway, unless the struct holds a list that admission appends to.
+func skipZero(want reflect.Value) bool {
+	return want.Kind() != reflect.Struct || want.Type() == quantityType || typeOf(want.Type()).admittedList
+}
+
+// mapDiff compares the keys want sets, and reports the first differing key
+// in sorted order, so the path does not depend on map iteration.
+func mapDiff(want, have reflect.Value) (string, bool) {
+	var differ []reflect.Value
+	for it := want.MapRange(); it.Next(); {
+		h := have.MapIndex(it.Key())
+		if !h.IsValid() {
+			differ = append(differ, it.Key())
+			continue
+		}
+		if _, ok := firstDiff("", it.Value(), h); ok {
+			differ = append(differ, it.Key())
 		}
 	}
-	return ""
+	if len(differ) == 0 {
+		return "", false
+	}
+	k := slices.MinFunc(differ, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+	sub := "[" + k.String() + "]"
+	h := have.MapIndex(k)
+	if !h.IsValid() {
+		return sub, true
+	}
+	d, _ := firstDiff("", want.MapIndex(k), h)
+	return sub + d, true
+}
+
+// structInfo is what firstDiff needs of a struct type, worked out once.
+type structInfo struct {
+	// fields are the exported fields and their JSON names.
+	fields []field
+	// nameIndex is the index of a string field Name, or -1.
+	nameIndex int
+	// admittedList says a field is a list admission appends to.
+	admittedList bool
+}
+
+type field struct {
+	index int
+	name  string
+}
+
+var structInfos sync.Map // reflect.Type -> *structInfo
+
+func typeOf(t reflect.Type) *structInfo {
+	if info, ok := structInfos.Load(t); ok {
+		return info.(*structInfo)
+	}
+	info := &structInfo{nameIndex: -1}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		info.fields = append(info.fields, field{index: i, name: jsonName(f)})
+		info.admittedList = info.admittedList || admittedLists[jsonName(f)]
+		if f.Name == "Name" && f.Type.Kind() == reflect.String {
+			info.nameIndex = i
+		}
+	}
+	structInfos.Store(t, info)
+	return info
 }
 
 // itemName is the name of a list item that has one, such as a container or
 // a volume, so that items are matched and reported by name: containers[task].
 func itemName(v reflect.Value) string {
 	if v.Kind() == reflect.Struct {
-		if n := v.FieldByName("Name"); n.IsValid() && n.Kind() == reflect.String {
-			return n.String()
+		if i := typeOf(v.Type()).nameIndex; i >= 0 {
+			return v.Field(i).String()
 		}
 	}
 	return ""
@@ -159,23 +209,44 @@ func jsonName(f reflect.StructField) string {
 
 // withoutAdmittedItems returns have without the items that the ServiceAccount
 // and DefaultTolerationSeconds admission plugins add, unless want has them too.
+//
+// have comes from an informer's cache and is never changed: lists that lose
+// items are copied, the rest is shared.
 func withoutAdmittedItems(want, have *corev1.Pod) *corev1.Pod {
-	have = have.DeepCopy()
-	have.Spec.Volumes = slices.DeleteFunc(have.Spec.Volumes, func(v corev1.Volume) bool {
+	out := *have
+	out.Spec.Volumes = without(have.Spec.Volumes, func(v corev1.Volume) bool {
 		return strings.HasPrefix(v.Name, "kube-api-access-") && !slices.ContainsFunc(want.Spec.Volumes, func(w corev1.Volume) bool { return w.Name == v.Name })
 	})
-	for _, list := range [][]corev1.Container{have.Spec.Containers, have.Spec.InitContainers} {
-		for i := range list {
-			list[i].VolumeMounts = slices.DeleteFunc(list[i].VolumeMounts, func(m corev1.VolumeMount) bool {
-				return strings.HasPrefix(m.Name, "kube-api-access-") && m.MountPath == serviceAccountMountPath
-			})
-		}
-	}
-	have.Spec.Tolerations = slices.DeleteFunc(have.Spec.Tolerations, func(t corev1.Toleration) bool {
+	out.Spec.Containers = withoutTokenMounts(have.Spec.Containers)
+	out.Spec.InitContainers = withoutTokenMounts(have.Spec.InitContainers)
+	out.Spec.Tolerations = without(have.Spec.Tolerations, func(t corev1.Toleration) bool {
 		added := (t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable) && t.Effect == corev1.TaintEffectNoExecute
 		return added && !slices.ContainsFunc(want.Spec.Tolerations, func(w corev1.Toleration) bool { return w.Key == t.Key })
 	})
-	return have
+	return &out
+}
+
+func withoutTokenMounts(containers []corev1.Container) []corev1.Container {
+	isToken := func(m corev1.VolumeMount) bool {
+		return strings.HasPrefix(m.Name, "kube-api-access-") && m.MountPath == serviceAccountMountPath
+	}
+	if !slices.ContainsFunc(containers, func(c corev1.Container) bool { return slices.ContainsFunc(c.VolumeMounts, isToken) }) {
+		return containers
+	}
+	out := slices.Clone(containers)
+	for i := range out {
+		out[i].VolumeMounts = without(out[i].VolumeMounts, isToken)
+	}
+	return out
+}
+
+// without returns list without the items drop matches, in a new slice when
+// there are any, so that list itself is never changed.
+func without[T any](list []T, drop func(T) bool) []T {
+	if !slices.ContainsFunc(list, drop) {
+		return list
+	}
+	return slices.DeleteFunc(slices.Clone(list), drop)
 }
 
 const serviceAccountMountPath = "/var/run/secrets/kubernetes.io/serviceaccount"

@@ -3,6 +3,8 @@ package podspec
 import (
 	"testing"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -142,5 +144,56 @@ func TestFirstDifferenceWithoutGPUToleration(t *testing.T) {
 	}
 	if got := FirstDifference(want, admitted(running)); got != "spec.tolerations" {
 		t.Errorf("FirstDifference() = %q, want spec.tolerations", got)
+	}
+}
+
+// TestFirstDifferenceLeavesThePodAlone: the running pod comes from an
+// informer's cache, which no reader may change, and the token volume and
+// not-ready tolerations left out of the comparison stay on it.
+func TestFirstDifferenceLeavesThePodAlone(t *testing.T) {
+	want, err := Build(richTask(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := admitted(want)
+	before := running.DeepCopy()
+	if got := FirstDifference(want, running); got != "" {
+		t.Fatalf("FirstDifference() = %q, want none", got)
+	}
+	if !apiequality.Semantic.DeepEqual(before, running) {
+		t.Errorf("FirstDifference changed the running pod:\nbefore %+v\nafter  %+v", before.Spec, running.Spec)
+	}
+}
+
+// TestFirstDifferenceMapKeys reports the first differing key in sorted
+// order, whatever the map's iteration order.
+func TestFirstDifferenceMapKeys(t *testing.T) {
+	want, err := Build(richTask(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := admitted(want)
+	want.Annotations = map[string]string{"a": "1", "m": "2", "z": "3", "b": "4"}
+	running.Annotations = map[string]string{"a": "1", "m": "x", "z": "y"}
+	for range 20 {
+		if got := FirstDifference(want, running); got != "metadata.annotations[b]" {
+			t.Fatalf("FirstDifference() = %q, want metadata.annotations[b]", got)
+		}
+	}
+}
+
+// BenchmarkFirstDifference is the comparison every sync of a task with a
+// pod makes; an up-to-date pod should cost no allocation per field.
+func BenchmarkFirstDifference(b *testing.B) {
+	want, err := Build(richTask(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	running := admitted(want)
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := FirstDifference(want, running); d != "" {
+			b.Fatal(d)
+		}
 	}
 }

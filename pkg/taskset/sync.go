@@ -29,11 +29,13 @@ func (c *Controller) activeTasks(set *gputaskv1.GPUTaskSet) ([]*gputaskv1.GPUTas
 	if err != nil {
 		return nil, fmt.Errorf("listing tasks of gputaskset %s: %w", klog.KObj(set), err)
 	}
-	selector := taskSelector(set)
 	active := make([]*gputaskv1.GPUTask, 0, len(tasks))
 	for _, t := range tasks {
-		if t.DeletionTimestamp == nil && t.Namespace == set.Namespace && metav1.IsControlledBy(t, set) &&
-			gputaskv1.IsRefTo(metav1.GetControllerOf(t), setKind.Kind) && selector.Matches(labels.Set(t.Labels)) {
+		// The label test is what taskSelector selects, without building a
+		// label set per task: this loop runs over every task of the set on
+		// every sync.
+		if t.DeletionTimestamp == nil && t.Namespace == set.Namespace && t.Labels[gputaskv1.LabelTaskSet] == set.Name &&
+			metav1.IsControlledBy(t, set) && gputaskv1.IsRefTo(metav1.GetControllerOf(t), setKind.Kind) {
 			active = append(active, t)
 		}
 	}
