@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -102,6 +103,12 @@ type Options struct {
 	// Clock tells the time for rescheduling, restarts and expectations, and
 	// drives the queue's delays. Nil means the real clock; tests pass a fake one.
 	Clock clock.WithTicker
+	// StatusQPS and StatusBurst are the rate limit of the client that writes
+	// task status. A write that would wait for it is not made to wait in a
+	// worker: its task comes back at the time reserved for it (status.go).
+	// StatusQPS 0 means no limit here, only the client's.
+	StatusQPS   float64
+	StatusBurst int
 }
 
 func (o Options) withDefaults() Options {
@@ -164,6 +171,12 @@ type Controller struct {
 	// written and whose cache has not shown the write yet, the
 	// resourceVersion the write replaced (status.go).
 	statusWrittenFrom map[cache.ObjectName]string
+	// statusLimiter paces the status writes at the status client's rate, so
+	// that no worker blocks in that client's own limiter; statusWriteAt
+	// holds the time reserved for a task's deferred write. statusLimiter is
+	// nil when Options.StatusQPS is 0.
+	statusLimiter *rate.Limiter
+	statusWriteAt map[cache.ObjectName]time.Time
 }
 
 // Events about GPUTasks need the GPUTask kind in the scheme the recorder
@@ -225,6 +238,10 @@ func NewController(
 		orphaning:         map[cache.ObjectName]types.UID{},
 		warnedRestartedAt: map[cache.ObjectName]string{},
 		statusWrittenFrom: map[cache.ObjectName]string{},
+		statusWriteAt:     map[cache.ObjectName]time.Time{},
+	}
+	if opts.StatusQPS > 0 {
+		c.statusLimiter = rate.NewLimiter(rate.Limit(opts.StatusQPS), max(opts.StatusBurst, 1))
 	}
 
 	// Added once, however many controllers share the informer.
@@ -324,6 +341,10 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 
 	start := c.clock.Now()
 	err := c.syncHandler(ctx, key)
+	if err == errStatusDeferred {
+		// The key is queued again for the time its write has reserved.
+		err = nil
+	}
 	metrics.ObserveReconcile(metricsName, c.clock.Since(start), err)
 	if err == nil {
 		c.workqueue.Forget(key)

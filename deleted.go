@@ -20,6 +20,7 @@ func (c *Controller) deletePodOfDeletedTask(ctx context.Context, key cache.Objec
 	uid, ok := c.deletedTasks[key]
 	delete(c.warnedRestartedAt, key)
 	delete(c.statusWrittenFrom, key)
+	delete(c.statusWriteAt, key)
 	c.mu.Unlock()
 	if !ok {
 		// Not a delete this controller saw: the pod may have outlived a

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"sync"
@@ -73,6 +74,7 @@ type config struct {
 	leaderElectID          string
 	metricsBindAddress     string
 	healthProbeBindAddress string
+	profiling              bool
 	informerResync         time.Duration
 	shutdownGracePeriod    time.Duration
 
@@ -107,6 +109,7 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.StringVar(&c.leaderElectID, "leader-elect-id", "gputask-controller", "Name of the Lease.")
 	fs.StringVar(&c.metricsBindAddress, "metrics-bind-address", ":8080", "Address the /metrics endpoint binds to; port 0 picks a free port, \"0\" turns it off.")
 	fs.StringVar(&c.healthProbeBindAddress, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints bind to; port 0 picks a free port, \"0\" turns it off.")
+	fs.BoolVar(&c.profiling, "profiling", false, "Serve Go's pprof profiles under /debug/pprof/ on the metrics address, as kube-controller-manager's --profiling does. Off by default: the metrics address has no authentication.")
 	fs.DurationVar(&c.informerResync, "informer-resync", 0, "Informer resync period; 0 turns resyncs off (time-based rescheduling has its own timers).")
 	fs.DurationVar(&c.shutdownGracePeriod, "shutdown-grace-period", 10*time.Second, "How long the HTTP servers get to finish requests on shutdown.")
 	fs.Func("load-index-allowed-cidrs", "Comma-separated CIDRs that load-index sources may connect to; when set, no other address, and an address listed here is allowed even if loopback or link-local. Empty means every address but loopback, link-local (cloud metadata), the API server's and the controller's own.", func(v string) error {
@@ -184,6 +187,10 @@ func (c *config) controllerOptions() Options {
 		PendingTimeout:           c.pendingTimeout,
 		NodeNotReadyTimeout:      c.nodeNotReadyTimeout,
 		MaxConcurrentReschedules: c.maxConcurrentReschedules,
+		// The task controller's status writes go through a client of its
+		// own with these limits; see Options.StatusQPS.
+		StatusQPS:   c.kubeAPIQPS,
+		StatusBurst: c.kubeAPIBurst,
 	}
 }
 
@@ -293,7 +300,7 @@ func run(ctx context.Context, cfg *config) error {
 	defer servers.shutdown(logger, cfg.shutdownGracePeriod)
 
 	metrics.Register()
-	if err := servers.serve(ctx, "metrics", cfg.metricsBindAddress, metricsMux()); err != nil {
+	if err := servers.serve(ctx, "metrics", cfg.metricsBindAddress, metricsMux(cfg.profiling)); err != nil {
 		return err
 	}
 
@@ -619,9 +626,17 @@ func leaderElectionNamespace(flagValue string) string {
 	return metav1.NamespaceSystem
 }
 
-func metricsMux() *http.ServeMux {
+// metricsMux serves /metrics and, with profiling on, Go's pprof profiles.
+func metricsMux(profiling bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler())
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

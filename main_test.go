@@ -115,6 +115,26 @@ func TestHealthEndpoints(t *testing.T) {
 	}
 }
 
+// TestProfilingFlag serves pprof on the metrics address only when asked.
+func TestProfilingFlag(t *testing.T) {
+	for _, profiling := range []bool{false, true} {
+		srv := httptest.NewServer(metricsMux(profiling))
+		resp, err := http.Get(srv.URL + "/debug/pprof/cmdline")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		srv.Close()
+		want := http.StatusNotFound
+		if profiling {
+			want = http.StatusOK
+		}
+		if resp.StatusCode != want {
+			t.Errorf("--profiling=%v: /debug/pprof/cmdline = %d, want %d", profiling, resp.StatusCode, want)
+		}
+	}
+}
+
 // TestLeaderElection runs the controllers only once the Lease is held, and
 // releases the Lease on shutdown so a successor need not wait it out.
 func TestLeaderElection(t *testing.T) {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 
@@ -145,4 +147,61 @@ func TestStatusWriteWaitsForTheCacheToShowTheLast(t *testing.T) {
 	f.setTask(shown)
 	f.expectUpdateStatus(withStatus(shown, gputaskv1.GPUTaskRunning, "gpu-1"))
 	f.run(ctx, key(task))
+}
+
+// TestStatusWritesWaitForTheirTurnOutsideTheWorkers: status writes keep to
+// the status client's rate, and a write that must wait ends the sync with
+// its turn reserved and the key queued for it, instead of holding a worker
+// in the client's rate limiter while other tasks wait for their pods.
+func TestStatusWritesWaitForTheirTurnOutsideTheWorkers(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.opts.StatusQPS, f.opts.StatusBurst = 1, 1
+	first := withStatus(newTask("first"), gputaskv1.GPUTaskPending, "")
+	second := withStatus(newTask("second"), gputaskv1.GPUTaskPending, "")
+	for _, task := range []*gputaskv1.GPUTask{first, second} {
+		f.addTask(task)
+		f.addPod(podWith(task, corev1.PodRunning, "gpu-1"))
+	}
+	f.addNode(controllertest.Node("gpu-1"))
+	c := f.newController(ctx)
+
+	f.expectUpdateStatus(withStatus(first, gputaskv1.GPUTaskRunning, "gpu-1"))
+	f.run(ctx, key(first)) // the burst's one token
+
+	// The second write's turn is a second away: no write, no error logged,
+	// the key queued for then.
+	if err := c.syncHandler(ctx, key(second)); err != errStatusDeferred {
+		t.Fatalf("sync = %v, want errStatusDeferred", err)
+	}
+	turn := c.statusWriteAt[key(second)]
+	if want := testNow.Add(time.Second); !turn.Equal(want) {
+		t.Fatalf("turn reserved for %v, want %v", turn, want)
+	}
+	// Another event before the turn takes no second turn.
+	f.clock.Step(500 * time.Millisecond)
+	if err := c.syncHandler(ctx, key(second)); err != errStatusDeferred || !c.statusWriteAt[key(second)].Equal(turn) {
+		t.Fatalf("early sync = %v, turn %v; want errStatusDeferred and the same turn", err, c.statusWriteAt[key(second)])
+	}
+	if n := len(controllertest.FilterInformerActions(f.client.Actions())); n != 1 {
+		t.Fatalf("%d GPUTask writes, want only the first task's", n)
+	}
+
+	f.clock.Step(500 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		return c.workqueue.Len() > 0, nil
+	}); err != nil {
+		t.Fatal("the key did not come back at its turn")
+	}
+	want := withStatus(second, gputaskv1.GPUTaskRunning, "gpu-1")
+	for i, cond := range want.Status.Conditions {
+		if was := findCond(second.Status.Conditions, cond.Type); was == nil || was.Status != cond.Status {
+			want.Status.Conditions[i].LastTransitionTime = metav1.NewTime(testNow.Add(time.Second))
+		}
+	}
+	f.expectUpdateStatus(want)
+	f.run(ctx, key(second))
+	if _, left := c.statusWriteAt[key(second)]; left {
+		t.Error("the used turn is still reserved")
+	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -44,6 +45,9 @@ func (c *Controller) updateStatus(ctx context.Context, task *gputaskv1.GPUTask, 
 		klog.FromContext(ctx).V(4).Info("Status write waits for the cache to show the last one")
 		return nil
 	}
+	if !c.statusWriteDue(key) {
+		return errStatusDeferred
+	}
 	updated := task.DeepCopy()
 	updated.Status = status
 	out, err := c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
@@ -58,6 +62,35 @@ func (c *Controller) updateStatus(ctx context.Context, task *gputaskv1.GPUTask, 
 		c.mu.Unlock()
 	}
 	return nil
+}
+
+// errStatusDeferred ends a sync whose status write waits for its turn
+// within the status client's rate limit. The key is already queued again
+// for that time; a worker does not sit in the client's rate limiter
+// meanwhile, where it would hold up the pod creates of other tasks.
+var errStatusDeferred = errors.New("status write deferred to its turn within the client rate limit")
+
+// statusWriteDue reports whether the task's status write may go now. When
+// the status writes are at their rate limit it reserves the task's turn,
+// once, and queues the key for then.
+func (c *Controller) statusWriteDue(key cache.ObjectName) bool {
+	if c.statusLimiter == nil {
+		return true
+	}
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, reserved := c.statusWriteAt[key]
+	if !reserved {
+		at = now.Add(c.statusLimiter.ReserveN(now, 1).DelayFrom(now))
+	}
+	if !now.Before(at) {
+		delete(c.statusWriteAt, key)
+		return true
+	}
+	c.statusWriteAt[key] = at
+	c.workqueue.AddAfter(key, at.Sub(now))
+	return false
 }
 
 // cacheBehindStatusWrite reports whether resourceVersion, the task's in the
