@@ -44,12 +44,18 @@ func (cp *ControlPlane) ControllerBinary() (string, error) {
 // reach loopback addresses, where the tests serve them. The process is
 // stopped with the control plane, or earlier with Stop or Kill.
 func (cp *ControlPlane) StartController(ctx context.Context, args ...string) (*Process, error) {
+	return cp.StartControllerWithEnv(ctx, nil, args...)
+}
+
+// StartControllerWithEnv is StartController with env ("KEY=value") added to
+// the process's environment, such as GOMEMLIMIT for a benchmark.
+func (cp *ControlPlane) StartControllerWithEnv(ctx context.Context, env []string, args ...string) (*Process, error) {
 	path, err := cp.ControllerBinary()
 	if err != nil {
 		return nil, err
 	}
 	full := append(cp.controllerArgs(), args...)
-	p, err := cp.startBinary(BinController, path, nil, full...)
+	p, err := cp.startBinary(BinController, path, env, full...)
 	if err != nil {
 		return nil, err
 	}

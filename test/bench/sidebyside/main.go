@@ -24,6 +24,7 @@
 //	BENCH_OUT     the report file (default _output/bench.md)
 //	BENCH_KEEP    "true" keeps every control plane's directory (logs)
 //	BENCH_ARGS    extra gputask-controller flags, space-separated, such as --task-workers=128
+//	BENCH_ENV     extra gputask-controller environment, space-separated, such as GOMEMLIMIT=140MiB
 package main
 
 import (
@@ -51,8 +52,9 @@ type settings struct {
 	reactions int
 	out       string
 	keep      bool
-	// args are extra gputask-controller flags.
-	args []string
+	// args are extra gputask-controller flags, env extra environment
+	// variables ("KEY=value").
+	args, env []string
 }
 
 // limits are the --kube-api-qps and --kube-api-burst both controllers get.
@@ -147,6 +149,12 @@ func readSettings(getenv func(string) string) (settings, error) {
 		}
 	}
 	s.args = strings.Fields(getenv("BENCH_ARGS"))
+	s.env = strings.Fields(getenv("BENCH_ENV"))
+	for _, kv := range s.env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return s, fmt.Errorf("BENCH_ENV=%q: want KEY=value pairs such as GOMEMLIMIT=140MiB", getenv("BENCH_ENV"))
+		}
+	}
 	if v := getenv("BENCH_OUT"); v != "" {
 		s.out = v
 	}

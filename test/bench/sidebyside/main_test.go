@@ -6,15 +6,15 @@ import (
 )
 
 func TestReadSettings(t *testing.T) {
-	env := map[string]string{"BENCH_N": "10000", "BENCH_QPS": "500/1000", "BENCH_REACTIONS": "0", "BENCH_OUT": "/tmp/b.md"}
+	env := map[string]string{"BENCH_N": "10000", "BENCH_QPS": "500/1000", "BENCH_REACTIONS": "0", "BENCH_OUT": "/tmp/b.md", "BENCH_ENV": "GOMEMLIMIT=140MiB GOGC=100"}
 	s, err := readSettings(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.n != 10000 || len(s.limits) != 1 || s.limits[0] != (limits{500, 1000}) || s.reactions != 0 || s.out != "/tmp/b.md" {
+	if s.n != 10000 || len(s.limits) != 1 || s.limits[0] != (limits{500, 1000}) || s.reactions != 0 || s.out != "/tmp/b.md" || len(s.env) != 2 || s.env[0] != "GOMEMLIMIT=140MiB" {
 		t.Errorf("settings = %+v", s)
 	}
-	for _, bad := range []map[string]string{{"BENCH_N": "0"}, {"BENCH_QPS": "500"}, {"BENCH_REACTIONS": "-1"}, {"BENCH_STEADY": "x"}} {
+	for _, bad := range []map[string]string{{"BENCH_N": "0"}, {"BENCH_QPS": "500"}, {"BENCH_REACTIONS": "-1"}, {"BENCH_STEADY": "x"}, {"BENCH_ENV": "GOMEMLIMIT"}} {
 		if _, err := readSettings(func(k string) string { return bad[k] }); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

@@ -51,10 +51,14 @@ func (r *report) markdown() string {
 	if len(r.args) > 0 {
 		flags = strings.Join(r.args, " ")
 	}
+	if len(r.env) > 0 {
+		flags += ", environment " + strings.Join(r.env, " ")
+	}
 	fmt.Fprintf(&b, "A is bin/gputask-controller (%s) with a GPUTaskSet; B is kube-controller-manager --controllers=replicaset with a ReplicaSet; both get the qps/burst shown and -v=1. ", flags)
 	b.WriteString("Before the clock starts, a server-side dry run of each kind warms the API server up, as in a cluster that has served them before. Times count from the create of the set. Writes are the workload's writes (gputask.io objects, replicasets, pods, core/v1 events) ")
 	b.WriteString("from apiserver_request_total deltas, from the create until they stand still for 2 s after convergence, without the benchmark's own create; other writes are kube-scheduler's bindings and events and kwok's pod status. ")
 	b.WriteString("CPU is the controller's utime+stime from the create to convergence; RSS its VmHWM. For B both are kube-controller-manager's. ")
+	b.WriteString("Server CPU is kube-apiserver's and etcd's utime+stime over the same span: the machine's two cores also run them, the scheduler and kwok. ")
 	fmt.Fprintf(&b, "Reaction: after each A run's steady window, a second, autoscaled set (Step, interval %s) beside the large one has its load index raised %d times, each at a random point of the interval once its tasks are Ready; the figure is the time from the change to the scale write.\n\n",
 		reactionInterval, r.reactions)
 
@@ -66,15 +70,15 @@ func (r *report) markdown() string {
 
 func (r *report) writeRuns(b *strings.Builder) {
 	b.WriteString("## Runs\n\n")
-	b.WriteString("| run | time | qps/burst | pods created s | pods Running s | tasks Running s | writes | writes/N | 409s | other writes | CPU s | peak RSS MB | steady writes | reaction median / max s |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| run | time | qps/burst | pods created s | pods Running s | tasks Running s | writes | writes/N | 409s | other writes | CPU s | server CPU s | peak RSS MB | steady writes | reaction median / max s |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, res := range r.results {
 		work := res.writes.Filter(framework.WorkloadWrite)
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %d | %.2f | %d | %d | %s | %s | %s | %s |\n",
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %d | %.2f | %d | %d | %s | %.1f | %s | %s | %s |\n",
 			res.name(), res.at.UTC().Format("15:04"), res.limitsText(),
 			sec(res.podsCreated), sec(res.podsRunning), sec(res.tasksRunning),
 			work.Total(), float64(work.Total())/float64(res.n), conflicts(work),
-			res.writes.Total()-work.Total(), res.cpuText(), res.rssText(), res.steadyText(), res.reactionText())
+			res.writes.Total()-work.Total(), res.cpuText(), res.serverCPU.Seconds(), res.rssText(), res.steadyText(), res.reactionText())
 	}
 	b.WriteString("\n")
 }
@@ -85,8 +89,8 @@ func (r *report) writeRatios(b *strings.Builder) {
 	b.WriteString("## Ratios to the ReplicaSet run of the same round\n\n")
 	fmt.Fprintf(b, "Targets: created ≤ 1.0, tasks Running / RS pods Running ≤ 1.3, writes/N ≤ 3.2, CPU ≤ 2, steady writes 0; reaction median ≤ %s s (interval + 1 s).\n\n",
 		sec(reactionInterval+time.Second))
-	b.WriteString("| qps/burst | round | pods created | tasks Running / RS pods Running | writes | CPU | peak RSS |\n")
-	b.WriteString("|---|---|---|---|---|---|---|\n")
+	b.WriteString("| qps/burst | round | pods created | tasks Running / RS pods Running | writes | CPU | peak RSS | server CPU |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for _, a := range r.results {
 		if a.kind != kindTaskSet {
 			continue
@@ -95,12 +99,13 @@ func (r *report) writeRatios(b *strings.Builder) {
 		if !ok {
 			continue
 		}
-		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s |\n", a.limits, a.round,
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", a.limits, a.round,
 			ratio(a.podsCreated.Seconds(), rs.podsCreated.Seconds()),
 			ratio(a.tasksRunning.Seconds(), rs.podsRunning.Seconds()),
 			ratio(float64(a.writes.Filter(framework.WorkloadWrite).Total()), float64(rs.writes.Filter(framework.WorkloadWrite).Total())),
 			ratio(a.usage.CPU.Seconds(), rs.usage.CPU.Seconds()),
-			ratio(float64(a.usage.PeakRSS), float64(rs.usage.PeakRSS)))
+			ratio(float64(a.usage.PeakRSS), float64(rs.usage.PeakRSS)),
+			ratio(a.serverCPU.Seconds(), rs.serverCPU.Seconds()))
 	}
 	b.WriteString("\n")
 }

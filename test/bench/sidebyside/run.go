@@ -69,6 +69,9 @@ type result struct {
 	// peak RSS since it started; hasUsage is false for the ceiling.
 	usage    framework.Usage
 	hasUsage bool
+	// serverCPU is kube-apiserver's and etcd's utime+stime over the same
+	// span: what the run cost the API server, which every run shares.
+	serverCPU time.Duration
 	// reaction is timed after the steady window, GPUTaskSet runs only.
 	reaction reaction
 }
@@ -126,7 +129,7 @@ func runOne(ctx context.Context, s settings, kind runKind, l limits, round int) 
 	limitArgs := []string{"--kube-api-qps=" + strconv.Itoa(l.qps), "--kube-api-burst=" + strconv.Itoa(l.burst)}
 	var proc *framework.Process
 	if kind == kindTaskSet {
-		proc, err = startController(ctx, cp, append(limitArgs, s.args...))
+		proc, err = startController(ctx, cp, s.env, append(limitArgs, s.args...))
 	} else {
 		proc, err = cp.StartControllerManager(ctx, []string{"replicaset"}, limitArgs...)
 	}
@@ -145,6 +148,10 @@ func runOne(ctx context.Context, s settings, kind runKind, l limits, round int) 
 		return res, err
 	}
 	usageBefore, err := proc.Usage()
+	if err != nil {
+		return res, err
+	}
+	serverBefore, err := serverCPU(cp)
 	if err != nil {
 		return res, err
 	}
@@ -171,6 +178,11 @@ func runOne(ctx context.Context, s settings, kind runKind, l limits, round int) 
 		return res, err
 	}
 	res.usage = framework.Usage{CPU: usage.CPU - usageBefore.CPU, PeakRSS: usage.PeakRSS}
+	serverAfter, err := serverCPU(cp)
+	if err != nil {
+		return res, err
+	}
+	res.serverCPU = serverAfter - serverBefore
 	logf("%s %s round %d: converged: pods created %s, Running %s, tasks Running %s; %d workload writes",
 		kind, l, round, sec(res.podsCreated), sec(res.podsRunning), sec(res.tasksRunning), res.writes.Filter(framework.WorkloadWrite).Total())
 
@@ -194,14 +206,14 @@ func runOne(ctx context.Context, s settings, kind runKind, l limits, round int) 
 // startController runs bin/gputask-controller at the run's limits, with
 // klog at -v=1 as kube-controller-manager runs, and waits until its caches
 // have synced.
-func startController(ctx context.Context, cp *framework.ControlPlane, limitArgs []string) (*framework.Process, error) {
+func startController(ctx context.Context, cp *framework.ControlPlane, env, limitArgs []string) (*framework.Process, error) {
 	port, err := framework.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	args := append([]string{"-v=1", "--health-probe-bind-address=" + addr}, limitArgs...)
-	proc, err := cp.StartController(ctx, args...)
+	proc, err := cp.StartControllerWithEnv(ctx, env, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -400,6 +412,10 @@ func runCeiling(ctx context.Context, s settings) (res result, err error) {
 	if err != nil {
 		return res, err
 	}
+	serverBefore, err := serverCPU(cp)
+	if err != nil {
+		return res, err
+	}
 	res = result{kind: kindCeiling, n: s.n, at: time.Now()}
 	logf("ceiling: creating %d pods with %d workers", s.n, ceilingWorkers)
 	obs.begin()
@@ -415,9 +431,31 @@ func runCeiling(ctx context.Context, s settings) (res result, err error) {
 		return res, err
 	}
 	res.writes = after.Sub(before)
+	serverAfter, err := serverCPU(cp)
+	if err != nil {
+		return res, err
+	}
+	res.serverCPU = serverAfter - serverBefore
 	logf("ceiling: pods created %s, Running %s", sec(res.podsCreated), sec(res.podsRunning))
 	res.steady, res.steadyWindow, err = steadyWrites(ctx, cp, s.steady)
 	return res, err
+}
+
+// serverCPU returns the CPU time kube-apiserver and etcd have used so far.
+func serverCPU(cp *framework.ControlPlane) (time.Duration, error) {
+	var total time.Duration
+	for _, name := range []string{framework.BinAPIServer, framework.BinEtcd} {
+		p := cp.Process(name)
+		if p == nil {
+			return 0, fmt.Errorf("no %s process in the control plane", name)
+		}
+		u, err := p.Usage()
+		if err != nil {
+			return 0, err
+		}
+		total += u.CPU
+	}
+	return total, nil
 }
 
 // createPods creates n pods from ceilingWorkers goroutines and returns the
