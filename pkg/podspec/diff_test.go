@@ -147,15 +147,22 @@ func TestFirstDifferenceWithoutGPUToleration(t *testing.T) {
 	}
 }
 
-// TestFirstDifferenceLeavesThePodAlone: the running pod comes from an
-// informer's cache, which no reader may change, and the token volume and
-// not-ready tolerations left out of the comparison stay on it.
-func TestFirstDifferenceLeavesThePodAlone(t *testing.T) {
+// richPods returns the pod richTask asks for and that pod as the API server
+// stores it.
+func richPods(t testing.TB) (want, running *corev1.Pod) {
+	t.Helper()
 	want, err := Build(richTask(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	running := admitted(want)
+	return want, admitted(want)
+}
+
+// TestFirstDifferenceLeavesThePodAlone: the running pod comes from an
+// informer's cache, which no reader may change, and the token volume and
+// not-ready tolerations left out of the comparison stay on it.
+func TestFirstDifferenceLeavesThePodAlone(t *testing.T) {
+	want, running := richPods(t)
 	before := running.DeepCopy()
 	if got := FirstDifference(want, running); got != "" {
 		t.Fatalf("FirstDifference() = %q, want none", got)
@@ -168,11 +175,7 @@ func TestFirstDifferenceLeavesThePodAlone(t *testing.T) {
 // TestFirstDifferenceMapKeys reports the first differing key in sorted
 // order, whatever the map's iteration order.
 func TestFirstDifferenceMapKeys(t *testing.T) {
-	want, err := Build(richTask(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	running := admitted(want)
+	want, running := richPods(t)
 	want.Annotations = map[string]string{"a": "1", "m": "2", "z": "3", "b": "4"}
 	running.Annotations = map[string]string{"a": "1", "m": "x", "z": "y"}
 	for range 20 {
@@ -185,11 +188,7 @@ func TestFirstDifferenceMapKeys(t *testing.T) {
 // BenchmarkFirstDifference is the comparison every sync of a task with a
 // pod makes; an up-to-date pod should cost no allocation per field.
 func BenchmarkFirstDifference(b *testing.B) {
-	want, err := Build(richTask(), opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	running := admitted(want)
+	want, running := richPods(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		if d := FirstDifference(want, running); d != "" {
