@@ -34,11 +34,39 @@ import (
 )
 
 // GPUTaskInformer provides access to a shared informer and lister for
-// GPUTasks.
+// GPUTasks. Prefer using the type-safe variant (see [TypedGPUTaskInformer]).
 type GPUTaskInformer interface {
 	Informer() cache.SharedIndexInformer
 	Lister() gputaskv1.GPUTaskLister
 }
+
+// TypedGPUTaskInformer provides access to a shared informer and lister for
+// GPUTasks, including the type-safe TypedInformer variant.
+// It is a superset of GPUTaskInformer.
+type TypedGPUTaskInformer interface {
+	Informer() cache.SharedIndexInformer
+	TypedInformer() GPUTaskIndexInformer
+	Lister() gputaskv1.GPUTaskLister
+}
+
+// GPUTaskIndexInformer is a wrapper around the underlying [cache.SharedIndexInformer]
+// with type-safe variants of several methods.
+type GPUTaskIndexInformer cache.TypedSharedIndexInformer[*apisgputaskv1.GPUTask]
+
+// GPUTaskHandlerFuncs is a specialization of [cache.TypedResourceEventHandlerFuncs] for GPUTask.
+type GPUTaskHandlerFuncs = cache.TypedResourceEventHandlerFuncs[*apisgputaskv1.GPUTask]
+
+// GPUTaskDetailedHandlerFuncs is a specialization of [cache.TypedResourceEventHandlerDetailedFuncs] for GPUTask.
+type GPUTaskDetailedHandlerFuncs = cache.TypedResourceEventHandlerDetailedFuncs[*apisgputaskv1.GPUTask]
+
+// GPUTaskFilteringHandler is a specialization of [cache.TypedFilteringResourceEventHandler] for GPUTask.
+type GPUTaskFilteringHandler = cache.TypedFilteringResourceEventHandler[*apisgputaskv1.GPUTask]
+
+// GPUTaskIndexers is a specialization of [cache.TypedIndexers] for GPUTask.
+type GPUTaskIndexers = cache.TypedIndexers[*apisgputaskv1.GPUTask]
+
+// DeletedGPUTask is a specialization of [cache.DeletedObject] for GPUTask.
+type DeletedGPUTask = cache.DeletedObject[*apisgputaskv1.GPUTask]
 
 type gPUTaskInformer struct {
 	factory          internalinterfaces.SharedInformerFactory
@@ -49,25 +77,49 @@ type gPUTaskInformer struct {
 // NewGPUTaskInformer constructs a new informer for GPUTask type.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedGPUTaskInformer]).
 func NewGPUTaskInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
 	return NewGPUTaskInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers})
+}
+
+// NewTypedGPUTaskInformer constructs a new informer for GPUTask type.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedGPUTaskInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers GPUTaskIndexers) GPUTaskIndexInformer {
+	return NewTypedGPUTaskInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.TypedIndexersToIndexers(indexers)})
 }
 
 // NewFilteredGPUTaskInformer constructs a new informer for GPUTask type.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedFilteredGPUTaskInformer]).
 func NewFilteredGPUTaskInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers cache.Indexers, tweakListOptions internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer {
-	return NewGPUTaskInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers, TweakListOptions: tweakListOptions})
+	return NewTypedGPUTaskInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers, TweakListOptions: tweakListOptions})
+}
+
+// NewTypedFilteredGPUTaskInformer constructs a new informer for GPUTask type.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedFilteredGPUTaskInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers GPUTaskIndexers, tweakListOptions internalinterfaces.TweakListOptionsFunc) GPUTaskIndexInformer {
+	return NewTypedGPUTaskInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.TypedIndexersToIndexers(indexers), TweakListOptions: tweakListOptions})
 }
 
 // NewGPUTaskInformerWithOptions constructs a new informer for GPUTask type with additional options.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedGPUTaskInformerWithOptions]).
 func NewGPUTaskInformerWithOptions(client versioned.Interface, namespace string, options internalinterfaces.InformerOptions) cache.SharedIndexInformer {
+	return NewTypedGPUTaskInformerWithOptions(client, namespace, options)
+}
+
+// NewTypedGPUTaskInformerWithOptions constructs a new informer for GPUTask type with additional options.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedGPUTaskInformerWithOptions(client versioned.Interface, namespace string, options internalinterfaces.InformerOptions) GPUTaskIndexInformer {
 	gvr := schema.GroupVersionResource{Group: "gputask.io", Version: "v1", Resource: "gputasks"}
 	identifier := options.InformerName.WithResource(gvr)
 	tweakListOptions := options.TweakListOptions
-	return cache.NewSharedIndexInformerWithOptions(
+	return cache.NewTypedSharedIndexInformer[*apisgputaskv1.GPUTask](cache.NewSharedIndexInformerWithOptions(
 		cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 			ListFunc: func(opts metav1.ListOptions) (runtime.Object, error) {
 				if tweakListOptions != nil {
@@ -100,17 +152,57 @@ func NewGPUTaskInformerWithOptions(client versioned.Interface, namespace string,
 			Indexers:     options.Indexers,
 			Identifier:   identifier,
 		},
-	)
+	))
 }
 
 func (f *gPUTaskInformer) defaultInformer(client versioned.Interface, resyncPeriod time.Duration) cache.SharedIndexInformer {
-	return NewGPUTaskInformerWithOptions(client, f.namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, InformerName: f.factory.InformerName(), TweakListOptions: f.tweakListOptions})
+	return NewTypedGPUTaskInformerWithOptions(client, f.namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, InformerName: f.factory.InformerName(), TweakListOptions: f.tweakListOptions})
 }
 
 func (f *gPUTaskInformer) Informer() cache.SharedIndexInformer {
-	return f.factory.InformerFor(&apisgputaskv1.GPUTask{}, f.defaultInformer)
+	return f.TypedInformer()
+}
+
+func (f *gPUTaskInformer) TypedInformer() GPUTaskIndexInformer {
+	return cache.NewTypedSharedIndexInformer[*apisgputaskv1.GPUTask](f.factory.InformerFor(&apisgputaskv1.GPUTask{}, f.defaultInformer))
 }
 
 func (f *gPUTaskInformer) Lister() gputaskv1.GPUTaskLister {
 	return gputaskv1.NewGPUTaskLister(f.Informer().GetIndexer())
+}
+
+// ToTypedGPUTaskInformer converts an untyped informer into a TypedGPUTaskInformer.
+//
+// WARNING: this conversion is only safe if the informer handles objects of type
+// *GPUTask. If that is not the case, calling type-safe methods of the returned
+// TypedGPUTaskInformer leads to runtime panics. A safer alternative is to pass
+// around a TypedGPUTaskInformer instances that was obtained from a
+// SharedInformerFactory.
+func ToTypedGPUTaskInformer(informer GPUTaskInformer) TypedGPUTaskInformer {
+	if informer, ok := informer.(TypedGPUTaskInformer); ok {
+		return informer
+	}
+	return &gPUTaskTypedInformerAdapter{informer}
+}
+
+type gPUTaskTypedInformerAdapter struct {
+	GPUTaskInformer
+}
+
+func (a *gPUTaskTypedInformerAdapter) TypedInformer() GPUTaskIndexInformer {
+	return cache.NewTypedSharedIndexInformer[*apisgputaskv1.GPUTask](a.Informer())
+}
+
+// ToGPUTaskIndexInformer converts an untyped informer into a GPUTaskIndexInformer.
+//
+// WARNING: this conversion is only safe if the informer handles objects of type
+// *GPUTask. If that is not the case, calling type-safe methods of the returned
+// GPUTaskIndexInformer leads to runtime panics. A safer alternative is to pass
+// around a GPUTaskIndexInformer instances that was obtained from a
+// SharedInformerFactory.
+func ToGPUTaskIndexInformer(informer cache.SharedIndexInformer) GPUTaskIndexInformer {
+	if informer, ok := informer.(GPUTaskIndexInformer); ok {
+		return informer
+	}
+	return cache.NewTypedSharedIndexInformer[*apisgputaskv1.GPUTask](informer)
 }

@@ -34,11 +34,39 @@ import (
 )
 
 // GPUTaskSetInformer provides access to a shared informer and lister for
-// GPUTaskSets.
+// GPUTaskSets. Prefer using the type-safe variant (see [TypedGPUTaskSetInformer]).
 type GPUTaskSetInformer interface {
 	Informer() cache.SharedIndexInformer
 	Lister() gputaskv1.GPUTaskSetLister
 }
+
+// TypedGPUTaskSetInformer provides access to a shared informer and lister for
+// GPUTaskSets, including the type-safe TypedInformer variant.
+// It is a superset of GPUTaskSetInformer.
+type TypedGPUTaskSetInformer interface {
+	Informer() cache.SharedIndexInformer
+	TypedInformer() GPUTaskSetIndexInformer
+	Lister() gputaskv1.GPUTaskSetLister
+}
+
+// GPUTaskSetIndexInformer is a wrapper around the underlying [cache.SharedIndexInformer]
+// with type-safe variants of several methods.
+type GPUTaskSetIndexInformer cache.TypedSharedIndexInformer[*apisgputaskv1.GPUTaskSet]
+
+// GPUTaskSetHandlerFuncs is a specialization of [cache.TypedResourceEventHandlerFuncs] for GPUTaskSet.
+type GPUTaskSetHandlerFuncs = cache.TypedResourceEventHandlerFuncs[*apisgputaskv1.GPUTaskSet]
+
+// GPUTaskSetDetailedHandlerFuncs is a specialization of [cache.TypedResourceEventHandlerDetailedFuncs] for GPUTaskSet.
+type GPUTaskSetDetailedHandlerFuncs = cache.TypedResourceEventHandlerDetailedFuncs[*apisgputaskv1.GPUTaskSet]
+
+// GPUTaskSetFilteringHandler is a specialization of [cache.TypedFilteringResourceEventHandler] for GPUTaskSet.
+type GPUTaskSetFilteringHandler = cache.TypedFilteringResourceEventHandler[*apisgputaskv1.GPUTaskSet]
+
+// GPUTaskSetIndexers is a specialization of [cache.TypedIndexers] for GPUTaskSet.
+type GPUTaskSetIndexers = cache.TypedIndexers[*apisgputaskv1.GPUTaskSet]
+
+// DeletedGPUTaskSet is a specialization of [cache.DeletedObject] for GPUTaskSet.
+type DeletedGPUTaskSet = cache.DeletedObject[*apisgputaskv1.GPUTaskSet]
 
 type gPUTaskSetInformer struct {
 	factory          internalinterfaces.SharedInformerFactory
@@ -49,25 +77,49 @@ type gPUTaskSetInformer struct {
 // NewGPUTaskSetInformer constructs a new informer for GPUTaskSet type.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedGPUTaskSetInformer]).
 func NewGPUTaskSetInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
 	return NewGPUTaskSetInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers})
+}
+
+// NewTypedGPUTaskSetInformer constructs a new informer for GPUTaskSet type.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedGPUTaskSetInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers GPUTaskSetIndexers) GPUTaskSetIndexInformer {
+	return NewTypedGPUTaskSetInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.TypedIndexersToIndexers(indexers)})
 }
 
 // NewFilteredGPUTaskSetInformer constructs a new informer for GPUTaskSet type.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedFilteredGPUTaskSetInformer]).
 func NewFilteredGPUTaskSetInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers cache.Indexers, tweakListOptions internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer {
-	return NewGPUTaskSetInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers, TweakListOptions: tweakListOptions})
+	return NewTypedGPUTaskSetInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers, TweakListOptions: tweakListOptions})
+}
+
+// NewTypedFilteredGPUTaskSetInformer constructs a new informer for GPUTaskSet type.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedFilteredGPUTaskSetInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers GPUTaskSetIndexers, tweakListOptions internalinterfaces.TweakListOptionsFunc) GPUTaskSetIndexInformer {
+	return NewTypedGPUTaskSetInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.TypedIndexersToIndexers(indexers), TweakListOptions: tweakListOptions})
 }
 
 // NewGPUTaskSetInformerWithOptions constructs a new informer for GPUTaskSet type with additional options.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedGPUTaskSetInformerWithOptions]).
 func NewGPUTaskSetInformerWithOptions(client versioned.Interface, namespace string, options internalinterfaces.InformerOptions) cache.SharedIndexInformer {
+	return NewTypedGPUTaskSetInformerWithOptions(client, namespace, options)
+}
+
+// NewTypedGPUTaskSetInformerWithOptions constructs a new informer for GPUTaskSet type with additional options.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedGPUTaskSetInformerWithOptions(client versioned.Interface, namespace string, options internalinterfaces.InformerOptions) GPUTaskSetIndexInformer {
 	gvr := schema.GroupVersionResource{Group: "gputask.io", Version: "v1", Resource: "gputasksets"}
 	identifier := options.InformerName.WithResource(gvr)
 	tweakListOptions := options.TweakListOptions
-	return cache.NewSharedIndexInformerWithOptions(
+	return cache.NewTypedSharedIndexInformer[*apisgputaskv1.GPUTaskSet](cache.NewSharedIndexInformerWithOptions(
 		cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 			ListFunc: func(opts metav1.ListOptions) (runtime.Object, error) {
 				if tweakListOptions != nil {
@@ -100,17 +152,57 @@ func NewGPUTaskSetInformerWithOptions(client versioned.Interface, namespace stri
 			Indexers:     options.Indexers,
 			Identifier:   identifier,
 		},
-	)
+	))
 }
 
 func (f *gPUTaskSetInformer) defaultInformer(client versioned.Interface, resyncPeriod time.Duration) cache.SharedIndexInformer {
-	return NewGPUTaskSetInformerWithOptions(client, f.namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, InformerName: f.factory.InformerName(), TweakListOptions: f.tweakListOptions})
+	return NewTypedGPUTaskSetInformerWithOptions(client, f.namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, InformerName: f.factory.InformerName(), TweakListOptions: f.tweakListOptions})
 }
 
 func (f *gPUTaskSetInformer) Informer() cache.SharedIndexInformer {
-	return f.factory.InformerFor(&apisgputaskv1.GPUTaskSet{}, f.defaultInformer)
+	return f.TypedInformer()
+}
+
+func (f *gPUTaskSetInformer) TypedInformer() GPUTaskSetIndexInformer {
+	return cache.NewTypedSharedIndexInformer[*apisgputaskv1.GPUTaskSet](f.factory.InformerFor(&apisgputaskv1.GPUTaskSet{}, f.defaultInformer))
 }
 
 func (f *gPUTaskSetInformer) Lister() gputaskv1.GPUTaskSetLister {
 	return gputaskv1.NewGPUTaskSetLister(f.Informer().GetIndexer())
+}
+
+// ToTypedGPUTaskSetInformer converts an untyped informer into a TypedGPUTaskSetInformer.
+//
+// WARNING: this conversion is only safe if the informer handles objects of type
+// *GPUTaskSet. If that is not the case, calling type-safe methods of the returned
+// TypedGPUTaskSetInformer leads to runtime panics. A safer alternative is to pass
+// around a TypedGPUTaskSetInformer instances that was obtained from a
+// SharedInformerFactory.
+func ToTypedGPUTaskSetInformer(informer GPUTaskSetInformer) TypedGPUTaskSetInformer {
+	if informer, ok := informer.(TypedGPUTaskSetInformer); ok {
+		return informer
+	}
+	return &gPUTaskSetTypedInformerAdapter{informer}
+}
+
+type gPUTaskSetTypedInformerAdapter struct {
+	GPUTaskSetInformer
+}
+
+func (a *gPUTaskSetTypedInformerAdapter) TypedInformer() GPUTaskSetIndexInformer {
+	return cache.NewTypedSharedIndexInformer[*apisgputaskv1.GPUTaskSet](a.Informer())
+}
+
+// ToGPUTaskSetIndexInformer converts an untyped informer into a GPUTaskSetIndexInformer.
+//
+// WARNING: this conversion is only safe if the informer handles objects of type
+// *GPUTaskSet. If that is not the case, calling type-safe methods of the returned
+// GPUTaskSetIndexInformer leads to runtime panics. A safer alternative is to pass
+// around a GPUTaskSetIndexInformer instances that was obtained from a
+// SharedInformerFactory.
+func ToGPUTaskSetIndexInformer(informer cache.SharedIndexInformer) GPUTaskSetIndexInformer {
+	if informer, ok := informer.(GPUTaskSetIndexInformer); ok {
+		return informer
+	}
+	return cache.NewTypedSharedIndexInformer[*apisgputaskv1.GPUTaskSet](informer)
 }

@@ -25,9 +25,9 @@ import (
 // Interface provides access to all the informers in this group version.
 type Interface interface {
 	// GPUTasks returns a GPUTaskInformer.
-	GPUTasks() GPUTaskInformer
+	GPUTasks() TypedGPUTaskInformer
 	// GPUTaskSets returns a GPUTaskSetInformer.
-	GPUTaskSets() GPUTaskSetInformer
+	GPUTaskSets() TypedGPUTaskSetInformer
 }
 
 type version struct {
@@ -41,12 +41,12 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
 }
 
-// GPUTasks returns a GPUTaskInformer.
-func (v *version) GPUTasks() GPUTaskInformer {
+// GPUTasks returns a TypedGPUTaskInformer.
+func (v *version) GPUTasks() TypedGPUTaskInformer {
 	return &gPUTaskInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
-// GPUTaskSets returns a GPUTaskSetInformer.
-func (v *version) GPUTaskSets() GPUTaskSetInformer {
+// GPUTaskSets returns a TypedGPUTaskSetInformer.
+func (v *version) GPUTaskSets() TypedGPUTaskSetInformer {
 	return &gPUTaskSetInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
