@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -21,46 +24,38 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	nodeutil "k8s.io/component-helpers/node/util"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/app"
 	"github.com/gputask/gputask-controller/pkg/expectations"
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned"
 	gputaskscheme "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/scheme"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions/gputask/v1"
 	listers "github.com/gputask/gputask-controller/pkg/generated/listers/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/metrics"
+	"github.com/gputask/gputask-controller/pkg/orphans"
 	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/reschedule"
+	"github.com/gputask/gputask-controller/pkg/tombstone"
 )
 
-const (
-	controllerAgentName = "gputask-controller"
-	// metricsName is the controller label of the reconcile metrics.
-	metricsName = "gputask"
-	// queueName names the workqueue, and so its Prometheus metrics.
-	queueName = "gputasks"
+// ControllerName is the GPUTask controller's identity: the source of its
+// events, the name of its queue (and so of its workqueue metrics), the
+// controller label of its reconcile metrics, its user agent and its field
+// manager.
+const ControllerName = "gputask-controller"
 
+const (
 	// Event reasons.
 	ReasonFailedCreate = "FailedCreate"
 	ReasonFailedDelete = "FailedDelete"
-	ReasonInvalidSpec  = "InvalidSpec"
-	ReasonPodConflict  = "PodConflict"
 	ReasonRescheduling = "Rescheduling"
 	ReasonRescheduled  = "Rescheduled"
 	ReasonRestarted    = "Restarted"
 	ReasonForceDeleted = "ForceDeleted"
-
-	// DefaultImage runs a task that names no image.
-	DefaultImage = "busybox:1.36"
-	// DefaultTaskWorkers is how many tasks are synced at once. A task's sync
-	// is mostly one API call, so the pod creates of a large set go as fast
-	// as the client's rate limit allows only with many calls in flight, as
-	// the ReplicaSet controller's parallel creates have.
-	DefaultTaskWorkers = 64
-	// DefaultMaxConcurrentReschedules bounds how many tasks may be without a
-	// pod at once because the controller replaces it.
-	DefaultMaxConcurrentReschedules = 5
 
 	// replacementPoll is how soon a task whose old pod is terminating is looked
 	// at again; the pod's delete event usually comes first.
@@ -119,10 +114,10 @@ func (o Options) withDefaults() Options {
 		o.GPULabelKey = podspec.DefaultGPULabelKey
 	}
 	if o.DefaultImage == "" {
-		o.DefaultImage = DefaultImage
+		o.DefaultImage = podspec.DefaultImage
 	}
 	if o.MaxConcurrentReschedules <= 0 {
-		o.MaxConcurrentReschedules = DefaultMaxConcurrentReschedules
+		o.MaxConcurrentReschedules = app.DefaultMaxConcurrentReschedules
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -155,6 +150,8 @@ type Controller struct {
 	podOpts      podspec.Options
 	rescheduling reschedule.Options
 	expectations *expectations.Expectations
+	// orphans deletes the pods of tasks that are gone.
+	orphans orphans.Cleaner
 
 	mu sync.Mutex
 	// replacements are the pods being replaced, by task.
@@ -207,7 +204,7 @@ func NewController(
 		broadcaster = record.NewBroadcaster(record.WithContext(ctx))
 		broadcaster.StartStructuredLogging(4)
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kubeclientset.CoreV1().Events("")})
-		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: controllerAgentName})
+		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
 	}
 
 	c := &Controller{
@@ -219,7 +216,7 @@ func NewController(
 		nodesLister:      nodeInformer.Lister(),
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: queueName, Clock: opts.Clock},
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName, Clock: opts.Clock},
 		),
 		broadcaster: broadcaster,
 		recorder:    recorder,
@@ -240,6 +237,7 @@ func NewController(
 		statusWrittenFrom: map[cache.ObjectName]string{},
 		statusWriteAt:     map[cache.ObjectName]time.Time{},
 	}
+	c.orphans = orphans.Cleaner{Kube: kubeclientset, GPUTask: gputaskclientset, Pods: c.podsLister, Tasks: c.tasksLister}
 	if opts.StatusQPS > 0 {
 		c.statusLimiter = rate.NewLimiter(rate.Limit(opts.StatusQPS), max(opts.StatusBurst, 1))
 	}
@@ -254,20 +252,20 @@ func NewController(
 	// they have synced once the handlers saw the initial list, so the
 	// expectations and the queue start from the full picture.
 	tasksReg, err := taskInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueueTask,
-		UpdateFunc: c.handleTaskUpdate,
-		DeleteFunc: c.handleTaskDelete,
+		AddFunc:    func(obj any) { c.addTask(logger, obj) },
+		UpdateFunc: func(old, cur any) { c.updateTask(logger, old, cur) },
+		DeleteFunc: func(obj any) { c.deleteTask(logger, obj) },
 	})
 	utilruntime.Must(err)
 	podsReg, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.handlePodAdd,
-		UpdateFunc: c.handlePodUpdate,
-		DeleteFunc: c.handleObject,
+		AddFunc:    func(obj any) { c.addPod(logger, obj) },
+		UpdateFunc: func(old, cur any) { c.updatePod(logger, old, cur) },
+		DeleteFunc: func(obj any) { c.deletePod(logger, obj) },
 	})
 	utilruntime.Must(err)
 	nodesReg, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: c.handleNodeUpdate,
-		DeleteFunc: c.handleNodeDelete,
+		UpdateFunc: func(old, cur any) { c.updateNode(logger, old, cur) },
+		DeleteFunc: func(obj any) { c.deleteNode(logger, obj) },
 	})
 	utilruntime.Must(err)
 	c.tasksSynced, c.podsSynced, c.nodesSynced = tasksReg.HasSynced, podsReg.HasSynced, nodesReg.HasSynced
@@ -345,7 +343,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 		// The key is queued again for the time its write has reserved.
 		err = nil
 	}
-	metrics.ObserveReconcile(metricsName, c.clock.Since(start), err)
+	metrics.ObserveReconcile(ControllerName, c.clock.Since(start), err)
 	if err == nil {
 		c.workqueue.Forget(key)
 		return true
@@ -393,11 +391,207 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	case !isControlledBy(pod, task):
 		// The pod of an earlier task of this name is an orphan: once it is
 		// deleted, its delete event brings the task back here.
-		if deleted, err := c.deleteOrphanPod(ctx, key); err != nil || deleted {
+		if deleted, err := c.orphans.DeleteOrphan(ctx, key); err != nil || deleted {
 			return err
 		}
 		return c.syncConflict(ctx, task, pod)
 	default:
 		return c.syncOwnedPod(ctx, key, task, pod)
 	}
+}
+
+// addTask puts a task's key on the queue.
+func (c *Controller) addTask(logger klog.Logger, obj any) {
+	key, err := cache.ObjectToName(obj)
+	if err != nil {
+		utilruntime.HandleErrorWithLogger(logger, err, "Getting the key of a task")
+		return
+	}
+	c.workqueue.Add(key)
+}
+
+// deleteTask remembers the deleted task's UID, taken from the last
+// state the informer knew (a tombstone if the delete was missed), so the
+// sync deletes only the pod that this task controlled.
+func (c *Controller) deleteTask(logger klog.Logger, obj any) {
+	task, ok := tombstone.Unwrap[*gputaskv1.GPUTask](obj)
+	if !ok {
+		return
+	}
+	key := cache.MetaObjectToName(task)
+	c.mu.Lock()
+	if c.orphaning[key] != task.UID {
+		c.deletedTasks[key] = task.UID
+	}
+	delete(c.orphaning, key)
+	c.mu.Unlock()
+	c.workqueue.Add(key)
+}
+
+// updateTask enqueues the task, and notes a task deleted with
+// propagationPolicy=Orphan: its final state no longer shows the orphan
+// finalizer, and its pod must then be left running.
+func (c *Controller) updateTask(logger klog.Logger, _, newObj any) {
+	if task, ok := newObj.(*gputaskv1.GPUTask); ok && task.DeletionTimestamp != nil &&
+		slices.Contains(task.Finalizers, metav1.FinalizerOrphanDependents) {
+		c.mu.Lock()
+		c.orphaning[cache.MetaObjectToName(task)] = task.UID
+		c.mu.Unlock()
+	}
+	c.addTask(logger, newObj)
+}
+
+func (c *Controller) enqueueAllTasks(ctx context.Context) {
+	tasks, err := c.tasksLister.List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Listing gputasks from the cache")
+		return
+	}
+	for _, t := range tasks {
+		c.workqueue.Add(cache.MetaObjectToName(t))
+	}
+}
+
+// addPod counts the expected creation down before the task is synced,
+// so the sync sees the expectation met.
+func (c *Controller) addPod(logger klog.Logger, obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	key, owned := c.taskOfPod(pod)
+	if key == nil {
+		return
+	}
+	if owned {
+		c.expectations.CreationObserved(key.String())
+	}
+	c.workqueue.Add(*key)
+}
+
+func (c *Controller) updatePod(logger klog.Logger, oldObj, newObj any) {
+	oldPod, ok1 := oldObj.(*corev1.Pod)
+	newPod, ok2 := newObj.(*corev1.Pod)
+	if ok1 && ok2 && oldPod.ResourceVersion == newPod.ResourceVersion {
+		// A periodic resync: nothing changed, and the time-based cases have
+		// their own timers.
+		return
+	}
+	c.enqueueTaskOfPod(logger, newObj)
+}
+
+// enqueueTaskOfPod enqueues the task a pod event concerns. A tombstone from a
+// missed delete is unwrapped, since a pod that is gone is exactly what makes
+// its task create a new one.
+func (c *Controller) enqueueTaskOfPod(logger klog.Logger, obj any) {
+	pod, ok := tombstone.Unwrap[*corev1.Pod](obj)
+	if !ok {
+		return
+	}
+	if key, _ := c.taskOfPod(pod); key != nil {
+		c.workqueue.Add(*key)
+	}
+}
+
+// taskOfPod returns the task a pod event concerns. owned is true when the
+// pod's controller reference names a GPUTask in the cache with the same UID;
+// checking the UID keeps a pod of a deleted task from being taken for the
+// pod of a new task with the same name. A pod not controlled by a task still
+// concerns the task of the same name, which it blocks (PodConflict). A pod
+// controlled by a task that is not in the cache concerns its own name, whose
+// sync deletes it if that task is gone (orphans.go).
+func (c *Controller) taskOfPod(pod *corev1.Pod) (key *cache.ObjectName, owned bool) {
+	if ref := metav1.GetControllerOf(pod); ref != nil && isTaskRef(ref) {
+		task, err := c.tasksLister.GPUTasks(pod.Namespace).Get(ref.Name)
+		if err == nil && task.UID == ref.UID {
+			k := cache.MetaObjectToName(task)
+			return &k, true
+		}
+	}
+	if task, err := c.tasksLister.GPUTasks(pod.Namespace).Get(pod.Name); err == nil {
+		k := cache.MetaObjectToName(task)
+		return &k, false
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil && isTaskRef(ref) {
+		// Controlled by a task the cache does not have: the sync of the
+		// pod's name finds out whether it is an orphan to delete.
+		k := cache.MetaObjectToName(pod)
+		return &k, false
+	}
+	return nil, false
+}
+
+// isControlledBy checks the controller reference's kind and group as well as
+// its UID: metav1.IsControlledBy checks the UID alone.
+func isControlledBy(pod *corev1.Pod, task *gputaskv1.GPUTask) bool {
+	ref := metav1.GetControllerOf(pod)
+	return ref != nil && ref.UID == task.UID && isTaskRef(ref)
+}
+
+func isTaskRef(ref *metav1.OwnerReference) bool {
+	return gputaskv1.IsRefTo(ref, podspec.GPUTaskKind.Kind)
+}
+
+// updateNode enqueues the tasks on a node whose readiness changed.
+// Nodes update their status every few seconds; only a readiness change can
+// change a decision.
+func (c *Controller) updateNode(logger klog.Logger, oldObj, newObj any) {
+	oldNode, ok1 := oldObj.(*corev1.Node)
+	newNode, ok2 := newObj.(*corev1.Node)
+	if !ok1 || !ok2 || nodeReady(oldNode) == nodeReady(newNode) {
+		return
+	}
+	c.enqueueTasksOnNode(logger, newNode.Name)
+}
+
+func (c *Controller) deleteNode(logger klog.Logger, obj any) {
+	node, ok := tombstone.Unwrap[*corev1.Node](obj)
+	if !ok {
+		return
+	}
+	c.enqueueTasksOnNode(logger, node.Name)
+}
+
+// podsByNode names the index of the pod cache by spec.nodeName.
+const podsByNode = "spec.nodeName"
+
+// podNodeName is the index function: the node a pod is bound to, if any.
+func podNodeName(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return nil, nil
+	}
+	return []string{pod.Spec.NodeName}, nil
+}
+
+func (c *Controller) enqueueTasksOnNode(logger klog.Logger, nodeName string) {
+	objs, err := c.podsIndexer.ByIndex(podsByNode, nodeName)
+	if err != nil {
+		utilruntime.HandleErrorWithLogger(logger, err, "Reading the pods of a node from the cache", "node", nodeName)
+		return
+	}
+	for _, obj := range objs {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			continue
+		}
+		if key, owned := c.taskOfPod(pod); key != nil && owned {
+			c.workqueue.Add(*key)
+		}
+	}
+}
+
+// nodeReady is the status of the node's Ready condition, empty when it has
+// none.
+func nodeReady(node *corev1.Node) corev1.ConditionStatus {
+	if _, cond := nodeutil.GetNodeCondition(&node.Status, corev1.NodeReady); cond != nil {
+		return cond.Status
+	}
+	return ""
+}
+
+// deletePod enqueues the task of a deleted pod: a pod that is gone is exactly
+// what makes its task create a new one.
+func (c *Controller) deletePod(logger klog.Logger, obj any) {
+	c.enqueueTaskOfPod(logger, obj)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -32,6 +32,7 @@ import (
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/reschedule"
+	"github.com/gputask/gputask-controller/pkg/taskstatus"
 )
 
 var (
@@ -493,7 +494,7 @@ func TestDeletedTask(t *testing.T) {
 			c := f.newController(ctx)
 
 			// The task is gone from the cache; the informer hands over a tombstone.
-			c.handleTaskDelete(cache.DeletedFinalStateUnknown{Key: "default/render", Obj: task})
+			c.deleteTask(klog.Background(), cache.DeletedFinalStateUnknown{Key: "default/render", Obj: task})
 			if tc.wantDelete {
 				f.expectDeletePod(pod)
 			}
@@ -522,7 +523,7 @@ func TestDeletedTaskLeavesForeignPod(t *testing.T) {
 	task := newTask("render")
 	f.addPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "render", Namespace: task.Namespace, UID: "foreign"}})
 	c := f.newController(ctx)
-	c.handleTaskDelete(task)
+	c.deleteTask(klog.Background(), task)
 	f.run(ctx, key(task))
 }
 
@@ -611,7 +612,7 @@ func TestNoDuplicateCreateWhileExpectationPending(t *testing.T) {
 
 	// The informer delivers the pod; the expectation is met.
 	pod := podWith(task, corev1.PodPending, "")
-	f.c.handlePodAdd(pod)
+	f.c.addPod(klog.Background(), pod)
 	if !f.c.expectations.Satisfied(key(task).String()) {
 		t.Fatal("expectation not met after the pod was observed")
 	}
@@ -682,7 +683,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			f.addTask(task)
 			f.addPod(old)
 			c := f.newController(ctx)
-			cur := c.computeStatus(task, statusView{pod: old})
+			cur := c.status(task, taskstatus.View{Pod: old})
 			task = task.DeepCopy()
 			task.Status = cur
 			f.setTask(task)
@@ -826,7 +827,7 @@ func TestHandleObject(t *testing.T) {
 	}
 
 	owned := podWith(task, corev1.PodRunning, "gpu-1")
-	c.handleObject(cache.DeletedFinalStateUnknown{Key: "default/render", Obj: owned})
+	c.deletePod(klog.Background(), cache.DeletedFinalStateUnknown{Key: "default/render", Obj: owned})
 	if got := drain(); len(got) != 1 || got[0] != key(task) {
 		t.Errorf("tombstone of owned pod enqueued %v, want [%v]", got, key(task))
 	}
@@ -837,7 +838,7 @@ func TestHandleObject(t *testing.T) {
 	stale.Name = "stray"
 	stale.OwnerReferences[0].Name = "other"
 	c.expectations.ExpectCreations(key(other).String(), 1)
-	c.handlePodAdd(stale)
+	c.addPod(klog.Background(), stale)
 	// Its own name is synced, to find out whether it is an orphan.
 	if got := drain(); len(got) != 1 || got[0] != cache.MetaObjectToName(stale) {
 		t.Errorf("pod with a stale owner UID enqueued %v, want [default/stray]", got)
@@ -850,15 +851,15 @@ func TestHandleObject(t *testing.T) {
 	f.setPod(owned)
 	oldNode, newNode := controllertest.Node("gpu-1"), controllertest.Node("gpu-1")
 	newNode.Status.Conditions[0].Status = corev1.ConditionFalse
-	c.handleNodeUpdate(oldNode, oldNode.DeepCopy())
+	c.updateNode(klog.Background(), oldNode, oldNode.DeepCopy())
 	if got := drain(); len(got) != 0 {
 		t.Errorf("a heartbeat enqueued %v", got)
 	}
-	c.handleNodeUpdate(oldNode, newNode)
+	c.updateNode(klog.Background(), oldNode, newNode)
 	if got := drain(); len(got) != 1 || got[0] != key(task) {
 		t.Errorf("node NotReady enqueued %v, want [%v]", got, key(task))
 	}
-	c.handleNodeDelete(cache.DeletedFinalStateUnknown{Key: "gpu-1", Obj: newNode})
+	c.deleteNode(klog.Background(), cache.DeletedFinalStateUnknown{Key: "gpu-1", Obj: newNode})
 	if got := drain(); len(got) != 1 || got[0] != key(task) {
 		t.Errorf("node delete enqueued %v, want [%v]", got, key(task))
 	}
@@ -894,58 +895,6 @@ func TestRun(t *testing.T) {
 	controllertest.ExpectStopped(t, done, "Run()")
 	inf.Shutdown()
 	kinf.Shutdown()
-}
-
-func TestTaskPhase(t *testing.T) {
-	tests := []struct {
-		name  string
-		pod   *corev1.Pod
-		phase gputaskv1.GPUTaskPhase
-	}{
-		{"no pod", nil, gputaskv1.GPUTaskPending},
-		{"unbound pending", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending}}, gputaskv1.GPUTaskPending},
-		{"bound pending", &corev1.Pod{Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}, gputaskv1.GPUTaskScheduled},
-		{"running", &corev1.Pod{Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}, gputaskv1.GPUTaskRunning},
-		{"succeeded", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}, gputaskv1.GPUTaskSucceeded},
-		{"failed", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}, gputaskv1.GPUTaskFailed},
-		{"no phase yet", &corev1.Pod{}, gputaskv1.GPUTaskPending},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := taskPhase(tc.pod); got != tc.phase {
-				t.Errorf("taskPhase() = %s, want %s", got, tc.phase)
-			}
-		})
-	}
-}
-
-func TestMirrorPodCondition(t *testing.T) {
-	pod := func(conds ...corev1.PodCondition) *corev1.Pod {
-		return &corev1.Pod{Status: corev1.PodStatus{Conditions: conds}}
-	}
-	long := strings.Repeat("x", maxConditionMessage+10)
-	tests := []struct {
-		name       string
-		pod        *corev1.Pod
-		wantStatus metav1.ConditionStatus
-		wantReason string
-		wantMsgLen int
-	}{
-		{"absent", pod(), metav1.ConditionFalse, "PodNotReady", 0},
-		{"true without reason", pod(corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue}), metav1.ConditionTrue, "PodReady", 0},
-		{"kubelet reason kept", pod(corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", Message: "m"}), metav1.ConditionFalse, "ContainersNotReady", 1},
-		{"reason that is not CamelCase replaced", pod(corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "not ready!"}), metav1.ConditionFalse, "PodNotReady", 0},
-		{"unknown status kept", pod(corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionUnknown}), metav1.ConditionUnknown, "PodNotReady", 0},
-		{"long message cut", pod(corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Message: long}), metav1.ConditionFalse, "PodNotReady", maxConditionMessage},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			s, reason, msg := mirrorPodCondition(tc.pod, corev1.PodReady, "PodReady", "PodNotReady")
-			if s != tc.wantStatus || reason != tc.wantReason || len(msg) != tc.wantMsgLen {
-				t.Errorf("mirrorPodCondition() = (%s, %s, %d chars), want (%s, %s, %d chars)", s, reason, len(msg), tc.wantStatus, tc.wantReason, tc.wantMsgLen)
-			}
-		})
-	}
 }
 
 // TestRescheduleDeleteConflict: the pod of that name changed between the
@@ -1017,7 +966,7 @@ func TestTaskDeletedMidReplacement(t *testing.T) {
 	if err := f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer().Delete(task); err != nil {
 		t.Fatal(err)
 	}
-	c.handleTaskDelete(task)
+	c.deleteTask(klog.Background(), task)
 	f.removePod(old)
 	f.run(ctx, key(task))
 	if n := len(c.replacements); n != 0 {
@@ -1111,8 +1060,8 @@ func TestOrphanedTaskKeepsPod(t *testing.T) {
 	orphaning := task.DeepCopy()
 	orphaning.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
 	orphaning.Finalizers = []string{metav1.FinalizerOrphanDependents}
-	c.handleTaskUpdate(task, orphaning)
-	c.handleTaskDelete(task)
+	c.updateTask(klog.Background(), task, orphaning)
+	c.deleteTask(klog.Background(), task)
 	f.actions = append(f.actions, core.NewGetAction(taskResource, task.Namespace, task.Name))
 	f.kubeactions = append(f.kubeactions, core.NewGetAction(podsResource, task.Namespace, task.Name))
 	f.run(ctx, key(task)) // no delete

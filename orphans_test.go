@@ -11,10 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/taskstatus"
 )
 
 // TestOrphanPods: a pod whose controlling task is gone (deleted while the
@@ -74,7 +76,7 @@ func TestOrphanPods(t *testing.T) {
 			c := f.newController(ctx)
 
 			// At start-up the informer hands every pod over as an add.
-			c.handlePodAdd(pod)
+			c.addPod(klog.Background(), pod)
 			if tc.podOwner == "" {
 				if n := c.workqueue.Len(); n != 0 {
 					t.Errorf("a pod without a controller enqueued %d keys", n)
@@ -151,7 +153,7 @@ func TestInterruptedPodDeleteCompleted(t *testing.T) {
 			f.addPod(pod)
 			c := f.newController(ctx)
 			task = task.DeepCopy()
-			task.Status = c.computeStatus(task, statusView{pod: pod})
+			task.Status = c.status(task, taskstatus.View{Pod: pod})
 			f.setTask(task)
 
 			if grace == 0 {

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"errors"
-	"strings"
 	"testing"
-	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,34 +74,4 @@ func TestPodCreateFailed(t *testing.T) {
 	f.expectCreatePod(expectedPod(task))
 	f.run(ctx, key(task))
 	f.expectEvents()
-}
-
-func TestPodCreateFailureMessage(t *testing.T) {
-	tests := []struct {
-		name       string
-		err        error
-		wantReason string
-		wantPrefix string
-	}{
-		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "render", errors.New("exceeded quota: gpu")),
-			"Forbidden", `pods "render" is forbidden: exceeded quota: gpu`},
-		{"invalid, 64 KiB", apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "render", field.ErrorList{
-			field.Invalid(field.NewPath("metadata", "labels"), strings.Repeat("ü", 32*1024), "too long")}),
-			"Invalid", `Pod "render" is invalid: metadata.labels: Invalid value:`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			reason, msg := podCreateFailure(tc.err)
-			if reason != tc.wantReason || !strings.HasPrefix(msg, tc.wantPrefix) {
-				t.Errorf("podCreateFailure() = %q, %q; want %q, %q...", reason, msg, tc.wantReason, tc.wantPrefix)
-			}
-			if len(msg) > maxPodCreateMessage || !utf8.ValidString(msg) {
-				t.Errorf("message of %d bytes (valid UTF-8: %v), want at most %d", len(msg), utf8.ValidString(msg), maxPodCreateMessage)
-			}
-		})
-	}
-	if !isRefused(apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "x", errors.New("no"))) ||
-		isRefused(apierrors.NewInternalError(errors.New("etcd"))) || isRefused(apierrors.NewTimeoutError("slow", 1)) {
-		t.Error("isRefused: only 422 and 403 are refusals")
-	}
 }

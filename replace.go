@@ -16,6 +16,7 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/metrics"
 	"github.com/gputask/gputask-controller/pkg/reschedule"
+	"github.com/gputask/gputask-controller/pkg/taskstatus"
 )
 
 // replacement is a pod the controller is replacing: deleted, waiting until it
@@ -28,12 +29,9 @@ type replacement struct {
 	// created is set once the new pod exists and only the status write that
 	// counts the replacement is left.
 	created bool
-	// countedFrom is status.reschedules before this replacement and at the
-	// time the new pod was created. Writing countedFrom+1 and at, rather
-	// than adding one to whatever the status holds, keeps a retried status
-	// write from counting the same replacement twice.
-	countedFrom int32
-	at          metav1.Time
+	// counted is status.reschedules before this replacement, and the time
+	// the new pod was created.
+	counted taskstatus.Replacement
 }
 
 // replacementReason tells whether pod must be replaced now: first a restart
@@ -82,12 +80,12 @@ func (c *Controller) nodeOf(pod *corev1.Pod) *corev1.Node {
 // startReplacement deletes the pod and leaves the creation of the new one to
 // a later sync, after the old one is gone: the name is reused, and a pod
 // that still holds its GPUs must not be doubled.
-func (c *Controller) startReplacement(ctx context.Context, key cache.ObjectName, task *gputaskv1.GPUTask, pod *corev1.Pod, reason string, view statusView) error {
+func (c *Controller) startReplacement(ctx context.Context, key cache.ObjectName, task *gputaskv1.GPUTask, pod *corev1.Pod, reason string, view taskstatus.View) error {
 	logger := klog.FromContext(ctx)
 	if !c.reserveReplacement(key, pod.UID, reason) {
 		logger.V(2).Info("Too many pods being replaced; waiting", "pod", klog.KObj(pod), "reason", reason, "limit", c.opts.MaxConcurrentReschedules)
 		c.workqueue.AddAfter(key, replacementPoll)
-		return c.updateStatus(ctx, task, c.computeStatus(task, view))
+		return c.updateStatus(ctx, task, c.status(task, view))
 	}
 
 	uid := pod.UID
@@ -115,7 +113,7 @@ func (c *Controller) startReplacement(ctx context.Context, key cache.ObjectName,
 	logger.Info("Deleted pod to replace it", "pod", klog.KObj(pod), "reason", reason)
 	c.recorder.Eventf(task, corev1.EventTypeNormal, ReasonRescheduling, "Deleted pod %s to replace it: %s", pod.Name, reason)
 	c.workqueue.AddAfter(key, replacementPoll)
-	return c.updateStatus(ctx, task, c.computeStatus(task, view))
+	return c.updateStatus(ctx, task, c.status(task, view))
 }
 
 // forceDeleteIfUnreachable removes a pod that was deleted because its node
@@ -187,8 +185,7 @@ func (c *Controller) markReplacementCreated(key cache.ObjectName, task *gputaskv
 	}
 	if !r.created {
 		r.created = true
-		r.countedFrom = task.Status.Reschedules
-		r.at = metav1.NewTime(c.clock.Now())
+		r.counted = taskstatus.Replacement{CountedFrom: task.Status.Reschedules, At: metav1.NewTime(c.clock.Now())}
 	}
 	cp := *r
 	return &cp

@@ -12,9 +12,9 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/gputask/gputask-controller/pkg/controllertest"
-
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/controllertest"
+	"github.com/gputask/gputask-controller/pkg/taskstatus"
 )
 
 func TestSettleTime(t *testing.T) {
@@ -38,10 +38,10 @@ func TestSettleTime(t *testing.T) {
 		pod  *corev1.Pod
 		want time.Duration
 	}{
-		{"just created, waiting for the scheduler", pod(0, corev1.PodPending), statusSettle},
-		{"created 4s ago", pod(4*time.Second, corev1.PodPending), statusSettle - 4*time.Second},
-		{"waited for the scheduler too long", pod(statusSettle, corev1.PodPending), 0},
-		{"bound 1s ago, starting", pod(time.Minute, corev1.PodPending, scheduled(time.Second)), statusSettle - time.Second},
+		{"just created, waiting for the scheduler", pod(0, corev1.PodPending), taskstatus.Settle},
+		{"created 4s ago", pod(4*time.Second, corev1.PodPending), taskstatus.Settle - 4*time.Second},
+		{"waited for the scheduler too long", pod(taskstatus.Settle, corev1.PodPending), 0},
+		{"bound 1s ago, starting", pod(time.Minute, corev1.PodPending, scheduled(time.Second)), taskstatus.Settle - time.Second},
 		{"bound long ago, still starting", pod(time.Minute, corev1.PodPending, scheduled(time.Minute)), 0},
 		{"unschedulable", pod(0, corev1.PodPending, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable"}), 0},
 		{"running", pod(0, corev1.PodRunning, scheduled(0)), 0},
@@ -52,8 +52,8 @@ func TestSettleTime(t *testing.T) {
 	tests[len(tests)-1].pod.CreationTimestamp = metav1.Time{}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := settleTime(tc.pod, testNow); got != tc.want {
-				t.Errorf("settleTime() = %v, want %v", got, tc.want)
+			if got := taskstatus.SettleTime(tc.pod, testNow); got != tc.want {
+				t.Errorf("taskstatus.SettleTime() = %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -102,10 +102,10 @@ func TestStatusShowsAPodThatDoesNotSettle(t *testing.T) {
 	f.setPod(pending)
 	f.run(ctx, key(task))
 
-	f.clock.Step(statusSettle)
+	f.clock.Step(taskstatus.Settle)
 	want := withStatus(task, gputaskv1.GPUTaskPending, "")
 	for i := range want.Status.Conditions {
-		want.Status.Conditions[i].LastTransitionTime = metav1.NewTime(testNow.Add(statusSettle))
+		want.Status.Conditions[i].LastTransitionTime = metav1.NewTime(testNow.Add(taskstatus.Settle))
 	}
 	f.expectUpdateStatus(want)
 	f.run(ctx, key(task))
@@ -129,7 +129,7 @@ func TestStatusWriteWaitsForTheCacheToShowTheLast(t *testing.T) {
 	})
 
 	pending := podWith(task, corev1.PodPending, "")
-	pending.CreationTimestamp = metav1.NewTime(testNow.Add(-statusSettle))
+	pending.CreationTimestamp = metav1.NewTime(testNow.Add(-taskstatus.Settle))
 	f.setPod(pending)
 	written := withStatus(task, gputaskv1.GPUTaskPending, "")
 	f.expectUpdateStatus(written)

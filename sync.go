@@ -6,14 +6,19 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/expectations"
+	"github.com/gputask/gputask-controller/pkg/orphans"
 	"github.com/gputask/gputask-controller/pkg/podspec"
+	"github.com/gputask/gputask-controller/pkg/taskstatus"
 )
 
 // syncMissingPod creates the task's pod, unless the spec is invalid or a
@@ -23,10 +28,10 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 	desired, specErr := podspec.Build(task, c.podOpts)
 	if specErr != nil {
 		c.dropReplacement(key)
-		c.warnOnTransition(task, gputaskv1.ConditionSpecValid, ReasonInvalidSpec, specErr.Error(), ReasonInvalidSpec)
+		c.warnOnTransition(task, gputaskv1.ConditionSpecValid, gputaskv1.ReasonInvalidSpec, specErr.Error(), gputaskv1.ReasonInvalidSpec)
 		// An invalid spec does not heal by retrying; the update that fixes it
 		// enqueues the task again.
-		return c.updateStatus(ctx, task, c.computeStatus(task, statusView{specErr: specErr}))
+		return c.updateStatus(ctx, task, c.status(task, taskstatus.View{SpecErr: specErr}))
 	}
 	if !c.expectations.Satisfied(key.String()) {
 		// The pod was created and the informer has not delivered it yet; a
@@ -46,10 +51,10 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 		}
 		c.recorder.Eventf(task, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating pod %s: %v", desired.Name, err)
 		err = fmt.Errorf("creating pod for gputask %s: %w", key, err)
-		if isRefused(err) {
+		if taskstatus.IsRefused(err) {
 			// The error makes the queue back off; the condition tells the
 			// user why, and is written once, as its message is stable.
-			return errors.Join(err, c.updateStatus(ctx, task, c.computeStatus(task, statusView{createErr: err})))
+			return errors.Join(err, c.updateStatus(ctx, task, c.status(task, taskstatus.View{CreateErr: err})))
 		}
 		return err
 	}
@@ -66,7 +71,7 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 		return nil
 	}
 	c.recordReplacement(task, r, created)
-	if err := c.updateStatus(ctx, task, c.computeStatus(task, statusView{pod: created, replaced: r})); err != nil {
+	if err := c.updateStatus(ctx, task, c.status(task, taskstatus.View{Pod: created, Replaced: &r.counted})); err != nil {
 		return err
 	}
 	c.finishReplacement(key)
@@ -97,21 +102,21 @@ func (c *Controller) handleCreateConflict(ctx context.Context, key cache.ObjectN
 // else's work.
 func (c *Controller) syncConflict(ctx context.Context, task *gputaskv1.GPUTask, pod *corev1.Pod) error {
 	msg := fmt.Sprintf("pod %s exists and is not controlled by this GPUTask", klog.KObj(pod))
-	c.warnOnTransition(task, gputaskv1.ConditionPodOwned, ReasonPodConflict, msg, ReasonPodConflict)
+	c.warnOnTransition(task, gputaskv1.ConditionPodOwned, taskstatus.ReasonPodConflict, msg, taskstatus.ReasonPodConflict)
 	_, specErr := podspec.Build(task, c.podOpts)
-	return c.updateStatus(ctx, task, c.computeStatus(task, statusView{conflict: msg, specErr: specErr}))
+	return c.updateStatus(ctx, task, c.status(task, taskstatus.View{Conflict: msg, SpecErr: specErr}))
 }
 
 // syncOwnedPod mirrors the pod and replaces it when it must be placed again.
 func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, task *gputaskv1.GPUTask, pod *corev1.Pod) error {
 	desired, specErr := podspec.Build(task, c.podOpts)
-	view := statusView{pod: pod, specErr: specErr}
+	view := taskstatus.View{Pod: pod, SpecErr: specErr}
 	if specErr != nil {
-		c.warnOnTransition(task, gputaskv1.ConditionSpecValid, ReasonInvalidSpec, specErr.Error(), ReasonInvalidSpec)
+		c.warnOnTransition(task, gputaskv1.ConditionSpecValid, gputaskv1.ReasonInvalidSpec, specErr.Error(), gputaskv1.ReasonInvalidSpec)
 	} else {
 		// A spec change is shown, never applied to the running pod: the
 		// pod is replaced only when gputask.io/restartedAt asks for it.
-		view.stale = podspec.FirstDifference(desired, pod)
+		view.Stale = podspec.FirstDifference(desired, pod)
 	}
 
 	if r := c.replacementFor(key); r != nil {
@@ -122,14 +127,14 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 			if err := c.forceDeleteIfUnreachable(ctx, task, pod, r.reason); err != nil {
 				return err
 			}
-			return c.updateStatus(ctx, task, c.computeStatus(task, view))
+			return c.updateStatus(ctx, task, c.status(task, view))
 		}
 		// The replacement exists; what is left is to count it.
 		if !r.created {
 			r = c.markReplacementCreated(key, task)
 		}
-		view.replaced = r
-		if err := c.updateStatus(ctx, task, c.computeStatus(task, view)); err != nil {
+		view.Replaced = &r.counted
+		if err := c.updateStatus(ctx, task, c.status(task, view)); err != nil {
 			return err
 		}
 		c.finishReplacement(key)
@@ -139,12 +144,12 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 	if pod.DeletionTimestamp != nil {
 		// Someone else deletes the pod; it is created again once it is gone.
 		c.workqueue.AddAfter(key, replacementPoll)
-		if deleteInterrupted(pod) {
-			if err := c.completeDelete(ctx, pod); err != nil {
+		if orphans.DeleteInterrupted(pod) {
+			if err := c.orphans.CompleteDelete(ctx, pod); err != nil {
 				return err
 			}
 		}
-		return c.updateStatus(ctx, task, c.computeStatus(task, view))
+		return c.updateStatus(ctx, task, c.status(task, view))
 	}
 
 	// A pod whose replacement cannot be built is kept, whatever its state.
@@ -153,12 +158,152 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 			return c.startReplacement(ctx, key, task, pod, reason, view)
 		}
 	}
-	want := c.computeStatus(task, view)
-	if wait := settleTime(pod, c.clock.Now()); wait > 0 && specErr == nil && mayWait(&task.Status, &want) {
+	want := c.status(task, view)
+	if wait := taskstatus.SettleTime(pod, c.clock.Now()); wait > 0 && specErr == nil && taskstatus.MayWait(&task.Status, &want) {
 		// The pod is on its way; its next state, or this timer, brings
 		// the write.
 		c.workqueue.AddAfter(key, wait)
 		return nil
 	}
 	return c.updateStatus(ctx, task, want)
+}
+
+// warnOnTransition records a Warning event when the condition is not already
+// False with this reason and message, so that a standing problem costs one
+// event rather than one per sync.
+func (c *Controller) warnOnTransition(task *gputaskv1.GPUTask, condType, condReason, msg, eventReason string) {
+	if cond := meta.FindStatusCondition(task.Status.Conditions, condType); cond != nil &&
+		cond.Status == metav1.ConditionFalse && cond.Reason == condReason && cond.Message == msg {
+		return
+	}
+	c.recorder.Event(task, corev1.EventTypeWarning, eventReason, msg)
+}
+
+// updateStatus writes status through the status subresource when it differs
+// from what the task has.
+func (c *Controller) updateStatus(ctx context.Context, task *gputaskv1.GPUTask, status gputaskv1.GPUTaskStatus) error {
+	if equality.Semantic.DeepEqual(task.Status, status) {
+		return nil
+	}
+	key := cache.MetaObjectToName(task)
+	if c.cacheBehindStatusWrite(key, task.ResourceVersion) {
+		// The cache still shows the task as it was before this controller's
+		// last status write: a write from it would be refused with a 409.
+		// That write's update event brings the task back here, newer.
+		klog.FromContext(ctx).V(4).Info("Status write waits for the cache to show the last one")
+		return nil
+	}
+	if !c.statusWriteDue(key) {
+		return errStatusDeferred
+	}
+	updated := task.DeepCopy()
+	updated.Status = status
+	out, err := c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("updating status of gputask %s: %w", klog.KObj(task), err)
+	}
+	if out.ResourceVersion != task.ResourceVersion {
+		// A write the API server found to change nothing keeps the version
+		// and sends no event: then there is nothing to wait for.
+		c.mu.Lock()
+		c.statusWrittenFrom[key] = task.ResourceVersion
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// errStatusDeferred ends a sync whose status write waits for its turn
+// within the status client's rate limit. The key is already queued again
+// for that time; a worker does not sit in the client's rate limiter
+// meanwhile, where it would hold up the pod creates of other tasks.
+var errStatusDeferred = errors.New("status write deferred to its turn within the client rate limit")
+
+// statusWriteDue reports whether the task's status write may go now. When
+// the status writes are at their rate limit it reserves the task's turn,
+// once, and queues the key for then.
+func (c *Controller) statusWriteDue(key cache.ObjectName) bool {
+	if c.statusLimiter == nil {
+		return true
+	}
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, reserved := c.statusWriteAt[key]
+	if !reserved {
+		at = now.Add(c.statusLimiter.ReserveN(now, 1).DelayFrom(now))
+	}
+	if !now.Before(at) {
+		delete(c.statusWriteAt, key)
+		return true
+	}
+	c.statusWriteAt[key] = at
+	c.workqueue.AddAfter(key, at.Sub(now))
+	return false
+}
+
+// cacheBehindStatusWrite reports whether resourceVersion, the task's in the
+// cache, is the one this controller's last status write of the task
+// replaced. A cache that shows any other version has caught up, and the
+// note goes.
+func (c *Controller) cacheBehindStatusWrite(key cache.ObjectName, resourceVersion string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	from, ok := c.statusWrittenFrom[key]
+	if !ok {
+		return false
+	}
+	if from == resourceVersion {
+		return true
+	}
+	delete(c.statusWrittenFrom, key)
+	return false
+}
+
+// status is the task's status for view, with what the caches tell about
+// the pod's node.
+func (c *Controller) status(task *gputaskv1.GPUTask, view taskstatus.View) gputaskv1.GPUTaskStatus {
+	if view.Pod != nil {
+		if node := c.nodeOf(view.Pod); node != nil {
+			view.GPUModel = node.Labels[c.opts.GPULabelKey]
+		}
+		view.UntoleratedTaints = func() []string {
+			nodes, err := c.nodesLister.List(labels.Everything())
+			if err != nil {
+				return nil
+			}
+			return podspec.UntoleratedTaints(view.Pod, nodes, c.opts.GPULabelKey, podspec.Models(&task.Spec), c.opts.GPUResourceName)
+		}
+	}
+	return taskstatus.Compute(task, view, c.clock.Now())
+}
+
+// deletePodOfDeletedTask deletes the pod of a task that is gone, if that pod
+// is controlled by the very task that was deleted. Garbage collection would
+// delete it too; doing it here frees the GPUs without waiting for it.
+func (c *Controller) deletePodOfDeletedTask(ctx context.Context, key cache.ObjectName) error {
+	c.expectations.Delete(key.String())
+	c.dropReplacement(key)
+	c.mu.Lock()
+	uid, ok := c.deletedTasks[key]
+	delete(c.warnedRestartedAt, key)
+	delete(c.statusWrittenFrom, key)
+	delete(c.statusWriteAt, key)
+	c.mu.Unlock()
+	if !ok {
+		// Not a delete this controller saw: the pod may have outlived a
+		// task deleted while it was down.
+		_, err := c.orphans.DeleteOrphan(ctx, key)
+		return err
+	}
+	if err := c.orphans.DeletePodOf(ctx, key, uid); err != nil {
+		return err
+	}
+	c.forgetDeletedTask(key)
+	return nil
+}
+
+func (c *Controller) forgetDeletedTask(key cache.ObjectName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.deletedTasks, key)
 }

@@ -34,12 +34,11 @@ import (
 )
 
 const (
-	// controllerAgentName is the source of the Events this controller records.
-	controllerAgentName = "gputask-autoscaler"
-	// metricsName is the controller label of the reconcile metrics.
-	metricsName = "autoscaler"
-	// queueName names the workqueue, and so its Prometheus metrics.
-	queueName = "gputask-autoscaler"
+	// ControllerName is the controller's identity: the source of its
+	// events, the name of its queue (and so of its workqueue metrics), the
+	// controller label of its reconcile metrics, its user agent and its
+	// field manager.
+	ControllerName = "gputask-autoscaler"
 
 	// minInterval keeps a tiny spec.autoscaling.interval from turning the
 	// loop into a busy loop against the load-index endpoint.
@@ -167,7 +166,7 @@ func NewController(
 		broadcaster = record.NewBroadcaster(record.WithContext(ctx))
 		broadcaster.StartStructuredLogging(4)
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kubeclientset.CoreV1().Events("")})
-		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: controllerAgentName})
+		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
 	}
 
 	c := &Controller{
@@ -181,7 +180,7 @@ func NewController(
 		pods:             pods,
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: queueName, Clock: opts.Clock},
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName, Clock: opts.Clock},
 		),
 		broadcaster: broadcaster,
 		recorder:    recorder,
@@ -254,7 +253,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 
 	start := c.clock.Now()
 	next, err := c.syncHandler(ctx, key)
-	metrics.ObserveReconcile(metricsName, c.clock.Since(start), err)
+	metrics.ObserveReconcile(ControllerName, c.clock.Since(start), err)
 	if next > 0 {
 		// The next evaluation, on the set's cadence whatever the outcome, so
 		// that a long backoff never stretches it. The delaying queue keeps

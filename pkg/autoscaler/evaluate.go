@@ -206,7 +206,7 @@ func buildInputs(set *gputaskv1.GPUTaskSet, now time.Time, readings []scaling.Me
 		FailureThreshold:    ptrOr(spec.FailureThreshold, scaling.DefaultFailureThreshold),
 		Capacity:            capacity,
 		HeldBack:            set.Status.HeldBackReplicas,
-		Paused:              isPaused(set),
+		Paused:              gputaskv1.IsPaused(set),
 		Stopped:             gputaskv1.IsStopped(set),
 		DryRun:              spec.DryRun,
 	}

@@ -30,7 +30,7 @@ func (c *Controller) onSetUpdate(oldObj, newObj any) {
 	}
 	if oldSet.Spec.Autoscaling == nil ||
 		!apiequality.Semantic.DeepEqual(oldSet.Spec.Autoscaling, newSet.Spec.Autoscaling) ||
-		isPaused(oldSet) != isPaused(newSet) || gputaskv1.IsStopped(oldSet) != gputaskv1.IsStopped(newSet) {
+		gputaskv1.IsPaused(oldSet) != gputaskv1.IsPaused(newSet) || gputaskv1.IsStopped(oldSet) != gputaskv1.IsStopped(newSet) {
 		c.workqueue.Add(cache.MetaObjectToName(newSet))
 	}
 }
@@ -63,8 +63,4 @@ func (c *Controller) forget(key cache.ObjectName) {
 			vec.DeletePartialMatch(labels)
 		}
 	}
-}
-
-func isPaused(set *gputaskv1.GPUTaskSet) bool {
-	return set.Annotations[gputaskv1.AnnotationPaused] == "true"
 }

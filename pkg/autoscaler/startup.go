@@ -27,7 +27,7 @@ func (c *Controller) startup(set *gputaskv1.GPUTaskSet, lastStep, now time.Time)
 	starts := make([]scaling.TaskStart, 0, len(tasks))
 	for _, t := range tasks {
 		if !metav1.IsControlledBy(t, set) || t.DeletionTimestamp != nil ||
-			t.Annotations[gputaskv1.AnnotationDraining] == "true" ||
+			gputaskv1.IsDraining(t) ||
 			t.Status.Phase == gputaskv1.GPUTaskSucceeded || t.Status.Phase == gputaskv1.GPUTaskFailed {
 			continue
 		}

@@ -12,10 +12,6 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
 
-// ReasonInvalidSpec is the reason of SpecValid and ScalingActive on a set
-// whose spec fails validation.
-const ReasonInvalidSpec = "InvalidSpec"
-
 // maxSpecMessage keeps the list of field errors well below the API's
 // 32768-character limit on a condition message.
 const maxSpecMessage = 4096
@@ -41,7 +37,7 @@ func (c *Controller) reportInvalidSpec(ctx context.Context, set *gputaskv1.GPUTa
 	if sameIgnoringTimes(&set.Status, want) {
 		return true, nil
 	}
-	c.recorder.Event(set, corev1.EventTypeWarning, ReasonInvalidSpec, msg)
+	c.recorder.Event(set, corev1.EventTypeWarning, gputaskv1.ReasonInvalidSpec, msg)
 	if err := c.updateStatus(ctx, set, want); err != nil {
 		return true, fmt.Errorf("reporting the invalid spec of gputaskset %s/%s: %w", set.Namespace, set.Name, err)
 	}
@@ -53,7 +49,7 @@ func (c *Controller) reportInvalidSpec(ctx context.Context, set *gputaskv1.GPUTa
 func invalidSpecStatus(status *gputaskv1.GPUTaskSetStatus, msg string, ts metav1.Time) *gputaskv1.GPUTaskSetStatus {
 	out := withoutAutoscalerStatus(status)
 	for _, t := range []string{gputaskv1.ConditionSpecValid, gputaskv1.ConditionScalingActive} {
-		cond := metav1.Condition{Type: t, Status: metav1.ConditionFalse, Reason: ReasonInvalidSpec, Message: msg, LastTransitionTime: ts}
+		cond := metav1.Condition{Type: t, Status: metav1.ConditionFalse, Reason: gputaskv1.ReasonInvalidSpec, Message: msg, LastTransitionTime: ts}
 		if old := meta.FindStatusCondition(status.Conditions, t); old != nil && old.Status == cond.Status {
 			cond.LastTransitionTime = old.LastTransitionTime
 		}

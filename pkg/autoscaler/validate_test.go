@@ -33,7 +33,7 @@ func TestInvalidSpecStatus(t *testing.T) {
 	}
 	for _, ct := range []string{gputaskv1.ConditionSpecValid, gputaskv1.ConditionScalingActive} {
 		c := meta.FindStatusCondition(got.Conditions, ct)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonInvalidSpec || c.LastTransitionTime != t1 {
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != gputaskv1.ReasonInvalidSpec || c.LastTransitionTime != t1 {
 			t.Errorf("%s = %+v, want False/InvalidSpec at t1", ct, c)
 		}
 	}

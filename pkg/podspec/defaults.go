@@ -8,4 +8,6 @@ const (
 	DefaultGPUResourceName corev1.ResourceName = "nvidia.com/gpu"
 	// DefaultGPULabelKey is the node label that GPU Feature Discovery sets to the GPU model.
 	DefaultGPULabelKey = "nvidia.com/gpu.product"
+	// DefaultImage runs a task that names no image.
+	DefaultImage = "busybox:1.36"
 )

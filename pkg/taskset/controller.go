@@ -45,12 +45,11 @@ import (
 )
 
 const (
-	// controllerAgentName is the source of the Events this controller records.
-	controllerAgentName = "gputaskset-controller"
-	// metricsName is the controller label of the reconcile metrics.
-	metricsName = "gputaskset"
-	// queueName names the workqueue, and so its Prometheus metrics.
-	queueName = "gputasksets"
+	// ControllerName is the controller's identity: the source of its
+	// events, the name of its queue (and so of its workqueue metrics), the
+	// controller label of its reconcile metrics, its user agent and its
+	// field manager.
+	ControllerName = "gputaskset-controller"
 
 	// DefaultBurstReplicas caps the tasks created or deleted in one sync, as
 	// the ReplicaSet controller's burstReplicas does, so that one huge scale
@@ -163,7 +162,7 @@ func NewController(
 		broadcaster = record.NewBroadcaster(record.WithContext(ctx))
 		broadcaster.StartStructuredLogging(4)
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kubeclientset.CoreV1().Events("")})
-		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: controllerAgentName})
+		recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ControllerName})
 	}
 
 	// Sets look their tasks up by UID rather than scan their namespace.
@@ -177,7 +176,7 @@ func NewController(
 		tasksIndexer:     taskInformer.Informer().GetIndexer(),
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: queueName, Clock: opts.Clock},
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName, Clock: opts.Clock},
 		),
 		broadcaster:  broadcaster,
 		recorder:     recorder,
@@ -266,7 +265,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 
 	start := c.clock.Now()
 	err := c.syncHandler(ctx, key)
-	metrics.ObserveReconcile(metricsName, c.clock.Since(start), err)
+	metrics.ObserveReconcile(ControllerName, c.clock.Since(start), err)
 	if err == nil {
 		c.workqueue.Forget(key)
 		return true

@@ -40,11 +40,6 @@ type ScalePlan struct {
 	RetryAfter time.Duration
 }
 
-// IsDraining reports whether the set controller marked the task draining.
-func IsDraining(t *gputaskv1.GPUTask) bool {
-	return t.Annotations[gputaskv1.AnnotationDraining] == "true"
-}
-
 // drainStarted is when the task was marked draining. A missing or invalid
 // time counts from the task's creation, so a drain always ends.
 func drainStarted(t *gputaskv1.GPUTask) time.Time {
@@ -64,12 +59,12 @@ func drainStarted(t *gputaskv1.GPUTask) time.Time {
 //     drainTimeout, is deleted.
 func PlanScale(active []*gputaskv1.GPUTask, desired int, busy BusyFunc, drainTimeout, minAge time.Duration, now time.Time, burst int) ScalePlan {
 	if busy == nil {
-		busy = TaskBusy
+		busy = func(t *gputaskv1.GPUTask) bool { return gputaskv1.IsBusy(t) }
 	}
 	plan := ScalePlan{Desired: max(desired, 0)}
 	var serving, draining []*gputaskv1.GPUTask
 	for _, t := range active {
-		if IsDraining(t) {
+		if gputaskv1.IsDraining(t) {
 			draining = append(draining, t)
 		} else {
 			serving = append(serving, t)

@@ -27,14 +27,14 @@ const (
 // busy reports whether a task's worker is busy: gputask.io/busy: "true" on
 // the task, or on its pod when the controller watches pods.
 func (c *Controller) busy(t *gputaskv1.GPUTask) bool {
-	if TaskBusy(t) {
+	if gputaskv1.IsBusy(t) {
 		return true
 	}
 	if c.podsLister == nil || t.Status.PodName == "" {
 		return false
 	}
 	pod, err := c.podsLister.Pods(t.Namespace).Get(t.Status.PodName)
-	return err == nil && pod.Annotations[gputaskv1.AnnotationBusy] == "true"
+	return err == nil && gputaskv1.IsBusy(pod)
 }
 
 // drainingPatch marks (on) or unmarks a task or pod as draining. The start

@@ -47,7 +47,7 @@ func TestRankForScaleInPrefersIdle(t *testing.T) {
 	}
 
 	// A busy pod counts as much as a busy task.
-	podBusy := func(t *gputaskv1.GPUTask) bool { return t.Name == "idle-young" || TaskBusy(t) }
+	podBusy := func(t *gputaskv1.GPUTask) bool { return t.Name == "idle-young" || gputaskv1.IsBusy(t) }
 	got = names(RankForScaleIn(tasks, podBusy))
 	want = []string{"pending", "idle-old", "idle-costly", "busy-young", "idle-young", "busy-old"}
 	if !slices.Equal(got, want) {

@@ -2,8 +2,6 @@ package taskset
 
 import (
 	"regexp"
-	"strings"
-	"unicode/utf8"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
@@ -13,9 +11,6 @@ import (
 // error that quotes a 64 KiB label value must not get that far. 1024 bytes
 // say what went wrong and keep the status small.
 const maxFailureMessage = 1024
-
-// truncatedSuffix ends a message that was cut.
-const truncatedSuffix = "... (truncated)"
 
 // generatedSuffix matches the five characters the API server appends to a
 // generateName (k8s.io/apiserver's names.SimpleNameGenerator uses this
@@ -31,18 +26,5 @@ const generatedSuffix = `[bcdfghjklmnpqrstvwxz2456789]{5}`
 // the retries.
 func failureMessage(set *gputaskv1.GPUTaskSet, err error) string {
 	generated := regexp.MustCompile(regexp.QuoteMeta(set.Name+"-") + generatedSuffix + `\b`)
-	return truncateMessage(generated.ReplaceAllLiteralString(err.Error(), set.Name+"-*"), maxFailureMessage)
-}
-
-// truncateMessage cuts msg to at most limit bytes, on a rune boundary, and
-// says that it did.
-func truncateMessage(msg string, limit int) string {
-	if len(msg) <= limit {
-		return msg
-	}
-	cut := limit - len(truncatedSuffix)
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return strings.TrimRightFunc(msg[:cut], func(r rune) bool { return r == ' ' }) + truncatedSuffix
+	return gputaskv1.TruncateMessage(generated.ReplaceAllLiteralString(err.Error(), set.Name+"-*"), maxFailureMessage)
 }

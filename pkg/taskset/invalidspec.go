@@ -6,10 +6,6 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
 
-// ReasonInvalidSpec is the ReplicaFailure reason on a set whose own fields
-// (spec.minTaskAge, spec.scaleIn.drainTimeout) fail validation.
-const ReasonInvalidSpec = "InvalidSpec"
-
 // scaleInHeldSuffix ends the InvalidSpec message.
 const scaleInHeldSuffix = "; scale-in is held until it is fixed"
 
@@ -27,7 +23,7 @@ func invalidOwnSpec(set *gputaskv1.GPUTaskSet) field.ErrorList {
 // is capped like the other ReplicaFailure messages.
 func invalidSpecMessage(errs field.ErrorList) string {
 	msg := errs.ToAggregate().Error()
-	return truncateMessage(msg, maxFailureMessage-len(scaleInHeldSuffix)) + scaleInHeldSuffix
+	return gputaskv1.TruncateMessage(msg, maxFailureMessage-len(scaleInHeldSuffix)) + scaleInHeldSuffix
 }
 
 // holdScaleIn takes every removal out of plan: with the minimum age or the
@@ -41,7 +37,7 @@ func holdScaleIn(plan ScalePlan, active []*gputaskv1.GPUTask) ScalePlan {
 	plan.RetryAfter = 0
 	plan.Draining = 0
 	for _, t := range withoutTasks(active, plan.Undrain) {
-		if IsDraining(t) {
+		if gputaskv1.IsDraining(t) {
 			plan.Draining++
 		}
 	}

@@ -19,7 +19,7 @@ func withInvalidSpec(set *gputaskv1.GPUTaskSet, msg string) *gputaskv1.GPUTaskSe
 	s.Status.Conditions = []metav1.Condition{{
 		Type:               gputaskv1.ConditionReplicaFailure,
 		Status:             metav1.ConditionTrue,
-		Reason:             ReasonInvalidSpec,
+		Reason:             gputaskv1.ReasonInvalidSpec,
 		Message:            msg,
 		ObservedGeneration: set.Generation,
 		LastTransitionTime: metav1.NewTime(testNow),

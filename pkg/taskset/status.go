@@ -50,7 +50,7 @@ func calculateStatus(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, pla
 		s.DrainingReplicas = plan.Draining
 	}
 	for _, t := range active {
-		if !acted && IsDraining(t) {
+		if !acted && gputaskv1.IsDraining(t) {
 			s.DrainingReplicas++
 		}
 		if meta.IsStatusConditionTrue(t.Status.Conditions, gputaskv1.ConditionReady) {
@@ -79,13 +79,13 @@ func calculateStatus(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, pla
 		s.ReplicaFailure = &metav1.Condition{
 			Type:               gputaskv1.ConditionReplicaFailure,
 			Status:             metav1.ConditionTrue,
-			Reason:             ReasonInvalidSpec,
+			Reason:             gputaskv1.ReasonInvalidSpec,
 			Message:            invalidSpecMessage(invalid),
 			ObservedGeneration: set.Generation,
 			LastTransitionTime: metav1.NewTime(now),
 		}
 	case acted && manageErr == nil,
-		s.ReplicaFailure != nil && s.ReplicaFailure.Reason == ReasonInvalidSpec:
+		s.ReplicaFailure != nil && s.ReplicaFailure.Reason == gputaskv1.ReasonInvalidSpec:
 		// The spec is valid again: its InvalidSpec goes even when this
 		// sync could not act.
 		s.ReplicaFailure = nil

@@ -48,7 +48,7 @@ func TestStatusWrittenAtMostOncePerInterval(t *testing.T) {
 }
 
 func TestCountsDifferOnly(t *testing.T) {
-	failure := &metav1.Condition{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: ReasonInvalidSpec, Message: "m"}
+	failure := &metav1.Condition{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: gputaskv1.ReasonInvalidSpec, Message: "m"}
 	base := ownStatus{Replicas: 3, RunningReplicas: 2, PendingReplicas: 1, ObservedGeneration: 2, Selector: "s"}
 	tests := []struct {
 		name string

@@ -75,7 +75,7 @@ func servingAfter(active []*gputaskv1.GPUTask, plan ScalePlan) []*gputaskv1.GPUT
 		undrained[t.Name] = true
 	}
 	for _, t := range kept {
-		if !IsDraining(t) || undrained[t.Name] {
+		if !gputaskv1.IsDraining(t) || undrained[t.Name] {
 			out = append(out, t)
 		}
 	}

@@ -29,11 +29,6 @@ type ScaleIn struct {
 // lister; nil looks at the task's annotation only.
 type BusyFunc func(*gputaskv1.GPUTask) bool
 
-// TaskBusy reports whether the task itself carries gputask.io/busy: "true".
-func TaskBusy(t *gputaskv1.GPUTask) bool {
-	return t.Annotations[gputaskv1.AnnotationBusy] == "true"
-}
-
 // ChooseVictims picks up to count tasks to delete from tasks, following
 // RankForScaleIn. A Running task younger than minAge is never picked: it is
 // skipped, and the next task in rank order is taken instead. Tasks that are
@@ -92,7 +87,7 @@ func protectedUntil(t *gputaskv1.GPUTask, minAge time.Duration, now time.Time) (
 // busy nil looks at the task's annotation only.
 func RankForScaleIn(tasks []*gputaskv1.GPUTask, busy BusyFunc) []*gputaskv1.GPUTask {
 	if busy == nil {
-		busy = TaskBusy
+		busy = func(t *gputaskv1.GPUTask) bool { return gputaskv1.IsBusy(t) }
 	}
 	ranked := make([]*gputaskv1.GPUTask, len(tasks))
 	copy(ranked, tasks)

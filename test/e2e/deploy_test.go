@@ -47,7 +47,7 @@ func TestDeployRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	controller := c.StartControllerT(t, "--kubeconfig="+kubeconfig, "--workers=4",
-		"--leader-elect", "--leader-elect-namespace="+deployNamespace)
+		"--leader-elect", "--leader-elect-resource-namespace="+deployNamespace)
 	framework.Poll(t, 30*time.Second, "lease "+deployNamespace+"/"+deployLease+" held", func(ctx context.Context) (bool, string) {
 		lease, err := c.Kube.CoordinationV1().Leases(deployNamespace).Get(ctx, deployLease, metav1.GetOptions{})
 		if err != nil {

@@ -40,7 +40,7 @@ func TestHALeaderFailover(t *testing.T) {
 	rec := startPodRecorder(t, c, ns, nil)
 
 	args := []string{"--workers=2", "--leader-elect",
-		"--leader-elect-namespace=" + leaseNS,
+		"--leader-elect-resource-namespace=" + leaseNS,
 		"--leader-elect-lease-duration=" + haLeaseDuration.String(),
 		"--leader-elect-renew-deadline=" + haRenewDeadline.String(),
 		"--leader-elect-retry-period=" + haRetryPeriod.String(),

@@ -35,16 +35,16 @@ func TestObservability(t *testing.T) {
 	metricsAddr, probeAddr := framework.LoopbackAddrT(t), framework.LoopbackAddrT(t)
 	controller := c.StartControllerT(t, "--workers=2",
 		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr,
-		"--leader-elect", "--leader-elect-namespace="+leaseNS)
+		"--leader-elect", "--leader-elect-resource-namespace="+leaseNS)
 
 	sawNotReady := false
 	framework.Poll(t, 30*time.Second, "/healthz and /readyz 200", func(ctx context.Context) (bool, string) {
 		health, _ := framework.HTTPGet(ctx, "http://"+probeAddr+"/healthz")
 		ready, body := framework.HTTPGet(ctx, "http://"+probeAddr+"/readyz")
-		sawNotReady = sawNotReady || ready == http.StatusServiceUnavailable
+		sawNotReady = sawNotReady || ready == http.StatusInternalServerError
 		return health == http.StatusOK && ready == http.StatusOK, fmt.Sprintf("healthz %d, readyz %d %q", health, ready, body)
 	})
-	t.Logf("healthz and readyz 200; readyz answered 503 before the caches synced: %v", sawNotReady)
+	t.Logf("healthz and readyz 200; readyz answered 500 before the caches synced: %v", sawNotReady)
 	if !logContains(controller, "Informer caches synced; ready") {
 		t.Errorf("/readyz is 200 but the controller has not logged that its caches synced")
 	}
@@ -52,13 +52,13 @@ func TestObservability(t *testing.T) {
 	prodCreateTask(t, c, ns, prodTask("probe", "A100", 1))
 	prodWaitTask(t, c, ns, "probe", "Running", prodTaskRunning)
 	waitMetrics(t, metricsAddr, []metricWant{
-		{"workqueue_depth", map[string]string{"name": "gputasks"}, nil},
-		{"workqueue_queue_duration_seconds_count", map[string]string{"name": "gputasks"}, atLeast(1)},
-		{"workqueue_work_duration_seconds_count", map[string]string{"name": "gputasks"}, atLeast(1)},
-		{"workqueue_adds_total", map[string]string{"name": "gputasks"}, atLeast(1)},
-		{"gputask_reconcile_total", map[string]string{"controller": "gputask", "result": "success"}, atLeast(1)},
-		{"gputask_reconcile_duration_seconds_count", map[string]string{"controller": "gputask"}, atLeast(1)},
-		{"gputask_reconcile_duration_seconds_bucket", map[string]string{"controller": "gputask", "le": "+Inf"}, atLeast(1)},
+		{"workqueue_depth", map[string]string{"name": "gputask-controller"}, nil},
+		{"workqueue_queue_duration_seconds_count", map[string]string{"name": "gputask-controller"}, atLeast(1)},
+		{"workqueue_work_duration_seconds_count", map[string]string{"name": "gputask-controller"}, atLeast(1)},
+		{"workqueue_adds_total", map[string]string{"name": "gputask-controller"}, atLeast(1)},
+		{"gputask_reconcile_total", map[string]string{"controller": "gputask-controller", "result": "success"}, atLeast(1)},
+		{"gputask_reconcile_duration_seconds_count", map[string]string{"controller": "gputask-controller"}, atLeast(1)},
+		{"gputask_reconcile_duration_seconds_bucket", map[string]string{"controller": "gputask-controller", "le": "+Inf"}, atLeast(1)},
 	})
 
 	// An autoscaled set reading a load endpoint of the test's own.
@@ -96,7 +96,7 @@ func TestObservability(t *testing.T) {
 		{"gputask_taskset_desired_replicas", set, atLeast(2)},
 		{"gputask_taskset_current_replicas", set, atLeast(2)},
 		{"gputask_taskset_scaling_decisions_total", up, atLeast(1)},
-		{"gputask_reconcile_total", map[string]string{"controller": "gputaskset", "result": "success"}, atLeast(1)},
+		{"gputask_reconcile_total", map[string]string{"controller": "gputaskset-controller", "result": "success"}, atLeast(1)},
 	})
 
 	failing.Store(true)

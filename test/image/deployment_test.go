@@ -320,7 +320,7 @@ func TestContainerFromDeployment(t *testing.T) {
 	}
 	for _, want := range []string{
 		"--leader-elect=true",
-		"--leader-elect-namespace=gputask-system",
+		"--leader-elect-resource-namespace=gputask-system",
 		"--metrics-bind-address=127.0.0.1:40001",
 		"--health-probe-bind-address=127.0.0.1:40002",
 	} {

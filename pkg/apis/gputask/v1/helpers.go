@@ -1,18 +1,58 @@
 package v1
 
 import (
+	"strings"
+	"unicode/utf8"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// ReasonInvalidRestartedAt is the Warning event reason, on a GPUTask or a
-// GPUTaskSet, for a gputask.io/restartedAt annotation that is not an RFC 3339
-// time.
-const ReasonInvalidRestartedAt = "InvalidRestartedAt"
+// Reasons that more than one controller writes, in events and conditions.
+const (
+	// ReasonInvalidRestartedAt is the Warning event reason, on a GPUTask or
+	// a GPUTaskSet, for a gputask.io/restartedAt annotation that is not an
+	// RFC 3339 time.
+	ReasonInvalidRestartedAt = "InvalidRestartedAt"
+	// ReasonInvalidSpec is the condition and event reason of an object whose
+	// spec cannot be acted on, with the field and why in the message.
+	ReasonInvalidSpec = "InvalidSpec"
+)
 
 // IsStopped reports whether the set's gputask.io/stopped annotation is "true".
-func IsStopped(set *GPUTaskSet) bool {
-	return set.Annotations[AnnotationStopped] == "true"
+func IsStopped(obj metav1.Object) bool { return annotationTrue(obj, AnnotationStopped) }
+
+// IsPaused reports whether the set's gputask.io/paused annotation is
+// "true": its autoscaler reads nothing and changes nothing.
+func IsPaused(obj metav1.Object) bool { return annotationTrue(obj, AnnotationPaused) }
+
+// IsBusy reports whether a task or its pod carries gputask.io/busy "true":
+// the worker is in the middle of work that a scale-in should not cut off.
+func IsBusy(obj metav1.Object) bool { return annotationTrue(obj, AnnotationBusy) }
+
+// IsDraining reports whether a task or its pod carries gputask.io/draining
+// "true": the set has chosen it for scale-in and waits for it to go idle.
+func IsDraining(obj metav1.Object) bool { return annotationTrue(obj, AnnotationDraining) }
+
+func annotationTrue(obj metav1.Object, key string) bool {
+	return obj.GetAnnotations()[key] == "true"
+}
+
+// truncatedSuffix ends a message that was cut.
+const truncatedSuffix = "... (truncated)"
+
+// TruncateMessage cuts msg to at most limit bytes, on a rune boundary, and
+// says that it did, so a condition or event message never exceeds what the
+// API accepts.
+func TruncateMessage(msg string, limit int) string {
+	if len(msg) <= limit {
+		return msg
+	}
+	cut := max(limit-len(truncatedSuffix), 0)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return strings.TrimRight(msg[:cut], " ") + truncatedSuffix
 }
 
 // IsRefTo reports whether ref names an object of kind in the gputask.io

@@ -1,11 +1,11 @@
-package main
+package taskstatus
 
 import (
 	"errors"
-	"strings"
-	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
 
 // maxPodCreateMessage caps the PodCreateFailed message: enough for the
@@ -13,18 +13,18 @@ import (
 // excess would make the API refuse the status write itself.
 const maxPodCreateMessage = 1024
 
-// isRefused tells whether the API server refused the pod for what it is
+// IsRefused tells whether the API server refused the pod for what it is
 // (422 Invalid) or for who asks (403 Forbidden, which includes a quota):
 // retrying the same pod will fail the same way until the task, a quota or
 // a policy changes.
-func isRefused(err error) bool {
+func IsRefused(err error) bool {
 	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err)
 }
 
-// podCreateFailure returns the PodCreateFailed reason and message for a
+// PodCreateFailure returns the PodCreateFailed reason and message for a
 // refused create: the API's reason and its message, capped. The pod's name
 // is the task's, so the message is the same from one attempt to the next.
-func podCreateFailure(err error) (reason, msg string) {
+func PodCreateFailure(err error) (reason, msg string) {
 	reason = string(apierrors.ReasonForError(err))
 	if reason == "" {
 		reason = "Unknown"
@@ -34,19 +34,5 @@ func podCreateFailure(err error) (reason, msg string) {
 	if errors.As(err, &status) && status.Status().Message != "" {
 		msg = status.Status().Message
 	}
-	return reason, truncateMessage(msg, maxPodCreateMessage)
-}
-
-// truncateMessage cuts msg to at most limit bytes, on a rune boundary, and
-// says that it did.
-func truncateMessage(msg string, limit int) string {
-	const suffix = "... (truncated)"
-	if len(msg) <= limit {
-		return msg
-	}
-	cut := limit - len(suffix)
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return strings.TrimRight(msg[:cut], " ") + suffix
+	return reason, gputaskv1.TruncateMessage(msg, maxPodCreateMessage)
 }

@@ -1,4 +1,4 @@
-package main
+package taskstatus
 
 import (
 	"time"
@@ -9,7 +9,7 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
 
-// statusSettle is how long a pod on its way to Running (waiting for the
+// Settle is how long a pod on its way to Running (waiting for the
 // scheduler, or bound and starting) may stay in one state before its task's
 // status shows that state. The next state usually comes sooner, and one
 // write then shows it: a pod created, bound and started in quick succession
@@ -17,11 +17,11 @@ import (
 // the scheduler falls tens of seconds behind, which is why this is not
 // shorter. A pod the scheduler reports as unschedulable, or one that is
 // deleted, is shown at once.
-const statusSettle = 30 * time.Second
+const Settle = 30 * time.Second
 
-// settleTime returns how much longer the status write that would show pod
+// SettleTime returns how much longer the status write that would show pod
 // may wait, or 0 if it is due now.
-func settleTime(pod *corev1.Pod, now time.Time) time.Duration {
+func SettleTime(pod *corev1.Pod, now time.Time) time.Duration {
 	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodPending || pod.CreationTimestamp.IsZero() {
 		return 0
 	}
@@ -39,14 +39,14 @@ func settleTime(pod *corev1.Pod, now time.Time) time.Duration {
 			since = cond.LastTransitionTime.Time
 		}
 	}
-	return max(since.Add(statusSettle).Sub(now), 0)
+	return max(since.Add(Settle).Sub(now), 0)
 }
 
-// mayWait reports whether the write from current to want only mirrors the
+// MayWait reports whether the write from current to want only mirrors the
 // pod's progress, and so may wait for the pod to settle. A change to the
 // reschedule count or the restart acknowledgement, and a spec that was
 // invalid and is valid again, are written at once.
-func mayWait(current, want *gputaskv1.GPUTaskStatus) bool {
+func MayWait(current, want *gputaskv1.GPUTaskStatus) bool {
 	if current.Reschedules != want.Reschedules || !current.LastRescheduleTime.Equal(want.LastRescheduleTime) {
 		return false
 	}

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"testing"
@@ -17,7 +17,7 @@ func TestStripManagedFields(t *testing.T) {
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"a": "b"}, ManagedFields: managed}},
 		&gputaskv1.GPUTask{ObjectMeta: metav1.ObjectMeta{Name: "t", Labels: map[string]string{"a": "b"}, ManagedFields: managed}},
 	} {
-		out, err := stripManagedFields(obj)
+		out, err := StripManagedFields(obj)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -27,7 +27,7 @@ func TestStripManagedFields(t *testing.T) {
 		}
 	}
 	tombstone := cache.DeletedFinalStateUnknown{Key: "ns/p"}
-	if out, err := stripManagedFields(tombstone); err != nil || out != any(tombstone) {
+	if out, err := StripManagedFields(tombstone); err != nil || out != any(tombstone) {
 		t.Errorf("a tombstone must pass as it is, got %v, %v", out, err)
 	}
 }

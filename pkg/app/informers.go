@@ -1,0 +1,94 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/utils/clock"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/autoscaler"
+	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
+)
+
+// Informers holds the informer factories; controllers register their
+// informers in them before they start.
+type Informers struct {
+	// TaskPods holds the pods of GPUTasks only.
+	TaskPods kubeinformers.SharedInformerFactory
+	// Cluster holds cluster-wide kinds, unfiltered (nodes).
+	Cluster kubeinformers.SharedInformerFactory
+	GPUTask gputaskinformers.SharedInformerFactory
+	// ActivePods is every non-terminal pod of the cluster, for
+	// capacity-aware sets only: it runs while some set reads it.
+	ActivePods *autoscaler.LazyPods
+}
+
+// NewInformers builds the factories on the informers' own clients.
+func NewInformers(cl Clients, resync time.Duration) *Informers {
+	return &Informers{
+		// Only task pods: the controller need not cache every pod of the
+		// cluster. A label key alone selects every pod that has it.
+		TaskPods: kubeinformers.NewSharedInformerFactoryWithOptions(cl.Kube, resync,
+			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.LabelSelector = gputaskv1.LabelTask
+			}),
+			kubeinformers.WithTransform(StripManagedFields)),
+		// Nodes, unfiltered, to notice lost and NotReady nodes (and, for the
+		// autoscaler, GPU capacity).
+		Cluster: kubeinformers.NewSharedInformerFactoryWithOptions(cl.Kube, resync,
+			kubeinformers.WithTransform(StripManagedFields)),
+		GPUTask: gputaskinformers.NewSharedInformerFactoryWithOptions(cl.GPUTask, resync,
+			gputaskinformers.WithTransform(StripManagedFields)),
+		// Every pod that still holds resources, whoever owns it: the
+		// autoscaler subtracts their GPUs from the nodes' allocatable ones.
+		// It keeps only what that count reads, and runs only while a
+		// capacity-aware set reads it.
+		ActivePods: autoscaler.NewLazyPods(cl.Kube, resync, clock.RealClock{}),
+	}
+}
+
+// StripManagedFields is a cache.TransformFunc that drops
+// metadata.managedFields: no controller here reads them, and they are often
+// the largest part of a cached object.
+func StripManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// Start starts every informer requested so far; a second call starts just
+// those requested since.
+func (s *Informers) Start(ctx context.Context) {
+	s.TaskPods.Start(ctx.Done())
+	s.Cluster.Start(ctx.Done())
+	s.GPUTask.Start(ctx.Done())
+}
+
+// Shutdown stops the informers and waits for their goroutines.
+func (s *Informers) Shutdown(stop context.CancelFunc) {
+	stop()
+	s.TaskPods.Shutdown()
+	s.Cluster.Shutdown()
+	s.GPUTask.Shutdown()
+	s.ActivePods.Stop()
+}
+
+// WaitForSync reports whether every started informer has synced.
+func (s *Informers) WaitForSync(ctx context.Context) bool {
+	synced := true
+	for _, ok := range s.TaskPods.WaitForCacheSync(ctx.Done()) {
+		synced = synced && ok
+	}
+	for _, ok := range s.Cluster.WaitForCacheSync(ctx.Done()) {
+		synced = synced && ok
+	}
+	for _, ok := range s.GPUTask.WaitForCacheSync(ctx.Done()) {
+		synced = synced && ok
+	}
+	return synced
+}
