@@ -1170,3 +1170,48 @@ func TestControllersShareThePodInformer(t *testing.T) {
 			inf.Core().V1().Pods(), inf.Core().V1().Nodes(), Options{})
 	}
 }
+
+// TestCarriesScaleInMarks: only this controller writes pods. The set's
+// draining mark on a task reaches its pod, where the worker reads it; the
+// worker's busy mark on its pod reaches the task, where the set reads it.
+// Marks in step cost no write.
+func TestCarriesScaleInMarks(t *testing.T) {
+	drainOn := `{"metadata":{"annotations":{"gputask.io/draining":"true"}}}`
+	drainOff := `{"metadata":{"annotations":{"gputask.io/draining":null}}}`
+	busyOn := `{"metadata":{"annotations":{"gputask.io/busy":"true"}}}`
+	busyOff := `{"metadata":{"annotations":{"gputask.io/busy":null}}}`
+	tests := []struct {
+		name                string
+		taskMarks, podMarks map[string]string
+		podPatch, taskPatch string
+	}{
+		{name: "no marks"},
+		{name: "drain carried to the pod", taskMarks: map[string]string{gputaskv1.AnnotationDraining: "true"}, podPatch: drainOn},
+		{name: "drain taken back from the pod", podMarks: map[string]string{gputaskv1.AnnotationDraining: "true"}, podPatch: drainOff},
+		{name: "busy carried to the task", podMarks: map[string]string{gputaskv1.AnnotationBusy: "true"}, taskPatch: busyOn},
+		{name: "idle carried to the task", taskMarks: map[string]string{gputaskv1.AnnotationBusy: "true"},
+			podMarks: map[string]string{gputaskv1.AnnotationBusy: "false"}, taskPatch: busyOff},
+		{name: "a worker that marks its task is left alone", taskMarks: map[string]string{gputaskv1.AnnotationBusy: "true"}},
+		{name: "in step", taskMarks: map[string]string{gputaskv1.AnnotationDraining: "true", gputaskv1.AnnotationBusy: "true"},
+			podMarks: map[string]string{gputaskv1.AnnotationDraining: "true", gputaskv1.AnnotationBusy: "true"}},
+		{name: "both ways at once", taskMarks: map[string]string{gputaskv1.AnnotationDraining: "true"},
+			podMarks: map[string]string{gputaskv1.AnnotationBusy: "true"}, podPatch: drainOn, taskPatch: busyOn},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newFixture(t)
+			task := newTask("render")
+			task.Annotations = tc.taskMarks
+			task, pod := f.addTaskWithPod(task, corev1.PodRunning, "gpu-1")
+			pod.Annotations = tc.podMarks
+			if tc.podPatch != "" {
+				f.kubeactions = append(f.kubeactions, core.NewPatchAction(podsResource, pod.Namespace, pod.Name, types.MergePatchType, []byte(tc.podPatch)))
+			}
+			if tc.taskPatch != "" {
+				f.actions = append(f.actions, core.NewPatchAction(taskResource, task.Namespace, task.Name, types.MergePatchType, []byte(tc.taskPatch)))
+			}
+			f.run(ctx, key(task))
+		})
+	}
+}

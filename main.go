@@ -112,7 +112,7 @@ func newControllers(ctx context.Context, cc app.ControllerContext) ([]app.Contro
 		return nil, err
 	}
 	setController := taskset.NewController(ctx, setClients.Kube, setClients.GPUTask, sets, tasks,
-		taskset.Options{PodInformer: inf.TaskPods.Core().V1().Pods(), StatusClient: setStatusClients.GPUTask})
+		taskset.Options{StatusClient: setStatusClients.GPUTask})
 
 	scalerClients, err := cc.Clients.ClientsFor(autoscaler.ControllerName)
 	if err != nil {

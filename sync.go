@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -152,6 +154,9 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 		return c.updateStatus(ctx, task, c.status(task, view))
 	}
 
+	if err := c.carryMarks(ctx, task, pod); err != nil {
+		return err
+	}
 	// A pod whose replacement cannot be built is kept, whatever its state.
 	if specErr == nil {
 		if reason, ok := c.replacementReason(ctx, key, task, pod); ok {
@@ -306,4 +311,51 @@ func (c *Controller) forgetDeletedTask(key cache.ObjectName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.deletedTasks, key)
+}
+
+// carryMarks carries the scale-in marks between a task and its pod, so that
+// only this controller writes pods: the set controller marks a task
+// draining, and the worker reads the mark from its pod (the downward API);
+// a worker marks its pod busy, and the set controller reads busy from the
+// task. A pod without a busy mark leaves the task's as it is, for workers
+// that mark their task instead.
+func (c *Controller) carryMarks(ctx context.Context, task *gputaskv1.GPUTask, pod *corev1.Pod) error {
+	if draining := gputaskv1.IsDraining(task); draining != gputaskv1.IsDraining(pod) {
+		if err := patchAnnotation(ctx, c.kubeclientset.CoreV1().Pods(pod.Namespace), pod.Name, gputaskv1.AnnotationDraining, draining); err != nil {
+			return fmt.Errorf("marking pod %s draining=%v: %w", klog.KObj(pod), draining, err)
+		}
+		klog.FromContext(ctx).V(2).Info("Carried the draining mark to the pod", "pod", klog.KObj(pod), "draining", draining)
+	}
+	if _, marked := pod.Annotations[gputaskv1.AnnotationBusy]; marked && gputaskv1.IsBusy(pod) != gputaskv1.IsBusy(task) {
+		busy := gputaskv1.IsBusy(pod)
+		if err := patchAnnotation(ctx, c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace), task.Name, gputaskv1.AnnotationBusy, busy); err != nil {
+			return fmt.Errorf("marking gputask %s busy=%v: %w", klog.KObj(task), busy, err)
+		}
+		klog.FromContext(ctx).V(4).Info("Carried the busy mark to the task", "pod", klog.KObj(pod), "busy", busy)
+	}
+	return nil
+}
+
+// annotationPatcher is the one method of a typed client that
+// patchAnnotation calls.
+type annotationPatcher[T any] interface {
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
+}
+
+// patchAnnotation sets key to "true" (on) or removes it, with a merge
+// patch that touches nothing else. An object that is gone is no error: its
+// delete event brings the next sync.
+func patchAnnotation[T any](ctx context.Context, client annotationPatcher[T], name, key string, on bool) error {
+	var value any // null removes the key
+	if on {
+		value = "true"
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: value}}})
+	if err != nil {
+		return err
+	}
+	if _, err := client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
@@ -31,6 +32,7 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/controllertest"
+	applyv1 "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
@@ -129,7 +131,7 @@ func (f *fixture) build(ctx context.Context) *Controller {
 	for _, task := range f.tasks {
 		objs = append(objs, task)
 	}
-	f.client = fake.NewSimpleClientset(objs...)
+	f.client = fake.NewClientset(objs...)
 	var kubeObjs []runtime.Object
 	for _, n := range f.nodes {
 		kubeObjs = append(kubeObjs, n)
@@ -221,8 +223,17 @@ func (f *fixture) lastStatus() *gputaskv1.GPUTaskSet {
 	f.t.Helper()
 	actions := f.client.Actions()
 	for i := len(actions) - 1; i >= 0; i-- {
-		if u, ok := actions[i].(core.UpdateAction); ok && u.GetSubresource() == "status" {
-			return u.GetObject().(*gputaskv1.GPUTaskSet)
+		if controllertest.IsApply(actions[i]) && actions[i].GetSubresource() == "status" {
+			// The set as the API server keeps it after the apply: the
+			// set controller's fields and the autoscaler's.
+			a := actions[i].(core.PatchAction)
+			set, err := f.client.GputaskV1().GPUTaskSets(a.GetNamespace()).Get(context.Background(), a.GetName(), metav1.GetOptions{})
+			if err != nil {
+				applied := &gputaskv1.GPUTaskSet{}
+				controllertest.Applied(f.t, actions[i], applied)
+				return applied
+			}
+			return set
 		}
 	}
 	f.t.Fatal("no status update")
@@ -286,7 +297,7 @@ func TestScaleUpWritesScaleStatusAndEvent(t *testing.T) {
 	if next := f.syncOK(ctx, c, "web"); next != scaling.DefaultInterval {
 		t.Errorf("next evaluation in %v, want %v", next, scaling.DefaultInterval)
 	}
-	f.expectWrites("get gputasksets/scale", "update gputasksets/scale", "update gputasksets/status")
+	f.expectWrites("get gputasksets/scale", "update gputasksets/scale", "apply gputasksets/status")
 	if f.scaleReplicas != 8 {
 		t.Errorf("scale replicas = %d, want 8", f.scaleReplicas)
 	}
@@ -326,7 +337,7 @@ func TestHoldMakesNoScaleWriteAndSteadyStateNoWrites(t *testing.T) {
 	c := f.autoscale(ctx, newSet("web", 5), fakeSource{value: 0.6})
 
 	f.syncOK(ctx, c, "web")
-	f.expectWrites("update gputasksets/status")
+	f.expectWrites("apply gputasksets/status")
 	set := f.lastStatus()
 	if set.Status.LastScaleTime != nil {
 		t.Error("lastScaleTime set on a hold")
@@ -349,7 +360,7 @@ func TestHoldMakesNoScaleWriteAndSteadyStateNoWrites(t *testing.T) {
 	f.readings["queue"] = fakeSource{value: 0.7}
 	f.clock.Step(30 * time.Second)
 	f.syncOK(ctx, c, "web")
-	f.expectWrites("update gputasksets/status")
+	f.expectWrites("apply gputasksets/status")
 }
 
 func TestFailureReportsAndNeverScalesDown(t *testing.T) {
@@ -362,7 +373,7 @@ func TestFailureReportsAndNeverScalesDown(t *testing.T) {
 	c := f.autoscale(ctx, set, fakeSource{err: errors.New("GET http://127.0.0.1:1/load: connection refused")})
 
 	f.syncOK(ctx, c, "web")
-	f.expectWrites("update gputasksets/status")
+	f.expectWrites("apply gputasksets/status")
 	got := f.lastStatus()
 	assertCondition(t, got, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, scaling.ReasonFailedGetLoadIndex)
 	if got.Status.ConsecutiveFailures != 1 {
@@ -423,7 +434,7 @@ func TestDryRunWritesStatusButNoScale(t *testing.T) {
 	c := f.autoscale(ctx, set, fakeSource{value: 0.95})
 
 	f.syncOK(ctx, c, "web")
-	f.expectWrites("update gputasksets/status")
+	f.expectWrites("apply gputasksets/status")
 	got := f.lastStatus()
 	if ptr.Deref(got.Status.DesiredReplicas, 0) != 8 || got.Status.LastScaleTime != nil {
 		t.Errorf("dry run status: desired %v, lastScaleTime %v", got.Status.DesiredReplicas, got.Status.LastScaleTime)
@@ -442,7 +453,7 @@ func TestPausedAndStoppedMakeNoScaleWrite(t *testing.T) {
 			c := f.autoscale(ctx, set, fakeSource{value: 0.95})
 
 			f.syncOK(ctx, c, "web")
-			f.expectWrites("update gputasksets/status")
+			f.expectWrites("apply gputasksets/status")
 			got := f.lastStatus()
 			assertCondition(t, got, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, reasons[annotation])
 			if !strings.Contains(got.Status.LastDecision.Message, "would scale to 8") {
@@ -623,15 +634,36 @@ func TestRemovingAutoscalingClearsItsStatus(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("web", 3)
-	set.Spec.Autoscaling = nil
-	set.Status.LoadIndex = "0.7"
-	set.Status.DesiredReplicas = ptr.To[int32](3)
-	set.Status.Conditions = []metav1.Condition{
-		{Type: gputaskv1.ConditionAbleToScale, Status: metav1.ConditionTrue, Reason: ReasonReadyForNewScale},
-		{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: "FailedCreate"},
+	set.Status.Replicas = 3
+	c := f.autoscale(ctx, set, fakeSource{value: 0.6})
+	f.syncOK(ctx, c, "web")
+	if got := f.lastStatus(); got.Status.LoadIndex == "" || got.Status.DesiredReplicas == nil {
+		t.Fatalf("status = %+v, want the autoscaler's fields written", got.Status)
 	}
-	f.sets = []*gputaskv1.GPUTaskSet{set}
-	c, _ := f.newController(ctx)
+
+	// The set controller reports a failure of its own, and the user
+	// removes autoscaling.
+	sets := f.client.GputaskV1().GPUTaskSets(set.Namespace)
+	cur, err := sets.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sets.ApplyStatus(ctx, applyv1.GPUTaskSet("web", set.Namespace).WithStatus(applyv1.GPUTaskSetStatus().
+		WithReplicas(3).WithConditions(metav1apply.Condition().WithType(gputaskv1.ConditionReplicaFailure).
+		WithStatus(metav1.ConditionTrue).WithReason("FailedCreate").WithMessage("m").WithLastTransitionTime(metav1.NewTime(t0)))),
+		metav1.ApplyOptions{FieldManager: "gputaskset-controller", Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur, err = sets.Get(ctx, "web", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Autoscaling = nil
+	if cur, err = sets.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	controllertest.Update(t, f.inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), cur)
+
 	if next, err := f.sync(ctx, c, "web"); err != nil || next != 0 {
 		t.Fatalf("sync = %v, %v; want no requeue", next, err)
 	}

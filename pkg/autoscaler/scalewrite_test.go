@@ -9,11 +9,12 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/controllertest"
 )
 
 // TestStatusAfterScaleUsesTheScaleWritesVersion: the status write after a
-// scale write carries the resourceVersion that write returned, so it is not
-// refused with a 409 for the autoscaler's own write.
+// scale write is a server-side apply of the autoscaler's own fields, so it
+// is never refused with a 409 for the autoscaler's own scale write.
 func TestStatusAfterScaleUsesTheScaleWritesVersion(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
@@ -36,11 +37,16 @@ func TestStatusAfterScaleUsesTheScaleWritesVersion(t *testing.T) {
 	if _, err := f.sync(ctx, c, "web"); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	set := f.lastStatus()
-	if set.ResourceVersion != "8" {
-		t.Errorf("status written with resourceVersion %q, want the scale write's 8", set.ResourceVersion)
+	// A server-side apply names no resourceVersion and no spec, so it
+	// cannot be refused for the scale write that came just before it.
+	var applied gputaskv1.GPUTaskSet
+	for _, a := range f.client.Actions() {
+		if controllertest.IsApply(a) && a.GetSubresource() == "status" {
+			controllertest.Applied(t, a, &applied)
+		}
 	}
-	if set.Spec.Replicas == nil || *set.Spec.Replicas != 8 {
-		t.Errorf("status written with spec.replicas %v, want the scale write's 8", set.Spec.Replicas)
+	if applied.ResourceVersion != "" || applied.Spec.Replicas != nil || applied.Status.DesiredReplicas == nil {
+		t.Errorf("status apply with resourceVersion %q, spec.replicas %v, desired %v; want neither of the first two, and the decision",
+			applied.ResourceVersion, applied.Spec.Replicas, applied.Status.DesiredReplicas)
 	}
 }

@@ -32,7 +32,7 @@ func TestStartingTasksHoldStepAndTimeOut(t *testing.T) {
 	if _, err := f.sync(ctx, c, "web"); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	if got, want := f.writes(), []string{"update gputasksets/status"}; !equalStrings(got, want) {
+	if got, want := f.writes(), []string{"apply gputasksets/status"}; !equalStrings(got, want) {
 		t.Fatalf("actions = %v, want %v", got, want)
 	}
 	got := f.lastStatus()

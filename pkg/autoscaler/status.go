@@ -2,15 +2,17 @@ package autoscaler
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	applyv1 "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
@@ -156,31 +158,54 @@ func fallbackCondition(d scaling.Decision) metav1.Condition {
 	return condition(t, false, ReasonLoadIndexAvailable, "fallback is not in use")
 }
 
-// updateStatus writes the autoscaler's fields when they changed in more than
-// timestamps. On a conflict it re-reads the set and applies only its own
-// fields again, so the set controller's concurrent writes are kept.
+// updateStatus applies the autoscaler's fields when they changed in more
+// than their timestamps, with server-side apply as this controller's field
+// manager. The set controller applies its own fields as its own manager, so
+// neither write can undo the other's and no write needs a fresh read.
 func (c *Controller) updateStatus(ctx context.Context, set *gputaskv1.GPUTaskSet, want *gputaskv1.GPUTaskSetStatus) error {
 	if sameIgnoringTimes(&set.Status, want) {
 		return nil
 	}
-	sets := c.gputaskclientset.GputaskV1().GPUTaskSets(set.Namespace)
-	latest := set.DeepCopy()
-	first := true
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !first {
-			fresh, err := sets.Get(ctx, set.Name, metav1.GetOptions{})
-			if err != nil {
-				return fmt.Errorf("re-reading gputaskset: %w", err)
-			}
-			latest = fresh
-		}
-		first = false
-		applyAutoscalerStatus(&latest.Status, want)
-		if _, err := sets.UpdateStatus(ctx, latest, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("updating status: %w", err)
-		}
-		return nil
-	})
+	status, err := statusApplyConfiguration(want)
+	if err != nil {
+		return err
+	}
+	apply := applyv1.GPUTaskSet(set.Name, set.Namespace).WithStatus(status)
+	_, err = c.gputaskclientset.GputaskV1().GPUTaskSets(set.Namespace).ApplyStatus(ctx, apply,
+		metav1.ApplyOptions{FieldManager: ControllerName, Force: true})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("applying status: %w", err)
+	}
+	return nil
+}
+
+// statusApplyConfiguration is the autoscaler's part of status as an apply
+// configuration: its fields only, so that the set controller's stay the set
+// controller's. A field left empty is left out, and the API server then
+// removes it, as this manager no longer sets it.
+func statusApplyConfiguration(status *gputaskv1.GPUTaskSetStatus) (*applyv1.GPUTaskSetStatusApplyConfiguration, error) {
+	var own gputaskv1.GPUTaskSetStatus
+	applyAutoscalerStatus(&own, status)
+	data, err := json.Marshal(&own)
+	if err != nil {
+		return nil, fmt.Errorf("encoding status: %w", err)
+	}
+	var all applyv1.GPUTaskSetStatusApplyConfiguration
+	if err := json.Unmarshal(data, &all); err != nil {
+		return nil, fmt.Errorf("decoding status: %w", err)
+	}
+	return &applyv1.GPUTaskSetStatusApplyConfiguration{
+		LoadIndex:           all.LoadIndex,
+		DesiredReplicas:     all.DesiredReplicas,
+		CapacityReplicas:    all.CapacityReplicas,
+		StartingReplicas:    all.StartingReplicas,
+		LastScaleTime:       all.LastScaleTime,
+		LastDecision:        all.LastDecision,
+		Metrics:             all.Metrics,
+		ConsecutiveFailures: all.ConsecutiveFailures,
+		Recommendations:     all.Recommendations,
+		Conditions:          all.Conditions,
+	}, nil
 }
 
 // withoutAutoscalerStatus is status with every autoscaler field cleared.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/scaling"
@@ -87,5 +88,34 @@ func TestSameIgnoringTimes(t *testing.T) {
 	c.Recommendations[0].Replicas = 4
 	if sameIgnoringTimes(a, c) {
 		t.Error("a changed recommendation compares equal")
+	}
+}
+
+// TestStatusApplyConfigurationHoldsOnlyTheAutoscalersFields: the apply
+// names no field of the set controller's, so it never takes one over.
+func TestStatusApplyConfigurationHoldsOnlyTheAutoscalersFields(t *testing.T) {
+	status := &gputaskv1.GPUTaskSetStatus{
+		Replicas: 4, RunningReplicas: 3, PendingReplicas: 1, ReadyReplicas: 3, DrainingReplicas: 1, HeldBackReplicas: 1,
+		Selector: "gputask.io/taskset=web", ObservedGeneration: 7,
+		LoadIndex: "0.5", DesiredReplicas: ptr.To[int32](0), StartingReplicas: 1,
+		Conditions: []metav1.Condition{
+			{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: "FailedCreate"},
+			{Type: gputaskv1.ConditionAbleToScale, Status: metav1.ConditionTrue, Reason: ReasonReadyForNewScale},
+		},
+	}
+	ac, err := statusApplyConfiguration(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ac.Replicas != nil || ac.RunningReplicas != nil || ac.PendingReplicas != nil || ac.ReadyReplicas != nil ||
+		ac.DrainingReplicas != nil || ac.HeldBackReplicas != nil || ac.Selector != nil || ac.ObservedGeneration != nil {
+		t.Errorf("apply names a field of the set controller's: %+v", ac)
+	}
+	if ac.LoadIndex == nil || *ac.LoadIndex != "0.5" || ac.DesiredReplicas == nil || *ac.DesiredReplicas != 0 ||
+		ac.StartingReplicas == nil || *ac.StartingReplicas != 1 {
+		t.Errorf("apply lost the autoscaler's fields: %+v", ac)
+	}
+	if len(ac.Conditions) != 1 || *ac.Conditions[0].Type != gputaskv1.ConditionAbleToScale {
+		t.Errorf("conditions %+v, want only AbleToScale", ac.Conditions)
 	}
 }

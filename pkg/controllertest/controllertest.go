@@ -69,7 +69,7 @@ func Writes(actions []core.Action) []string {
 		if a.GetVerb() == "get" && a.GetSubresource() == "" {
 			continue
 		}
-		out = append(out, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
+		out = append(out, verb(a)+" "+a.GetResource().Resource+"/"+a.GetSubresource())
 	}
 	return out
 }
@@ -79,7 +79,7 @@ func Writes(actions []core.Action) []string {
 func Describe(actions []core.Action) string {
 	var parts []string
 	for _, a := range actions {
-		s := a.GetVerb() + " " + a.GetResource().Resource
+		s := verb(a) + " " + a.GetResource().Resource
 		if sub := a.GetSubresource(); sub != "" {
 			s += "/" + sub
 		}
@@ -114,8 +114,17 @@ func CheckActions(t testing.TB, expected, actual []core.Action) {
 // payload: the object of a create or update, the name and options of a
 // delete (a UID precondition is what keeps a delete from hitting a
 // successor), the name, type and body of a patch, the name of a get.
+//
+// An expected status update matches a server-side apply of the status: the
+// fields the apply sends must be the expected object's.
 func CheckAction(t testing.TB, expected, actual core.Action) {
 	t.Helper()
+	if IsApply(actual) && actual.GetSubresource() == "status" && expected.GetVerb() == "update" &&
+		expected.GetSubresource() == "status" && expected.GetResource() == actual.GetResource() &&
+		expected.GetNamespace() == actual.GetNamespace() {
+		checkApply(t, expected.(core.UpdateActionImpl).GetObject(), actual.(core.PatchAction))
+		return
+	}
 	if !(expected.Matches(actual.GetVerb(), actual.GetResource().Resource) && actual.GetSubresource() == expected.GetSubresource() &&
 		actual.GetNamespace() == expected.GetNamespace()) {
 		t.Errorf("action = %s in %q, want %s in %q", Describe([]core.Action{actual}), actual.GetNamespace(),

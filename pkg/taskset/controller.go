@@ -24,11 +24,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -84,10 +82,6 @@ type Options struct {
 	// ExpectationsTimeout is how long to wait for the cache to show this
 	// controller's writes. Zero means expectations.DefaultTTL.
 	ExpectationsTimeout time.Duration
-	// PodInformer, when set, lets scale-in see gputask.io/busy on the tasks'
-	// pods and wakes a set when one of its pods turns idle. It should list
-	// the pods labelled gputask.io/task. Nil reads busy from tasks only.
-	PodInformer coreinformers.PodInformer
 	// StatusClient, when set, writes the sets' status, so that those
 	// writes never take from the rate limit of the task creates and
 	// deletes. Nil writes it through gputaskclientset.
@@ -118,9 +112,6 @@ type Controller struct {
 	setsSynced  cache.InformerSynced
 	tasksLister listers.GPUTaskLister
 	tasksSynced cache.InformerSynced
-	// podsLister is nil without Options.PodInformer.
-	podsLister corelisters.PodLister
-	podsSynced cache.InformerSynced
 	// tasksIndexer finds a set's tasks by its UID (pkg/taskindex).
 	tasksIndexer cache.Indexer
 
@@ -203,15 +194,6 @@ func NewController(
 	})
 	utilruntime.Must(err)
 	c.setsSynced, c.tasksSynced = setsReg.HasSynced, tasksReg.HasSynced
-	c.podsSynced = func() bool { return true }
-	if opts.PodInformer != nil {
-		c.podsLister = opts.PodInformer.Lister()
-		podsReg, err := opts.PodInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-			UpdateFunc: func(old, cur any) { c.updatePod(logger, old, cur) },
-		})
-		utilruntime.Must(err)
-		c.podsSynced = podsReg.HasSynced
-	}
 	return c
 }
 
@@ -227,7 +209,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	logger := klog.FromContext(ctx)
 
 	logger.Info("Starting GPUTaskSet controller")
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.setsSynced, c.tasksSynced, c.podsSynced) {
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.setsSynced, c.tasksSynced) {
 		if ctx.Err() != nil {
 			// Asked to stop before the caches synced: a normal shutdown.
 			return nil
@@ -307,7 +289,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	if err != nil {
 		return err
 	}
-	plan := planReplicas(set, active, c.busy, c.clock.Now(), c.burst)
+	plan := planReplicas(set, active, nil, c.clock.Now(), c.burst)
 
 	var manageErr, restartErr error
 	if canAct {
@@ -337,5 +319,5 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	}
 	// Any failure requeues the set with backoff; the status is written
 	// even when creates or deletes failed, so ReplicaFailure shows why.
-	return errors.Join(manageErr, restartErr, c.updateStatus(ctx, set, want))
+	return errors.Join(manageErr, restartErr, c.applyStatus(ctx, set, want))
 }

@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubeinformers "k8s.io/client-go/informers"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
@@ -19,41 +17,31 @@ import (
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 )
 
-// drainFixture drives the controller with a pod informer, so that busy
-// pods count, and reports every write on both clients as
-// "verb resource name patch".
+// drainFixture drives the controller over the tasks' caches and reports
+// every write on both clients as "verb resource name patch".
 type drainFixture struct {
 	*fixture
 	c       *Controller
 	setIdx  cache.Indexer
 	taskIdx cache.Indexer
-	podIdx  cache.Indexer
 }
 
-func newDrainFixture(t *testing.T, ctx context.Context, set *gputaskv1.GPUTaskSet, tasks []*gputaskv1.GPUTask, pods []*corev1.Pod) *drainFixture {
+func newDrainFixture(t *testing.T, ctx context.Context, set *gputaskv1.GPUTaskSet, tasks []*gputaskv1.GPUTask) *drainFixture {
 	f := newFixture(t)
 	f.addSet(set)
 	f.addTasks(tasks...)
 	f.newClients()
-	for _, p := range pods {
-		if err := f.kubeclient.Tracker().Add(p); err != nil {
-			t.Fatal(err)
-		}
-	}
 	factory := informers.NewSharedInformerFactory(f.client, 0)
-	kfactory := kubeinformers.NewSharedInformerFactory(f.kubeclient, 0)
 	c := NewController(ctx, f.kubeclient, f.client, factory.Gputask().V1().GPUTaskSets(), factory.Gputask().V1().GPUTasks(), Options{
-		Recorder: f.recorder, Clock: f.clock, PodInformer: kfactory.Core().V1().Pods(),
+		Recorder: f.recorder, Clock: f.clock,
 	})
 	t.Cleanup(c.workqueue.ShutDown)
 	d := &drainFixture{fixture: f, c: c,
 		setIdx:  factory.Gputask().V1().GPUTaskSets().Informer().GetIndexer(),
 		taskIdx: factory.Gputask().V1().GPUTasks().Informer().GetIndexer(),
-		podIdx:  kfactory.Core().V1().Pods().Informer().GetIndexer(),
 	}
 	controllertest.Preload(t, d.setIdx, set)
 	controllertest.Preload(t, d.taskIdx, tasks...)
-	controllertest.Preload(t, d.podIdx, pods...)
 	return d
 }
 
@@ -74,6 +62,10 @@ func (d *drainFixture) sync(ctx context.Context, key string) []string {
 		s := a.GetVerb() + " " + a.GetResource().Resource
 		if sub := a.GetSubresource(); sub != "" {
 			s += "/" + sub
+		}
+		if controllertest.IsApply(a) {
+			out = append(out, "apply "+a.GetResource().Resource+"/"+a.GetSubresource())
+			continue
 		}
 		switch a := a.(type) {
 		case core.DeleteAction:
@@ -108,34 +100,26 @@ func (d *drainFixture) refresh(ctx context.Context, set *gputaskv1.GPUTaskSet) {
 	d.c.expectations.Delete(setKey(set))
 }
 
-func taskPod(tk *gputaskv1.GPUTask, busy bool) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tk.Status.PodName, Namespace: tk.Namespace,
-		Labels: map[string]string{gputaskv1.LabelTask: tk.Name, gputaskv1.LabelTaskSet: tk.Labels[gputaskv1.LabelTaskSet]}}}
-	if busy {
-		p.Annotations = map[string]string{gputaskv1.AnnotationBusy: "true"}
-	}
-	return p
-}
-
 func TestBusyTasksDrainUntilIdle(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	set := newSet("render", ptr.To[int32](1))
 	busyOnTask := ownedTask(set, "render-t", time.Hour)
 	busyOnTask.Annotations = map[string]string{gputaskv1.AnnotationBusy: "true"}
+	// A worker that marks its pod busy: the GPUTask controller carries the
+	// mark to the task, which is all this controller reads.
 	busyOnPod := ownedTask(set, "render-p", 2*time.Hour)
+	busyOnPod.Annotations = map[string]string{gputaskv1.AnnotationBusy: "true"}
 	idle := ownedTask(set, "render-i", 3*time.Hour)
-	d := newDrainFixture(t, ctx, set, []*gputaskv1.GPUTask{busyOnTask, busyOnPod, idle},
-		[]*corev1.Pod{taskPod(busyOnTask, false), taskPod(busyOnPod, true), taskPod(idle, false)})
+	d := newDrainFixture(t, ctx, set, []*gputaskv1.GPUTask{busyOnTask, busyOnPod, idle})
 
 	// Two must go: the idle one at once; of the busy ones the younger is
-	// drained, task and pod marked.
+	// drained, its task marked (the GPUTask controller marks the pod).
 	got := d.sync(ctx, setKey(set))
 	mark := `{"metadata":{"annotations":{"gputask.io/drainStartedAt":"` + testNow.Format(time.RFC3339) + `","gputask.io/draining":"true"}}}`
 	want := []string{
 		"patch gputasks render-t " + mark,
 		"delete gputasks render-i",
-		"update gputasksets/status",
-		`patch pods render-t {"metadata":{"annotations":{"gputask.io/draining":"true"}}}`,
+		"apply gputasksets/status",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("writes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -153,7 +137,7 @@ func TestBusyTasksDrainUntilIdle(t *testing.T) {
 	_ = d.taskIdx.Delete(idle)
 	// Status writes of one set are paced a second apart.
 	d.clock.Step(time.Second)
-	if got := d.sync(ctx, setKey(set)); len(got) != 1 || got[0] != "update gputasksets/status" {
+	if got := d.sync(ctx, setKey(set)); len(got) != 1 || got[0] != "apply gputasksets/status" {
 		t.Fatalf("writes while draining = %v, want only the status (replicas 3 to 2)", got)
 	}
 	d.refresh(ctx, set)
@@ -184,7 +168,7 @@ func TestDrainTimesOutAndScaleUpTakesDrainsBack(t *testing.T) {
 		return tk
 	}
 	old, recent := draining("render-old", 6*time.Minute), draining("render-new", time.Minute)
-	d := newDrainFixture(t, ctx, set, []*gputaskv1.GPUTask{keep, old, recent}, nil)
+	d := newDrainFixture(t, ctx, set, []*gputaskv1.GPUTask{keep, old, recent})
 
 	got := d.sync(ctx, setKey(set))
 	if len(got) < 1 || got[0] != "delete gputasks render-old" {

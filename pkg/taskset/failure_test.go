@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -77,7 +78,12 @@ func TestStandingCreateFailureWritesStatusOnce(t *testing.T) {
 	if err := c.syncHandler(ctx, cache.MetaObjectToName(set)); err == nil {
 		t.Fatal("sync with a refused create returned no error, so the set would not back off")
 	}
-	written := lastStatusUpdate(t, first.client.Actions())
+	lastStatusUpdate(t, first.client.Actions())
+	written, err := first.client.GputaskV1().GPUTaskSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	written.ManagedFields = nil
 	cond := meta.FindStatusCondition(written.Status.Conditions, gputaskv1.ConditionReplicaFailure)
 	if cond == nil || strings.Contains(cond.Message, "x7k2p") {
 		t.Fatalf("ReplicaFailure = %+v, want one without the generated name", cond)

@@ -76,7 +76,7 @@ func TestInvalidDrainTimeoutStillCreates(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](2))
-	set.Spec.ScaleIn = &gputaskv1.ScaleInSpec{DrainTimeout: &gputaskv1.Duration{Unparsed: "30"}}
+	set.Spec.ScaleIn = &gputaskv1.ScaleInSpec{DrainTimeout: &gputaskv1.Duration{Unparsed: `"30"`}}
 	f.addSet(set)
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
 
@@ -84,7 +84,7 @@ func TestInvalidDrainTimeoutStillCreates(t *testing.T) {
 	// names the field.
 	f.expectCreates(set, 1)
 	f.expectStatusUpdate(withInvalidSpec(withStatus(set, 1, 1, 0, 0),
-		`spec.scaleIn.drainTimeout: Invalid value: 30: must be a duration such as 30s, 5m or 1h30m; scale-in is held until it is fixed`))
+		`spec.scaleIn.drainTimeout: Invalid value: "30": must be a duration such as 30s, 5m or 1h30m; scale-in is held until it is fixed`))
 	f.run(ctx, setKey(set))
 }
 

@@ -4,16 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
-	"k8s.io/klog/v2"
+		"k8s.io/klog/v2"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	applyv1 "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration/gputask/v1"
 )
 
 // ownStatus holds the status fields this controller owns. The autoscaler
@@ -138,7 +140,7 @@ func (s ownStatus) countsDifferOnly(o ownStatus) bool {
 }
 
 // applyTo writes the owned fields into status and leaves every other field as
-// it is.
+// it is, as the API server's merge of this controller's apply does.
 func (s ownStatus) applyTo(status *gputaskv1.GPUTaskSetStatus) {
 	status.Replicas = s.Replicas
 	status.RunningReplicas = s.RunningReplicas
@@ -157,44 +159,43 @@ func (s ownStatus) applyTo(status *gputaskv1.GPUTaskSetStatus) {
 	meta.SetStatusCondition(&status.Conditions, *s.ReplicaFailure)
 }
 
-// updateStatus writes the owned fields through the status subresource, and
-// only when they differ from what the set shows. The first attempt uses the
-// cached set; after a conflict (usually the autoscaler writing its own
-// fields) it reads the set fresh and applies only the owned fields again.
-func (c *Controller) updateStatus(ctx context.Context, cached *gputaskv1.GPUTaskSet, want ownStatus) error {
-	client := c.statusclientset.GputaskV1().GPUTaskSets(cached.Namespace)
-	set := cached
-	attempt := 0
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		attempt++
-		if attempt > 1 {
-			fresh, err := client.Get(ctx, cached.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if fresh.UID != cached.UID {
-				// The set was re-created; its own sync will write its status.
-				return nil
-			}
-			set = fresh
-		}
-		if ownStatusOf(set).equal(want) {
-			return nil
-		}
-		updated := set.DeepCopy()
-		want.applyTo(&updated.Status)
-		if _, err := client.UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
-			return err
-		}
-		c.statusPacer.wrote(cache.MetaObjectToName(cached))
+// applyStatus writes the owned fields with server-side apply, as this
+// controller's field manager, and only when they differ from what the set
+// shows. The autoscaler applies its own fields as its own manager, so
+// neither write can undo the other's and no write needs a fresh read.
+func (c *Controller) applyStatus(ctx context.Context, cached *gputaskv1.GPUTaskSet, want ownStatus) error {
+	if ownStatusOf(cached).equal(want) {
 		return nil
-	})
+	}
+	status := applyv1.GPUTaskSetStatus().
+		WithReplicas(want.Replicas).
+		WithRunningReplicas(want.RunningReplicas).
+		WithPendingReplicas(want.PendingReplicas).
+		WithReadyReplicas(want.ReadyReplicas).
+		WithDrainingReplicas(want.DrainingReplicas).
+		WithHeldBackReplicas(want.HeldBackReplicas).
+		WithSelector(want.Selector).
+		WithObservedGeneration(want.ObservedGeneration)
+	if want.ReplicaFailure != nil {
+		// SetStatusCondition keeps the old transition time when the status
+		// does not change, as the API conventions ask.
+		conds := slices.Clone(cached.Status.Conditions)
+		meta.SetStatusCondition(&conds, *want.ReplicaFailure)
+		cond := meta.FindStatusCondition(conds, gputaskv1.ConditionReplicaFailure)
+		status.WithConditions(metav1apply.Condition().
+			WithType(cond.Type).WithStatus(cond.Status).WithReason(cond.Reason).WithMessage(cond.Message).
+			WithObservedGeneration(cond.ObservedGeneration).WithLastTransitionTime(cond.LastTransitionTime))
+	}
+	apply := applyv1.GPUTaskSet(cached.Name, cached.Namespace).WithStatus(status)
+	_, err := c.statusclientset.GputaskV1().GPUTaskSets(cached.Namespace).ApplyStatus(ctx, apply,
+		metav1.ApplyOptions{FieldManager: ControllerName, Force: true})
 	switch {
 	case apierrors.IsNotFound(err):
 		// The set is gone; the delete event brings a sync that cleans up.
 		return nil
 	case err != nil:
-		return fmt.Errorf("updating status of gputaskset %s: %w", klog.KObj(cached), err)
+		return fmt.Errorf("applying status of gputaskset %s: %w", klog.KObj(cached), err)
 	}
+	c.statusPacer.wrote(cache.MetaObjectToName(cached))
 	return nil
 }

@@ -81,7 +81,7 @@ func TestStatusWrittenThroughStatusClient(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
 	f.addSet(set)
-	f.statusClient = fake.NewSimpleClientset(set)
+	f.statusClient = fake.NewClientset(set)
 	f.expectCreates(set, 1)
 	f.run(ctx, setKey(set))
 

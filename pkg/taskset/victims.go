@@ -24,9 +24,9 @@ type ScaleIn struct {
 	RetryAfter time.Duration
 }
 
-// BusyFunc reports whether a task's worker is busy: gputask.io/busy is
-// "true" on the task or on its pod. The controller builds it with its pod
-// lister; nil looks at the task's annotation only.
+// BusyFunc reports whether a task's worker is busy. Nil reads the task's
+// gputask.io/busy annotation, which the GPUTask controller keeps in step
+// with the pod's.
 type BusyFunc func(*gputaskv1.GPUTask) bool
 
 // ChooseVictims picks up to count tasks to delete from tasks, following

@@ -77,3 +77,4 @@ func (d Duration) ToUnstructured() any {
 	}
 	return d.Duration.String()
 }
+
