@@ -154,26 +154,51 @@ type Controller struct {
 	orphans orphans.Cleaner
 
 	mu sync.Mutex
-	// replacements are the pods being replaced, by task.
-	replacements map[cache.ObjectName]*replacement
-	// deletedTasks keeps the UID of a deleted task until its pod is deleted,
-	// so that only the pod this very task controlled is deleted.
-	deletedTasks map[cache.ObjectName]types.UID
-	// orphaning holds the UIDs of tasks being deleted with their pods orphaned.
-	orphaning map[cache.ObjectName]types.UID
-	// warnedRestartedAt remembers the bad restartedAt value already reported,
-	// so a bad annotation costs one event, not one per sync.
-	warnedRestartedAt map[cache.ObjectName]string
-	// statusWrittenFrom holds, for a task whose status this controller has
-	// written and whose cache has not shown the write yet, the
-	// resourceVersion the write replaced (status.go).
-	statusWrittenFrom map[cache.ObjectName]string
+	// state is what the controller remembers of a task between syncs
+	// (taskState), by task; a task with nothing to remember has no entry.
+	state map[cache.ObjectName]*taskState
 	// statusLimiter paces the status writes at the status client's rate, so
-	// that no worker blocks in that client's own limiter; statusWriteAt
-	// holds the time reserved for a task's deferred write. statusLimiter is
-	// nil when Options.StatusQPS is 0.
+	// that no worker blocks in that client's own limiter. It is nil when
+	// Options.StatusQPS is 0.
 	statusLimiter *rate.Limiter
-	statusWriteAt map[cache.ObjectName]time.Time
+}
+
+// taskState is what the controller remembers of one task between syncs,
+// in memory only: after a restart each field starts empty, and the sync
+// falls back to what the caches and the API server show.
+type taskState struct {
+	// replacement is the pod being replaced, if any.
+	replacement *replacement
+	// deletedUID is the UID of a deleted task, kept until its pod is
+	// deleted, so that only the pod this very task controlled is deleted.
+	deletedUID types.UID
+	// orphaningUID is the UID of a task being deleted with its pod orphaned.
+	orphaningUID types.UID
+	// warnedRestartedAt is the bad restartedAt value already reported, so a
+	// bad annotation costs one event, not one per sync.
+	warnedRestartedAt string
+	// statusWrittenFrom is, once this controller wrote the task's status and
+	// until the cache shows the write, the resourceVersion it replaced.
+	statusWrittenFrom *string
+	// statusWriteAt is the time reserved for a deferred status write.
+	statusWriteAt time.Time
+}
+
+// update runs fn on the task's state under the lock, and forgets the task
+// once nothing is left to remember.
+func (c *Controller) update(key cache.ObjectName, fn func(*taskState)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.state[key]
+	if s == nil {
+		s = &taskState{}
+	}
+	fn(s)
+	if *s == (taskState{}) {
+		delete(c.state, key)
+		return
+	}
+	c.state[key] = s
 }
 
 // Events about GPUTasks need the GPUTask kind in the scheme the recorder
@@ -228,14 +253,9 @@ func NewController(
 			DefaultImage:       opts.DefaultImage,
 			GPUTaintToleration: opts.GPUTaintToleration,
 		},
-		rescheduling:      reschedule.Options{Interval: opts.RescheduleInterval, PendingTimeout: opts.PendingTimeout, NodeNotReadyTimeout: opts.NodeNotReadyTimeout},
-		expectations:      expectations.New(opts.Clock, expectations.DefaultTTL),
-		replacements:      map[cache.ObjectName]*replacement{},
-		deletedTasks:      map[cache.ObjectName]types.UID{},
-		orphaning:         map[cache.ObjectName]types.UID{},
-		warnedRestartedAt: map[cache.ObjectName]string{},
-		statusWrittenFrom: map[cache.ObjectName]string{},
-		statusWriteAt:     map[cache.ObjectName]time.Time{},
+		rescheduling: reschedule.Options{Interval: opts.RescheduleInterval, PendingTimeout: opts.PendingTimeout, NodeNotReadyTimeout: opts.NodeNotReadyTimeout},
+		expectations: expectations.New(opts.Clock, expectations.DefaultTTL),
+		state:        map[cache.ObjectName]*taskState{},
 	}
 	c.orphans = orphans.Cleaner{Kube: kubeclientset, GPUTask: gputaskclientset, Pods: c.podsLister, Tasks: c.tasksLister}
 	if opts.StatusQPS > 0 {
@@ -419,12 +439,12 @@ func (c *Controller) deleteTask(logger klog.Logger, obj any) {
 		return
 	}
 	key := cache.MetaObjectToName(task)
-	c.mu.Lock()
-	if c.orphaning[key] != task.UID {
-		c.deletedTasks[key] = task.UID
-	}
-	delete(c.orphaning, key)
-	c.mu.Unlock()
+	c.update(key, func(s *taskState) {
+		if s.orphaningUID != task.UID {
+			s.deletedUID = task.UID
+		}
+		s.orphaningUID = ""
+	})
 	c.workqueue.Add(key)
 }
 
@@ -434,9 +454,7 @@ func (c *Controller) deleteTask(logger klog.Logger, obj any) {
 func (c *Controller) updateTask(logger klog.Logger, _, newObj any) {
 	if task, ok := newObj.(*gputaskv1.GPUTask); ok && task.DeletionTimestamp != nil &&
 		slices.Contains(task.Finalizers, metav1.FinalizerOrphanDependents) {
-		c.mu.Lock()
-		c.orphaning[cache.MetaObjectToName(task)] = task.UID
-		c.mu.Unlock()
+		c.update(cache.MetaObjectToName(task), func(s *taskState) { s.orphaningUID = task.UID })
 	}
 	c.addTask(logger, newObj)
 }

@@ -710,7 +710,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			f.expectUpdateStatus(replaced(task)) // reschedules 2 → 3
 			f.run(ctx, key(task))
 			f.expectEvents("Normal Rescheduled Rescheduled (" + tc.wantReason + ")")
-			if n := len(c.replacements); n != 0 {
+			if n := replacements(c); n != 0 {
 				t.Errorf("%d replacements left in flight", n)
 			}
 		})
@@ -912,7 +912,7 @@ func TestRescheduleDeleteConflict(t *testing.T) {
 
 	f.expectDeletePod(old)
 	f.run(ctx, key(task))
-	if n := len(c.replacements); n != 0 {
+	if n := replacements(c); n != 0 {
 		t.Errorf("%d replacements in flight after a failed precondition, want 0", n)
 	}
 }
@@ -931,7 +931,7 @@ func TestRescheduleDeleteError(t *testing.T) {
 	f.expectDeletePod(old)
 	f.runExpectError(ctx, key(task), true)
 	f.expectEvents("Warning FailedDelete")
-	if n := len(c.replacements); n != 0 {
+	if n := replacements(c); n != 0 {
 		t.Errorf("%d replacements in flight after a failed delete, want 0", n)
 	}
 }
@@ -969,7 +969,7 @@ func TestTaskDeletedMidReplacement(t *testing.T) {
 	c.deleteTask(klog.Background(), task)
 	f.removePod(old)
 	f.run(ctx, key(task))
-	if n := len(c.replacements); n != 0 {
+	if n := replacements(c); n != 0 {
 		t.Errorf("%d replacements left for a deleted task", n)
 	}
 }
@@ -1009,7 +1009,7 @@ func TestReplacementCountedOnce(t *testing.T) {
 	newPod.UID, newPod.ResourceVersion = "new-pod", "5"
 	f.setPod(newPod)
 	f.run(ctx, key(task))
-	if n := len(c.replacements); n != 0 {
+	if n := replacements(c); n != 0 {
 		t.Errorf("%d replacements left in flight", n)
 	}
 }
@@ -1214,4 +1214,27 @@ func TestCarriesScaleInMarks(t *testing.T) {
 			f.run(ctx, key(task))
 		})
 	}
+}
+
+// replacements counts the tasks whose pod the controller is replacing.
+func replacements(c *Controller) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, s := range c.state {
+		if s.replacement != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// stateOf is a copy of what the controller remembers of the task.
+func stateOf(c *Controller, key cache.ObjectName) taskState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.state[key]; s != nil {
+		return *s
+	}
+	return taskState{}
 }

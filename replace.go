@@ -43,9 +43,7 @@ func (c *Controller) replacementReason(ctx context.Context, key cache.ObjectName
 	if err != nil {
 		c.warnBadRestartedAt(ctx, key, task, err)
 	} else {
-		c.mu.Lock()
-		delete(c.warnedRestartedAt, key)
-		c.mu.Unlock()
+		c.update(key, func(s *taskState) { s.warnedRestartedAt = "" })
 	}
 	if verdict.Replace {
 		return reschedule.ReasonRestart, true
@@ -152,43 +150,51 @@ func (c *Controller) reserveReplacement(key cache.ObjectName, podUID types.UID, 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	inFlight := 0
-	for _, r := range c.replacements {
-		if !r.created {
+	for _, s := range c.state {
+		if s.replacement != nil && !s.replacement.created {
 			inFlight++
 		}
 	}
 	if inFlight >= c.opts.MaxConcurrentReschedules {
 		return false
 	}
-	c.replacements[key] = &replacement{oldPodUID: podUID, reason: reason}
+	s := c.state[key]
+	if s == nil {
+		s = &taskState{}
+		c.state[key] = s
+	}
+	s.replacement = &replacement{oldPodUID: podUID, reason: reason}
 	return true
 }
 
 func (c *Controller) replacementFor(key cache.ObjectName) *replacement {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r, ok := c.replacements[key]; ok {
-		cp := *r
-		return &cp
-	}
-	return nil
+	var cp *replacement
+	c.update(key, func(s *taskState) {
+		if s.replacement != nil {
+			r := *s.replacement
+			cp = &r
+		}
+	})
+	return cp
 }
 
 // markReplacementCreated flags the replacement of key as created and returns
 // it, or nil when the pod was not being replaced.
 func (c *Controller) markReplacementCreated(key cache.ObjectName, task *gputaskv1.GPUTask) *replacement {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, ok := c.replacements[key]
-	if !ok {
-		return nil
-	}
-	if !r.created {
-		r.created = true
-		r.counted = taskstatus.Replacement{CountedFrom: task.Status.Reschedules, At: metav1.NewTime(c.clock.Now())}
-	}
-	cp := *r
-	return &cp
+	var cp *replacement
+	c.update(key, func(s *taskState) {
+		r := s.replacement
+		if r == nil {
+			return
+		}
+		if !r.created {
+			r.created = true
+			r.counted = taskstatus.Replacement{CountedFrom: task.Status.Reschedules, At: metav1.NewTime(c.clock.Now())}
+		}
+		out := *r
+		cp = &out
+	})
+	return cp
 }
 
 // finishReplacement forgets the replacement of key once the status counts it.
@@ -197,17 +203,16 @@ func (c *Controller) finishReplacement(key cache.ObjectName) {
 }
 
 func (c *Controller) dropReplacement(key cache.ObjectName) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.replacements, key)
+	c.update(key, func(s *taskState) { s.replacement = nil })
 }
 
 func (c *Controller) warnBadRestartedAt(ctx context.Context, key cache.ObjectName, task *gputaskv1.GPUTask, err error) {
 	value := task.Annotations[gputaskv1.AnnotationRestartedAt]
-	c.mu.Lock()
-	seen := c.warnedRestartedAt[key] == value
-	c.warnedRestartedAt[key] = value
-	c.mu.Unlock()
+	seen := false
+	c.update(key, func(s *taskState) {
+		seen = s.warnedRestartedAt == value
+		s.warnedRestartedAt = value
+	})
 	if seen {
 		return
 	}

@@ -174,14 +174,14 @@ func TestStatusWritesWaitForTheirTurnOutsideTheWorkers(t *testing.T) {
 	if err := c.syncHandler(ctx, key(second)); err != errStatusDeferred {
 		t.Fatalf("sync = %v, want errStatusDeferred", err)
 	}
-	turn := c.statusWriteAt[key(second)]
+	turn := stateOf(c, key(second)).statusWriteAt
 	if want := testNow.Add(time.Second); !turn.Equal(want) {
 		t.Fatalf("turn reserved for %v, want %v", turn, want)
 	}
 	// Another event before the turn takes no second turn.
 	f.clock.Step(500 * time.Millisecond)
-	if err := c.syncHandler(ctx, key(second)); err != errStatusDeferred || !c.statusWriteAt[key(second)].Equal(turn) {
-		t.Fatalf("early sync = %v, turn %v; want errStatusDeferred and the same turn", err, c.statusWriteAt[key(second)])
+	if err := c.syncHandler(ctx, key(second)); err != errStatusDeferred || !stateOf(c, key(second)).statusWriteAt.Equal(turn) {
+		t.Fatalf("early sync = %v, turn %v; want errStatusDeferred and the same turn", err, stateOf(c, key(second)).statusWriteAt)
 	}
 	if n := len(controllertest.FilterInformerActions(f.client.Actions())); n != 1 {
 		t.Fatalf("%d GPUTask writes, want only the first task's", n)
@@ -201,7 +201,7 @@ func TestStatusWritesWaitForTheirTurnOutsideTheWorkers(t *testing.T) {
 	}
 	f.expectUpdateStatus(want)
 	f.run(ctx, key(second))
-	if _, left := c.statusWriteAt[key(second)]; left {
+	if left := stateOf(c, key(second)).statusWriteAt; !left.IsZero() {
 		t.Error("the used turn is still reserved")
 	}
 }

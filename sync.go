@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/expectations"
@@ -210,9 +212,7 @@ func (c *Controller) updateStatus(ctx context.Context, task *gputaskv1.GPUTask, 
 	if out.ResourceVersion != task.ResourceVersion {
 		// A write the API server found to change nothing keeps the version
 		// and sends no event: then there is nothing to wait for.
-		c.mu.Lock()
-		c.statusWrittenFrom[key] = task.ResourceVersion
-		c.mu.Unlock()
+		c.update(key, func(s *taskState) { s.statusWrittenFrom = ptr.To(task.ResourceVersion) })
 	}
 	return nil
 }
@@ -231,17 +231,20 @@ func (c *Controller) statusWriteDue(key cache.ObjectName) bool {
 		return true
 	}
 	now := c.clock.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	at, reserved := c.statusWriteAt[key]
-	if !reserved {
-		at = now.Add(c.statusLimiter.ReserveN(now, 1).DelayFrom(now))
-	}
+	var at time.Time
+	c.update(key, func(s *taskState) {
+		at = s.statusWriteAt
+		if at.IsZero() {
+			at = now.Add(c.statusLimiter.ReserveN(now, 1).DelayFrom(now))
+		}
+		s.statusWriteAt = time.Time{}
+		if now.Before(at) {
+			s.statusWriteAt = at
+		}
+	})
 	if !now.Before(at) {
-		delete(c.statusWriteAt, key)
 		return true
 	}
-	c.statusWriteAt[key] = at
 	c.workqueue.AddAfter(key, at.Sub(now))
 	return false
 }
@@ -251,17 +254,14 @@ func (c *Controller) statusWriteDue(key cache.ObjectName) bool {
 // replaced. A cache that shows any other version has caught up, and the
 // note goes.
 func (c *Controller) cacheBehindStatusWrite(key cache.ObjectName, resourceVersion string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	from, ok := c.statusWrittenFrom[key]
-	if !ok {
-		return false
-	}
-	if from == resourceVersion {
-		return true
-	}
-	delete(c.statusWrittenFrom, key)
-	return false
+	behind := false
+	c.update(key, func(s *taskState) {
+		behind = s.statusWrittenFrom != nil && *s.statusWrittenFrom == resourceVersion
+		if !behind {
+			s.statusWrittenFrom = nil
+		}
+	})
+	return behind
 }
 
 // status is the task's status for view, with what the caches tell about
@@ -288,13 +288,12 @@ func (c *Controller) status(task *gputaskv1.GPUTask, view taskstatus.View) gputa
 func (c *Controller) deletePodOfDeletedTask(ctx context.Context, key cache.ObjectName) error {
 	c.expectations.Delete(key.String())
 	c.dropReplacement(key)
-	c.mu.Lock()
-	uid, ok := c.deletedTasks[key]
-	delete(c.warnedRestartedAt, key)
-	delete(c.statusWrittenFrom, key)
-	delete(c.statusWriteAt, key)
-	c.mu.Unlock()
-	if !ok {
+	var uid types.UID
+	c.update(key, func(s *taskState) {
+		uid = s.deletedUID
+		s.warnedRestartedAt, s.statusWrittenFrom, s.statusWriteAt = "", nil, time.Time{}
+	})
+	if uid == "" {
 		// Not a delete this controller saw: the pod may have outlived a
 		// task deleted while it was down.
 		_, err := c.orphans.DeleteOrphan(ctx, key)
@@ -308,9 +307,7 @@ func (c *Controller) deletePodOfDeletedTask(ctx context.Context, key cache.Objec
 }
 
 func (c *Controller) forgetDeletedTask(key cache.ObjectName) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.deletedTasks, key)
+	c.update(key, func(s *taskState) { s.deletedUID = "" })
 }
 
 // carryMarks carries the scale-in marks between a task and its pod, so that

@@ -7,12 +7,12 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/podspec"
+	"github.com/gputask/gputask-controller/pkg/taskindex"
 )
 
 // capacity is how many of the set's tasks fit: on each schedulable node with
@@ -75,15 +75,13 @@ func (c *Controller) nodeMatches(node *corev1.Node, models []string) bool {
 
 // boundTasks counts the set's live tasks that have a node.
 func (c *Controller) boundTasks(set *gputaskv1.GPUTaskSet) (int64, error) {
-	tasks, err := c.tasksLister.GPUTasks(set.Namespace).List(labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: set.Name}))
+	tasks, err := taskindex.OfSet(c.tasksIndexer, set)
 	if err != nil {
 		return 0, fmt.Errorf("listing tasks: %w", err)
 	}
 	var n int64
 	for _, t := range tasks {
-		// The label alone could be copied by anyone; the controller ref's
-		// UID proves the set owns the task.
-		if metav1.IsControlledBy(t, set) && t.DeletionTimestamp == nil && t.Status.NodeName != "" {
+		if t.Status.NodeName != "" {
 			n++
 		}
 	}

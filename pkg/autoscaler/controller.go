@@ -31,6 +31,7 @@ import (
 	"github.com/gputask/gputask-controller/pkg/metrics"
 	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/scaling"
+	"github.com/gputask/gputask-controller/pkg/taskindex"
 )
 
 const (
@@ -94,12 +95,13 @@ type Controller struct {
 	kubeclientset    kubernetes.Interface
 	gputaskclientset versioned.Interface
 
-	setsLister  gputasklisters.GPUTaskSetLister
-	setsSynced  cache.InformerSynced
-	tasksLister gputasklisters.GPUTaskLister
-	tasksSynced cache.InformerSynced
-	nodesLister corelisters.NodeLister
-	nodesSynced cache.InformerSynced
+	setsLister gputasklisters.GPUTaskSetLister
+	setsSynced cache.InformerSynced
+	// tasksIndexer finds a set's tasks by its UID (pkg/taskindex).
+	tasksIndexer cache.Indexer
+	tasksSynced  cache.InformerSynced
+	nodesLister  corelisters.NodeLister
+	nodesSynced  cache.InformerSynced
 	// pods is read only by capacity-aware sets.
 	pods PodCache
 
@@ -173,7 +175,7 @@ func NewController(
 		kubeclientset:    kubeclientset,
 		gputaskclientset: gputaskclientset,
 		setsLister:       setInformer.Lister(),
-		tasksLister:      taskInformer.Lister(),
+		tasksIndexer:     taskInformer.Informer().GetIndexer(),
 		tasksSynced:      taskInformer.Informer().HasSynced,
 		nodesLister:      nodeInformer.Lister(),
 		nodesSynced:      nodeInformer.Informer().HasSynced,
@@ -189,6 +191,7 @@ func NewController(
 		sets:        map[cache.ObjectName]*setState{},
 	}
 
+	utilruntime.Must(taskindex.Add(taskInformer.Informer()))
 	logger.Info("Setting up event handlers")
 	// Only set events drive the loop. Nodes, pods and tasks are read from
 	// their listers at each evaluation, which happens every interval anyway.

@@ -6,11 +6,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/scaling"
+	"github.com/gputask/gputask-controller/pkg/taskindex"
 )
 
 // EventTaskStartupTimeout is the Warning recorded once for each task that is
@@ -20,14 +19,13 @@ const EventTaskStartupTimeout = "TaskStartupTimeout"
 // startup counts the set's tasks that are on their way. Tasks that finished,
 // are being deleted or are draining are not capacity the set is waiting for.
 func (c *Controller) startup(set *gputaskv1.GPUTaskSet, lastStep, now time.Time) (scaling.Startup, error) {
-	tasks, err := c.tasksLister.GPUTasks(set.Namespace).List(labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: set.Name}))
+	tasks, err := taskindex.OfSet(c.tasksIndexer, set)
 	if err != nil {
 		return scaling.Startup{}, fmt.Errorf("listing tasks: %w", err)
 	}
 	starts := make([]scaling.TaskStart, 0, len(tasks))
 	for _, t := range tasks {
-		if !metav1.IsControlledBy(t, set) || t.DeletionTimestamp != nil ||
-			gputaskv1.IsDraining(t) ||
+		if gputaskv1.IsDraining(t) ||
 			t.Status.Phase == gputaskv1.GPUTaskSucceeded || t.Status.Phase == gputaskv1.GPUTaskFailed {
 			continue
 		}

@@ -57,3 +57,26 @@ func Controlled(indexer cache.Indexer, uid string) ([]*gputaskv1.GPUTask, error)
 	}
 	return tasks, nil
 }
+
+// OfSet returns the set's tasks that are not being deleted: the cached tasks
+// whose controller reference is this very set (UID and kind), in its
+// namespace and labelled with its name, as the set's selector selects. Every
+// controller finds a set's tasks this way.
+func OfSet(indexer cache.Indexer, set *gputaskv1.GPUTaskSet) ([]*gputaskv1.GPUTask, error) {
+	tasks, err := Controlled(indexer, string(set.UID))
+	if err != nil {
+		return nil, err
+	}
+	active := tasks[:0]
+	for _, t := range tasks {
+		// The label test is what the set's selector selects, without
+		// building a label set per task: this runs over every task of the
+		// set on every sync.
+		ref := metav1.GetControllerOf(t)
+		if t.DeletionTimestamp == nil && t.Namespace == set.Namespace && t.Labels[gputaskv1.LabelTaskSet] == set.Name &&
+			ref.UID == set.UID && gputaskv1.IsRefTo(ref, "GPUTaskSet") {
+			active = append(active, t)
+		}
+	}
+	return active, nil
+}

@@ -25,19 +25,9 @@ import (
 // carrying the label, is never counted or touched; a task must still carry
 // the set's label to count.
 func (c *Controller) activeTasks(set *gputaskv1.GPUTaskSet) ([]*gputaskv1.GPUTask, error) {
-	tasks, err := taskindex.Controlled(c.tasksIndexer, string(set.UID))
+	active, err := taskindex.OfSet(c.tasksIndexer, set)
 	if err != nil {
 		return nil, fmt.Errorf("listing tasks of gputaskset %s: %w", klog.KObj(set), err)
-	}
-	active := make([]*gputaskv1.GPUTask, 0, len(tasks))
-	for _, t := range tasks {
-		// The label test is what taskSelector selects, without building a
-		// label set per task: this loop runs over every task of the set on
-		// every sync.
-		if t.DeletionTimestamp == nil && t.Namespace == set.Namespace && t.Labels[gputaskv1.LabelTaskSet] == set.Name &&
-			metav1.IsControlledBy(t, set) && gputaskv1.IsRefTo(metav1.GetControllerOf(t), setKind.Kind) {
-			active = append(active, t)
-		}
 	}
 	return active, nil
 }

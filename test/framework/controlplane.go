@@ -255,6 +255,10 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 			"--etcd-servers="+cp.EtcdURL,
 			"--bind-address=127.0.0.1",
 			"--advertise-address=127.0.0.1",
+			// Since 1.37 the API server refuses to publish a loopback
+			// address in the kubernetes Service's endpoints; nothing here
+			// reaches the API server through that Service.
+			"--endpoint-reconciler-type=none",
 			"--secure-port="+strconv.Itoa(port),
 			"--cert-dir="+filepath.Join(cp.Dir, "apiserver-certs"),
 			"--tls-cert-file="+cp.pki.ServingCert,
