@@ -359,10 +359,6 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 
 	start := c.clock.Now()
 	err := c.syncHandler(ctx, key)
-	if err == errStatusDeferred {
-		// The key is queued again for the time its write has reserved.
-		err = nil
-	}
 	metrics.ObserveReconcile(ControllerName, c.clock.Since(start), err)
 	if err == nil {
 		c.workqueue.Forget(key)

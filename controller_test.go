@@ -1173,13 +1173,13 @@ func TestControllersShareThePodInformer(t *testing.T) {
 
 // TestCarriesScaleInMarks: only this controller writes pods. The set's
 // draining mark on a task reaches its pod, where the worker reads it; the
-// worker's busy mark on its pod reaches the task, where the set reads it.
-// Marks in step cost no write.
+// worker's busy mark on its pod is mirrored on the task as
+// gputask.io/pod-busy, where the set reads it. Marks in step cost no write.
 func TestCarriesScaleInMarks(t *testing.T) {
 	drainOn := `{"metadata":{"annotations":{"gputask.io/draining":"true"}}}`
 	drainOff := `{"metadata":{"annotations":{"gputask.io/draining":null}}}`
-	busyOn := `{"metadata":{"annotations":{"gputask.io/busy":"true"}}}`
-	busyOff := `{"metadata":{"annotations":{"gputask.io/busy":null}}}`
+	busyOn := `{"metadata":{"annotations":{"gputask.io/pod-busy":"true"}}}`
+	busyOff := `{"metadata":{"annotations":{"gputask.io/pod-busy":null}}}`
 	tests := []struct {
 		name                string
 		taskMarks, podMarks map[string]string
@@ -1188,11 +1188,12 @@ func TestCarriesScaleInMarks(t *testing.T) {
 		{name: "no marks"},
 		{name: "drain carried to the pod", taskMarks: map[string]string{gputaskv1.AnnotationDraining: "true"}, podPatch: drainOn},
 		{name: "drain taken back from the pod", podMarks: map[string]string{gputaskv1.AnnotationDraining: "true"}, podPatch: drainOff},
-		{name: "busy carried to the task", podMarks: map[string]string{gputaskv1.AnnotationBusy: "true"}, taskPatch: busyOn},
-		{name: "idle carried to the task", taskMarks: map[string]string{gputaskv1.AnnotationBusy: "true"},
+		{name: "busy pod mirrored on the task", podMarks: map[string]string{gputaskv1.AnnotationBusy: "true"}, taskPatch: busyOn},
+		{name: "idle pod mirrored on the task", taskMarks: map[string]string{gputaskv1.AnnotationPodBusy: "true"}, taskPatch: busyOff},
+		{name: "idle pod marked false", taskMarks: map[string]string{gputaskv1.AnnotationPodBusy: "true"},
 			podMarks: map[string]string{gputaskv1.AnnotationBusy: "false"}, taskPatch: busyOff},
 		{name: "a worker that marks its task is left alone", taskMarks: map[string]string{gputaskv1.AnnotationBusy: "true"}},
-		{name: "in step", taskMarks: map[string]string{gputaskv1.AnnotationDraining: "true", gputaskv1.AnnotationBusy: "true"},
+		{name: "in step", taskMarks: map[string]string{gputaskv1.AnnotationDraining: "true", gputaskv1.AnnotationPodBusy: "true"},
 			podMarks: map[string]string{gputaskv1.AnnotationDraining: "true", gputaskv1.AnnotationBusy: "true"}},
 		{name: "both ways at once", taskMarks: map[string]string{gputaskv1.AnnotationDraining: "true"},
 			podMarks: map[string]string{gputaskv1.AnnotationBusy: "true"}, podPatch: drainOn, taskPatch: busyOn},

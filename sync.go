@@ -35,7 +35,7 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 		c.warnOnTransition(task, gputaskv1.ConditionSpecValid, gputaskv1.ReasonInvalidSpec, specErr.Error(), gputaskv1.ReasonInvalidSpec)
 		// An invalid spec does not heal by retrying; the update that fixes it
 		// enqueues the task again.
-		return c.updateStatus(ctx, task, c.status(task, taskstatus.View{SpecErr: specErr}))
+		return c.writeStatus(ctx, task, c.status(task, taskstatus.View{SpecErr: specErr}))
 	}
 	if !c.expectations.Satisfied(key.String()) {
 		// The pod was created and the informer has not delivered it yet; a
@@ -58,7 +58,7 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 		if taskstatus.IsRefused(err) {
 			// The error makes the queue back off; the condition tells the
 			// user why, and is written once, as its message is stable.
-			return errors.Join(err, c.updateStatus(ctx, task, c.status(task, taskstatus.View{CreateErr: err})))
+			return errors.Join(err, c.writeStatus(ctx, task, c.status(task, taskstatus.View{CreateErr: err})))
 		}
 		return err
 	}
@@ -75,7 +75,8 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 		return nil
 	}
 	c.recordReplacement(task, r, created)
-	if err := c.updateStatus(ctx, task, c.status(task, taskstatus.View{Pod: created, Replaced: &r.counted})); err != nil {
+	if shown, err := c.updateStatus(ctx, task, c.status(task, taskstatus.View{Pod: created, Replaced: &r.counted})); err != nil || !shown {
+		// The replacement stays until a status counts it.
 		return err
 	}
 	c.finishReplacement(key)
@@ -108,7 +109,7 @@ func (c *Controller) syncConflict(ctx context.Context, task *gputaskv1.GPUTask, 
 	msg := fmt.Sprintf("pod %s exists and is not controlled by this GPUTask", klog.KObj(pod))
 	c.warnOnTransition(task, gputaskv1.ConditionPodOwned, taskstatus.ReasonPodConflict, msg, taskstatus.ReasonPodConflict)
 	_, specErr := podspec.Build(task, c.podOpts)
-	return c.updateStatus(ctx, task, c.status(task, taskstatus.View{Conflict: msg, SpecErr: specErr}))
+	return c.writeStatus(ctx, task, c.status(task, taskstatus.View{Conflict: msg, SpecErr: specErr}))
 }
 
 // syncOwnedPod mirrors the pod and replaces it when it must be placed again.
@@ -131,14 +132,14 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 			if err := c.forceDeleteIfUnreachable(ctx, task, pod, r.reason); err != nil {
 				return err
 			}
-			return c.updateStatus(ctx, task, c.status(task, view))
+			return c.writeStatus(ctx, task, c.status(task, view))
 		}
 		// The replacement exists; what is left is to count it.
 		if !r.created {
 			r = c.markReplacementCreated(key, task)
 		}
 		view.Replaced = &r.counted
-		if err := c.updateStatus(ctx, task, c.status(task, view)); err != nil {
+		if shown, err := c.updateStatus(ctx, task, c.status(task, view)); err != nil || !shown {
 			return err
 		}
 		c.finishReplacement(key)
@@ -153,7 +154,7 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 				return err
 			}
 		}
-		return c.updateStatus(ctx, task, c.status(task, view))
+		return c.writeStatus(ctx, task, c.status(task, view))
 	}
 
 	if err := c.carryMarks(ctx, task, pod); err != nil {
@@ -172,7 +173,7 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 		c.workqueue.AddAfter(key, wait)
 		return nil
 	}
-	return c.updateStatus(ctx, task, want)
+	return c.writeStatus(ctx, task, want)
 }
 
 // warnOnTransition records a Warning event when the condition is not already
@@ -186,42 +187,45 @@ func (c *Controller) warnOnTransition(task *gputaskv1.GPUTask, condType, condRea
 	c.recorder.Event(task, corev1.EventTypeWarning, eventReason, msg)
 }
 
+// writeStatus is updateStatus for a sync that ends with the write.
+func (c *Controller) writeStatus(ctx context.Context, task *gputaskv1.GPUTask, status gputaskv1.GPUTaskStatus) error {
+	_, err := c.updateStatus(ctx, task, status)
+	return err
+}
+
 // updateStatus writes status through the status subresource when it differs
-// from what the task has.
-func (c *Controller) updateStatus(ctx context.Context, task *gputaskv1.GPUTask, status gputaskv1.GPUTaskStatus) error {
+// from what the task has. It reports whether the task now shows status:
+// false when the write waits, for the cache to show this controller's last
+// write (whose update event brings the task back) or for its turn within the
+// status client's rate limit (the key is queued for it). A worker never
+// sits in the client's rate limiter, where it would hold up the pod creates
+// of other tasks.
+func (c *Controller) updateStatus(ctx context.Context, task *gputaskv1.GPUTask, status gputaskv1.GPUTaskStatus) (bool, error) {
 	if equality.Semantic.DeepEqual(task.Status, status) {
-		return nil
+		return true, nil
 	}
 	key := cache.MetaObjectToName(task)
 	if c.cacheBehindStatusWrite(key, task.ResourceVersion) {
-		// The cache still shows the task as it was before this controller's
-		// last status write: a write from it would be refused with a 409.
-		// That write's update event brings the task back here, newer.
+		// A write from the stale copy would be refused with a 409.
 		klog.FromContext(ctx).V(4).Info("Status write waits for the cache to show the last one")
-		return nil
+		return false, nil
 	}
 	if !c.statusWriteDue(key) {
-		return errStatusDeferred
+		return false, nil
 	}
 	updated := task.DeepCopy()
 	updated.Status = status
 	out, err := c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
-		return fmt.Errorf("updating status of gputask %s: %w", klog.KObj(task), err)
+		return false, fmt.Errorf("updating status of gputask %s: %w", klog.KObj(task), err)
 	}
 	if out.ResourceVersion != task.ResourceVersion {
 		// A write the API server found to change nothing keeps the version
 		// and sends no event: then there is nothing to wait for.
 		c.update(key, func(s *taskState) { s.statusWrittenFrom = ptr.To(task.ResourceVersion) })
 	}
-	return nil
+	return true, nil
 }
-
-// errStatusDeferred ends a sync whose status write waits for its turn
-// within the status client's rate limit. The key is already queued again
-// for that time; a worker does not sit in the client's rate limiter
-// meanwhile, where it would hold up the pod creates of other tasks.
-var errStatusDeferred = errors.New("status write deferred to its turn within the client rate limit")
 
 // statusWriteDue reports whether the task's status write may go now. When
 // the status writes are at their rate limit it reserves the task's turn,
@@ -313,9 +317,8 @@ func (c *Controller) forgetDeletedTask(key cache.ObjectName) {
 // carryMarks carries the scale-in marks between a task and its pod, so that
 // only this controller writes pods: the set controller marks a task
 // draining, and the worker reads the mark from its pod (the downward API);
-// a worker marks its pod busy, and the set controller reads busy from the
-// task. A pod without a busy mark leaves the task's as it is, for workers
-// that mark their task instead.
+// a worker may mark its pod busy, and the set controller reads that from
+// the task's gputask.io/pod-busy, which mirrors the pod's mark.
 func (c *Controller) carryMarks(ctx context.Context, task *gputaskv1.GPUTask, pod *corev1.Pod) error {
 	if draining := gputaskv1.IsDraining(task); draining != gputaskv1.IsDraining(pod) {
 		if err := patchAnnotation(ctx, c.kubeclientset.CoreV1().Pods(pod.Namespace), pod.Name, gputaskv1.AnnotationDraining, draining); err != nil {
@@ -323,12 +326,11 @@ func (c *Controller) carryMarks(ctx context.Context, task *gputaskv1.GPUTask, po
 		}
 		klog.FromContext(ctx).V(2).Info("Carried the draining mark to the pod", "pod", klog.KObj(pod), "draining", draining)
 	}
-	if _, marked := pod.Annotations[gputaskv1.AnnotationBusy]; marked && gputaskv1.IsBusy(pod) != gputaskv1.IsBusy(task) {
-		busy := gputaskv1.IsBusy(pod)
-		if err := patchAnnotation(ctx, c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace), task.Name, gputaskv1.AnnotationBusy, busy); err != nil {
-			return fmt.Errorf("marking gputask %s busy=%v: %w", klog.KObj(task), busy, err)
+	if busy := gputaskv1.IsBusy(pod); busy != (task.Annotations[gputaskv1.AnnotationPodBusy] == "true") {
+		if err := patchAnnotation(ctx, c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace), task.Name, gputaskv1.AnnotationPodBusy, busy); err != nil {
+			return fmt.Errorf("marking gputask %s pod-busy=%v: %w", klog.KObj(task), busy, err)
 		}
-		klog.FromContext(ctx).V(4).Info("Carried the busy mark to the task", "pod", klog.KObj(pod), "busy", busy)
+		klog.FromContext(ctx).V(4).Info("Carried the pod's busy mark to the task", "pod", klog.KObj(pod), "busy", busy)
 	}
 	return nil
 }

@@ -59,7 +59,7 @@ func drainStarted(t *gputaskv1.GPUTask) time.Time {
 //     drainTimeout, is deleted.
 func PlanScale(active []*gputaskv1.GPUTask, desired int, busy BusyFunc, drainTimeout, minAge time.Duration, now time.Time, burst int) ScalePlan {
 	if busy == nil {
-		busy = func(t *gputaskv1.GPUTask) bool { return gputaskv1.IsBusy(t) }
+		busy = gputaskv1.WorkerBusy
 	}
 	plan := ScalePlan{Desired: max(desired, 0)}
 	var serving, draining []*gputaskv1.GPUTask

@@ -105,10 +105,10 @@ func TestBusyTasksDrainUntilIdle(t *testing.T) {
 	set := newSet("render", ptr.To[int32](1))
 	busyOnTask := ownedTask(set, "render-t", time.Hour)
 	busyOnTask.Annotations = map[string]string{gputaskv1.AnnotationBusy: "true"}
-	// A worker that marks its pod busy: the GPUTask controller carries the
-	// mark to the task, which is all this controller reads.
+	// A worker that marks its pod busy: the GPUTask controller mirrors the
+	// mark on the task, which is all this controller reads.
 	busyOnPod := ownedTask(set, "render-p", 2*time.Hour)
-	busyOnPod.Annotations = map[string]string{gputaskv1.AnnotationBusy: "true"}
+	busyOnPod.Annotations = map[string]string{gputaskv1.AnnotationPodBusy: "true"}
 	idle := ownedTask(set, "render-i", 3*time.Hour)
 	d := newDrainFixture(t, ctx, set, []*gputaskv1.GPUTask{busyOnTask, busyOnPod, idle})
 

@@ -24,9 +24,9 @@ type ScaleIn struct {
 	RetryAfter time.Duration
 }
 
-// BusyFunc reports whether a task's worker is busy. Nil reads the task's
-// gputask.io/busy annotation, which the GPUTask controller keeps in step
-// with the pod's.
+// BusyFunc reports whether a task's worker is busy. Nil is
+// gputaskv1.WorkerBusy: the task's own mark, or its pod's as the GPUTask
+// controller mirrors it on the task.
 type BusyFunc func(*gputaskv1.GPUTask) bool
 
 // ChooseVictims picks up to count tasks to delete from tasks, following
@@ -87,7 +87,7 @@ func protectedUntil(t *gputaskv1.GPUTask, minAge time.Duration, now time.Time) (
 // busy nil looks at the task's annotation only.
 func RankForScaleIn(tasks []*gputaskv1.GPUTask, busy BusyFunc) []*gputaskv1.GPUTask {
 	if busy == nil {
-		busy = func(t *gputaskv1.GPUTask) bool { return gputaskv1.IsBusy(t) }
+		busy = gputaskv1.WorkerBusy
 	}
 	ranked := make([]*gputaskv1.GPUTask, len(tasks))
 	copy(ranked, tasks)

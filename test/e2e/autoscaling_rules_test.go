@@ -313,7 +313,7 @@ func TestBusyTasksDrainOnScaleIn(t *testing.T) {
 	if _, err := cp.GPUTask.GputaskV1().GPUTasks(ns).Patch(ctx, busyTask.Name, types.MergePatchType, []byte(busy), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The set controller sees the pod's annotation through its informer.
+	// The GPUTask controller mirrors the pod's mark on its task.
 	time.Sleep(time.Second)
 
 	arPatchSet(t, ns, `{"spec":{"replicas":0}}`)

@@ -26,9 +26,21 @@ func IsStopped(obj metav1.Object) bool { return annotationTrue(obj, AnnotationSt
 // "true": its autoscaler reads nothing and changes nothing.
 func IsPaused(obj metav1.Object) bool { return annotationTrue(obj, AnnotationPaused) }
 
+// AnnotationPodBusy on a GPUTask ("true") mirrors gputask.io/busy of its
+// pod. The GPUTask controller writes it, and the set controller reads it,
+// so that a worker may mark either its pod or its task, and only the GPUTask
+// controller reads pods.
+const AnnotationPodBusy = "gputask.io/pod-busy"
+
 // IsBusy reports whether a task or its pod carries gputask.io/busy "true":
 // the worker is in the middle of work that a scale-in should not cut off.
 func IsBusy(obj metav1.Object) bool { return annotationTrue(obj, AnnotationBusy) }
+
+// WorkerBusy reports whether a task's worker is busy: gputask.io/busy on the
+// task, or on its pod as the GPUTask controller mirrors it.
+func WorkerBusy(task *GPUTask) bool {
+	return IsBusy(task) || annotationTrue(task, AnnotationPodBusy)
+}
 
 // IsDraining reports whether a task or its pod carries gputask.io/draining
 // "true": the set has chosen it for scale-in and waits for it to go idle.
