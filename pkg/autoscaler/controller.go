@@ -255,18 +255,8 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	defer c.workqueue.Done(key)
 
 	start := c.clock.Now()
-	next, err := c.syncHandler(ctx, key)
+	err := c.syncHandler(ctx, key)
 	metrics.ObserveReconcile(ControllerName, c.clock.Since(start), err)
-	if next > 0 {
-		// The next evaluation, on the set's cadence whatever the outcome, so
-		// that a long backoff never stretches it. The delaying queue keeps
-		// only the earliest pending time per key: after an extra evaluation
-		// (a spec edit, an annotation toggle, a retry) the timer set before
-		// it still fires, less than an interval later. That evaluation, and
-		// the rate-limited retry below, may not step again: Decide holds any
-		// change until an interval has passed since the last step.
-		c.workqueue.AddAfter(key, next)
-	}
 	if err == nil {
 		c.workqueue.Forget(key)
 		return true
@@ -282,36 +272,44 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	return true
 }
 
-// syncHandler evaluates one set and returns when to evaluate it next (0 for
-// never, e.g. when it has no autoscaling or is gone).
-func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
+// syncHandler evaluates one set and queues its next evaluation, on the
+// set's cadence whatever the outcome, so that a long backoff never
+// stretches it. The delaying queue keeps only the earliest pending time per
+// key: after an extra evaluation (a spec edit, an annotation toggle, a
+// retry) the timer set before it still fires, less than an interval later.
+// That evaluation, and a rate-limited retry, may not step again: Decide
+// holds any change until an interval has passed since the last step.
+func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
 	set, err := c.setsLister.GPUTaskSets(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		c.forget(key)
-		return 0, nil
+		return nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("getting gputaskset %s: %w", key, err)
+		return fmt.Errorf("getting gputaskset %s: %w", key, err)
 	}
 	if set.Spec.Autoscaling == nil {
 		// Autoscaling was removed: drop what it left behind, so the status
 		// no longer claims an autoscaler is at work.
 		c.forget(key)
 		if err := c.updateStatus(ctx, set, withoutAutoscalerStatus(&set.Status)); err != nil {
-			return 0, fmt.Errorf("clearing autoscaler status of gputaskset %s: %w", key, err)
+			return fmt.Errorf("clearing autoscaler status of gputaskset %s: %w", key, err)
 		}
-		return 0, nil
+		return nil
 	}
 	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(ctx), "gputaskset", klog.KObj(set)))
 	if invalid, err := c.reportInvalidSpec(ctx, set); invalid || err != nil {
 		// Checked again at the default interval, not at one that may itself
 		// be what is invalid (a fixed minTaskAge does not re-queue the set).
-		return scaling.DefaultInterval, err
+		c.workqueue.AddAfter(key, scaling.DefaultInterval)
+		return err
 	}
-	if err := c.evaluate(ctx, set); err != nil {
-		return c.nextEvaluation(key, set), fmt.Errorf("evaluating gputaskset %s: %w", key, err)
+	err = c.evaluate(ctx, set)
+	c.workqueue.AddAfter(key, c.nextEvaluation(key, set))
+	if err != nil {
+		return fmt.Errorf("evaluating gputaskset %s: %w", key, err)
 	}
-	return c.nextEvaluation(key, set), nil
+	return nil
 }
 
 // nextEvaluation is one interval from now, or sooner when the decision held

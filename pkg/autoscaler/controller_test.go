@@ -57,8 +57,10 @@ type fixture struct {
 	kubeClient *kubefake.Clientset
 	recorder   *record.FakeRecorder
 	clock      *testingclock.FakeClock
-	inf        informers.SharedInformerFactory
-	kinf       kubeinformers.SharedInformerFactory
+	// queue records the delays a sync queued its set after.
+	queue *controllertest.RecordingQueue
+	inf   informers.SharedInformerFactory
+	kinf  kubeinformers.SharedInformerFactory
 
 	sets  []*gputaskv1.GPUTaskSet
 	tasks []*gputaskv1.GPUTask
@@ -148,6 +150,8 @@ func (f *fixture) build(ctx context.Context) *Controller {
 		f.inf.Gputask().V1().GPUTaskSets(), f.inf.Gputask().V1().GPUTasks(),
 		f.kinf.Core().V1().Nodes(), cachedPods{f.kinf.Core().V1().Pods().Lister()},
 		Options{Clock: f.clock, Recorder: f.recorder, NewSource: f.newSource})
+	f.queue = &controllertest.RecordingQueue{TypedRateLimitingInterface: c.workqueue}
+	c.workqueue = f.queue
 	if f.noPreload {
 		return c
 	}
@@ -211,8 +215,16 @@ func (f *fixture) addScaleReactors() {
 	})
 }
 
+// sync runs one sync of the set name and returns the delay it queued the
+// set's next evaluation after (0 for none) and its error.
 func (f *fixture) sync(ctx context.Context, c *Controller, name string) (time.Duration, error) {
-	return c.syncHandler(ctx, cache.ObjectName{Namespace: metav1.NamespaceDefault, Name: name})
+	f.queue.After()
+	err := c.syncHandler(ctx, cache.ObjectName{Namespace: metav1.NamespaceDefault, Name: name})
+	var next time.Duration
+	if after := f.queue.After(); len(after) > 0 {
+		next = after[len(after)-1]
+	}
+	return next, err
 }
 
 // writes returns the non-read actions on the gputask client, as

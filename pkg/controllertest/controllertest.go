@@ -6,6 +6,7 @@ package controllertest
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // AlwaysReady stands for an informer's HasSynced when the test fills the
@@ -218,4 +220,30 @@ func ExpectStopped(t testing.TB, done <-chan error, what string) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s did not return after its context ended", what)
 	}
+}
+
+// RecordingQueue records the delays a sync asked its key back after, so a
+// test sees when a controller wants to look again. Wrap the controller's
+// queue in it after NewController.
+type RecordingQueue struct {
+	workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	mu    sync.Mutex
+	after []time.Duration
+}
+
+// AddAfter records d and queues key as the wrapped queue does.
+func (q *RecordingQueue) AddAfter(key cache.ObjectName, d time.Duration) {
+	q.mu.Lock()
+	q.after = append(q.after, d)
+	q.mu.Unlock()
+	q.TypedRateLimitingInterface.AddAfter(key, d)
+}
+
+// After returns the delays asked for so far and forgets them.
+func (q *RecordingQueue) After() []time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.after
+	q.after = nil
+	return out
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,7 +22,6 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
@@ -51,7 +49,7 @@ type fixture struct {
 	kubeclient *k8sfake.Clientset
 	clock      *testingclock.FakeClock
 	recorder   *record.FakeRecorder
-	queue      *recordingQueue
+	queue      *controllertest.RecordingQueue
 
 	// Objects to put in the listers' indexers.
 	sets  []*gputaskv1.GPUTaskSet
@@ -84,21 +82,6 @@ func newFixture(t *testing.T) *fixture {
 		clock:      testingclock.NewFakeClock(testNow),
 		recorder:   record.NewFakeRecorder(100),
 	}
-}
-
-// recordingQueue records AddAfter calls, so tests can see when a set asked
-// to be synced again.
-type recordingQueue struct {
-	workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	mu    sync.Mutex
-	after []time.Duration
-}
-
-func (q *recordingQueue) AddAfter(key cache.ObjectName, d time.Duration) {
-	q.mu.Lock()
-	q.after = append(q.after, d)
-	q.mu.Unlock()
-	q.TypedRateLimitingInterface.AddAfter(key, d)
 }
 
 // newClients builds the fake clientset with the fixture's objects and
@@ -148,7 +131,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		opts.StatusClient = f.statusClient
 	}
 	c := NewController(ctx, f.kubeclient, f.client, setInformer, taskInformer, opts)
-	f.queue = &recordingQueue{TypedRateLimitingInterface: c.workqueue}
+	f.queue = &controllertest.RecordingQueue{TypedRateLimitingInterface: c.workqueue}
 	c.workqueue = f.queue
 	f.t.Cleanup(c.workqueue.ShutDown)
 
@@ -542,8 +525,8 @@ func TestMinTaskAgeHoldsBackYoungRunningTasks(t *testing.T) {
 	f.expectStatusUpdate(withStatus(set, 4, 3, 1, 1))
 	f.run(ctx, setKey(set))
 
-	if !slices.Equal(f.queue.after, []time.Duration{6 * time.Minute}) {
-		t.Errorf("AddAfter calls = %v, want [6m]", f.queue.after)
+	if after := f.queue.After(); !slices.Equal(after, []time.Duration{6 * time.Minute}) {
+		t.Errorf("AddAfter calls = %v, want [6m]", after)
 	}
 }
 
@@ -557,8 +540,8 @@ func TestMinTaskAgeHeldBackIsStableWhenNothingChanged(t *testing.T) {
 
 	// Both tasks are protected: no delete, no status write, one requeue.
 	f.run(ctx, setKey(set))
-	if !slices.Equal(f.queue.after, []time.Duration{7 * time.Minute}) {
-		t.Errorf("AddAfter calls = %v, want [7m]", f.queue.after)
+	if after := f.queue.After(); !slices.Equal(after, []time.Duration{7 * time.Minute}) {
+		t.Errorf("AddAfter calls = %v, want [7m]", after)
 	}
 }
 
@@ -575,8 +558,8 @@ func TestStoppedDeletesAllAndIgnoresMinTaskAge(t *testing.T) {
 	f.expectDelete(set.Namespace, "render-a")
 	f.expectDelete(set.Namespace, "render-b")
 	f.run(ctx, setKey(set))
-	if len(f.queue.after) != 0 {
-		t.Errorf("a stopped set must not wait for minTaskAge, got AddAfter %v", f.queue.after)
+	if after := f.queue.After(); len(after) != 0 {
+		t.Errorf("a stopped set must not wait for minTaskAge, got AddAfter %v", after)
 	}
 }
 
@@ -930,10 +913,10 @@ func TestEventHandlers(t *testing.T) {
 	changed.ResourceVersion = "2"
 	changed.Status.Phase = gputaskv1.GPUTaskFailed
 	c.updateTask(logger, mine, changed)
-	if got := f.queue.after; c.workqueue.Len() != 0 || len(got) != 1 || got[0] != statusInterval {
+	if got := f.queue.After(); c.workqueue.Len() != 0 || len(got) != 1 || got[0] != statusInterval {
 		t.Errorf("a status change must enqueue the owner after %v; queue=%d, AddAfter calls %v", statusInterval, c.workqueue.Len(), got)
 	}
-	f.queue.after = nil
+	f.queue.After()
 	annotated := changed.DeepCopy()
 	annotated.ResourceVersion = "2a"
 	annotated.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: "2026-11-22T12:00:00Z"}

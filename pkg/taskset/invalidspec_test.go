@@ -45,8 +45,8 @@ func TestInvalidMinTaskAgeHoldsScaleInUntilFixed(t *testing.T) {
 	held := withInvalidSpec(withStatus(set, 3, 3, 0, 2), msg)
 	f.expectStatusUpdate(held)
 	c := f.run(ctx, setKey(set))
-	if len(f.queue.after) != 0 {
-		t.Errorf("AddAfter calls = %v, want none: only a spec change releases the hold", f.queue.after)
+	if after := f.queue.After(); len(after) != 0 {
+		t.Errorf("AddAfter calls = %v, want none: only a spec change releases the hold", after)
 	}
 
 	// Once the cache shows the write, the same sync writes nothing.

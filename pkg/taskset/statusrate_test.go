@@ -38,7 +38,7 @@ func TestStatusWrittenAtMostOncePerInterval(t *testing.T) {
 	f.clock.Step(statusInterval / 2)
 	f.actions = nil
 	f.sync(ctx, c, setKey(set), false) // no write
-	if got := f.queue.after; len(got) != 1 || got[0] != statusInterval/2 {
+	if got := f.queue.After(); len(got) != 1 || got[0] != statusInterval/2 {
 		t.Errorf("AddAfter calls = %v, want one of %v", got, statusInterval/2)
 	}
 
