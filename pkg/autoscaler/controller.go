@@ -68,6 +68,9 @@ type Options struct {
 	// Clock stamps decisions and drives the queue's delays. Nil means the
 	// real clock; tests pass a fake one.
 	Clock clock.WithTicker
+	// ReadsPerNamespace bounds the load-index reads in flight for one
+	// namespace's sets. Zero means DefaultReadsPerNamespace.
+	ReadsPerNamespace int
 }
 
 func (o Options) withDefaults(kubeclientset kubernetes.Interface) Options {
@@ -79,6 +82,9 @@ func (o Options) withDefaults(kubeclientset kubernetes.Interface) Options {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
+	}
+	if o.ReadsPerNamespace <= 0 {
+		o.ReadsPerNamespace = DefaultReadsPerNamespace
 	}
 	if o.NewSource == nil {
 		secrets := loadindex.KubeSecrets{Client: kubeclientset}
@@ -117,6 +123,8 @@ type Controller struct {
 	// different keys share the map.
 	mu   sync.Mutex
 	sets map[cache.ObjectName]*setState
+	// reads runs the load-index reads off the workers.
+	reads *reads
 }
 
 // setState is what the loop keeps in memory for one set between evaluations.
@@ -137,6 +145,11 @@ type setState struct {
 	retryAfter time.Duration
 	// warned names the tasks already reported as past their startup timeout.
 	warned map[string]bool
+	// reading is set while a read of the set is in flight, and ready holds
+	// the completed reading no decision has used yet. Both are guarded by
+	// the controller's mu: the read's goroutine writes them.
+	reading bool
+	ready   *reading
 }
 
 // Events about GPUTaskSets need the GPUTaskSet kind in the scheme the recorder
@@ -189,6 +202,7 @@ func NewController(
 		clock:       opts.Clock,
 		opts:        opts,
 		sets:        map[cache.ObjectName]*setState{},
+		reads:       newReads(opts.ReadsPerNamespace),
 	}
 
 	utilruntime.Must(taskindex.Add(taskInformer.Informer()))
@@ -238,6 +252,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	// it holds; items still queued are picked up by the next leader.
 	c.workqueue.ShutDown()
 	wg.Wait()
+	c.reads.wait()
 	logger.Info("Workers stopped")
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -69,6 +71,11 @@ type fixture struct {
 
 	// readings maps metric name to what its source returns.
 	readings map[string]fakeSource
+	// blockers makes the source of a metric of that name wait for the
+	// channel to close (or its read's context to end) before it answers.
+	blockers map[string]chan struct{}
+	// readsStarted counts the reads that began.
+	readsStarted atomic.Int32
 	// sourceErrs maps metric name to a source build error.
 	sourceErrs map[string]error
 	mu         sync.Mutex
@@ -176,7 +183,16 @@ func (f *fixture) newSource(_ context.Context, spec gputaskv1.MetricSpec, _ stri
 	if err := f.sourceErrs[spec.Name]; err != nil {
 		return nil, fmt.Errorf("metric %q: %w", spec.Name, err)
 	}
-	return sourceFunc(func() (float64, error) {
+	blocker := f.blockers[spec.Name]
+	return sourceFunc(func(ctx context.Context) (float64, error) {
+		f.readsStarted.Add(1)
+		if blocker != nil {
+			select {
+			case <-blocker:
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		r := f.readings[spec.Name]
@@ -184,9 +200,9 @@ func (f *fixture) newSource(_ context.Context, spec gputaskv1.MetricSpec, _ stri
 	}), nil
 }
 
-type sourceFunc func() (float64, error)
+type sourceFunc func(context.Context) (float64, error)
 
-func (s sourceFunc) Read(context.Context) (float64, error) { return s() }
+func (s sourceFunc) Read(ctx context.Context) (float64, error) { return s(ctx) }
 
 // addScaleReactors serves the scale subresource, which the fake object
 // tracker does not know, from scaleReplicas.
@@ -217,9 +233,23 @@ func (f *fixture) addScaleReactors() {
 
 // sync runs one sync of the set name and returns the delay it queued the
 // set's next evaluation after (0 for none) and its error.
+//
+// A sync that starts a load-index read returns at once; the read's end
+// queues the set, and the sync that follows decides. Both run here.
 func (f *fixture) sync(ctx context.Context, c *Controller, name string) (time.Duration, error) {
+	f.t.Helper()
 	f.queue.After()
-	err := c.syncHandler(ctx, cache.ObjectName{Namespace: metav1.NamespaceDefault, Name: name})
+	key := cache.ObjectName{Namespace: metav1.NamespaceDefault, Name: name}
+	err := c.syncHandler(ctx, key)
+	if err == nil && c.readPending(key) {
+		if werr := wait.PollUntilContextTimeout(ctx, time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+			return !c.readsInFlight(key) && c.workqueue.Len() > 0, nil
+		}); werr != nil {
+			f.t.Fatalf("the read of %s did not end: %v", name, werr)
+		}
+		f.drainQueue(c, key)
+		err = c.syncHandler(ctx, key)
+	}
 	var next time.Duration
 	if after := f.queue.After(); len(after) > 0 {
 		next = after[len(after)-1]
@@ -925,5 +955,17 @@ func TestDeleteForgetsTheSet(t *testing.T) {
 	c.onSetDelete(cache.DeletedFinalStateUnknown{Key: "default/web", Obj: f.sets[0]})
 	if len(c.sets) != 0 {
 		t.Errorf("cached sets = %d after delete, want 0", len(c.sets))
+	}
+}
+
+// drainQueue takes key off the queue, where the end of its read put it, as
+// the worker that runs the next sync would.
+func (f *fixture) drainQueue(c *Controller, key cache.ObjectName) {
+	for c.workqueue.Len() > 0 {
+		k, _ := c.workqueue.Get()
+		c.workqueue.Done(k)
+		if k != key {
+			f.t.Fatalf("queue held %v, want only %v", k, key)
+		}
 	}
 }

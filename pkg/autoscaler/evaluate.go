@@ -35,17 +35,20 @@ const (
 // evaluated; the decision was made for a count that no longer holds.
 var errReplicasChanged = errors.New("replicas changed during evaluation")
 
-// evaluate reads the set's load indexes, decides, scales and reports.
+// evaluate decides from the set's latest load-index reading, scales and
+// reports. Without a reading it starts one and returns: reads never hold a
+// worker (reads.go).
 func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) error {
 	logger := klog.FromContext(ctx)
 	now := c.clock.Now()
 	key := cache.MetaObjectToName(set)
 
 	state, sources, configErrs := c.sourcesFor(ctx, key, set, now)
-	readings := readAll(ctx, set.Spec.Autoscaling.Metrics, sources, configErrs)
-	if err := ctx.Err(); err != nil {
-		// Shutting down: the reads failed because of us, not the endpoints.
-		return fmt.Errorf("reading load indexes: %w", err)
+	readings, ok := c.takeReading(ctx, key, set, state, sources, configErrs)
+	if !ok {
+		// The set's read is on its way; its end queues the set again.
+		logger.V(4).Info("Waiting for the load-index reading")
+		return nil
 	}
 
 	var capacity *int32
