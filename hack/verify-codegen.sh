@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Fails when pkg/generated, the deepcopy functions or artifacts/crds differ from
-# what hack/update-codegen.sh makes from pkg/apis. The tree is left as it was.
+# Fails when pkg/generated (clientset, apply configurations with their schema,
+# listers, informers, OpenAPI definitions and their API rule report), the
+# deepcopy functions and OpenAPI model names in pkg/apis, or artifacts/crds
+# differ from what hack/update-codegen.sh makes from pkg/apis. The tree is
+# left as it was.
 set -o errexit
 set -o nounset
 set -o pipefail

@@ -1,5 +1,6 @@
 // Module prometheus builds the Prometheus server that the end-to-end tests
-// query through the Prometheus load-index source. It is a module of its own
+// query through the Prometheus load-index source, and promtool, which checks
+// and unit-tests the alert rules in artifacts/monitoring. It is a module of its own
 // so that Prometheus's dependencies never mix with the Kubernetes ones in
 // hack/tools, nor with the controller's.
 module github.com/gputask/gputask-controller/hack/tools/prometheus
@@ -155,6 +156,7 @@ require (
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/mwitkow/go-conntrack v0.0.0-20190716064945-2f068394615f // indirect
+	github.com/nsf/jsondiff v0.0.0-20260207060731-8e8d90c4c0ac // indirect
 	github.com/oklog/run v1.2.0 // indirect
 	github.com/oklog/ulid/v2 v2.1.2 // indirect
 	github.com/open-telemetry/opentelemetry-collector-contrib/internal/exp/metrics v0.160.0 // indirect

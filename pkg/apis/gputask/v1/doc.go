@@ -3,5 +3,7 @@
 // a load index.
 //
 // +k8s:deepcopy-gen=package
+// +k8s:openapi-gen=true
+// +k8s:openapi-model-package=com.github.gputask.gputask-controller.pkg.apis.gputask.v1
 // +groupName=gputask.io
 package v1

@@ -19,6 +19,7 @@ limitations under the License.
 package fake
 
 import (
+	applyconfiguration "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration"
 	clientset "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned"
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/typed/gputask/v1"
 	fakegputaskv1 "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/typed/gputask/v1/fake"
@@ -88,6 +89,46 @@ func (c *Clientset) Tracker() testing.ObjectTracker {
 // No additional logic is implemented here.
 func (c *Clientset) IsWatchListSemanticsUnSupported() bool {
 	return true
+}
+
+// NewClientset returns a clientset that will respond with the provided objects.
+// It's backed by a very simple object tracker that processes creates, updates and deletions as-is,
+// without applying any validations and/or defaults. It shouldn't be considered a replacement
+// for a real clientset and is mostly useful in simple unit tests.
+//
+// Compared to NewSimpleClientset, the Clientset returned here supports field tracking and thus
+// server-side apply. Beware though that support in that for CRDs is missing
+// (https://github.com/kubernetes/kubernetes/issues/126850).
+func NewClientset(objects ...runtime.Object) *Clientset {
+	o := testing.NewFieldManagedObjectTracker(
+		scheme,
+		codecs.UniversalDecoder(),
+		applyconfiguration.NewTypeConverter(scheme),
+	)
+	for _, obj := range objects {
+		if err := o.Add(obj); err != nil {
+			panic(err)
+		}
+	}
+
+	cs := &Clientset{tracker: o}
+	cs.discovery = &fakediscovery.FakeDiscovery{Fake: &cs.Fake}
+	cs.AddReactor("*", "*", testing.ObjectReaction(o))
+	cs.AddWatchReactor("*", func(action testing.Action) (handled bool, ret watch.Interface, err error) {
+		var opts metav1.ListOptions
+		if watchAction, ok := action.(testing.WatchActionImpl); ok {
+			opts = watchAction.ListOptions
+		}
+		gvr := action.GetResource()
+		ns := action.GetNamespace()
+		watch, err := o.Watch(gvr, ns, opts)
+		if err != nil {
+			return false, nil, err
+		}
+		return true, watch, nil
+	})
+
+	return cs
 }
 
 var (

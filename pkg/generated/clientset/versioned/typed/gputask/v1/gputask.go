@@ -22,6 +22,7 @@ import (
 	context "context"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	applyconfigurationgputaskv1 "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration/gputask/v1"
 	scheme "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	types "k8s.io/apimachinery/pkg/types"
@@ -47,18 +48,21 @@ type GPUTaskInterface interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*gputaskv1.GPUTaskList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (result *gputaskv1.GPUTask, err error)
+	Apply(ctx context.Context, gPUTask *applyconfigurationgputaskv1.GPUTaskApplyConfiguration, opts metav1.ApplyOptions) (result *gputaskv1.GPUTask, err error)
+	// Add a +genclient:noStatus comment above the type to avoid generating ApplyStatus().
+	ApplyStatus(ctx context.Context, gPUTask *applyconfigurationgputaskv1.GPUTaskApplyConfiguration, opts metav1.ApplyOptions) (result *gputaskv1.GPUTask, err error)
 	GPUTaskExpansion
 }
 
 // gPUTasks implements GPUTaskInterface
 type gPUTasks struct {
-	*gentype.ClientWithList[*gputaskv1.GPUTask, *gputaskv1.GPUTaskList]
+	*gentype.ClientWithListAndApply[*gputaskv1.GPUTask, *gputaskv1.GPUTaskList, *applyconfigurationgputaskv1.GPUTaskApplyConfiguration]
 }
 
 // newGPUTasks returns a GPUTasks
 func newGPUTasks(c *GputaskV1Client, namespace string) *gPUTasks {
 	return &gPUTasks{
-		gentype.NewClientWithList[*gputaskv1.GPUTask, *gputaskv1.GPUTaskList](
+		gentype.NewClientWithListAndApply[*gputaskv1.GPUTask, *gputaskv1.GPUTaskList, *applyconfigurationgputaskv1.GPUTaskApplyConfiguration](
 			"gputasks",
 			c.RESTClient(),
 			scheme.ParameterCodec,

@@ -22,6 +22,7 @@ import (
 	context "context"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	applyconfigurationgputaskv1 "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration/gputask/v1"
 	scheme "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/scheme"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,6 +49,9 @@ type GPUTaskSetInterface interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*gputaskv1.GPUTaskSetList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (result *gputaskv1.GPUTaskSet, err error)
+	Apply(ctx context.Context, gPUTaskSet *applyconfigurationgputaskv1.GPUTaskSetApplyConfiguration, opts metav1.ApplyOptions) (result *gputaskv1.GPUTaskSet, err error)
+	// Add a +genclient:noStatus comment above the type to avoid generating ApplyStatus().
+	ApplyStatus(ctx context.Context, gPUTaskSet *applyconfigurationgputaskv1.GPUTaskSetApplyConfiguration, opts metav1.ApplyOptions) (result *gputaskv1.GPUTaskSet, err error)
 	GetScale(ctx context.Context, gPUTaskSetName string, options metav1.GetOptions) (*autoscalingv1.Scale, error)
 	UpdateScale(ctx context.Context, gPUTaskSetName string, scale *autoscalingv1.Scale, opts metav1.UpdateOptions) (*autoscalingv1.Scale, error)
 
@@ -56,13 +60,13 @@ type GPUTaskSetInterface interface {
 
 // gPUTaskSets implements GPUTaskSetInterface
 type gPUTaskSets struct {
-	*gentype.ClientWithList[*gputaskv1.GPUTaskSet, *gputaskv1.GPUTaskSetList]
+	*gentype.ClientWithListAndApply[*gputaskv1.GPUTaskSet, *gputaskv1.GPUTaskSetList, *applyconfigurationgputaskv1.GPUTaskSetApplyConfiguration]
 }
 
 // newGPUTaskSets returns a GPUTaskSets
 func newGPUTaskSets(c *GputaskV1Client, namespace string) *gPUTaskSets {
 	return &gPUTaskSets{
-		gentype.NewClientWithList[*gputaskv1.GPUTaskSet, *gputaskv1.GPUTaskSetList](
+		gentype.NewClientWithListAndApply[*gputaskv1.GPUTaskSet, *gputaskv1.GPUTaskSetList, *applyconfigurationgputaskv1.GPUTaskSetApplyConfiguration](
 			"gputasksets",
 			c.RESTClient(),
 			scheme.ParameterCodec,

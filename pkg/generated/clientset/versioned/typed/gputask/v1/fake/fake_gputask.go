@@ -20,19 +20,20 @@ package fake
 
 import (
 	v1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
-	gputaskv1 "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/typed/gputask/v1"
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration/gputask/v1"
+	typedgputaskv1 "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/typed/gputask/v1"
 	gentype "k8s.io/client-go/gentype"
 )
 
 // fakeGPUTasks implements GPUTaskInterface
 type fakeGPUTasks struct {
-	*gentype.FakeClientWithList[*v1.GPUTask, *v1.GPUTaskList]
+	*gentype.FakeClientWithListAndApply[*v1.GPUTask, *v1.GPUTaskList, *gputaskv1.GPUTaskApplyConfiguration]
 	Fake *FakeGputaskV1
 }
 
-func newFakeGPUTasks(fake *FakeGputaskV1, namespace string) gputaskv1.GPUTaskInterface {
+func newFakeGPUTasks(fake *FakeGputaskV1, namespace string) typedgputaskv1.GPUTaskInterface {
 	return &fakeGPUTasks{
-		gentype.NewFakeClientWithList[*v1.GPUTask, *v1.GPUTaskList](
+		gentype.NewFakeClientWithListAndApply[*v1.GPUTask, *v1.GPUTaskList, *gputaskv1.GPUTaskApplyConfiguration](
 			fake.Fake,
 			namespace,
 			v1.SchemeGroupVersion.WithResource("gputasks"),

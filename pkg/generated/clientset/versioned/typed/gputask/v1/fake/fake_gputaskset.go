@@ -22,7 +22,8 @@ import (
 	context "context"
 
 	v1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
-	gputaskv1 "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/typed/gputask/v1"
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration/gputask/v1"
+	typedgputaskv1 "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/typed/gputask/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gentype "k8s.io/client-go/gentype"
@@ -31,13 +32,13 @@ import (
 
 // fakeGPUTaskSets implements GPUTaskSetInterface
 type fakeGPUTaskSets struct {
-	*gentype.FakeClientWithList[*v1.GPUTaskSet, *v1.GPUTaskSetList]
+	*gentype.FakeClientWithListAndApply[*v1.GPUTaskSet, *v1.GPUTaskSetList, *gputaskv1.GPUTaskSetApplyConfiguration]
 	Fake *FakeGputaskV1
 }
 
-func newFakeGPUTaskSets(fake *FakeGputaskV1, namespace string) gputaskv1.GPUTaskSetInterface {
+func newFakeGPUTaskSets(fake *FakeGputaskV1, namespace string) typedgputaskv1.GPUTaskSetInterface {
 	return &fakeGPUTaskSets{
-		gentype.NewFakeClientWithList[*v1.GPUTaskSet, *v1.GPUTaskSetList](
+		gentype.NewFakeClientWithListAndApply[*v1.GPUTaskSet, *v1.GPUTaskSetList, *gputaskv1.GPUTaskSetApplyConfiguration](
 			fake.Fake,
 			namespace,
 			v1.SchemeGroupVersion.WithResource("gputasksets"),
