@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails when pkg/generated (clientset, apply configurations with their schema,
 # listers, informers, OpenAPI definitions and their API rule report), the
-# deepcopy functions and OpenAPI model names in pkg/apis, or artifacts/crds
+# deepcopy functions and OpenAPI model names in pkg/apis, artifacts/crds, or
+# the chart's copies of the CRDs, admission policies and alert rules
 # differ from what hack/update-codegen.sh makes from pkg/apis. The tree is
 # left as it was.
 set -o errexit
@@ -20,7 +21,7 @@ tar -C "${SCRIPT_ROOT}" --exclude=./bin --exclude=./.git -cf - . | tar -C "${TMP
 (cd "${TMP}/src" && GOBIN="${GOBIN:-${SCRIPT_ROOT}/bin/codegen}" bash hack/update-codegen.sh >/dev/null)
 
 status=0
-for dir in pkg/apis pkg/generated artifacts/crds; do
+for dir in pkg/apis pkg/generated artifacts/crds charts/gputask-controller/crds charts/gputask-controller/files; do
   if ! diff -Naupr "${SCRIPT_ROOT}/${dir}" "${TMP}/src/${dir}"; then
     status=1
   fi

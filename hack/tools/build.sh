@@ -60,3 +60,38 @@ if [[ ! -x "${BIN_DIR}/prometheus" ]]; then
     -o "${BIN_DIR}/prometheus.tmp" github.com/prometheus/prometheus/cmd/prometheus)
   mv "${BIN_DIR}/prometheus.tmp" "${BIN_DIR}/prometheus"
 fi
+
+# promtool, from the same module and release, checks and unit-tests the alert
+# rules in artifacts/monitoring (make test-alerts).
+if [[ ! -x "${BIN_DIR}/promtool" ]]; then
+  PROM_DIR=${TOOLS_DIR}/prometheus
+  PROM_MODULE_VERSION=$(cd "${PROM_DIR}" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
+  PROM_RELEASE=${PROM_MODULE_VERSION#v0.}; PROM_RELEASE=${PROM_RELEASE%%[-+]*}
+  PROM_MINOR=${PROM_RELEASE%%.*}
+  PROM_VERSION="$((PROM_MINOR / 100)).$((PROM_MINOR % 100)).${PROM_RELEASE#*.}"
+  echo ">> building promtool ${PROM_VERSION} (github.com/prometheus/prometheus ${PROM_MODULE_VERSION})"
+  (cd "${PROM_DIR}" && CGO_ENABLED=0 go build -trimpath -tags remove_all_sd \
+    -ldflags="-s -w -X github.com/prometheus/common/version.Version=${PROM_VERSION}" \
+    -o "${BIN_DIR}/promtool.tmp" github.com/prometheus/prometheus/cmd/promtool)
+  mv "${BIN_DIR}/promtool.tmp" "${BIN_DIR}/promtool"
+fi
+
+# Helm comes from a module of its own (hack/tools/helm), like Prometheus, so
+# that its dependencies never meet the Kubernetes ones. The version stamps are
+# those of Helm's own Makefile: `helm version` reports the release, and the
+# default Kubernetes version that `helm lint` and `helm template` assume is
+# the minor of the client-go Helm was built with.
+if [[ ! -x "${BIN_DIR}/helm" ]]; then
+  HELM_DIR=${TOOLS_DIR}/helm
+  HELM_VERSION=$(cd "${HELM_DIR}" && go list -m -f '{{.Version}}' helm.sh/helm/v3)
+  HELM_KUBE_MINOR=$(cd "${HELM_DIR}" && go list -m -f '{{.Version}}' k8s.io/client-go)
+  HELM_KUBE_MINOR=${HELM_KUBE_MINOR#v0.}; HELM_KUBE_MINOR=${HELM_KUBE_MINOR%%.*}
+  HELM_LDFLAGS="-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    HELM_LDFLAGS+=" -X ${pkg}.k8sVersionMajor=1 -X ${pkg}.k8sVersionMinor=${HELM_KUBE_MINOR}"
+  done
+  echo ">> building helm ${HELM_VERSION} (helm.sh/helm/v3)"
+  (cd "${HELM_DIR}" && CGO_ENABLED=0 go build -trimpath -ldflags="${HELM_LDFLAGS}" \
+    -o "${BIN_DIR}/helm.tmp" helm.sh/helm/v3/cmd/helm)
+  mv "${BIN_DIR}/helm.tmp" "${BIN_DIR}/helm"
+fi
