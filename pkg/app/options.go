@@ -67,8 +67,14 @@ type Options struct {
 
 	// LeaderElection is bound to kube-controller-manager's --leader-elect*
 	// flags by component-base.
-	LeaderElection         componentbaseconfig.LeaderElectionConfiguration
-	MetricsBindAddress     string
+	LeaderElection     componentbaseconfig.LeaderElectionConfiguration
+	MetricsBindAddress string
+	// MetricsSecure serves /metrics over HTTPS to authenticated, authorized
+	// callers only; MetricsCertFile and MetricsKeyFile are its certificate,
+	// self-signed when empty.
+	MetricsSecure          bool
+	MetricsCertFile        string
+	MetricsKeyFile         string
 	HealthProbeBindAddress string
 	Profiling              bool
 	InformerResync         time.Duration
@@ -102,6 +108,7 @@ func NewOptions() *Options {
 			ResourceName:  DefaultLeaseName,
 		},
 		MetricsBindAddress:     ":8080",
+		MetricsSecure:          true,
 		HealthProbeBindAddress: ":8081",
 		ShutdownGracePeriod:    10 * time.Second,
 	}
@@ -128,8 +135,11 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 
 	o.addLeaderElectionFlags(fs)
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address the /metrics endpoint binds to; port 0 picks a free port, \"0\" turns it off.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve /metrics over HTTPS, to callers the API server authenticates (TokenReview) and authorizes to get the non-resource URL /metrics (SubjectAccessReview), as kube-controller-manager's secure port does. false serves plain HTTP to anyone who reaches the address.")
+	fs.StringVar(&o.MetricsCertFile, "metrics-cert-file", o.MetricsCertFile, "Certificate of the HTTPS /metrics endpoint. Empty, with --metrics-key-file empty, serves a self-signed certificate made at start.")
+	fs.StringVar(&o.MetricsKeyFile, "metrics-key-file", o.MetricsKeyFile, "Private key of --metrics-cert-file.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address the /healthz and /readyz endpoints bind to; port 0 picks a free port, \"0\" turns it off.")
-	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's pprof profiles under /debug/pprof/ on the metrics address, as kube-controller-manager's --profiling does. Off by default: the metrics address has no authentication.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's pprof profiles under /debug/pprof/ on the metrics address, as kube-controller-manager's --profiling does; with --metrics-secure, to callers authorized for those paths only.")
 	fs.DurationVar(&o.InformerResync, "informer-resync", o.InformerResync, "Informer resync period; 0 turns resyncs off (time-based rescheduling has its own timers).")
 	fs.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", o.ShutdownGracePeriod, "How long the HTTP servers get to finish requests on shutdown.")
 	fs.Func("load-index-allowed-cidrs", "Comma-separated CIDRs that load-index sources may connect to; when set, no other address, and an address listed here is allowed even if loopback or link-local. Empty means every address but loopback, link-local (cloud metadata), the API server's and the controller's own.", func(v string) error {
@@ -208,6 +218,7 @@ func (o *Options) Validate() error {
 	check(o.MaxConcurrentReschedules < 1, "--max-concurrent-reschedules must be at least 1, got %d", o.MaxConcurrentReschedules)
 	check(o.InformerResync < 0, "--informer-resync must not be negative, got %v", o.InformerResync)
 	check(o.ShutdownGracePeriod < 0, "--shutdown-grace-period must not be negative, got %v", o.ShutdownGracePeriod)
+	check((o.MetricsCertFile == "") != (o.MetricsKeyFile == ""), "--metrics-cert-file and --metrics-key-file must be given together")
 	if _, err := loadindex.ParseCIDRs(o.LoadIndexAllowedCIDRs); err != nil {
 		errs = append(errs, fmt.Errorf("--load-index-allowed-cidrs: %w", err))
 	}

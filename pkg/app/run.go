@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,7 +83,11 @@ func Run(ctx context.Context, o *Options, newControllers NewControllersFunc) err
 	var servers server.Group
 	defer servers.Shutdown(logger, o.ShutdownGracePeriod)
 	metrics.Register()
-	if err := servers.Serve(ctx, "metrics", o.MetricsBindAddress, server.MetricsHandler(o.Profiling)); err != nil {
+	metricsHandler, metricsTLS, err := secureMetrics(o, builder)
+	if err != nil {
+		return err
+	}
+	if err := servers.Serve(ctx, "metrics", o.MetricsBindAddress, metricsHandler, metricsTLS); err != nil {
 		return err
 	}
 	var ready atomic.Bool
@@ -93,7 +99,7 @@ func Run(ctx context.Context, o *Options, newControllers NewControllersFunc) err
 		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 		live = append(live, watchdog)
 	}
-	if err := servers.Serve(ctx, "health probes", o.HealthProbeBindAddress, server.HealthHandler(ready.Load, live...)); err != nil {
+	if err := servers.Serve(ctx, "health probes", o.HealthProbeBindAddress, server.HealthHandler(ready.Load, live...), nil); err != nil {
 		return err
 	}
 
@@ -137,4 +143,26 @@ func runControllers(ctx context.Context, inf *Informers, controllers []Controlle
 	inf.Start(ctx)
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// secureMetrics is the metrics endpoint's handler and TLS: with
+// --metrics-secure, HTTPS to callers the API server authenticates and
+// authorizes, on a client of its own; else plain HTTP.
+func secureMetrics(o *Options, builder ClientBuilder) (http.Handler, *tls.Config, error) {
+	handler := server.MetricsHandler(o.Profiling)
+	if !o.MetricsSecure || o.MetricsBindAddress == "0" {
+		return handler, nil, nil
+	}
+	reviews, err := builder.ClientsFor("metrics-auth")
+	if err != nil {
+		return nil, nil, err
+	}
+	if handler, err = server.Delegated(handler, reviews.Kube); err != nil {
+		return nil, nil, err
+	}
+	tlsConfig, err := server.TLSConfig(o.MetricsCertFile, o.MetricsKeyFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	return handler, tlsConfig, nil
 }

@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -55,7 +56,8 @@ type Group struct {
 
 // Serve listens on addr before returning, so the bound address (port 0 picks
 // one) can be logged and a bad address fails start-up. "0" serves nothing.
-func (g *Group) Serve(ctx context.Context, name, addr string, handler http.Handler) error {
+// With tlsConfig it serves HTTPS.
+func (g *Group) Serve(ctx context.Context, name, addr string, handler http.Handler, tlsConfig *tls.Config) error {
 	logger := klog.FromContext(ctx)
 	if addr == "0" {
 		logger.Info("Not serving "+name, "reason", "bind address is 0")
@@ -64,6 +66,9 @@ func (g *Group) Serve(ctx context.Context, name, addr string, handler http.Handl
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listening for %s on %s: %w", name, addr, err)
+	}
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
 	}
 	srv := &http.Server{
 		Handler:           handler,

@@ -52,7 +52,7 @@ func TestAlertMetrics(t *testing.T) {
 	rules := readAlertRules(t, filepath.Join(c.Root, "artifacts", "monitoring", "gputask-rules.yaml"))
 
 	metricsAddr := framework.LoopbackAddrT(t)
-	c.StartControllerT(t, "--workers=2", "--metrics-bind-address="+metricsAddr,
+	c.StartControllerT(t, "--workers=2", "--metrics-bind-address="+metricsAddr, "--metrics-secure=false",
 		"--leader-elect", "--leader-elect-resource-namespace="+leaseNS)
 
 	high := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -34,7 +34,7 @@ func TestObservability(t *testing.T) {
 
 	metricsAddr, probeAddr := framework.LoopbackAddrT(t), framework.LoopbackAddrT(t)
 	controller := c.StartControllerT(t, "--workers=2",
-		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr,
+		"--metrics-bind-address="+metricsAddr, "--metrics-secure=false", "--health-probe-bind-address="+probeAddr,
 		"--leader-elect", "--leader-elect-resource-namespace="+leaseNS)
 
 	sawNotReady := false
