@@ -26,8 +26,9 @@ verify: ## Fail if generated code is stale or vet finds a problem.
 	$(GO) vet ./...
 
 .PHONY: build
-build: ## Build the controller into bin/.
+build: ## Build the controller and gputask-replay into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/gputask-controller .
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/gputask-replay ./cmd/gputask-replay
 
 .PHONY: tools
 tools: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, kwok and prometheus into bin/ (only what is missing).
@@ -41,8 +42,12 @@ test-unit: ## Unit tests: pure logic and fake-clientset controller tests.
 test-integration: tools build ## Integration and end-to-end tests on a real local control plane.
 	$(GO) test -count=1 -p 1 -timeout 45m ./test/...
 
+.PHONY: test-alerts
+test-alerts: tools ## Alert rules in artifacts/monitoring: promtool check and unit tests, PrometheusRule in step.
+	artifacts/monitoring/test.sh $(BIN_DIR)/promtool
+
 .PHONY: test
-test: verify test-unit test-integration ## Everything CI runs.
+test: verify test-unit test-alerts test-integration ## Everything CI runs.
 
 # The side-by-side run of `make bench`: BENCH_N tasks (10000 for the large
 # run), BENCH_QPS pairs such as 500/1000, BENCH_STEADY such as 10s; see
@@ -55,6 +60,31 @@ bench: tools build ## Benchmarks: decision, ranking, sources, throughput, and th
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./test/bench/
 	$(GO) run ./test/bench/sidebyside
+
+# The autoscaling benchmark: each synthetic trace replayed in virtual time
+# under ours, an HPA, KEDA, the seed's step script, a static pool and the
+# oracle, with workers that start in 2 and in 5 minutes. Tables go to
+# standard output and _output/replay/*.txt, figures and time series to
+# _output/replay/*.json, plots to *.png. See docs/replay.md.
+REPLAY_SHAPES ?= diurnal bursty step flash
+REPLAY_STARTUPS ?= 2m 5m
+REPLAY_FLAGS ?= --time-column Timestamp \
+	--input-tokens-column 'Request tokens' --output-tokens-column 'Response tokens' \
+	--prefill-tokens-per-second 4000 --decode-tokens-per-second 40 --concurrency 8
+
+.PHONY: bench-autoscaling
+bench-autoscaling: ## Replay synthetic request traces through every autoscaling policy; tables and plots in _output/replay/.
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/gputask-replay ./cmd/gputask-replay
+	@mkdir -p _output/replay
+	@set -eo pipefail; for shape in $(REPLAY_SHAPES); do \
+		$(BIN_DIR)/gputask-replay generate --shape $$shape --out _output/replay/$$shape.csv; \
+		for startup in $(REPLAY_STARTUPS); do \
+			echo; echo "== $$shape, $$startup startup"; \
+			$(BIN_DIR)/gputask-replay --trace _output/replay/$$shape.csv $(REPLAY_FLAGS) --startup $$startup \
+				--json _output/replay/$$shape-$$startup.json --plot _output/replay/$$shape-$$startup.png \
+				| tee _output/replay/$$shape-$$startup.txt; \
+		done; \
+	done
 
 # Flags for the demo, for example DEMO_FLAGS='-for=5m -plain'; see bin/gputask-demo -help.
 DEMO_FLAGS ?=

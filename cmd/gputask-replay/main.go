@@ -1,0 +1,226 @@
+// Command gputask-replay plays a request trace against a modelled pool of
+// GPU workers in virtual time, under our autoscaler and the policies users
+// would run instead, and prints what each cost and how long requests
+// waited. `gputask-replay generate` writes synthetic traces.
+//
+//	gputask-replay generate --shape diurnal --out diurnal.csv
+//	gputask-replay --trace diurnal.csv --time-column Timestamp \
+//	  --input-tokens-column 'Request tokens' --output-tokens-column 'Response tokens' \
+//	  --prefill-tokens-per-second 4000 --decode-tokens-per-second 40 \
+//	  --concurrency 8 --startup 2m --plot _output/diurnal.png
+//
+// See pkg/replay for the model and docs/replay.md for measured figures.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "gputask-replay:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "generate" {
+		return generate(args[1:], stdout, stderr)
+	}
+	return replayTrace(args, stdout, stderr)
+}
+
+func replayTrace(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("gputask-replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		tracePath    = fs.String("trace", "", "CSV request trace with a header row (required)")
+		timeColumn   = fs.String("time-column", "", "column of arrival times: a timestamp (2006-01-02 15:04:05.9999999 or RFC 3339) or seconds from the start (required)")
+		inputColumn  = fs.String("input-tokens-column", "", "column of prompt tokens; service time adds tokens / --prefill-tokens-per-second")
+		outputColumn = fs.String("output-tokens-column", "", "column of generated tokens; service time adds tokens / --decode-tokens-per-second")
+		prefill      = fs.Float64("prefill-tokens-per-second", 0, "prefill speed of one sequence")
+		decode       = fs.Float64("decode-tokens-per-second", 0, "decode speed of one sequence")
+		serviceCol   = fs.String("service-column", "", "column of service times in seconds")
+		service      = fs.String("service", "", "fixed service time such as 30s, or lognormal:MEDIAN,SIGMA")
+		rateScale    = fs.Float64("rate-scale", 1, "multiply the arrival rate by resampling the trace")
+		seed         = fs.Uint64("seed", 1, "seed of resampling and drawn service times")
+		concurrency  = fs.Int("concurrency", 0, "requests one worker serves at once (required)")
+		startup      = fs.Duration("startup", 2*time.Minute, "time from a worker's creation until it is Ready")
+		load         = fs.String("load", string(replay.LoadDemand), "load index the backend reports: demand or utilization")
+		slo          = fs.Duration("slo", 10*time.Second, "wait a request should not exceed")
+		setPath      = fs.String("set", "", "GPUTaskSet YAML whose autoscaling block ours uses (default: the embedded inference pool)")
+		hpaTarget    = fs.Float64("hpa-target", 0, "load index target of hpa and keda (default: the set's target, or the middle of its thresholds)")
+		hpaType      = fs.String("hpa-target-type", "Value", "target type of hpa and keda: Value or AverageValue")
+		policies     = fs.String("policies", "ours,hpa,keda,seed,static,oracle", "policies to replay, comma-separated")
+		jsonPath     = fs.String("json", "", "write the figures and time series as JSON to this file")
+		plotPath     = fs.String("plot", "", "write a plot of demand, replicas and queue per policy to this file (.png, .svg or .pdf)")
+		markdown     = fs.Bool("markdown", false, "print the table as Markdown")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *tracePath == "" || *timeColumn == "" || *concurrency < 1 {
+		return fmt.Errorf("--trace, --time-column and --concurrency (at least 1) are required")
+	}
+	model := replay.ServiceModel{
+		Column: *serviceCol, InputTokensColumn: *inputColumn, OutputTokensColumn: *outputColumn,
+		PrefillPerSecond: *prefill, DecodePerSecond: *decode,
+	}
+	if *service != "" {
+		m, err := replay.ParseServiceDuration(*service)
+		if err != nil {
+			return err
+		}
+		model.Fixed, model.Sigma = m.Fixed, m.Sigma
+	}
+	loadKind, err := replay.ParseLoadKind(*load)
+	if err != nil {
+		return err
+	}
+	names, err := replay.ParsePolicies(*policies)
+	if err != nil {
+		return err
+	}
+	if *hpaType != "Value" && *hpaType != "AverageValue" {
+		return fmt.Errorf("--hpa-target-type must be Value or AverageValue, got %q", *hpaType)
+	}
+	if !(*rateScale > 0) {
+		return fmt.Errorf("--rate-scale must be above 0, got %v", *rateScale)
+	}
+	set := replay.DefaultSet()
+	if *setPath != "" {
+		if set, err = replay.LoadSet(*setPath); err != nil {
+			return err
+		}
+	}
+
+	f, err := os.Open(*tracePath)
+	if err != nil {
+		return err
+	}
+	tr, err := replay.ReadTrace(f, replay.TraceOptions{TimeColumn: *timeColumn, Service: model, RateScale: *rateScale, Seed: *seed})
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", *tracePath, err)
+	}
+	report, err := replay.Run(tr, replay.Config{
+		Concurrency: *concurrency, Startup: *startup, Load: loadKind, SLO: *slo, Set: set,
+		HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", Policies: names,
+		Name: filepath.Base(*tracePath),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %d requests over %v, %d slots per worker, %v startup, %s load index, SLO %v\n",
+		filepath.Base(*tracePath), len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, *startup, loadKind, *slo)
+	if *markdown {
+		err = report.WriteMarkdown(stdout)
+	} else {
+		err = report.WriteTable(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if *jsonPath != "" {
+		if err := writeFile(*jsonPath, report.WriteJSON); err != nil {
+			return err
+		}
+	}
+	if *plotPath != "" {
+		if err := replay.Plot(report, *plotPath); err != nil {
+			return fmt.Errorf("plotting: %w", err)
+		}
+	}
+	return nil
+}
+
+func generate(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("gputask-replay generate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	shape := fs.String("shape", replay.ShapeDiurnal, "diurnal, bursty, step or flash")
+	out := fs.String("out", "", "file to write (default: standard output)")
+	// Defaults are the shape's; a flag given on the command line overrides them.
+	var (
+		duration     = fs.Duration("duration", 0, "length of the trace (default per shape)")
+		peak         = fs.Float64("peak-rate", 0, "arrivals per second at the peak (default per shape)")
+		peakToTrough = fs.Float64("peak-to-trough", 0, "daily peak rate over the nightly trough (diurnal, bursty)")
+		weekend      = fs.Float64("weekend", 0, "rate factor on days 6 and 7 of each week (diurnal, bursty)")
+		gammaShape   = fs.Float64("gamma-shape", 0, "Gamma shape of inter-arrival times (bursty); below 1 is burstier than Poisson")
+		burstShape   = fs.Float64("burst-shape", 0, "Gamma shape of each burst window's rate factor (bursty); 0 keeps the diurnal curve")
+		gammaScale   = fs.Float64("gamma-scale", 0, "Gamma scale of inter-arrival times in seconds (bursty; default follows the rate)")
+		burstWindow  = fs.Duration("burst-window", 0, "time over which a burst's rate holds (bursty)")
+		surgeAt      = fs.Duration("surge-at", 0, "start of the step surge or flash crowd")
+		surgeFor     = fs.Duration("surge-for", 0, "length of the step surge, or decay time of the flash crowd")
+		surgeFactor  = fs.Float64("surge-factor", 0, "peak rate over the base rate of the surge")
+		inputMedian  = fs.Float64("input-tokens-median", 0, "median prompt tokens")
+		outputMedian = fs.Float64("output-tokens-median", 0, "median generated tokens")
+		tokensSigma  = fs.Float64("tokens-sigma", 0, "log-normal sigma of token counts")
+		seed         = fs.Uint64("seed", 0, "seed (default 1)")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	o := replay.DefaultGenerateOptions(*shape)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	override := func(name string, apply func()) {
+		if set[name] {
+			apply()
+		}
+	}
+	override("duration", func() { o.Duration = *duration })
+	override("peak-rate", func() { o.PeakRate = *peak })
+	override("peak-to-trough", func() { o.PeakToTrough = *peakToTrough })
+	override("weekend", func() { o.Weekend = *weekend })
+	override("gamma-shape", func() { o.GammaShape = *gammaShape })
+	override("gamma-scale", func() { o.GammaScale = *gammaScale })
+	override("burst-shape", func() { o.BurstShape = *burstShape })
+	override("burst-window", func() { o.BurstWindow = *burstWindow })
+	override("surge-at", func() { o.SurgeAt = *surgeAt })
+	override("surge-for", func() { o.SurgeFor = *surgeFor })
+	override("surge-factor", func() { o.SurgeFactor = *surgeFactor })
+	override("input-tokens-median", func() { o.InputTokensMedian = *inputMedian })
+	override("output-tokens-median", func() { o.OutputTokensMedian = *outputMedian })
+	override("tokens-sigma", func() { o.TokensSigma = *tokensSigma })
+	override("seed", func() { o.Seed = *seed })
+	reqs, err := replay.Generate(o)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		return replay.WriteTrace(stdout, reqs)
+	}
+	return writeFile(*out, func(w io.Writer) error { return replay.WriteTrace(w, reqs) })
+}
+
+// writeFile writes a file through write, creating its directory.
+func writeFile(path string, write func(io.Writer) error) error {
+	if dir := filepath.Dir(path); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// generate writes a trace that the replay reads back with the token flags,
+// and the replay prints the table and writes the JSON and the plot.
+func TestGenerateAndReplay(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "flash.csv")
+	var out, errOut bytes.Buffer
+	if err := run([]string{"generate", "--shape", "flash", "--duration", "90m", "--surge-at", "30m", "--out", trace}, &out, &errOut); err != nil {
+		t.Fatalf("generate: %v\n%s", err, errOut.String())
+	}
+	jsonPath, plotPath := filepath.Join(dir, "out.json"), filepath.Join(dir, "out", "flash.svg")
+	args := []string{
+		"--trace", trace, "--time-column", "Timestamp",
+		"--input-tokens-column", "Request tokens", "--output-tokens-column", "Response tokens",
+		"--prefill-tokens-per-second", "4000", "--decode-tokens-per-second", "40",
+		"--concurrency", "8", "--startup", "5m", "--policies", "ours,hpa,oracle",
+		"--json", jsonPath, "--plot", plotPath,
+	}
+	if err := run(args, &out, &errOut); err != nil {
+		t.Fatalf("replay: %v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"ours", "hpa", "oracle", "GPU-h"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Policies []struct {
+			Name string `json:"name"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Policies) != 3 {
+		t.Errorf("JSON: %v, %d policies", err, len(doc.Policies))
+	}
+	if _, err := os.Stat(plotPath); err != nil {
+		t.Errorf("plot: %v", err)
+	}
+}
+
+func TestReplayFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.csv")
+	if err := os.WriteFile(trace, []byte("t\n0\n1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--time-column", "t", "--concurrency", "1"}, "required"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1"}, "no service time"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--load", "queue"}, "unknown load index"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--policies", "vpa"}, "unknown policy"},
+		{[]string{"--trace", trace, "--time-column", "x", "--concurrency", "1", "--service", "1s"}, `line 1: no column "x"`},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--set", filepath.Join(dir, "none.yaml")}, "reading the GPUTaskSet"},
+		{[]string{"generate", "--shape", "sine"}, "unknown shape"},
+	} {
+		var out, errOut bytes.Buffer
+		err := run(tc.args, &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestReplayWithService(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.csv")
+	if err := os.WriteFile(trace, []byte("when\n2024-05-01 10:00:00\n2024-05-01 10:00:01.5\n2024-05-01 10:00:03\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	err := run([]string{"--trace", trace, "--time-column", "when", "--service", "lognormal:20s,0.5", "--concurrency", "2", "--rate-scale", "2", "--markdown"}, &out, &errOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "| ours |") {
+		t.Errorf("markdown table:\n%s", out.String())
+	}
+}

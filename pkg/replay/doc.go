@@ -1,0 +1,30 @@
+// Package replay plays a request trace against a modelled pool of GPU
+// workers in virtual time, under our autoscaler and under what users would
+// run instead, and measures what each costs (GPU-hours) and how long
+// requests wait. cmd/gputask-replay is its command line; docs/replay.md has
+// measured figures.
+//
+// The model (pool.go): each worker has a number of slots and becomes Ready
+// a startup after it is created. Requests wait in one FIFO queue and run on
+// a free slot of the least loaded serving worker. A worker with a request
+// in flight is busy (gputask.io/busy); a draining one takes no new request
+// and finishes its own; a worker removed while busy loses its requests. The
+// backend reports a load index (demand or utilization) computed from the
+// pool, and LoadIndexServer serves it over HTTP as a backend does.
+//
+// The policies, on the same trace and workers:
+//
+//	ours    ours.go   the project's code: scaling.CountStarting and
+//	                  scaling.Decide each interval, taskset.PlanScale for
+//	                  victims, minTaskAge and draining
+//	hpa     hpa.go    autoscaling/v2 External metric, after
+//	                  pkg/controller/podautoscaler
+//	keda    keda.go   KEDA's metrics-api trigger feeding that HPA
+//	seed    simple.go the step script the project grew from
+//	static  simple.go a fixed pool sized for the trace's peak
+//	oracle  oracle.go the lower bound, which knows every arrival
+//
+// Play (play.go) drives a Policy over a Pool; Sim drives ours one interval
+// at a time, so that a test on a real control plane can compare each of
+// its steps with the real controllers'.
+package replay

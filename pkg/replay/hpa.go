@@ -1,0 +1,325 @@
+package replay
+
+import (
+	"hash/fnv"
+	"math"
+	"sort"
+	"time"
+)
+
+// This file models what users run instead of our autoscaler: a
+// HorizontalPodAutoscaler (autoscaling/v2) on an External metric that
+// carries the same load index, over a Deployment. Each rule follows a
+// function of k8s.io/kubernetes v1.37 pkg/controller/podautoscaler
+// (replica_calculator.go and horizontal.go) or pkg/controller
+// (controller_utils.go), named in its comment and in its test.
+
+// HPA defaults of kube-controller-manager (pkg/controller/podautoscaler/config/v1alpha1/defaults.go).
+const (
+	HPASyncPeriod                   = 15 * time.Second
+	HPATolerance                    = 0.1
+	HPADownscaleStabilizationWindow = 5 * time.Minute
+	// hpaScaleUpLimitFactor and hpaScaleUpLimitMinimum are horizontal.go's
+	// scaleUpLimitFactor and scaleUpLimitMinimum.
+	hpaScaleUpLimitFactor  = 2.0
+	hpaScaleUpLimitMinimum = 4.0
+)
+
+// HPAConfig is an HPA with one External metric and no spec.behavior.
+type HPAConfig struct {
+	Min, Max int32
+	// Initial is the count the Deployment starts with; 0 means Min.
+	Initial int32
+	// Target is the metric's target: target.value, or target.averageValue
+	// when AverageValue is set.
+	Target       float64
+	AverageValue bool
+	// Tolerance, SyncPeriod and DownscaleStabilization are the
+	// kube-controller-manager flags --horizontal-pod-autoscaler-*; zero
+	// means their defaults.
+	Tolerance              float64
+	SyncPeriod             time.Duration
+	DownscaleStabilization time.Duration
+	Load                   LoadKind
+}
+
+func (c HPAConfig) withDefaults() HPAConfig {
+	if c.Tolerance == 0 {
+		c.Tolerance = HPATolerance
+	}
+	if c.SyncPeriod <= 0 {
+		c.SyncPeriod = HPASyncPeriod
+	}
+	if c.DownscaleStabilization <= 0 {
+		c.DownscaleStabilization = HPADownscaleStabilizationWindow
+	}
+	c.Min = max(c.Min, 1) // the HPA's minReplicas is at least 1
+	c.Max = max(c.Max, c.Min)
+	return c
+}
+
+// timestampedRecommendation is horizontal.go's type of the same name.
+type timestampedRecommendation struct {
+	recommendation int32
+	timestamp      time.Time
+}
+
+// HPA is the HPA controller's state for one HPA, with the Deployment it scales.
+type HPA struct {
+	cfg      HPAConfig
+	name     string
+	replicas int32
+	recs     []timestampedRecommendation
+}
+
+// NewHPA models an HPA with cfg.
+func NewHPA(cfg HPAConfig) *HPA {
+	return &HPA{cfg: cfg.withDefaults(), name: PolicyHPA}
+}
+
+// Name implements Policy.
+func (h *HPA) Name() string { return h.name }
+
+// Start begins with Initial Ready pods, within [min, max].
+func (h *HPA) Start(p *Pool) {
+	h.replicas = min(max(h.cfg.Initial, h.cfg.Min), h.cfg.Max)
+	p.AddReady(int(h.replicas))
+}
+
+// Period implements Policy: --horizontal-pod-autoscaler-sync-period.
+func (h *HPA) Period() time.Duration { return h.cfg.SyncPeriod }
+
+// Replicas implements Policy.
+func (h *HPA) Replicas() int32 { return h.replicas }
+
+// Wake implements Policy: the HPA acts on its sync period only.
+func (h *HPA) Wake() time.Time { return time.Time{} }
+
+// Sync implements Policy: the Deployment matches its replicas at once.
+func (h *HPA) Sync(p *Pool) { scaleDeployment(p, h.replicas) }
+
+// Step is one reconcileAutoscaler.
+func (h *HPA) Step(p *Pool) {
+	o := p.Observe()
+	h.replicas = h.reconcile(p.Now(), h.replicas, int32(o.Workers()), int32(o.Ready()), h.metric(o))
+	scaleDeployment(p, h.replicas)
+}
+
+// metric is the External metric's value: the load index for a value
+// target; for an averageValue target, which the HPA divides by the pods,
+// the index summed over the serving workers, a total as a KEDA
+// metrics-api scaler would report it.
+func (h *HPA) metric(o Observation) float64 {
+	v := o.LoadIndex(h.cfg.Load)
+	if h.cfg.AverageValue {
+		v *= float64(max(o.Serving, 1))
+	}
+	return v
+}
+
+// reconcile follows horizontal.go's reconcileAutoscaler for one External
+// metric and no behavior: recordInitialRecommendation; a count outside
+// [min, max] is brought back without metrics; otherwise the metric's
+// proposal is normalized by normalizeDesiredReplicas. A count of 0 disables
+// scaling (the HPAScaleToZero gate is off by default).
+func (h *HPA) reconcile(now time.Time, current, statusReplicas, ready int32, metric float64) int32 {
+	h.recordInitialRecommendation(now, current)
+	switch {
+	case current == 0:
+		return 0
+	case current > h.cfg.Max:
+		return h.cfg.Max
+	case current < h.cfg.Min:
+		return h.cfg.Min
+	}
+	proposal, ok := h.externalReplicas(current, statusReplicas, ready, metric)
+	if !ok {
+		return current // FailedComputeMetricsReplicas: nothing changes
+	}
+	return h.normalizeDesiredReplicas(now, current, proposal)
+}
+
+// recordInitialRecommendation follows horizontal.go's function of the
+// same name: the first reconcile remembers the current count.
+func (h *HPA) recordInitialRecommendation(now time.Time, current int32) {
+	if h.recs == nil {
+		h.recs = []timestampedRecommendation{{current, now}}
+	}
+}
+
+// externalReplicas follows replica_calculator.go: GetExternalMetricReplicas
+// for a value target, GetExternalPerPodMetricReplicas for an averageValue
+// target. Values go through milli-units, as the metrics API's quantities do.
+func (h *HPA) externalReplicas(current, statusReplicas, ready int32, metric float64) (int32, bool) {
+	usage := milli(metric)
+	target := milli(h.cfg.Target)
+	if target <= 0 {
+		return 0, false
+	}
+	if h.cfg.AverageValue {
+		return externalPerPodReplicas(statusReplicas, usage, target, h.cfg.Tolerance), true
+	}
+	return usageRatioReplicaCount(current, ready, float64(usage)/float64(target), h.cfg.Tolerance)
+}
+
+func milli(v float64) int64 { return int64(math.Round(v * 1000)) }
+
+// withinTolerance follows replica_calculator.go's Tolerances.isWithin with
+// the same tolerance up and down.
+func withinTolerance(ratio, tolerance float64) bool {
+	return 1-tolerance <= ratio && ratio <= 1+tolerance
+}
+
+// usageRatioReplicaCount follows replica_calculator.go's
+// getUsageRatioReplicaCount: within the tolerance the count stays;
+// otherwise it is ceil(ratio × Ready pods), not × the current count. No
+// pod at all is an error.
+func usageRatioReplicaCount(current, ready int32, ratio, tolerance float64) (int32, bool) {
+	if current == 0 {
+		return int32(math.Ceil(ratio)), true
+	}
+	if withinTolerance(ratio, tolerance) {
+		return current, true
+	}
+	f := ratio * float64(ready)
+	if f > math.MaxInt32 {
+		return math.MaxInt32, true
+	}
+	return int32(math.Ceil(f)), true
+}
+
+// externalPerPodReplicas follows replica_calculator.go's
+// GetExternalPerPodMetricReplicas: the ratio is usage over target × the
+// pods of the scale's status; outside the tolerance the count is
+// ceil(usage / target).
+func externalPerPodReplicas(statusReplicas int32, usage, target int64, tolerance float64) int32 {
+	if statusReplicas <= 0 {
+		return int32(math.Ceil(float64(usage) / float64(target)))
+	}
+	ratio := float64(usage) / (float64(target) * float64(statusReplicas))
+	if withinTolerance(ratio, tolerance) {
+		return statusReplicas
+	}
+	return int32(min(math.Ceil(float64(usage)/float64(target)), math.MaxInt32))
+}
+
+// normalizeDesiredReplicas follows horizontal.go's function of the same
+// name: stabilizeRecommendation, then convertDesiredReplicasWithRules.
+func (h *HPA) normalizeDesiredReplicas(now time.Time, current, proposal int32) int32 {
+	stabilized := h.stabilizeRecommendation(now, proposal)
+	return convertDesiredReplicasWithRules(current, stabilized, h.cfg.Min, h.cfg.Max)
+}
+
+// stabilizeRecommendation follows horizontal.go's function of the same
+// name: the result is the highest recommendation within the window,
+// including this one; this one replaces one sample older than the window
+// (the last found), or is appended.
+func (h *HPA) stabilizeRecommendation(now time.Time, proposal int32) int32 {
+	maxRec := proposal
+	foundOld, oldIndex := false, 0
+	cutoff := now.Add(-h.cfg.DownscaleStabilization)
+	for i, rec := range h.recs {
+		if rec.timestamp.Before(cutoff) {
+			foundOld, oldIndex = true, i
+		} else if rec.recommendation > maxRec {
+			maxRec = rec.recommendation
+		}
+	}
+	if foundOld {
+		h.recs[oldIndex] = timestampedRecommendation{proposal, now}
+	} else {
+		h.recs = append(h.recs, timestampedRecommendation{proposal, now})
+	}
+	return maxRec
+}
+
+// convertDesiredReplicasWithRules follows horizontal.go's function of the
+// same name: at least minReplicas, and at most the lower of maxReplicas
+// and calculateScaleUpLimit (max(2 × current, 4)).
+func convertDesiredReplicasWithRules(current, desired, minReplicas, maxReplicas int32) int32 {
+	maximum := maxReplicas
+	if limit := calculateScaleUpLimit(current); maxReplicas > limit {
+		maximum = limit
+	}
+	switch {
+	case desired < minReplicas:
+		return minReplicas
+	case desired > maximum:
+		return maximum
+	}
+	return desired
+}
+
+// calculateScaleUpLimit follows horizontal.go's function of the same name.
+func calculateScaleUpLimit(current int32) int32 {
+	return int32(math.Max(hpaScaleUpLimitFactor*float64(current), hpaScaleUpLimitMinimum))
+}
+
+// scaleDeployment makes the pool match replicas as a Deployment's
+// ReplicaSet does: new pods at once, and on scale-in the pods that
+// replicaSetVictims ranks first are deleted whatever they are doing, so
+// the requests in flight on them are lost.
+func scaleDeployment(p *Pool, replicas int32) {
+	live := len(p.Workers())
+	switch diff := int(replicas) - live; {
+	case diff > 0:
+		p.Add(diff)
+	case diff < 0:
+		for _, w := range replicaSetVictims(p.Workers(), p.Now())[:-diff] {
+			p.Remove(w)
+		}
+	}
+}
+
+// replicaSetVictims orders workers as the ReplicaSet controller picks pods
+// to delete (pkg/controller/controller_utils.go, ActivePodsWithRanks.Less),
+// for pods that are all Running on a node of their own with no deletion
+// cost and no restarts: not Ready before Ready; among Ready pods the one
+// Ready more recently first, compared by the log2 of the time since (then
+// by UID); then the newer pod first, by the same log2 rank.
+func replicaSetVictims(workers []*Worker, now time.Time) []*Worker {
+	ranked := append([]*Worker(nil), workers...)
+	sort.SliceStable(ranked, func(i, j int) bool { return podLess(ranked[i], ranked[j], now) })
+	return ranked
+}
+
+func podLess(a, b *Worker, now time.Time) bool {
+	ra, rb := a.Ready(now), b.Ready(now)
+	if ra != rb {
+		return !ra
+	}
+	if ra && !a.ReadyAt.Equal(b.ReadyAt) {
+		if d := logarithmicRankDiff(a.ReadyAt, b.ReadyAt, now); d != 0 {
+			return d < 0
+		}
+		return uid(a) < uid(b)
+	}
+	if !a.Created.Equal(b.Created) {
+		if d := logarithmicRankDiff(a.Created, b.Created, now); d != 0 {
+			return d < 0
+		}
+		return uid(a) < uid(b)
+	}
+	return false
+}
+
+// logarithmicRankDiff follows controller_utils.go's function of the same name.
+func logarithmicRankDiff(t1, t2, now time.Time) int64 {
+	d1, d2 := now.Sub(t1), now.Sub(t2)
+	r1, r2 := int64(-1), int64(-1)
+	if d1 > 0 {
+		r1 = int64(math.Log2(float64(d1)))
+	}
+	if d2 > 0 {
+		r2 = int64(math.Log2(float64(d2)))
+	}
+	return r1 - r2
+}
+
+// uid stands in for a pod's random UID: a hash of its name, so that ties
+// break in an order unrelated to age, yet the same in every run.
+func uid(w *Worker) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(w.Name))
+	return h.Sum64()
+}

@@ -1,0 +1,130 @@
+package replay
+
+import (
+	"time"
+)
+
+// KEDA's documented ScaledObject defaults (keda.sh, ScaledObject spec).
+const (
+	KEDAPollingInterval = 30 * time.Second
+	KEDACooldownPeriod  = 300 * time.Second
+	// KEDADefaultMaxReplicas is maxReplicaCount when unset.
+	KEDADefaultMaxReplicas = 100
+)
+
+// KEDAConfig is a ScaledObject with one metrics-api trigger.
+type KEDAConfig struct {
+	// MinReplicas and MaxReplicas are minReplicaCount and maxReplicaCount.
+	MinReplicas, MaxReplicas int32
+	// Initial is the count the Deployment starts with.
+	Initial int32
+	// Target is the trigger's targetValue; AverageValue selects
+	// metricType AverageValue instead of Value.
+	Target       float64
+	AverageValue bool
+	// ActivationThreshold is activationTargetValue: the trigger is active
+	// while the value is above it. Default 0.
+	ActivationThreshold float64
+	// PollingInterval and CooldownPeriod: zero means KEDA's defaults.
+	PollingInterval, CooldownPeriod time.Duration
+	Load                            LoadKind
+}
+
+// KEDA models KEDA's scale loop (pkg/scaling/executor,
+// scale_scaledobjects.go) feeding the HPA it creates: every
+// pollingInterval it checks whether the trigger is active; it scales 0 → 1
+// (or minReplicaCount) itself when active, and back to 0 once nothing was
+// active for cooldownPeriod; between 1 and max the HPA scales on the
+// metric, which the KEDA metrics adapter reads fresh on each HPA sync.
+type KEDA struct {
+	cfg        KEDAConfig
+	hpa        *HPA
+	nextPoll   time.Time
+	lastActive time.Time
+}
+
+// NewKEDA models a ScaledObject with cfg.
+func NewKEDA(cfg KEDAConfig) *KEDA {
+	if cfg.PollingInterval <= 0 {
+		cfg.PollingInterval = KEDAPollingInterval
+	}
+	if cfg.CooldownPeriod <= 0 {
+		cfg.CooldownPeriod = KEDACooldownPeriod
+	}
+	if cfg.MaxReplicas <= 0 {
+		cfg.MaxReplicas = KEDADefaultMaxReplicas
+	}
+	cfg.MinReplicas = max(cfg.MinReplicas, 0)
+	// The HPA that KEDA creates has minReplicas max(minReplicaCount, 1).
+	hpa := NewHPA(HPAConfig{
+		Min: max(cfg.MinReplicas, 1), Max: cfg.MaxReplicas,
+		Target: cfg.Target, AverageValue: cfg.AverageValue, Load: cfg.Load,
+	})
+	hpa.name = PolicyKEDA
+	return &KEDA{cfg: cfg, hpa: hpa}
+}
+
+// Name implements Policy.
+func (k *KEDA) Name() string { return PolicyKEDA }
+
+// Start begins with Initial Ready pods, within [minReplicaCount, maxReplicaCount].
+func (k *KEDA) Start(p *Pool) {
+	k.hpa.replicas = min(max(k.cfg.Initial, k.cfg.MinReplicas), k.cfg.MaxReplicas)
+	p.AddReady(int(k.hpa.replicas))
+	k.nextPoll = p.Now()
+}
+
+// Period implements Policy: the HPA's sync period; KEDA polls on its own
+// interval within it.
+func (k *KEDA) Period() time.Duration { return k.hpa.Period() }
+
+// Replicas implements Policy.
+func (k *KEDA) Replicas() int32 { return k.hpa.replicas }
+
+// Wake implements Policy.
+func (k *KEDA) Wake() time.Time { return time.Time{} }
+
+// Sync implements Policy.
+func (k *KEDA) Sync(p *Pool) { scaleDeployment(p, k.hpa.replicas) }
+
+// Step runs KEDA's poll when it is due, then the HPA's sync.
+func (k *KEDA) Step(p *Pool) {
+	now := p.Now()
+	if !now.Before(k.nextPoll) {
+		k.nextPoll = now.Add(k.cfg.PollingInterval)
+		value := k.hpa.metric(p.Observe())
+		k.hpa.replicas = k.poll(now, k.hpa.replicas, value)
+		scaleDeployment(p, k.hpa.replicas)
+	}
+	k.hpa.Step(p)
+}
+
+// poll follows the executor's RequestScale for one trigger and no
+// idleReplicaCount: it returns the count KEDA itself sets.
+func (k *KEDA) poll(now time.Time, current int32, value float64) int32 {
+	active := k.isActive(value)
+	switch {
+	case current == 0 && active:
+		// scaleFromZeroOrIdle: to minReplicaCount, or 1 when that is 0.
+		k.lastActive = now
+		return max(k.cfg.MinReplicas, 1)
+	case active:
+		k.lastActive = now
+		return current
+	case current > 0 && k.cfg.MinReplicas == 0:
+		// scaleToZeroOrIdle: only once nothing was active for cooldownPeriod.
+		if k.lastActive.IsZero() || !now.Before(k.lastActive.Add(k.cfg.CooldownPeriod)) {
+			return 0
+		}
+		return current
+	case current < k.cfg.MinReplicas:
+		return k.cfg.MinReplicas
+	}
+	return current
+}
+
+// isActive follows the metrics-api scaler's GetMetricsAndActivity: the
+// trigger is active while the value is above activationTargetValue.
+func (k *KEDA) isActive(value float64) bool {
+	return value > k.cfg.ActivationThreshold
+}

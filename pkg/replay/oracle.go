@@ -1,0 +1,182 @@
+package replay
+
+import (
+	"sort"
+	"time"
+)
+
+// need is how many workers the requests in flight fill from At on, if
+// every request starts on arrival.
+type need struct {
+	at       time.Duration
+	inFlight int
+	workers  int32
+}
+
+// neededOverTime is the step function of need over the trace.
+func neededOverTime(tr Trace, concurrency int) []need {
+	type edge struct {
+		at    time.Duration
+		delta int
+	}
+	edges := make([]edge, 0, 2*len(tr.Requests))
+	for _, r := range tr.Requests {
+		edges = append(edges, edge{r.Arrival, +1}, edge{r.Arrival + r.Service, -1})
+	}
+	// Ends before starts at the same instant: a slot freed then is reused.
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].at != edges[j].at {
+			return edges[i].at < edges[j].at
+		}
+		return edges[i].delta < edges[j].delta
+	})
+	c := max(concurrency, 1)
+	var out []need
+	inFlight := 0
+	for i, e := range edges {
+		inFlight += e.delta
+		if i+1 < len(edges) && edges[i+1].at == e.at {
+			continue
+		}
+		workers := int32((inFlight + c - 1) / c)
+		if n := len(out); n > 0 && out[n-1].workers == workers {
+			out[n-1].inFlight = max(out[n-1].inFlight, inFlight)
+			continue
+		}
+		out = append(out, need{at: e.at, inFlight: inFlight, workers: workers})
+	}
+	return out
+}
+
+// Oracle is the lower bound: it knows every arrival. Capacity level k (the
+// k-th worker) is needed while more than (k−1) × concurrency requests are
+// in flight with every request starting on arrival. Each level's worker is
+// created exactly one startup before it is needed and removed the moment it
+// falls idle, unless it is needed again within one startup, when keeping it
+// costs less than a new one. No request waits and none is lost. Requests
+// are assumed to move freely between workers, which no router does, so
+// no real policy can beat it.
+type Oracle struct {
+	Concurrency int
+	Startup     time.Duration
+}
+
+// life is one worker of the oracle.
+type life struct {
+	created, removed time.Duration
+}
+
+// Run computes the oracle's figures on tr, sampled every sampleEvery.
+func (o Oracle) Run(tr Trace, sampleEvery time.Duration) Result {
+	needs := neededOverTime(tr, o.Concurrency)
+	lives := o.lives(needs)
+	r := Result{Name: PolicyOracle, SLOAttainment: 1}
+	if len(tr.Requests) == 0 {
+		return r
+	}
+	end := needs[len(needs)-1].at
+	changes := make([]workerChange, 0, 2*len(lives))
+	var total time.Duration
+	for _, l := range lives {
+		total += l.removed - l.created
+		changes = append(changes, workerChange{l.created, +1}, workerChange{l.removed, -1})
+	}
+	r.GPUHours = total.Hours()
+	sort.Slice(changes, func(i, j int) bool {
+		if changes[i].at != changes[j].at {
+			return changes[i].at < changes[j].at
+		}
+		return changes[i].delta < changes[j].delta
+	})
+
+	// The worker count after each instant at which it changes.
+	var counts []workerChange
+	workers := 0
+	for i, c := range changes {
+		workers += c.delta
+		if i+1 < len(changes) && changes[i+1].at == c.at {
+			continue
+		}
+		if n := len(counts); n > 0 && counts[n-1].delta == workers {
+			continue
+		}
+		counts = append(counts, workerChange{at: c.at, delta: workers})
+		r.ScaleEvents++
+		r.PeakReplicas = max(r.PeakReplicas, workers)
+	}
+
+	// Sample both step functions.
+	sampleEvery = max(sampleEvery, time.Second)
+	ni, ci := 0, 0
+	var cur need
+	live := 0
+	for at := time.Duration(0); ; at += sampleEvery {
+		if at > end {
+			at = end
+		}
+		for ni < len(needs) && needs[ni].at <= at {
+			cur = needs[ni]
+			ni++
+		}
+		for ci < len(counts) && counts[ci].at <= at {
+			live = counts[ci].delta
+			ci++
+		}
+		r.Series = append(r.Series, o.sample(at, cur, live))
+		if at == end {
+			break
+		}
+	}
+	return r
+}
+
+// workerChange is a change of the oracle's worker count by delta at at
+// (or, in a list of counts, the count from at on).
+type workerChange struct {
+	at    time.Duration
+	delta int
+}
+
+func (o Oracle) sample(at time.Duration, n need, workers int) Sample {
+	c := max(o.Concurrency, 1)
+	return Sample{
+		At: at.Seconds(), Demand: float64(n.inFlight) / float64(c),
+		Replicas: int32(workers), Workers: workers, Ready: int(n.workers),
+		LoadIndex: float64(n.inFlight) / float64(max(int(n.workers), 1)*c),
+	}
+}
+
+// lives turns the need into the oracle's workers: one per capacity level
+// and period of use, where periods less than a startup apart are merged.
+// A level needed at the very start is Ready then, as every policy's first
+// workers are.
+func (o Oracle) lives(needs []need) []life {
+	var lives []life
+	var open []int // by level − 1: index in lives of its last worker, or -1
+	prev := int32(0)
+	for _, n := range needs {
+		for k := prev; k < n.workers; k++ { // level k+1 turns on
+			if int(k) >= len(open) {
+				open = append(open, -1)
+			}
+			if j := open[k]; j >= 0 && n.at-lives[j].removed <= o.Startup {
+				lives[j].removed = -1 // kept through the gap: still alive
+				continue
+			}
+			created := n.at - o.Startup
+			if n.at == 0 {
+				created = 0
+			}
+			lives = append(lives, life{created: created, removed: -1})
+			open[k] = len(lives) - 1
+		}
+		for k := n.workers; k < prev; k++ { // level k+1 falls idle
+			lives[open[k]].removed = n.at
+		}
+		prev = n.workers
+	}
+	for k := int32(0); k < prev; k++ {
+		lives[open[k]].removed = needs[len(needs)-1].at
+	}
+	return lives
+}

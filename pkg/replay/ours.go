@@ -1,0 +1,348 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/scaling"
+	"github.com/gputask/gputask-controller/pkg/taskset"
+)
+
+// Ours is the project's own policy. Each Step is what one interval does on
+// a cluster: the autoscaler's evaluation (scaling.CountStarting and
+// scaling.Decide, as pkg/autoscaler's evaluate calls them) and then the set
+// controller's sync (taskset.PlanScale: victim choice, minTaskAge, draining
+// and taking drains back). Nothing of the policy is decided here; this type
+// only turns the modelled workers into tasks and keeps the set as the two
+// controllers leave it between intervals: spec.replicas and the status
+// fields they read back (heldBackReplicas, consecutiveFailures).
+type Ours struct {
+	set  *gputaskv1.GPUTaskSet
+	load LoadKind
+
+	// Initial is the count the pool starts with; 0 means minReplicas.
+	Initial int32
+
+	// lastStep and recs are what the autoscaler remembers of the set:
+	// the exact time of its last step and status.recommendations.
+	lastStep time.Time
+	recs     []gputaskv1.Recommendation
+	wake     time.Time
+	byName   map[string]*Worker
+
+	// Last is the last decision.
+	Last scaling.Decision
+}
+
+// NewOurs scales with the set's autoscaling block, reading the modelled
+// backend's load index of kind load for each of its metrics.
+func NewOurs(set *gputaskv1.GPUTaskSet, load LoadKind) (*Ours, error) {
+	if set.Spec.Autoscaling == nil || len(set.Spec.Autoscaling.Metrics) == 0 {
+		return nil, errors.New("the GPUTaskSet has no spec.autoscaling.metrics")
+	}
+	if errs := gputaskv1.ValidateTaskSetSpec(&set.Spec); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid GPUTaskSet spec: %w", errs.ToAggregate())
+	}
+	return &Ours{set: set.DeepCopy(), load: load, byName: map[string]*Worker{}}, nil
+}
+
+// Name implements Policy.
+func (o *Ours) Name() string { return PolicyOurs }
+
+// Start begins with Initial Ready workers, within [minReplicas,
+// maxReplicas], as a set that has run at that count: its status holds a
+// recommendation of it, as a new HPA records its current count first
+// (recordInitialRecommendation), so that the first evaluation's scale-down
+// is stabilized like every later one.
+func (o *Ours) Start(p *Pool) {
+	spec := o.set.Spec.Autoscaling
+	replicas := min(max(o.Initial, ptrOr(spec.MinReplicas, scaling.DefaultMinReplicas)), spec.MaxReplicas)
+	o.set.Spec.Replicas = &replicas
+	o.set.CreationTimestamp = metav1.NewTime(p.Now())
+	o.recs = []gputaskv1.Recommendation{{Time: metav1.NewTime(p.Now()), Replicas: replicas}}
+	for _, w := range p.AddReady(int(replicas)) {
+		o.byName[w.Name] = w
+	}
+}
+
+// Period implements Policy: autoscaling.interval.
+func (o *Ours) Period() time.Duration { return intervalOf(o.set.Spec.Autoscaling) }
+
+// Replicas implements Policy: spec.replicas.
+func (o *Ours) Replicas() int32 { return ptrOr(o.set.Spec.Replicas, 1) }
+
+// Wake implements Policy: when a protected task comes of age or a drain
+// times out, the set controller syncs again.
+func (o *Ours) Wake() time.Time { return o.wake }
+
+// Step implements Policy: one evaluation, then the set controller's sync.
+func (o *Ours) Step(p *Pool) {
+	o.Evaluate(p.Now(), p.Observe().LoadIndex(o.load), o.Tasks(p))
+	o.Sync(p)
+}
+
+// Evaluate is the autoscaler's evaluation at now, with the load index
+// value read for every metric and the set's tasks as the task lister
+// shows them. It updates spec.replicas and the autoscaler's status, and
+// returns the decision.
+func (o *Ours) Evaluate(now time.Time, value float64, tasks []*gputaskv1.GPUTask) scaling.Decision {
+	spec := o.set.Spec.Autoscaling
+	current := o.Replicas()
+	// What pkg/autoscaler's evaluate does, in its order: the readings, the
+	// last step, the tasks on their way, the inputs, the decision.
+	readings := make([]scaling.MetricInput, len(spec.Metrics))
+	for i, m := range spec.Metrics {
+		readings[i] = metricInput(m)
+		readings[i].Value = value
+	}
+	asked := maxTime(o.lastStep, o.set.CreationTimestamp.Time)
+	st := scaling.CountStarting(startsOf(tasks), current, asked, startupTimeoutOf(spec), now)
+	in := buildInputs(o.set, now, readings, nil, o.recs)
+	in.LastScaleTime, in.Starting = o.lastStep, st.Starting
+	d := scaling.Decide(in)
+	o.recs = d.Recommendations
+	o.set.Status.ConsecutiveFailures = d.ConsecutiveFailures
+	if d.Desired != current && !spec.DryRun {
+		desired := d.Desired
+		o.set.Spec.Replicas, o.lastStep = &desired, now
+	}
+	o.Last = d
+	return d
+}
+
+// Sync is the set controller's sync: it moves the workers towards
+// spec.replicas with taskset.PlanScale and carries the plan out.
+func (o *Ours) Sync(p *Pool) {
+	now := p.Now()
+	plan := taskset.PlanScale(o.Tasks(p), int(o.Replicas()), nil, drainTimeoutOf(o.set), minTaskAgeOf(o.set), now, taskset.DefaultBurstReplicas)
+	for _, t := range plan.Undrain {
+		p.Undrain(o.byName[t.Name])
+	}
+	for _, t := range plan.Drain {
+		p.Drain(o.byName[t.Name])
+	}
+	for _, t := range plan.Delete {
+		p.Remove(o.byName[t.Name])
+		delete(o.byName, t.Name)
+	}
+	for _, w := range p.Add(plan.Create) {
+		o.byName[w.Name] = w
+	}
+	o.set.Status.HeldBackReplicas = plan.HeldBack
+	o.wake = time.Time{}
+	if plan.RetryAfter > 0 {
+		o.wake = now.Add(plan.RetryAfter)
+	}
+}
+
+// Tasks shows the live workers as the set's GPUTasks: Running on a node,
+// Ready once the model is loaded, gputask.io/busy while a request is in
+// flight, and gputask.io/draining once scale-in chose a busy one.
+func (o *Ours) Tasks(p *Pool) []*gputaskv1.GPUTask {
+	now := p.Now()
+	tasks := make([]*gputaskv1.GPUTask, 0, len(p.Workers()))
+	for _, w := range p.Workers() {
+		tasks = append(tasks, TaskOf(w, now))
+	}
+	return tasks
+}
+
+// TaskOf is the GPUTask a worker is at now.
+func TaskOf(w *Worker, now time.Time) *gputaskv1.GPUTask {
+	t := &gputaskv1.GPUTask{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              w.Name,
+			CreationTimestamp: metav1.NewTime(w.Created),
+			Annotations:       map[string]string{},
+		},
+		Status: gputaskv1.GPUTaskStatus{Phase: gputaskv1.GPUTaskRunning, PodName: w.Name, NodeName: "node-" + w.Name},
+	}
+	if w.Busy() {
+		t.Annotations[gputaskv1.AnnotationBusy] = "true"
+	}
+	if w.Draining {
+		t.Annotations[gputaskv1.AnnotationDraining] = "true"
+		t.Annotations[gputaskv1.AnnotationDrainStartedAt] = w.DrainStarted.UTC().Format(time.RFC3339Nano)
+	}
+	ready := metav1.ConditionFalse
+	if w.Ready(now) {
+		ready = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{Type: gputaskv1.ConditionReady, Status: ready, Reason: "Modelled"})
+	return t
+}
+
+// startsOf is what startup awareness counts: the tasks that are not
+// draining, as pkg/autoscaler's startup passes them.
+func startsOf(tasks []*gputaskv1.GPUTask) []scaling.TaskStart {
+	starts := make([]scaling.TaskStart, 0, len(tasks))
+	for _, t := range tasks {
+		if t.Annotations[gputaskv1.AnnotationDraining] == "true" || t.DeletionTimestamp != nil ||
+			t.Status.Phase == gputaskv1.GPUTaskSucceeded || t.Status.Phase == gputaskv1.GPUTaskFailed {
+			continue
+		}
+		starts = append(starts, scaling.TaskStart{
+			Name:    t.Name,
+			Created: t.CreationTimestamp.Time,
+			Ready:   meta.IsStatusConditionTrue(t.Status.Conditions, gputaskv1.ConditionReady),
+		})
+	}
+	return starts
+}
+
+// The functions below read the set as pkg/autoscaler and pkg/taskset read
+// it, where the same functions are unexported: buildInputs and metricInput
+// (pkg/autoscaler/evaluate.go), intervalOf (controller.go),
+// startupTimeoutOf and the task filter of startup (startup.go), and
+// drainTimeout and minTaskAge (pkg/taskset/sync.go). They take the same
+// arguments and apply the same documented defaults, so that they can be
+// replaced by calls once those are exported.
+
+// buildInputs gathers everything scaling.Decide needs from the set,
+// defaults applied, as pkg/autoscaler's buildInputs does. The sim has no
+// pause or stop annotations and no GPU capacity limit.
+func buildInputs(set *gputaskv1.GPUTaskSet, now time.Time, readings []scaling.MetricInput, capacity *int32, recs []gputaskv1.Recommendation) scaling.Inputs {
+	spec := set.Spec.Autoscaling
+	in := scaling.Inputs{
+		Now:     now,
+		Current: ptrOr(set.Spec.Replicas, 1),
+		Min:     ptrOr(spec.MinReplicas, scaling.DefaultMinReplicas),
+		Max:     spec.MaxReplicas,
+		Policy: scaling.Policy{
+			Type:      spec.Policy.Type,
+			StepUp:    ptrOr(spec.Policy.StepUp, scaling.DefaultStepUp),
+			StepDown:  ptrOr(spec.Policy.StepDown, scaling.DefaultStepDown),
+			Tolerance: quantityOr(spec.Policy.Tolerance, scaling.DefaultTolerance),
+		},
+		Interval:            intervalOf(spec),
+		Metrics:             readings,
+		Recommendations:     recs,
+		StabilizationWindow: scaling.DefaultStabilizationWindow,
+		ConsecutiveFailures: set.Status.ConsecutiveFailures,
+		FailureThreshold:    ptrOr(spec.FailureThreshold, scaling.DefaultFailureThreshold),
+		Capacity:            capacity,
+		HeldBack:            set.Status.HeldBackReplicas,
+		Stopped:             gputaskv1.IsStopped(set),
+		DryRun:              spec.DryRun,
+	}
+	if spec.ScaleDownStabilizationWindow != nil {
+		in.StabilizationWindow = spec.ScaleDownStabilizationWindow.Duration
+	}
+	if l := spec.ScaleUpLimit; l != nil {
+		in.ScaleUpLimit = &scaling.ScaleUpLimit{Tasks: l.Tasks, Period: scaling.DefaultScaleUpPeriod}
+		if l.Period != nil {
+			in.ScaleUpLimit.Period = l.Period.Duration
+		}
+	}
+	if set.Status.LastScaleTime != nil {
+		in.LastScaleTime = set.Status.LastScaleTime.Time
+	}
+	if spec.Fallback != nil {
+		in.Fallback = &spec.Fallback.Replicas
+	}
+	return in
+}
+
+// metricInput resolves a metric's thresholds, defaults applied.
+func metricInput(spec gputaskv1.MetricSpec) scaling.MetricInput {
+	return scaling.MetricInput{
+		Name:          spec.Name,
+		UpThreshold:   quantityOr(spec.UpThreshold, scaling.DefaultUpThreshold),
+		DownThreshold: quantityOr(spec.DownThreshold, scaling.DefaultDownThreshold),
+		Target:        quantityOr(spec.Target, 0),
+	}
+}
+
+// minInterval is pkg/autoscaler's floor on autoscaling.interval.
+const minInterval = time.Second
+
+// intervalOf is autoscaling.interval, defaulted and floored as
+// pkg/autoscaler reads it.
+func intervalOf(spec *gputaskv1.AutoscalingSpec) time.Duration {
+	if spec.Interval == nil {
+		return scaling.DefaultInterval
+	}
+	return max(spec.Interval.Duration, minInterval)
+}
+
+// startupTimeoutOf is autoscaling.startupTimeout, defaulted.
+func startupTimeoutOf(spec *gputaskv1.AutoscalingSpec) time.Duration {
+	if spec.StartupTimeout == nil || spec.StartupTimeout.Duration <= 0 {
+		return scaling.DefaultStartupTimeout
+	}
+	return spec.StartupTimeout.Duration
+}
+
+// drainTimeoutOf is spec.scaleIn.drainTimeout, defaulted as the set
+// controller reads it.
+func drainTimeoutOf(set *gputaskv1.GPUTaskSet) time.Duration {
+	if set.Spec.ScaleIn == nil || set.Spec.ScaleIn.DrainTimeout == nil {
+		return taskset.DefaultDrainTimeout
+	}
+	return max(set.Spec.ScaleIn.DrainTimeout.Duration, 0)
+}
+
+// minTaskAgeOf is spec.minTaskAge, 0 when unset.
+func minTaskAgeOf(set *gputaskv1.GPUTaskSet) time.Duration {
+	if set.Spec.MinTaskAge == nil {
+		return 0
+	}
+	return set.Spec.MinTaskAge.Duration
+}
+
+func quantityOr(q *resource.Quantity, def float64) float64 {
+	if q == nil {
+		return def
+	}
+	return q.AsApproximateFloat64()
+}
+
+func ptrOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// Sim is our policy on a modelled pool, driven one interval at a time, so
+// that a test can compare each step with what the real controllers do.
+type Sim struct {
+	Pool *Pool
+	Ours *Ours
+}
+
+// NewSim starts our policy on a pool; the pool's first workers are Ready
+// at its start.
+func NewSim(p *Pool, ours *Ours) *Sim {
+	ours.Start(p)
+	return &Sim{Pool: p, Ours: ours}
+}
+
+// Step plays the trace up to now, letting the set controller act whenever
+// a drain ends or a protected task comes of age, then evaluates once and
+// syncs the set. It returns the replica count decided this interval.
+func (s *Sim) Step(now time.Time) int32 {
+	s.advance(now)
+	s.Ours.Step(s.Pool)
+	return s.Ours.Replicas()
+}
+
+// LoadIndex is what the modelled backend reports now.
+func (s *Sim) LoadIndex() float64 { return s.Pool.Observe().LoadIndex(s.Ours.load) }
+
+func (s *Sim) advance(to time.Time) {
+	playUntil(s.Pool, s.Ours, to, func(f func(*Pool)) { f(s.Pool) })
+}

@@ -1,0 +1,389 @@
+package replay
+
+import (
+	"container/heap"
+	"fmt"
+	"time"
+)
+
+// LoadKind is how the modelled backend computes its load index.
+type LoadKind string
+
+const (
+	// LoadDemand is requests in flight plus waiting, over the slots of the
+	// Ready workers that take work.
+	LoadDemand LoadKind = "demand"
+	// LoadUtilization is requests in flight over those slots.
+	LoadUtilization LoadKind = "utilization"
+)
+
+// ParseLoadKind reads --load.
+func ParseLoadKind(s string) (LoadKind, error) {
+	switch LoadKind(s) {
+	case LoadDemand, LoadUtilization:
+		return LoadKind(s), nil
+	}
+	return "", fmt.Errorf("unknown load index %q: want demand or utilization", s)
+}
+
+// Worker is one modelled GPU worker: a task and its pod.
+type Worker struct {
+	Name string
+	// Created is when the task was created; GPU time counts from here.
+	Created time.Time
+	// ReadyAt is when its model is loaded and it takes requests.
+	ReadyAt time.Time
+	// Removed is when it was deleted; zero while it lives.
+	Removed time.Time
+	// Draining is set by scale-in: it takes no new requests, finishes the
+	// ones in flight, and is deleted once idle.
+	Draining     bool
+	DrainStarted time.Time
+
+	inFlight []int // indexes of the requests it serves
+}
+
+// Ready reports whether the worker serves requests at now.
+func (w *Worker) Ready(now time.Time) bool { return !now.Before(w.ReadyAt) }
+
+// Busy reports whether a request is in flight: the worker then carries
+// gputask.io/busy: "true".
+func (w *Worker) Busy() bool { return len(w.inFlight) > 0 }
+
+// InFlight is how many requests the worker serves.
+func (w *Worker) InFlight() int { return len(w.inFlight) }
+
+// Observation is what the modelled backend knows at one moment.
+type Observation struct {
+	// InFlight and Waiting count requests on the serving (Ready, not
+	// draining) workers and in the queue.
+	InFlight, Waiting int
+	// Serving counts the Ready workers that take requests; Starting the
+	// ones that are not Ready yet; Draining the ones that finish their work
+	// before they go.
+	Serving, Starting, Draining int
+	// Concurrency is the slots of one worker.
+	Concurrency int
+}
+
+// Workers is every live worker.
+func (o Observation) Workers() int { return o.Serving + o.Starting + o.Draining }
+
+// Ready counts the Ready workers, draining ones included, as a Deployment
+// would count them.
+func (o Observation) Ready() int { return o.Serving + o.Draining }
+
+// LoadIndex is the value the backend reports. With no serving worker the
+// slots of one worker stand in, so the index stays finite and still says
+// how many workers the queue needs.
+func (o Observation) LoadIndex(kind LoadKind) float64 {
+	slots := max(o.Serving, 1) * o.Concurrency
+	if kind == LoadUtilization {
+		return float64(o.InFlight) / float64(slots)
+	}
+	return float64(o.InFlight+o.Waiting) / float64(slots)
+}
+
+// completion is a request finishing on a worker.
+type completion struct {
+	at     time.Time
+	req    int
+	worker *Worker
+}
+
+type completions []completion
+
+func (c completions) Len() int { return len(c) }
+func (c completions) Less(i, j int) bool {
+	if !c[i].at.Equal(c[j].at) {
+		return c[i].at.Before(c[j].at)
+	}
+	return c[i].req < c[j].req
+}
+func (c completions) Swap(i, j int) { c[i], c[j] = c[j], c[i] }
+func (c *completions) Push(x any)   { *c = append(*c, x.(completion)) }
+func (c *completions) Pop() any {
+	old := *c
+	x := old[len(old)-1]
+	*c = old[:len(old)-1]
+	return x
+}
+
+// Pool is the modelled pool of GPU workers serving a trace in virtual time:
+// requests arrive, wait in one FIFO queue, and run on a free slot of the
+// least loaded serving worker. Policies add and remove workers; the pool
+// counts what that costs.
+type Pool struct {
+	start       time.Time
+	now         time.Time
+	trace       []Request
+	concurrency int
+	startup     time.Duration
+
+	next    int   // next arrival
+	queue   []int // waiting requests, FIFO from queueHead
+	qHead   int
+	waits   []time.Duration
+	started []bool
+	failed  []bool
+	done    int // requests completed or failed
+	pending completions
+
+	workers []*Worker // live workers, in creation order
+	all     []*Worker // every worker ever created
+	seq     int
+
+	// drainIdle is set when a draining worker finishes its last request:
+	// its busy mark is gone, and the set controller deletes it.
+	drainIdle bool
+}
+
+// NewPool models workers of concurrency slots that become Ready startup
+// after they are created, serving trace from start.
+func NewPool(trace Trace, start time.Time, concurrency int, startup time.Duration) *Pool {
+	n := len(trace.Requests)
+	return &Pool{
+		start: start, now: start, trace: trace.Requests,
+		concurrency: max(concurrency, 1), startup: max(startup, 0),
+		waits: make([]time.Duration, n), started: make([]bool, n), failed: make([]bool, n),
+	}
+}
+
+// Now is the pool's virtual time.
+func (p *Pool) Now() time.Time { return p.now }
+
+// Start is the time of the first arrival.
+func (p *Pool) Start() time.Time { return p.start }
+
+// Concurrency is the slots of one worker.
+func (p *Pool) Concurrency() int { return p.concurrency }
+
+// Startup is how long a new worker takes to become Ready.
+func (p *Pool) Startup() time.Duration { return p.startup }
+
+// Workers are the live workers, oldest first. The slice is the pool's own.
+func (p *Pool) Workers() []*Worker { return p.workers }
+
+// AllWorkers are every worker created, live or removed.
+func (p *Pool) AllWorkers() []*Worker { return p.all }
+
+// Finished reports whether every request of the trace has completed or failed.
+func (p *Pool) Finished() bool { return p.done == len(p.trace) }
+
+// ArrivalsDone reports whether every request has arrived.
+func (p *Pool) ArrivalsDone() bool { return p.next == len(p.trace) }
+
+// Add creates n workers at the pool's time; they become Ready after the startup.
+func (p *Pool) Add(n int) []*Worker {
+	return p.add(n, p.now.Add(p.startup))
+}
+
+// AddReady creates n workers that are Ready at once: the pool a policy
+// starts with.
+func (p *Pool) AddReady(n int) []*Worker {
+	ws := p.add(n, p.now)
+	p.dispatch()
+	return ws
+}
+
+func (p *Pool) add(n int, readyAt time.Time) []*Worker {
+	var out []*Worker
+	for range n {
+		p.seq++
+		w := &Worker{Name: fmt.Sprintf("worker-%d", p.seq), Created: p.now, ReadyAt: readyAt}
+		p.workers = append(p.workers, w)
+		p.all = append(p.all, w)
+		out = append(out, w)
+	}
+	return out
+}
+
+// Remove deletes a worker now. Requests in flight on it are lost and count
+// as failed.
+func (p *Pool) Remove(w *Worker) {
+	if !w.Removed.IsZero() {
+		return
+	}
+	w.Removed = p.now
+	for _, r := range w.inFlight {
+		p.failed[r] = true
+		p.done++
+	}
+	w.inFlight = nil
+	for i, x := range p.workers {
+		if x == w {
+			p.workers = append(p.workers[:i], p.workers[i+1:]...)
+			break
+		}
+	}
+}
+
+// Drain marks a worker draining: it takes no new requests.
+func (p *Pool) Drain(w *Worker) {
+	if !w.Draining {
+		w.Draining, w.DrainStarted = true, p.now
+	}
+}
+
+// Undrain takes a drain back: the worker takes requests again.
+func (p *Pool) Undrain(w *Worker) {
+	w.Draining, w.DrainStarted = false, time.Time{}
+	p.dispatch()
+}
+
+// Observe is what the backend knows now.
+func (p *Pool) Observe() Observation {
+	o := Observation{Waiting: len(p.queue) - p.qHead, Concurrency: p.concurrency}
+	for _, w := range p.workers {
+		switch {
+		case w.Draining:
+			o.Draining++
+		case !w.Ready(p.now):
+			o.Starting++
+		default:
+			o.Serving++
+			o.InFlight += len(w.inFlight)
+		}
+	}
+	return o
+}
+
+// Advance plays the trace up to and including to. It stops early, right
+// after a draining worker finishes its last request, and reports that, so
+// that the set controller can delete the worker at that moment.
+func (p *Pool) Advance(to time.Time) (stopped time.Time, drainIdle bool) {
+	for {
+		next, kind := p.nextEvent()
+		if kind == eventNone || next.After(to) {
+			if to.After(p.now) {
+				p.now = to
+			}
+			return p.now, false
+		}
+		p.now = next
+		switch kind {
+		case eventCompletion:
+			c := heap.Pop(&p.pending).(completion)
+			p.complete(c)
+		case eventReady:
+			// Nothing to do but hand out work: Ready follows from the time.
+		case eventArrival:
+			p.queue = append(p.queue, p.next)
+			p.next++
+		}
+		p.dispatch()
+		if p.drainIdle {
+			p.drainIdle = false
+			return p.now, true
+		}
+	}
+}
+
+type eventKind int
+
+const (
+	eventNone eventKind = iota
+	eventCompletion
+	eventReady
+	eventArrival
+)
+
+// nextEvent is the earliest pending event: completions first, then workers
+// becoming Ready, then arrivals, so that a slot freed at an instant serves
+// a request arriving at that instant.
+func (p *Pool) nextEvent() (time.Time, eventKind) {
+	var at time.Time
+	kind := eventNone
+	consider := func(t time.Time, k eventKind) {
+		if kind == eventNone || t.Before(at) {
+			at, kind = t, k
+		}
+	}
+	for len(p.pending) > 0 && !p.pending[0].worker.Removed.IsZero() {
+		heap.Pop(&p.pending) // lost with its worker
+	}
+	if len(p.pending) > 0 {
+		consider(p.pending[0].at, eventCompletion)
+	}
+	for _, w := range p.workers {
+		if w.ReadyAt.After(p.now) {
+			consider(w.ReadyAt, eventReady)
+		}
+	}
+	if p.next < len(p.trace) {
+		consider(p.start.Add(p.trace[p.next].Arrival), eventArrival)
+	}
+	return at, kind
+}
+
+func (p *Pool) complete(c completion) {
+	w := c.worker
+	for i, r := range w.inFlight {
+		if r == c.req {
+			w.inFlight = append(w.inFlight[:i], w.inFlight[i+1:]...)
+			break
+		}
+	}
+	p.done++
+	if w.Draining && len(w.inFlight) == 0 {
+		p.drainIdle = true
+	}
+}
+
+// dispatch hands waiting requests to free slots, least loaded worker first
+// (a least-outstanding-requests router), the oldest on a tie.
+func (p *Pool) dispatch() {
+	for p.qHead < len(p.queue) {
+		var best *Worker
+		for _, w := range p.workers {
+			if w.Draining || !w.Ready(p.now) || len(w.inFlight) >= p.concurrency {
+				continue
+			}
+			if best == nil || len(w.inFlight) < len(best.inFlight) {
+				best = w
+			}
+		}
+		if best == nil {
+			break
+		}
+		r := p.queue[p.qHead]
+		p.qHead++
+		arrival := p.start.Add(p.trace[r].Arrival)
+		p.waits[r] = p.now.Sub(arrival)
+		p.started[r] = true
+		best.inFlight = append(best.inFlight, r)
+		heap.Push(&p.pending, completion{at: p.now.Add(p.trace[r].Service), req: r, worker: best})
+	}
+	if p.qHead > 1024 && p.qHead*2 > len(p.queue) {
+		p.queue = append(p.queue[:0], p.queue[p.qHead:]...)
+		p.qHead = 0
+	}
+}
+
+// Abandon fails every request that has not started: the replay ends
+// without serving them.
+func (p *Pool) Abandon() {
+	for _, r := range p.queue[p.qHead:] {
+		p.failed[r] = true
+		p.done++
+	}
+	p.queue, p.qHead = nil, 0
+	for ; p.next < len(p.trace); p.next++ {
+		p.failed[p.next] = true
+		p.done++
+	}
+}
+
+// GPUHours is the time every worker lived, from creation to removal (or
+// until, for the live ones), starting and draining included.
+func (p *Pool) GPUHours(until time.Time) float64 {
+	var total time.Duration
+	for _, w := range p.all {
+		end := w.Removed
+		if end.IsZero() {
+			end = until
+		}
+		total += end.Sub(w.Created)
+	}
+	return total.Hours()
+}

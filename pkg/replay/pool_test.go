@@ -1,0 +1,117 @@
+package replay
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// Requests wait in one FIFO queue for a slot; a worker serves concurrency
+// requests at once and becomes Ready startup after it is created.
+func TestPoolQueueAndStartup(t *testing.T) {
+	tr := Trace{Requests: []Request{
+		{Arrival: 0, Service: 10 * time.Second},
+		{Arrival: time.Second, Service: 10 * time.Second},
+		{Arrival: 2 * time.Second, Service: 10 * time.Second},
+	}}
+	p := NewPool(tr, t0, 2, time.Minute)
+	p.AddReady(1)
+	p.Advance(t0.Add(5 * time.Second))
+	o := p.Observe()
+	if o.InFlight != 2 || o.Waiting != 1 || o.Serving != 1 {
+		t.Fatalf("observation = %+v, want 2 in flight, 1 waiting", o)
+	}
+	if got := o.LoadIndex(LoadDemand); got != 1.5 {
+		t.Errorf("demand = %v, want 3/2", got)
+	}
+	if got := o.LoadIndex(LoadUtilization); got != 1 {
+		t.Errorf("utilization = %v, want 2/2", got)
+	}
+	p.Add(1) // Ready at 1m05s; the first slot frees at 10s
+	p.Advance(t0.Add(2 * time.Minute))
+	if !p.Finished() {
+		t.Fatal("not finished")
+	}
+	if p.waits[2] != 8*time.Second {
+		t.Errorf("third request waited %v, want 8s for the first slot", p.waits[2])
+	}
+	if got := p.GPUHours(t0.Add(2 * time.Minute)); math.Abs(got-(2*time.Minute+115*time.Second).Hours()) > 1e-9 {
+		t.Errorf("GPU-hours = %v", got)
+	}
+}
+
+// Without a serving worker the load index divides by one worker's slots,
+// so it stays finite and still says how many workers the queue needs.
+func TestLoadIndexWithoutServingWorkers(t *testing.T) {
+	o := Observation{Waiting: 12, Concurrency: 4, Starting: 2}
+	if got := o.LoadIndex(LoadDemand); got != 3 {
+		t.Errorf("demand = %v, want 12/4", got)
+	}
+}
+
+// A draining worker takes no new request; Advance stops when it finishes
+// its last one.
+func TestPoolDrainStopsAtIdle(t *testing.T) {
+	tr := Trace{Requests: []Request{{0, 10 * time.Second}, {time.Second, 10 * time.Second}}}
+	p := NewPool(tr, t0, 1, 0)
+	ws := p.AddReady(2)
+	p.Advance(t0.Add(500 * time.Millisecond))
+	p.Drain(ws[0])
+	at, idle := p.Advance(t0.Add(time.Minute))
+	if !idle || !at.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("Advance = %v, %v; want a stop at 10s", at, idle)
+	}
+	if ws[0].InFlight() != 0 || ws[1].InFlight() != 1 {
+		t.Errorf("in flight = %d, %d; want the second request on the serving worker", ws[0].InFlight(), ws[1].InFlight())
+	}
+}
+
+// Requests that never got a slot fail when the replay gives up.
+func TestPoolAbandon(t *testing.T) {
+	p := NewPool(Trace{Requests: []Request{{0, time.Second}, {time.Hour, time.Second}}}, t0, 1, 0)
+	p.Advance(t0.Add(time.Minute))
+	p.Abandon()
+	if !p.Finished() {
+		t.Fatal("not finished")
+	}
+	if r := measure(p.waits, p.started, p.failed, time.Second); r.FailedRequests != 2 || r.SLOAttainment != 0 {
+		t.Errorf("result = %+v", r)
+	}
+}
+
+func TestLoadIndexServer(t *testing.T) {
+	p := NewPool(Trace{Requests: []Request{{0, time.Hour}, {0, time.Hour}, {0, time.Hour}}}, t0, 2, 0)
+	p.AddReady(1)
+	p.Advance(t0)
+	s := NewLoadIndexServer(LoadDemand)
+	s.Update(p)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	var doc struct {
+		Data struct {
+			LoadBalance float64 `json:"load_balance"`
+			Waiting     int     `json:"waiting"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Data.LoadBalance != 1.5 || doc.Data.Waiting != 1 {
+		t.Errorf("document = %s", rec.Body.String())
+	}
+	rec = httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/", nil))
+	if rec.Code != http.StatusMethodNotAllowed {
+		t.Errorf("DELETE: %d", rec.Code)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	v := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if percentile(v, 0.5) != 5 || percentile(v, 0.95) != 10 || percentile(nil, 0.5) != 0 {
+		t.Errorf("percentiles %v %v", percentile(v, 0.5), percentile(v, 0.95))
+	}
+}

@@ -1,0 +1,238 @@
+package replay
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+)
+
+// Policy names, as --policies takes them.
+const (
+	PolicyOurs   = "ours"
+	PolicyHPA    = "hpa"
+	PolicyKEDA   = "keda"
+	PolicySeed   = "seed"
+	PolicyStatic = "static"
+	PolicyOracle = "oracle"
+)
+
+// AllPolicies are every policy, in the order of the table.
+var AllPolicies = []string{PolicyOurs, PolicyHPA, PolicyKEDA, PolicySeed, PolicyStatic, PolicyOracle}
+
+// ParsePolicies reads --policies.
+func ParsePolicies(s string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		known := false
+		for _, p := range AllPolicies {
+			known = known || p == name
+		}
+		if !known {
+			return nil, fmt.Errorf("unknown policy %q: want some of %s", name, strings.Join(AllPolicies, ","))
+		}
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no policy given")
+	}
+	return out, nil
+}
+
+//go:embed inference-pool.yaml
+var defaultSetYAML []byte
+
+// DefaultSet is the inference pool ours scales when --set is not given.
+func DefaultSet() *gputaskv1.GPUTaskSet {
+	set, err := ParseSet(defaultSetYAML)
+	if err != nil {
+		panic(fmt.Sprintf("the embedded default GPUTaskSet is invalid: %v", err))
+	}
+	return set
+}
+
+// LoadSet reads a GPUTaskSet from a YAML file.
+func LoadSet(path string) (*gputaskv1.GPUTaskSet, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the GPUTaskSet: %w", err)
+	}
+	set, err := ParseSet(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return set, nil
+}
+
+// ParseSet decodes a GPUTaskSet with an autoscaling block and validates it
+// as the controllers do.
+func ParseSet(b []byte) (*gputaskv1.GPUTaskSet, error) {
+	var set gputaskv1.GPUTaskSet
+	if err := yaml.UnmarshalStrict(b, &set); err != nil {
+		return nil, fmt.Errorf("decoding the GPUTaskSet: %w", err)
+	}
+	if set.Kind != "" && set.Kind != "GPUTaskSet" {
+		return nil, fmt.Errorf("kind is %q, want GPUTaskSet", set.Kind)
+	}
+	if set.Spec.Autoscaling == nil {
+		return nil, errors.New("the GPUTaskSet has no spec.autoscaling")
+	}
+	if len(set.Spec.Autoscaling.Metrics) == 0 {
+		return nil, errors.New("the GPUTaskSet has no spec.autoscaling.metrics")
+	}
+	if errs := gputaskv1.ValidateTaskSetSpec(&set.Spec); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid GPUTaskSet: %w", errs.ToAggregate())
+	}
+	return &set, nil
+}
+
+// Config is one replay: the workers, the load index and the policies.
+type Config struct {
+	Concurrency int
+	Startup     time.Duration
+	Load        LoadKind
+	// SLO is the wait a request should not exceed; 0 means 10 s.
+	SLO time.Duration
+	// Set gives ours its autoscaling block, and the others their bounds
+	// and target.
+	Set *gputaskv1.GPUTaskSet
+	// HPATarget overrides the target of hpa and keda; 0 derives it from
+	// the set: its metric target (Proportional) or the middle of its
+	// thresholds (Step).
+	HPATarget float64
+	// HPAAverageValue gives hpa and keda an averageValue target instead
+	// of a value target.
+	HPAAverageValue bool
+	Policies        []string
+	// SampleEvery is the time between samples of the series; 0 picks one
+	// that gives about 2000 samples.
+	SampleEvery time.Duration
+	// Limit is how long the replay runs past the last arrival before the
+	// requests still waiting count as failed; 0 means 6 hours.
+	Limit time.Duration
+	// Start is the virtual time of the first arrival; zero means Monday
+	// 2026-01-05 00:00 UTC.
+	Start time.Time
+	// Name labels the report.
+	Name string
+}
+
+// Target is the load index value hpa and keda aim for.
+func (c Config) Target() float64 {
+	if c.HPATarget > 0 {
+		return c.HPATarget
+	}
+	spec := c.Set.Spec.Autoscaling
+	m := spec.Metrics[0]
+	if spec.Policy.Type == gputaskv1.ProportionalPolicy {
+		return quantityOr(m.Target, 1)
+	}
+	up := quantityOr(m.UpThreshold, 0.8)
+	down := quantityOr(m.DownThreshold, 0.5)
+	return (up + down) / 2
+}
+
+// Run replays tr under every policy of the config.
+func Run(tr Trace, c Config) (Report, error) {
+	if c.Concurrency < 1 {
+		return Report{}, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency)
+	}
+	if c.Startup < 0 {
+		return Report{}, fmt.Errorf("startup must not be negative, got %v", c.Startup)
+	}
+	if c.Set == nil {
+		c.Set = DefaultSet()
+	}
+	if c.Load == "" {
+		c.Load = LoadDemand
+	}
+	if c.SLO <= 0 {
+		c.SLO = 10 * time.Second
+	}
+	if len(c.Policies) == 0 {
+		c.Policies = AllPolicies
+	}
+	if c.Limit <= 0 {
+		c.Limit = 6 * time.Hour
+	}
+	if c.Start.IsZero() {
+		c.Start = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	}
+	if c.SampleEvery <= 0 {
+		c.SampleEvery = max(tr.Duration()/2000, 10*time.Second).Round(time.Second)
+	}
+	report := Report{
+		Trace: c.Name, Requests: len(tr.Requests), Concurrency: c.Concurrency,
+		Startup: c.Startup.String(), Load: c.Load, SLO: c.SLO.String(),
+		Series: map[string][]Sample{},
+	}
+	for _, name := range c.Policies {
+		var res Result
+		if name == PolicyOracle {
+			res = Oracle{Concurrency: c.Concurrency, Startup: c.Startup}.Run(tr, c.SampleEvery)
+		} else {
+			pol, err := c.policy(name, tr)
+			if err != nil {
+				return Report{}, err
+			}
+			pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
+			res = Play(pool, pol, PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO})
+		}
+		report.Policies = append(report.Policies, res)
+		report.Series[name] = res.Series
+	}
+	return report, nil
+}
+
+// policy builds the policy called name for the config.
+func (c Config) policy(name string, tr Trace) (Policy, error) {
+	spec := c.Set.Spec.Autoscaling
+	minReplicas := ptrOr(spec.MinReplicas, 1)
+	initial := InitialWorkers(tr, c.Concurrency)
+	switch name {
+	case PolicyOurs:
+		ours, err := NewOurs(c.Set, c.Load)
+		if err != nil {
+			return nil, err
+		}
+		ours.Initial = initial
+		return ours, nil
+	case PolicyHPA:
+		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load}), nil
+	case PolicyKEDA:
+		return NewKEDA(KEDAConfig{MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load}), nil
+	case PolicySeed:
+		return &Seed{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Interval: intervalOf(spec), Load: c.Load}, nil
+	case PolicyStatic:
+		return &Static{Size: max(PeakWorkers(tr, c.Concurrency), 1)}, nil
+	}
+	return nil, fmt.Errorf("unknown policy %q", name)
+}
+
+// InitialWorkers is the pool every autoscaled policy starts with: the
+// workers the first ten minutes of the trace keep busy at their peak, so
+// that no policy pays for a cold start the trace did not have.
+func InitialWorkers(tr Trace, concurrency int) int32 {
+	var head Trace
+	for _, r := range tr.Requests {
+		if r.Arrival > 10*time.Minute {
+			break
+		}
+		head.Requests = append(head.Requests, r)
+	}
+	return PeakWorkers(head, concurrency)
+}

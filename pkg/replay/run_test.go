@@ -1,0 +1,201 @@
+package replay
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func generatedTrace(t *testing.T, shape string, d time.Duration) Trace {
+	t.Helper()
+	o := DefaultGenerateOptions(shape)
+	o.Duration = d
+	reqs, err := Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteTrace(&buf, reqs); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := ReadTrace(&buf, TraceOptions{TimeColumn: ColumnTimestamp, Service: ServiceModel{
+		InputTokensColumn: ColumnInputTokens, OutputTokensColumn: ColumnOutputTokens,
+		PrefillPerSecond: 4000, DecodePerSecond: 40,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func TestGenerateIsReproducible(t *testing.T) {
+	for _, shape := range Shapes {
+		o := DefaultGenerateOptions(shape)
+		o.Duration = time.Hour
+		a, err := Generate(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := Generate(o)
+		o.Seed++
+		c, _ := Generate(o)
+		if len(a) == 0 || len(a) != len(b) || a[len(a)/2] != b[len(b)/2] {
+			t.Errorf("%s: not reproducible", shape)
+		}
+		if len(a) == len(c) && a[len(a)/2] == c[len(c)/2] {
+			t.Errorf("%s: the seed changes nothing", shape)
+		}
+	}
+}
+
+// The diurnal curve has the peak-to-trough ratio asked for, and the step
+// surge multiplies the rate by its factor.
+func TestGenerateShapes(t *testing.T) {
+	count := func(reqs []GeneratedRequest, from, to time.Duration) float64 {
+		n := 0
+		for _, r := range reqs {
+			if r.Arrival >= from && r.Arrival < to {
+				n++
+			}
+		}
+		return float64(n)
+	}
+	o := DefaultGenerateOptions(ShapeDiurnal)
+	o.Duration = 24 * time.Hour
+	reqs, _ := Generate(o)
+	peak := count(reqs, 11*time.Hour+30*time.Minute, 12*time.Hour+30*time.Minute)
+	trough := count(reqs, 0, 30*time.Minute) + count(reqs, 23*time.Hour+30*time.Minute, 24*time.Hour)
+	if ratio := peak / trough; ratio < o.PeakToTrough*0.8 || ratio > o.PeakToTrough*1.2 {
+		t.Errorf("diurnal peak/trough = %.2f, want about %v", ratio, o.PeakToTrough)
+	}
+	s := DefaultGenerateOptions(ShapeStep)
+	reqs, _ = Generate(s)
+	if ratio := count(reqs, s.SurgeAt, s.SurgeAt+s.SurgeFor) / count(reqs, 0, s.SurgeAt); ratio < s.SurgeFactor*0.9 || ratio > s.SurgeFactor*1.1 {
+		t.Errorf("step surge ratio = %.2f, want about %v", ratio, s.SurgeFactor)
+	}
+	if _, err := Generate(GenerateOptions{Shape: "sine"}); err == nil {
+		t.Error("unknown shape: no error")
+	}
+}
+
+// The BurstGPT model: inter-arrival times of a Gamma with shape k have a
+// coefficient of variation of 1/√k.
+func TestGammaDraw(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, shape := range []float64{0.25, 1, 4} {
+		var sum, sq float64
+		const n = 200000
+		for range n {
+			x := gammaDraw(rng, shape, 2)
+			sum += x
+			sq += x * x
+		}
+		mean := sum / n
+		cv := (sq/n - mean*mean) / (mean * mean)
+		if mean < 2*shape*0.97 || mean > 2*shape*1.03 || cv < 1/shape*0.9 || cv > 1/shape*1.1 {
+			t.Errorf("shape %v: mean %.3f (want %v), squared CV %.3f (want %.3f)", shape, mean, 2*shape, cv, 1/shape)
+		}
+	}
+}
+
+// The oracle is a lower bound: no policy uses fewer GPU-hours, none waits
+// in it, and it keeps a worker through a gap shorter than a startup.
+func TestOracleIsALowerBound(t *testing.T) {
+	tr := generatedTrace(t, ShapeFlash, 2*time.Hour)
+	rep, err := Run(tr, Config{Concurrency: 8, Startup: 2 * time.Minute, SLO: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle, ok := rep.oracle()
+	if !ok {
+		t.Fatal("no oracle")
+	}
+	for _, p := range rep.Policies {
+		if p.GPUHours < oracle.GPUHours {
+			t.Errorf("%s: %.2f GPU-h, below the oracle's %.2f", p.Name, p.GPUHours, oracle.GPUHours)
+		}
+	}
+	if oracle.WaitP99 != 0 || oracle.FailedRequests != 0 || oracle.SLOAttainment != 1 {
+		t.Errorf("oracle = %+v", oracle)
+	}
+
+	gap := Trace{Requests: []Request{{0, time.Minute}, {90 * time.Second, time.Minute}, {time.Hour, time.Minute}}}
+	res := Oracle{Concurrency: 1, Startup: time.Minute}.Run(gap, time.Second)
+	// One worker 0–2m30s (kept through the 30s gap), one created at 59m
+	// for the request at 1h: 2.5 + 2 minutes.
+	if want := (4*time.Minute + 30*time.Second).Hours(); res.GPUHours < want-1e-9 || res.GPUHours > want+1e-9 {
+		t.Errorf("GPU-hours = %v, want %v", res.GPUHours, want)
+	}
+}
+
+// Every policy runs on the same trace; the JSON has the promised fields.
+func TestRunWritesEveryPolicy(t *testing.T) {
+	tr := generatedTrace(t, ShapeStep, 3*time.Hour)
+	rep, err := Run(tr, Config{Concurrency: 8, Startup: 2 * time.Minute, SLO: 10 * time.Second, Name: "step"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Policies) != len(AllPolicies) {
+		t.Fatalf("policies = %d", len(rep.Policies))
+	}
+	byName := map[string]Result{}
+	for _, p := range rep.Policies {
+		byName[p.Name] = p
+		if len(p.Series) == 0 {
+			t.Errorf("%s: no series", p.Name)
+		}
+	}
+	if byName[PolicyOurs].FailedRequests != 0 {
+		t.Errorf("ours lost %d requests; it drains busy workers", byName[PolicyOurs].FailedRequests)
+	}
+	if byName[PolicyStatic].PeakReplicas != int(PeakWorkers(tr, 8)) || byName[PolicyStatic].WaitP99 != 0 {
+		t.Errorf("static = %+v", byName[PolicyStatic])
+	}
+
+	var buf bytes.Buffer
+	if err := rep.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Policies []map[string]any    `json:"policies"`
+		Series   map[string][]Sample `json:"series"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"name", "gpu_hours", "wait_p50_s", "wait_p95_s", "wait_p99_s", "slo_attainment", "failed_requests", "scale_events", "peak_replicas"} {
+		if _, ok := doc.Policies[0][key]; !ok {
+			t.Errorf("JSON lacks %q", key)
+		}
+	}
+	if len(doc.Series[PolicyOurs]) == 0 {
+		t.Error("JSON lacks the series")
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "oracle") {
+		t.Errorf("table: %v\n%s", err, table.String())
+	}
+
+	plot := filepath.Join(t.TempDir(), "step.png")
+	if err := Plot(rep, plot); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(plot); err != nil || fi.Size() == 0 {
+		t.Errorf("plot: %v", err)
+	}
+}
+
+func TestParsePolicies(t *testing.T) {
+	got, err := ParsePolicies("ours, hpa,ours")
+	if err != nil || len(got) != 2 {
+		t.Errorf("got %v, %v", got, err)
+	}
+	if _, err := ParsePolicies("ours,vpa"); err == nil {
+		t.Error("unknown policy: no error")
+	}
+}
