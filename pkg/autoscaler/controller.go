@@ -41,9 +41,6 @@ const (
 	// field manager.
 	ControllerName = "gputask-autoscaler"
 
-	// minInterval keeps a tiny spec.autoscaling.interval from turning the
-	// loop into a busy loop against the load-index endpoint.
-	minInterval = time.Second
 	// sourceTTL rebuilds cached sources now and then, so that a rotated
 	// token or CA Secret is picked up without a spec change.
 	sourceTTL = 10 * time.Minute
@@ -330,18 +327,11 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 // nextEvaluation is one interval from now, or sooner when the decision held
 // a step only until a full interval has passed since the last one.
 func (c *Controller) nextEvaluation(key cache.ObjectName, set *gputaskv1.GPUTaskSet) time.Duration {
-	next := intervalOf(set.Spec.Autoscaling)
+	next := scaling.IntervalOf(set.Spec.Autoscaling)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if state := c.sets[key]; state != nil && state.retryAfter > 0 {
 		next = min(next, state.retryAfter)
 	}
 	return next
-}
-
-func intervalOf(spec *gputaskv1.AutoscalingSpec) time.Duration {
-	if spec.Interval == nil {
-		return scaling.DefaultInterval
-	}
-	return max(spec.Interval.Duration, minInterval)
 }

@@ -866,7 +866,7 @@ func TestBuildInputsAppliesDefaultsAndSpec(t *testing.T) {
 	set.Spec.Autoscaling.MinReplicas = nil
 	set.Status.HeldBackReplicas = 2
 	set.Status.ConsecutiveFailures = 1
-	in := buildInputs(set, t0, nil, nil, nil)
+	in := scaling.InputsFor(set, t0, nil, nil, nil)
 	want := scaling.Inputs{Now: t0, Current: 4, Min: scaling.DefaultMinReplicas, Max: 20,
 		Policy:              scaling.Policy{StepUp: scaling.DefaultStepUp, StepDown: scaling.DefaultStepDown, Tolerance: scaling.DefaultTolerance},
 		StabilizationWindow: scaling.DefaultStabilizationWindow, FailureThreshold: scaling.DefaultFailureThreshold,
@@ -886,7 +886,7 @@ func TestBuildInputsAppliesDefaultsAndSpec(t *testing.T) {
 	set.Spec.Replicas = nil
 	set.Annotations = map[string]string{gputaskv1.AnnotationPaused: "true", gputaskv1.AnnotationStopped: "yes"}
 	set.Status.LastScaleTime = ptr.To(metav1.NewTime(t0.Add(-time.Minute)))
-	in = buildInputs(set, t0, nil, ptr.To[int32](9), nil)
+	in = scaling.InputsFor(set, t0, nil, ptr.To[int32](9), nil)
 	want = scaling.Inputs{Now: t0, Current: 1, Min: 2, Max: 20,
 		Policy:       scaling.Policy{Type: gputaskv1.ProportionalPolicy, StepUp: 5, StepDown: 2, Tolerance: 0.2},
 		ScaleUpLimit: &scaling.ScaleUpLimit{Tasks: 4, Period: 2 * time.Minute}, LastScaleTime: t0.Add(-time.Minute),
@@ -895,13 +895,13 @@ func TestBuildInputsAppliesDefaultsAndSpec(t *testing.T) {
 	if !reflect.DeepEqual(in, want) {
 		t.Errorf("spec:\n got %+v\nwant %+v", in, want)
 	}
-	if got := intervalOf(&gputaskv1.AutoscalingSpec{Interval: &gputaskv1.Duration{Duration: time.Millisecond}}); got != minInterval {
-		t.Errorf("interval = %v, want the %v floor", got, minInterval)
+	if got := scaling.IntervalOf(&gputaskv1.AutoscalingSpec{Interval: &gputaskv1.Duration{Duration: time.Millisecond}}); got != scaling.MinInterval {
+		t.Errorf("interval = %v, want the %v floor", got, scaling.MinInterval)
 	}
 }
 
 func TestMetricInputDefaults(t *testing.T) {
-	got := metricInput(gputaskv1.MetricSpec{Name: "q", Target: ptr.To(resource.MustParse("500m"))})
+	got := scaling.MetricFor(gputaskv1.MetricSpec{Name: "q", Target: ptr.To(resource.MustParse("500m"))})
 	want := scaling.MetricInput{Name: "q", UpThreshold: 0.8, DownThreshold: 0.5, Target: 0.5}
 	if got != want {
 		t.Errorf("metricInput = %+v, want %+v", got, want)

@@ -10,7 +10,6 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
@@ -69,7 +68,7 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 	}
 	c.warnExpired(set, state, st.Expired)
 
-	in := buildInputs(set, now, readings, capacity, state.recommendations)
+	in := scaling.InputsFor(set, now, readings, capacity, state.recommendations)
 	in.LastScaleTime, in.Starting = last, st.Starting
 	d := scaling.Decide(in)
 	state.recommendations = d.Recommendations
@@ -154,7 +153,7 @@ func readAll(ctx context.Context, specs []gputaskv1.MetricSpec, sources []loadin
 	readings := make([]scaling.MetricInput, len(specs))
 	var wg sync.WaitGroup
 	for i, spec := range specs {
-		readings[i] = metricInput(spec)
+		readings[i] = scaling.MetricFor(spec)
 		if configErrs[i] != nil || sources[i] == nil {
 			readings[i].Err = configErrs[i]
 			if readings[i].Err == nil {
@@ -170,77 +169,12 @@ func readAll(ctx context.Context, specs []gputaskv1.MetricSpec, sources []loadin
 	return readings
 }
 
-// metricInput resolves a metric's thresholds, defaults applied.
-func metricInput(spec gputaskv1.MetricSpec) scaling.MetricInput {
-	return scaling.MetricInput{
-		Name:          spec.Name,
-		UpThreshold:   quantityOr(spec.UpThreshold, scaling.DefaultUpThreshold),
-		DownThreshold: quantityOr(spec.DownThreshold, scaling.DefaultDownThreshold),
-		Target:        quantityOr(spec.Target, 0),
-	}
-}
-
-func quantityOr(q *resource.Quantity, def float64) float64 {
-	if q == nil {
-		return def
-	}
-	return q.AsApproximateFloat64()
-}
-
-// buildInputs gathers everything Decide needs from the set, defaults applied.
-func buildInputs(set *gputaskv1.GPUTaskSet, now time.Time, readings []scaling.MetricInput, capacity *int32, recs []gputaskv1.Recommendation) scaling.Inputs {
-	spec := set.Spec.Autoscaling
-	in := scaling.Inputs{
-		Now:     now,
-		Current: currentReplicas(set),
-		Min:     ptrOr(spec.MinReplicas, scaling.DefaultMinReplicas),
-		Max:     spec.MaxReplicas,
-		Policy: scaling.Policy{
-			Type:      spec.Policy.Type,
-			StepUp:    ptrOr(spec.Policy.StepUp, scaling.DefaultStepUp),
-			StepDown:  ptrOr(spec.Policy.StepDown, scaling.DefaultStepDown),
-			Tolerance: quantityOr(spec.Policy.Tolerance, scaling.DefaultTolerance),
-		},
-		Interval:            intervalOf(spec),
-		Metrics:             readings,
-		Recommendations:     recs,
-		StabilizationWindow: scaling.DefaultStabilizationWindow,
-		ConsecutiveFailures: set.Status.ConsecutiveFailures,
-		FailureThreshold:    ptrOr(spec.FailureThreshold, scaling.DefaultFailureThreshold),
-		Capacity:            capacity,
-		HeldBack:            set.Status.HeldBackReplicas,
-		Paused:              gputaskv1.IsPaused(set),
-		Stopped:             gputaskv1.IsStopped(set),
-		DryRun:              spec.DryRun,
-	}
-	if spec.ScaleDownStabilizationWindow != nil {
-		in.StabilizationWindow = spec.ScaleDownStabilizationWindow.Duration
-	}
-	if l := spec.ScaleUpLimit; l != nil {
-		in.ScaleUpLimit = &scaling.ScaleUpLimit{Tasks: l.Tasks, Period: scaling.DefaultScaleUpPeriod}
-		if l.Period != nil {
-			in.ScaleUpLimit.Period = l.Period.Duration
-		}
-	}
-	if set.Status.LastScaleTime != nil {
-		in.LastScaleTime = set.Status.LastScaleTime.Time
-	}
-	if spec.Fallback != nil {
-		in.Fallback = &spec.Fallback.Replicas
-	}
-	return in
-}
-
 // currentReplicas is spec.replicas, which defaults to 1.
 func currentReplicas(set *gputaskv1.GPUTaskSet) int32 {
-	return ptrOr(set.Spec.Replicas, 1)
-}
-
-func ptrOr[T any](p *T, def T) T {
-	if p == nil {
-		return def
+	if set.Spec.Replicas == nil {
+		return 1
 	}
-	return *p
+	return *set.Spec.Replicas
 }
 
 func (c *Controller) recordMetrics(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision) {

@@ -38,14 +38,14 @@ func FuzzSetDecision(f *testing.F) {
 		}
 		readings := make([]scaling.MetricInput, 0, len(set.Spec.Autoscaling.Metrics))
 		for _, m := range set.Spec.Autoscaling.Metrics {
-			in := metricInput(m)
+			in := scaling.MetricFor(m)
 			in.Value = value
 			if fail {
 				in.Err = errors.New("timeout")
 			}
 			readings = append(readings, in)
 		}
-		in := buildInputs(&set, now, readings, nil, set.Status.Recommendations)
+		in := scaling.InputsFor(&set, now, readings, nil, set.Status.Recommendations)
 		if d := scaling.Decide(in); d.Desired < 0 {
 			t.Fatalf("Decide(%+v) desired %d, want >= 0", in, d.Desired)
 		}

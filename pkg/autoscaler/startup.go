@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/scaling"
@@ -23,18 +22,7 @@ func (c *Controller) startup(set *gputaskv1.GPUTaskSet, lastStep, now time.Time)
 	if err != nil {
 		return scaling.Startup{}, fmt.Errorf("listing tasks: %w", err)
 	}
-	starts := make([]scaling.TaskStart, 0, len(tasks))
-	for _, t := range tasks {
-		if gputaskv1.IsDraining(t) ||
-			t.Status.Phase == gputaskv1.GPUTaskSucceeded || t.Status.Phase == gputaskv1.GPUTaskFailed {
-			continue
-		}
-		starts = append(starts, scaling.TaskStart{
-			Name:    t.Name,
-			Created: t.CreationTimestamp.Time,
-			Ready:   meta.IsStatusConditionTrue(t.Status.Conditions, gputaskv1.ConditionReady),
-		})
-	}
+	starts := scaling.TaskStarts(tasks)
 	current := currentReplicas(set)
 	if gputaskv1.IsStopped(set) {
 		current = 0
@@ -45,14 +33,7 @@ func (c *Controller) startup(set *gputaskv1.GPUTaskSet, lastStep, now time.Time)
 	if created := set.CreationTimestamp.Time; created.After(asked) {
 		asked = created
 	}
-	return scaling.CountStarting(starts, current, asked, startupTimeoutOf(set.Spec.Autoscaling), now), nil
-}
-
-func startupTimeoutOf(spec *gputaskv1.AutoscalingSpec) time.Duration {
-	if spec.StartupTimeout == nil || spec.StartupTimeout.Duration <= 0 {
-		return scaling.DefaultStartupTimeout
-	}
-	return spec.StartupTimeout.Duration
+	return scaling.CountStarting(starts, current, asked, scaling.StartupTimeoutOf(set.Spec.Autoscaling), now), nil
 }
 
 // warnExpired records one Warning for each task that newly missed its
@@ -66,7 +47,7 @@ func (c *Controller) warnExpired(set *gputaskv1.GPUTaskSet, state *setState, exp
 			continue
 		}
 		c.recorder.Eventf(set, corev1.EventTypeWarning, EventTaskStartupTimeout,
-			"Task %s is not Ready %v after it was created; it no longer holds scale-up back", name, startupTimeoutOf(set.Spec.Autoscaling))
+			"Task %s is not Ready %v after it was created; it no longer holds scale-up back", name, scaling.StartupTimeoutOf(set.Spec.Autoscaling))
 	}
 	state.warned = seen
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
@@ -72,7 +71,7 @@ func (o *Ours) Start(p *Pool) {
 }
 
 // Period implements Policy: autoscaling.interval.
-func (o *Ours) Period() time.Duration { return intervalOf(o.set.Spec.Autoscaling) }
+func (o *Ours) Period() time.Duration { return scaling.IntervalOf(o.set.Spec.Autoscaling) }
 
 // Replicas implements Policy: spec.replicas.
 func (o *Ours) Replicas() int32 { return ptrOr(o.set.Spec.Replicas, 1) }
@@ -98,12 +97,12 @@ func (o *Ours) Evaluate(now time.Time, value float64, tasks []*gputaskv1.GPUTask
 	// last step, the tasks on their way, the inputs, the decision.
 	readings := make([]scaling.MetricInput, len(spec.Metrics))
 	for i, m := range spec.Metrics {
-		readings[i] = metricInput(m)
+		readings[i] = scaling.MetricFor(m)
 		readings[i].Value = value
 	}
 	asked := maxTime(o.lastStep, o.set.CreationTimestamp.Time)
-	st := scaling.CountStarting(startsOf(tasks), current, asked, startupTimeoutOf(spec), now)
-	in := buildInputs(o.set, now, readings, nil, o.recs)
+	st := scaling.CountStarting(scaling.TaskStarts(tasks), current, asked, scaling.StartupTimeoutOf(spec), now)
+	in := scaling.InputsFor(o.set, now, readings, nil, o.recs)
 	in.LastScaleTime, in.Starting = o.lastStep, st.Starting
 	d := scaling.Decide(in)
 	o.recs = d.Recommendations
@@ -120,7 +119,7 @@ func (o *Ours) Evaluate(now time.Time, value float64, tasks []*gputaskv1.GPUTask
 // spec.replicas with taskset.PlanScale and carries the plan out.
 func (o *Ours) Sync(p *Pool) {
 	now := p.Now()
-	plan := taskset.PlanScale(o.Tasks(p), int(o.Replicas()), nil, drainTimeoutOf(o.set), minTaskAgeOf(o.set), now, taskset.DefaultBurstReplicas)
+	plan := taskset.PlanScale(o.Tasks(p), int(o.Replicas()), nil, taskset.DrainTimeoutOf(o.set), taskset.MinTaskAgeOf(o.set), now, taskset.DefaultBurstReplicas)
 	for _, t := range plan.Undrain {
 		p.Undrain(o.byName[t.Name])
 	}
@@ -176,138 +175,6 @@ func TaskOf(w *Worker, now time.Time) *gputaskv1.GPUTask {
 	}
 	meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{Type: gputaskv1.ConditionReady, Status: ready, Reason: "Modelled"})
 	return t
-}
-
-// startsOf is what startup awareness counts: the tasks that are not
-// draining, as pkg/autoscaler's startup passes them.
-func startsOf(tasks []*gputaskv1.GPUTask) []scaling.TaskStart {
-	starts := make([]scaling.TaskStart, 0, len(tasks))
-	for _, t := range tasks {
-		if t.Annotations[gputaskv1.AnnotationDraining] == "true" || t.DeletionTimestamp != nil ||
-			t.Status.Phase == gputaskv1.GPUTaskSucceeded || t.Status.Phase == gputaskv1.GPUTaskFailed {
-			continue
-		}
-		starts = append(starts, scaling.TaskStart{
-			Name:    t.Name,
-			Created: t.CreationTimestamp.Time,
-			Ready:   meta.IsStatusConditionTrue(t.Status.Conditions, gputaskv1.ConditionReady),
-		})
-	}
-	return starts
-}
-
-// The functions below read the set as pkg/autoscaler and pkg/taskset read
-// it, where the same functions are unexported: buildInputs and metricInput
-// (pkg/autoscaler/evaluate.go), intervalOf (controller.go),
-// startupTimeoutOf and the task filter of startup (startup.go), and
-// drainTimeout and minTaskAge (pkg/taskset/sync.go). They take the same
-// arguments and apply the same documented defaults, so that they can be
-// replaced by calls once those are exported.
-
-// buildInputs gathers everything scaling.Decide needs from the set,
-// defaults applied, as pkg/autoscaler's buildInputs does. The sim has no
-// pause or stop annotations and no GPU capacity limit.
-func buildInputs(set *gputaskv1.GPUTaskSet, now time.Time, readings []scaling.MetricInput, capacity *int32, recs []gputaskv1.Recommendation) scaling.Inputs {
-	spec := set.Spec.Autoscaling
-	in := scaling.Inputs{
-		Now:     now,
-		Current: ptrOr(set.Spec.Replicas, 1),
-		Min:     ptrOr(spec.MinReplicas, scaling.DefaultMinReplicas),
-		Max:     spec.MaxReplicas,
-		Policy: scaling.Policy{
-			Type:      spec.Policy.Type,
-			StepUp:    ptrOr(spec.Policy.StepUp, scaling.DefaultStepUp),
-			StepDown:  ptrOr(spec.Policy.StepDown, scaling.DefaultStepDown),
-			Tolerance: quantityOr(spec.Policy.Tolerance, scaling.DefaultTolerance),
-		},
-		Interval:            intervalOf(spec),
-		Metrics:             readings,
-		Recommendations:     recs,
-		StabilizationWindow: scaling.DefaultStabilizationWindow,
-		ConsecutiveFailures: set.Status.ConsecutiveFailures,
-		FailureThreshold:    ptrOr(spec.FailureThreshold, scaling.DefaultFailureThreshold),
-		Capacity:            capacity,
-		HeldBack:            set.Status.HeldBackReplicas,
-		Stopped:             gputaskv1.IsStopped(set),
-		DryRun:              spec.DryRun,
-	}
-	if spec.ScaleDownStabilizationWindow != nil {
-		in.StabilizationWindow = spec.ScaleDownStabilizationWindow.Duration
-	}
-	if l := spec.ScaleUpLimit; l != nil {
-		in.ScaleUpLimit = &scaling.ScaleUpLimit{Tasks: l.Tasks, Period: scaling.DefaultScaleUpPeriod}
-		if l.Period != nil {
-			in.ScaleUpLimit.Period = l.Period.Duration
-		}
-	}
-	if set.Status.LastScaleTime != nil {
-		in.LastScaleTime = set.Status.LastScaleTime.Time
-	}
-	if spec.Fallback != nil {
-		in.Fallback = &spec.Fallback.Replicas
-	}
-	return in
-}
-
-// metricInput resolves a metric's thresholds, defaults applied.
-func metricInput(spec gputaskv1.MetricSpec) scaling.MetricInput {
-	return scaling.MetricInput{
-		Name:          spec.Name,
-		UpThreshold:   quantityOr(spec.UpThreshold, scaling.DefaultUpThreshold),
-		DownThreshold: quantityOr(spec.DownThreshold, scaling.DefaultDownThreshold),
-		Target:        quantityOr(spec.Target, 0),
-	}
-}
-
-// minInterval is pkg/autoscaler's floor on autoscaling.interval.
-const minInterval = time.Second
-
-// intervalOf is autoscaling.interval, defaulted and floored as
-// pkg/autoscaler reads it.
-func intervalOf(spec *gputaskv1.AutoscalingSpec) time.Duration {
-	if spec.Interval == nil {
-		return scaling.DefaultInterval
-	}
-	return max(spec.Interval.Duration, minInterval)
-}
-
-// startupTimeoutOf is autoscaling.startupTimeout, defaulted.
-func startupTimeoutOf(spec *gputaskv1.AutoscalingSpec) time.Duration {
-	if spec.StartupTimeout == nil || spec.StartupTimeout.Duration <= 0 {
-		return scaling.DefaultStartupTimeout
-	}
-	return spec.StartupTimeout.Duration
-}
-
-// drainTimeoutOf is spec.scaleIn.drainTimeout, defaulted as the set
-// controller reads it.
-func drainTimeoutOf(set *gputaskv1.GPUTaskSet) time.Duration {
-	if set.Spec.ScaleIn == nil || set.Spec.ScaleIn.DrainTimeout == nil {
-		return taskset.DefaultDrainTimeout
-	}
-	return max(set.Spec.ScaleIn.DrainTimeout.Duration, 0)
-}
-
-// minTaskAgeOf is spec.minTaskAge, 0 when unset.
-func minTaskAgeOf(set *gputaskv1.GPUTaskSet) time.Duration {
-	if set.Spec.MinTaskAge == nil {
-		return 0
-	}
-	return set.Spec.MinTaskAge.Duration
-}
-
-func quantityOr(q *resource.Quantity, def float64) float64 {
-	if q == nil {
-		return def
-	}
-	return q.AsApproximateFloat64()
-}
-
-func ptrOr[T any](p *T, def T) T {
-	if p == nil {
-		return def
-	}
-	return *p
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
 // Policy names, as --policies takes them.
@@ -137,13 +138,14 @@ func (c Config) Target() float64 {
 		return c.HPATarget
 	}
 	spec := c.Set.Spec.Autoscaling
-	m := spec.Metrics[0]
+	m := scaling.MetricFor(spec.Metrics[0])
 	if spec.Policy.Type == gputaskv1.ProportionalPolicy {
-		return quantityOr(m.Target, 1)
+		if m.Target <= 0 {
+			return 1
+		}
+		return m.Target
 	}
-	up := quantityOr(m.UpThreshold, 0.8)
-	down := quantityOr(m.DownThreshold, 0.5)
-	return (up + down) / 2
+	return (m.UpThreshold + m.DownThreshold) / 2
 }
 
 // Run replays tr under every policy of the config.
@@ -216,7 +218,7 @@ func (c Config) policy(name string, tr Trace) (Policy, error) {
 	case PolicyKEDA:
 		return NewKEDA(KEDAConfig{MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load}), nil
 	case PolicySeed:
-		return &Seed{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Interval: intervalOf(spec), Load: c.Load}, nil
+		return &Seed{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Interval: scaling.IntervalOf(spec), Load: c.Load}, nil
 	case PolicyStatic:
 		return &Static{Size: max(PeakWorkers(tr, c.Concurrency), 1)}, nil
 	}
@@ -235,4 +237,11 @@ func InitialWorkers(tr Trace, concurrency int) int32 {
 		head.Requests = append(head.Requests, r)
 	}
 	return PeakWorkers(head, concurrency)
+}
+
+func ptrOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
 }

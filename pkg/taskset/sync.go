@@ -44,11 +44,11 @@ func taskSelector(set *gputaskv1.GPUTaskSet) labels.Selector {
 // invalid removes nothing (see holdScaleIn): its minimum age and drain
 // timeout are unknown, and are never guessed.
 func planReplicas(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, busy BusyFunc, now time.Time, burst int) ScalePlan {
-	minAge := minTaskAge(set)
+	minAge := MinTaskAgeOf(set)
 	if gputaskv1.IsStopped(set) {
 		minAge = 0
 	}
-	plan := PlanScale(active, desiredReplicas(set), busy, drainTimeout(set), minAge, now, burst)
+	plan := PlanScale(active, desiredReplicas(set), busy, DrainTimeoutOf(set), minAge, now, burst)
 	if len(invalidOwnSpec(set)) > 0 {
 		return holdScaleIn(plan, active)
 	}
@@ -72,8 +72,8 @@ func servingAfter(active []*gputaskv1.GPUTask, plan ScalePlan) []*gputaskv1.GPUT
 	return out
 }
 
-// drainTimeout is spec.scaleIn.drainTimeout, DefaultDrainTimeout when unset.
-func drainTimeout(set *gputaskv1.GPUTaskSet) time.Duration {
+// DrainTimeoutOf is spec.scaleIn.drainTimeout, DefaultDrainTimeout when unset.
+func DrainTimeoutOf(set *gputaskv1.GPUTaskSet) time.Duration {
 	if set.Spec.ScaleIn == nil || set.Spec.ScaleIn.DrainTimeout == nil {
 		return DefaultDrainTimeout
 	}
@@ -93,8 +93,8 @@ func desiredReplicas(set *gputaskv1.GPUTaskSet) int {
 	return max(int(*set.Spec.Replicas), 0)
 }
 
-// minTaskAge is spec.minTaskAge, 0 when unset.
-func minTaskAge(set *gputaskv1.GPUTaskSet) time.Duration {
+// MinTaskAgeOf is spec.minTaskAge, 0 when unset.
+func MinTaskAgeOf(set *gputaskv1.GPUTaskSet) time.Duration {
 	if set.Spec.MinTaskAge == nil {
 		return 0
 	}
