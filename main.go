@@ -123,7 +123,8 @@ func newControllers(ctx context.Context, cc app.ControllerContext) ([]app.Contro
 		autoscaler.Options{
 			GPUResourceName: corev1.ResourceName(o.GPUResourceName),
 			GPULabelKey:     o.GPULabelKey,
-			NewSource:       loadindex.Factory{Secrets: loadindex.KubeSecrets{Client: scalerClients.Kube}, Destinations: cc.Destinations}.New,
+			NewSource: loadindex.Factory{Secrets: loadindex.KubeSecrets{Client: scalerClients.Kube}, Destinations: cc.Destinations,
+				AllowPOST: o.LoadIndexAllowPOST}.New,
 		})
 
 	return []app.Controller{

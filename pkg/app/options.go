@@ -82,6 +82,7 @@ type Options struct {
 
 	LoadIndexAllowedCIDRs  []string
 	LoadIndexAllowLoopback bool
+	LoadIndexAllowPOST     bool
 }
 
 // NewOptions returns the options with their defaults.
@@ -142,11 +143,12 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's pprof profiles under /debug/pprof/ on the metrics address, as kube-controller-manager's --profiling does; with --metrics-secure, to callers authorized for those paths only.")
 	fs.DurationVar(&o.InformerResync, "informer-resync", o.InformerResync, "Informer resync period; 0 turns resyncs off (time-based rescheduling has its own timers).")
 	fs.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", o.ShutdownGracePeriod, "How long the HTTP servers get to finish requests on shutdown.")
-	fs.Func("load-index-allowed-cidrs", "Comma-separated CIDRs that load-index sources may connect to; when set, no other address, and an address listed here is allowed even if loopback or link-local. Empty means every address but loopback, link-local (cloud metadata), the API server's and the controller's own.", func(v string) error {
+	fs.Func("load-index-allowed-cidrs", "Comma-separated CIDRs that load-index sources may connect to; when set, no other address. An always-refused address (loopback, link-local, cloud metadata services) is reopened only by a range that lies inside its own refused range, such as 127.0.0.1/32; a broad range such as 0.0.0.0/0 never reopens it. The API server's addresses are never reachable. Empty means every address but those.", func(v string) error {
 		o.LoadIndexAllowedCIDRs = append(o.LoadIndexAllowedCIDRs, strings.Split(v, ",")...)
 		return nil
 	})
 	fs.BoolVar(&o.LoadIndexAllowLoopback, "load-index-allow-loopback", o.LoadIndexAllowLoopback, "Let load-index sources connect to loopback addresses (127.0.0.0/8, ::1), for tests or a load index served next to the controller.")
+	fs.BoolVar(&o.LoadIndexAllowPOST, "load-index-allow-post", o.LoadIndexAllowPOST, "Let HTTP load-index sources use method POST. Off, a set that asks for POST gets InvalidMetricSpec and sends nothing: a POST can change state on the endpoint.")
 }
 
 // addLeaderElectionFlags binds component-base's leader-election flags, the

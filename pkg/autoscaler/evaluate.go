@@ -76,7 +76,7 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 	logger.V(4).Info("Decided", "from", in.Current, "to", d.Desired, "reason", d.Reason, "message", d.Message,
 		"starting", st.Starting, "lastStep", last)
 
-	c.recordMetrics(set, in, d)
+	c.recordMetrics(ctx, set, in, d)
 	written, scaleErr := c.scale(ctx, set, in, d)
 	scaled := written != nil
 	var scaledAt time.Time
@@ -177,10 +177,14 @@ func currentReplicas(set *gputaskv1.GPUTaskSet) int32 {
 	return *set.Spec.Replicas
 }
 
-func (c *Controller) recordMetrics(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision) {
+func (c *Controller) recordMetrics(ctx context.Context, set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decision) {
 	for _, m := range d.Metrics {
 		if m.Err != nil {
-			metrics.LoadIndexErrors.WithLabelValues(set.Namespace, set.Name, m.Name, loadindex.Class(m.Err)).Inc()
+			class := loadindex.Class(m.Err)
+			metrics.LoadIndexErrors.WithLabelValues(set.Namespace, set.Name, m.Name, class).Inc()
+			// Status, events and the metric carry the coarse class only;
+			// the precise cause is for the operator's log.
+			klog.FromContext(ctx).V(2).Info("Load index read failed", "metric", m.Name, "class", class, "err", loadindex.Detail(m.Err))
 			continue
 		}
 		metrics.LoadIndex.WithLabelValues(set.Namespace, set.Name, m.Name).Set(m.Value)

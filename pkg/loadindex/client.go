@@ -111,16 +111,24 @@ type redirectError struct{ reason string }
 
 func (e *redirectError) Error() string { return "redirect refused: " + e.reason }
 
-// sameHostRedirect follows redirects only within the configured host. Go
-// drops the Authorization header on a redirect to another host, but not
-// custom headers, which may carry an API key from a Secret. The address a
-// redirect leads to is checked by the destination policy when it is dialled.
+// sameHostRedirect follows redirects only within the configured host, and
+// never from https to http. Go drops the Authorization header on a redirect
+// to another host, but not custom headers, which may carry an API key from
+// a Secret, so a redirect elsewhere is not followed at all: no credential
+// ever reaches a host the spec did not name. A downgrade to http would send
+// the same credentials in clear text. The address a redirect leads to is
+// checked by the destination policy when it is dialled.
 func sameHostRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= maxRedirects {
 		return &redirectError{reason: fmt.Sprintf("more than %d redirects", maxRedirects)}
 	}
 	if req.URL.Host != via[0].URL.Host {
 		return &redirectError{reason: "to another host"}
+	}
+	for _, prev := range via {
+		if prev.URL.Scheme == "https" && req.URL.Scheme != "https" {
+			return &redirectError{reason: "from https to http"}
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package loadindex
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -19,18 +20,14 @@ type httpSource struct {
 	path   string
 }
 
-func newHTTPSource(ctx context.Context, spec gputaskv1.HTTPSource, namespace string, secrets SecretGetter, policy *DestinationPolicy) (*httpSource, error) {
+func newHTTPSource(ctx context.Context, spec gputaskv1.HTTPSource, namespace string, secrets SecretGetter, policy *DestinationPolicy, allowPOST bool) (*httpSource, error) {
 	u, err := parseEndpoint(spec.URL)
 	if err != nil {
 		return nil, fmt.Errorf("http.url: %w", err)
 	}
-	method := strings.ToUpper(spec.Method)
-	switch method {
-	case "":
-		method = http.MethodGet
-	case http.MethodGet, http.MethodPost:
-	default:
-		return nil, fmt.Errorf("http.method: must be GET or POST, got %q", spec.Method)
+	method, err := checkMethod(spec.Method, allowPOST)
+	if err != nil {
+		return nil, fmt.Errorf("http.method: %w", err)
 	}
 	path := spec.ValueLocation
 	if path == "" {
@@ -53,12 +50,31 @@ func newHTTPSource(ctx context.Context, spec gputaskv1.HTTPSource, namespace str
 	return &httpSource{client: c, method: method, url: u.String(), path: path}, nil
 }
 
+// checkMethod returns the method to send: GET by default, POST only when
+// the controller's options allow it.
+func checkMethod(method string, allowPOST bool) (string, error) {
+	switch strings.ToUpper(method) {
+	case "", http.MethodGet:
+		return http.MethodGet, nil
+	case http.MethodPost:
+		if !allowPOST {
+			return "", errors.New("POST is not allowed by the controller's options (--load-index-allow-post); use GET")
+		}
+		return http.MethodPost, nil
+	default:
+		return "", fmt.Errorf("must be GET or POST, got %q", method)
+	}
+}
+
 // addHeaders resolves the configured headers, inline or from Secrets.
 func addHeaders(ctx context.Context, headers http.Header, specs []gputaskv1.HTTPHeader, namespace string, secrets SecretGetter) error {
 	for i, h := range specs {
 		field := fmt.Sprintf("http.headers[%d]", i)
 		if h.Name == "" {
 			return fmt.Errorf("%s.name: must be set", field)
+		}
+		if err := checkHeaderName(h.Name, h.Value == nil && h.ValueFrom != nil); err != nil {
+			return fmt.Errorf("%s.name: %w", field, err)
 		}
 		switch {
 		case h.Value != nil && h.ValueFrom != nil:
@@ -89,11 +105,11 @@ func (s *httpSource) Read(ctx context.Context) (float64, error) {
 	}
 	data, err := s.client.do(ctx, s.method, s.url, body)
 	if err != nil {
-		return 0, err
+		return 0, asReadError(err)
 	}
 	v, err := ExtractValue(data, s.path)
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", s.method, redact(s.url), err)
+		return 0, asReadError(fmt.Errorf("%s %s: %w", s.method, redact(s.url), err))
 	}
 	return v, nil
 }

@@ -136,8 +136,8 @@ func TestHTTPSourceFailures(t *testing.T) {
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Read error = %v, want %v", err, tt.wantErr)
 			}
-			if !strings.Contains(err.Error(), tt.wantMsg) {
-				t.Errorf("Read error %q does not mention %q", err, tt.wantMsg)
+			if !strings.Contains(Detail(err), tt.wantMsg) {
+				t.Errorf("Read error's detail %q does not mention %q", Detail(err), tt.wantMsg)
 			}
 		})
 	}
@@ -191,7 +191,12 @@ func TestHTTPSourceSendsMethodHeadersAndToken(t *testing.T) {
 		h.Auth = &gputaskv1.SourceAuth{BearerTokenSecretRef: secretRef("token", "token")}
 	})
 	secrets := fakeSecrets{"api/key": "k3y\n", "token/token": "s3cret\n"}
-	if _, err := mustNew(t, spec, secrets).Read(context.Background()); err != nil {
+	f := Factory{Secrets: secrets, Destinations: &DestinationPolicy{AllowLoopback: true}, AllowPOST: true}
+	src, err := f.New(context.Background(), spec, "ns")
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if _, err := src.Read(context.Background()); err != nil {
 		t.Fatalf("Read: %v", err)
 	}
 	if got.Method != http.MethodPost {
@@ -249,8 +254,8 @@ func TestHTTPSourceTLS(t *testing.T) {
 	})
 	t.Run("rejected without CA", func(t *testing.T) {
 		_, err := mustNew(t, httpMetric(srv.URL), secrets).Read(context.Background())
-		if err == nil || !strings.Contains(err.Error(), "certificate") {
-			t.Fatalf("Read error = %v, want a certificate error", err)
+		if Class(err) != string(ClassTLS) || !strings.Contains(Detail(err), "certificate") {
+			t.Fatalf("Read error = %v (%s), want a certificate error", err, Detail(err))
 		}
 	})
 	t.Run("insecureSkipVerify", func(t *testing.T) {
@@ -288,6 +293,14 @@ func TestNewConfigErrors(t *testing.T) {
 		{name: "unparsable url", spec: httpMetric("http://[::1"), want: `http.url: invalid URL`},
 		{name: "bad method", spec: httpMetric("http://x", func(h *gputaskv1.HTTPSource) { h.Method = "PUT" }), want: "http.method"},
 		{name: "bad location", spec: httpMetric("http://x", func(h *gputaskv1.HTTPSource) { h.ValueLocation = "data..v" }), want: "http.valueLocation"},
+		{name: "query in location", spec: httpMetric("http://x", func(h *gputaskv1.HTTPSource) { h.ValueLocation = `w.#(n=="y").v` }), want: "http.valueLocation"},
+		{name: "POST without the option", spec: httpMetric("http://x", func(h *gputaskv1.HTTPSource) { h.Method = "POST" }), want: "http.method: POST is not allowed"},
+		{name: "identity header", spec: httpMetric("http://x", func(h *gputaskv1.HTTPSource) {
+			h.Headers = []gputaskv1.HTTPHeader{{Name: "X-Forwarded-For", Value: &empty}}
+		}), want: "http.headers[0].name"},
+		{name: "inline Authorization", spec: httpMetric("http://x", func(h *gputaskv1.HTTPSource) {
+			h.Headers = []gputaskv1.HTTPHeader{{Name: "authorization", Value: &empty}}
+		}), want: "may only come from a Secret"},
 		{name: "header without value", spec: httpMetric("http://x", func(h *gputaskv1.HTTPSource) {
 			h.Headers = []gputaskv1.HTTPHeader{{Name: "X"}}
 		}), want: "http.headers[0]"},
@@ -358,10 +371,57 @@ func TestHTTPSourceRedirects(t *testing.T) {
 		t.Fatalf("same-host redirect: %v, %v", v, err)
 	}
 	_, err := mustNew(t, httpMetric(srv.URL+"/other", withKey), nil).Read(context.Background())
-	if !errors.Is(err, ErrRedirect) || !strings.Contains(err.Error(), "redirect refused: to another host") {
-		t.Fatalf("cross-host redirect error = %v, want a refusal", err)
+	if !errors.Is(err, ErrRedirect) || !strings.Contains(Detail(err), "redirect refused: to another host") || Class(err) != string(ClassRefusedByPolicy) {
+		t.Fatalf("cross-host redirect error = %v (%s), want a refusal", err, Detail(err))
 	}
 	if gotKey != "" {
 		t.Errorf("API key leaked to another host: %q", gotKey)
+	}
+}
+
+// TestHTTPSourceRedirectCarriesNoCredentials: a bearer token from a Secret
+// never follows a redirect to another host, and no redirect leads from
+// https to http, even on the same host and port.
+func TestHTTPSourceRedirectCarriesNoCredentials(t *testing.T) {
+	var gotAuth []string
+	other := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		gotAuth = append(gotAuth, r.Header.Get("Authorization"))
+		jsonBody(`{"data":{"load_balance":1}}`)(w, r)
+	})
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/final", http.StatusTemporaryRedirect)
+	})
+	withToken := func(h *gputaskv1.HTTPSource) {
+		h.Auth = &gputaskv1.SourceAuth{BearerTokenSecretRef: secretRef("token", "token")}
+	}
+	_, err := mustNew(t, httpMetric(srv.URL, withToken), fakeSecrets{"token/token": "s3cret"}).Read(context.Background())
+	if !errors.Is(err, ErrRedirect) || len(gotAuth) != 0 {
+		t.Errorf("cross-host redirect with a token: %v (%s), %d requests reached the other host; want refused and 0", err, Detail(err), len(gotAuth))
+	}
+
+	var conns atomic.Int32
+	tlsSrv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The same host and port, in clear text.
+		http.Redirect(w, r, "http://"+r.Host+"/plain", http.StatusFound)
+	}))
+	tlsSrv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	tlsSrv.StartTLS()
+	t.Cleanup(tlsSrv.Close)
+	spec := httpMetric(tlsSrv.URL, func(h *gputaskv1.HTTPSource) {
+		h.Auth = &gputaskv1.SourceAuth{InsecureSkipVerify: true}
+	})
+	_, err = mustNew(t, spec, nil).Read(context.Background())
+	if !errors.Is(err, ErrRedirect) || !strings.Contains(Detail(err), "from https to http") {
+		t.Errorf("https to http redirect: %v (%s), want refused", err, Detail(err))
+	}
+	if Class(err) != string(ClassRefusedByPolicy) {
+		t.Errorf("Class = %s, want %s", Class(err), ClassRefusedByPolicy)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections to the server, want 1: the https one, none in clear text", n)
 	}
 }

@@ -3,37 +3,106 @@ package loadindex
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
 )
 
-// valueLocation is read with gjson, as KEDA's metrics-api scaler reads its
-// own valueLocation, so that a path written for one works in the other:
+// valueLocation is a plain path, nothing more:
 //
 //   - "data.load_balance" selects a key of an object, level by level;
 //   - "items.0.v" selects index 0 of an array;
-//   - "data.gpu\.util" selects the key "gpu.util": a backslash escapes a dot
-//     (and the other special characters *, ?, #, |, @);
-//   - "items.#" is an array's length, and "items.#(name==\"a\").v" selects
-//     the first element whose name is "a".
+//   - "data.gpu\.util" selects the key "gpu.util" (a backslash escapes a dot).
 //
-// The plain dot paths written before gjson read the same as they always did.
+// A query language (gjson's or JSONPath's filters, modifiers, pipes,
+// multipaths and wildcards) is refused, in the CRD and here again. With a
+// filter such as #(key>="kZ9") an author could make the value read depend
+// on a string of the answer, and so learn a string the server holds one
+// comparison at a time through the figures the autoscaler reports.
 
-// checkPath catches the typos that gjson would quietly read as "no value",
-// so that they fail when the set is configured rather than at every read.
+// ValueLocationPattern is the grammar of a valueLocation: segments of
+// letters, digits, '_', '-' and ':', or escaped dots, joined by dots. The
+// CRD's pattern on http.valueLocation is the same expression.
+const ValueLocationPattern = `^([A-Za-z0-9_:-]|\\\.)+(\.([A-Za-z0-9_:-]|\\\.)+)*$`
+
+var valueLocationRE = regexp.MustCompile(ValueLocationPattern)
+
+// ErrInvalidLocation is a valueLocation outside the plain-path grammar.
+var ErrInvalidLocation = errors.New("must be a plain path: keys of letters, digits, '_', '-' or ':' and integer indexes joined by dots, a dot in a key escaped as \\.")
+
+// checkPath refuses anything but a plain path.
 func checkPath(path string) error {
 	if path == "" {
 		return errors.New("must not be empty")
 	}
-	if strings.HasPrefix(path, ".") || (strings.HasSuffix(path, ".") && !strings.HasSuffix(path, `\.`)) {
-		return fmt.Errorf("%q starts or ends with a dot", path)
-	}
-	if strings.Contains(strings.ReplaceAll(path, `\.`, ""), "..") {
-		return fmt.Errorf("%q has an empty segment", path)
+	if !valueLocationRE.MatchString(path) {
+		return fmt.Errorf("%q %w", path, ErrInvalidLocation)
 	}
 	return nil
+}
+
+// splitPath cuts a checked path into its segments, unescaping dots.
+func splitPath(path string) []string {
+	var segments []string
+	var cur strings.Builder
+	for i := 0; i < len(path); i++ {
+		switch {
+		case path[i] == '\\' && i+1 < len(path) && path[i+1] == '.':
+			cur.WriteByte('.')
+			i++
+		case path[i] == '.':
+			segments = append(segments, cur.String())
+			cur.Reset()
+		default:
+			cur.WriteByte(path[i])
+		}
+	}
+	return append(segments, cur.String())
+}
+
+// lookup walks doc one segment at a time: a key of an object, or an index
+// of an array. It never hands a path to gjson, whose path syntax is a query
+// language, and uses it only to iterate over a valid document.
+func lookup(doc gjson.Result, segments []string) (gjson.Result, bool) {
+	cur := doc
+	for _, seg := range segments {
+		next, ok := child(cur, seg)
+		if !ok {
+			return gjson.Result{}, false
+		}
+		cur = next
+	}
+	return cur, true
+}
+
+func child(parent gjson.Result, seg string) (gjson.Result, bool) {
+	var found gjson.Result
+	ok := false
+	switch {
+	case parent.IsObject():
+		parent.ForEach(func(key, value gjson.Result) bool {
+			if key.Str == seg {
+				found, ok = value, true
+			}
+			return !ok
+		})
+	case parent.IsArray():
+		index, err := strconv.Atoi(seg)
+		if err != nil || index < 0 || strconv.Itoa(index) != seg {
+			return gjson.Result{}, false
+		}
+		i := 0
+		parent.ForEach(func(_, value gjson.Result) bool {
+			if i == index {
+				found, ok = value, true
+			}
+			i++
+			return !ok
+		})
+	}
+	return found, ok
 }
 
 // ExtractValue finds the number at path in the JSON document doc. The value
@@ -50,8 +119,8 @@ func ExtractValue(doc []byte, path string) (float64, error) {
 	if !gjson.ValidBytes(doc) {
 		return 0, ErrBadJSON
 	}
-	res := gjson.GetBytes(doc, path)
-	if !res.Exists() {
+	res, ok := lookup(gjson.ParseBytes(doc), splitPath(path))
+	if !ok {
 		return 0, fmt.Errorf("%w: %q", ErrMissingField, path)
 	}
 	v, err := toNumber(res)

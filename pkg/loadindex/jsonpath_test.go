@@ -1,9 +1,16 @@
 package loadindex
 
 import (
+	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
 
 func TestExtractValue(t *testing.T) {
@@ -15,14 +22,14 @@ func TestExtractValue(t *testing.T) {
 		{doc: `{"a":{"b":1.5}}`, path: "a.b", want: 1.5},
 		{doc: `{"a":[0,{"b":"7"}]}`, path: "a.1.b", want: 7},
 		{doc: `{"a.b":1}`, path: "a.b", wantErr: ErrMissingField},
-		// What gjson adds: escaped dots, lengths and queries.
 		{doc: `{"a.b":1}`, path: `a\.b`, want: 1},
 		{doc: `{"gpu":{"util.avg":"0.25"}}`, path: `gpu.util\.avg`, want: 0.25},
-		{doc: `{"a":[5,6,7]}`, path: "a.#", want: 3},
-		{doc: `{"w":[{"n":"x","v":1},{"n":"y","v":2}]}`, path: `w.#(n=="y").v`, want: 2},
-		{doc: `{"w":[{"v":1},{"v":2}]}`, path: "w.#.v", wantErr: ErrNotNumber},
+		{doc: `{"a":{"0":4}}`, path: "a.0", want: 4},
+		{doc: `{"job:load":{"x-y_z":2}}`, path: "job:load.x-y_z", want: 2},
+		{doc: `{"a":1,"a":2}`, path: "a", want: 1},
 		{doc: `{"a":[1]}`, path: "a.1", wantErr: ErrMissingField},
 		{doc: `{"a":[1]}`, path: "a.-1", wantErr: ErrMissingField},
+		{doc: `{"a":[1,2]}`, path: "a.01", wantErr: ErrMissingField},
 		{doc: `{"a":[1]}`, path: "a.x", wantErr: ErrMissingField},
 		{doc: `{"a":1}`, path: "a.b", wantErr: ErrMissingField},
 		{doc: `{"a":{}}`, path: "a", wantErr: ErrNotNumber},
@@ -102,14 +109,86 @@ func TestCheckPath(t *testing.T) {
 		"a.0.b":             true,
 		`a\.b`:              true,
 		`a.b\.`:             true,
-		`w.#(n=="y").v`:     true,
+		"job:load.x-y":      true,
 		"":                  false,
 		".a":                false,
 		"a.":                false,
 		"a..b":              false,
+		`a\b`:               false,
+		"a b":               false,
 	} {
 		if err := checkPath(path); (err == nil) != ok {
 			t.Errorf("checkPath(%q) = %v, want ok=%v", path, err, ok)
 		}
+	}
+}
+
+// TestQueryLanguageRefused: every form of a query language (filters,
+// modifiers, pipes, multipaths, wildcards, literals, JSON lines) is refused
+// before any document is read, so that no value read can depend on a string
+// of the answer. Each is also tried against a document where, as a query,
+// it would have found a number.
+func TestQueryLanguageRefused(t *testing.T) {
+	doc := []byte(`{"SecretAccessKey":"kZ9x","items":[{"n":"a","v":1},{"n":"b","v":2}],"a":{"b":3},"ab":4}`)
+	for _, path := range []string{
+		`[@this].#(SecretAccessKey>="kZ9")#|#`,
+		`#(SecretAccessKey>="kZ9")#`,
+		`items.#(n=="b").v`,
+		`items.#(..)`,
+		`items.#(v>1)#.v`,
+		`items.#`,
+		`items.#.v`,
+		`@this`,
+		`a.@reverse`,
+		`@keys`,
+		`a|b`,
+		`items|0`,
+		`{a,b}`,
+		`[a.b,ab]`,
+		`a*`,
+		`a?`,
+		`*.b`,
+		`!true`,
+		`..0`,
+		`a.b~true`,
+		`a.b=3`,
+		`"a"`,
+		`$.a.b`,
+		`a[0]`,
+		`a%b`,
+		"a\n.b",
+	} {
+		t.Run(path, func(t *testing.T) {
+			if err := checkPath(path); err == nil {
+				t.Fatalf("checkPath(%q) accepted a query", path)
+			}
+			if v, err := ExtractValue(doc, path); err == nil {
+				t.Fatalf("ExtractValue(%q) = %v, want refused", path, v)
+			}
+			src, err := New(context.Background(), httpMetric("http://x", func(h *gputaskv1.HTTPSource) { h.ValueLocation = path }), "ns", nil)
+			if err == nil || !strings.Contains(err.Error(), "http.valueLocation") {
+				t.Fatalf("New = %v, %v; want a valueLocation error (InvalidMetricSpec)", src, err)
+			}
+			if Class(err) != ClassInvalidMetricSpec {
+				t.Errorf("Class = %s, want %s", Class(err), ClassInvalidMetricSpec)
+			}
+		})
+	}
+}
+
+// TestValueLocationPatternMatchesCRD: the CRD's pattern on
+// http.valueLocation is the one checked at read time.
+func TestValueLocationPatternMatchesCRD(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "artifacts", "crds", "gputask.io_gputasksets.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// YAML keeps backslashes of a plain or single-quoted scalar as they are.
+	var found bool
+	for _, form := range []string{ValueLocationPattern, "'" + ValueLocationPattern + "'", strconv.Quote(ValueLocationPattern)} {
+		found = found || strings.Contains(string(raw), "pattern: "+form+"\n")
+	}
+	if !found {
+		t.Errorf("the GPUTaskSet CRD has no pattern %s", ValueLocationPattern)
 	}
 }

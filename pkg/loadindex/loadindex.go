@@ -16,10 +16,11 @@ import (
 
 // Source reads one load index.
 type Source interface {
-	// Read returns the current value: finite and not negative, or an error
-	// whose message is fit for a condition or an event. The message names
-	// the class of the failure (a status code, a timeout, a TLS failure, a
-	// parse error and where) and never repeats what the server sent.
+	// Read returns the current value: finite and not negative, or a
+	// *ReadError whose message is its coarse class only (unreachable, TLS,
+	// HTTP 4xx, HTTP 5xx, invalid answer, not a number, refused by policy),
+	// fit for a condition, an event or a metric label. The precise cause is
+	// for the controller's log: see Detail.
 	Read(ctx context.Context) (float64, error)
 }
 
@@ -53,9 +54,14 @@ type Factory struct {
 	// Secrets reads the Secrets that specs name.
 	Secrets SecretGetter
 	// Destinations says which addresses sources may connect to. Nil is the
-	// zero DestinationPolicy: no loopback, link-local, unspecified or
-	// multicast address.
+	// zero DestinationPolicy, which refuses every address that is always
+	// refused (see DestinationPolicy).
 	Destinations *DestinationPolicy
+	// AllowPOST lets an http source use method POST
+	// (--load-index-allow-post). Without it only GET is sent: a POST to a
+	// URL of the author's choice, from the controller's network position,
+	// may change something there, where a GET only reads.
+	AllowPOST bool
 }
 
 // New builds the source that spec describes. Secrets named by the spec are
@@ -67,7 +73,7 @@ func (f Factory) New(ctx context.Context, spec gputaskv1.MetricSpec, namespace s
 	if policy == nil {
 		policy = &DestinationPolicy{}
 	}
-	src, err := newSource(ctx, spec, namespace, f.Secrets, policy)
+	src, err := newSource(ctx, spec, namespace, f.Secrets, policy, f.AllowPOST)
 	if err != nil {
 		return nil, fmt.Errorf("metric %q: %w", spec.Name, err)
 	}
@@ -80,12 +86,12 @@ func New(ctx context.Context, spec gputaskv1.MetricSpec, namespace string, secre
 	return Factory{Secrets: secrets}.New(ctx, spec, namespace)
 }
 
-func newSource(ctx context.Context, spec gputaskv1.MetricSpec, namespace string, secrets SecretGetter, policy *DestinationPolicy) (Source, error) {
+func newSource(ctx context.Context, spec gputaskv1.MetricSpec, namespace string, secrets SecretGetter, policy *DestinationPolicy, allowPOST bool) (Source, error) {
 	switch {
 	case spec.HTTP != nil && spec.Prometheus != nil:
 		return nil, errors.New("exactly one of http or prometheus must be set, got both")
 	case spec.HTTP != nil:
-		return newHTTPSource(ctx, *spec.HTTP, namespace, secrets, policy)
+		return newHTTPSource(ctx, *spec.HTTP, namespace, secrets, policy, allowPOST)
 	case spec.Prometheus != nil:
 		return newPrometheusSource(ctx, *spec.Prometheus, namespace, secrets, policy)
 	default:

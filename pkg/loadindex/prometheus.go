@@ -60,6 +60,11 @@ type promSample struct {
 
 // Read implements Source.
 func (s *prometheusSource) Read(ctx context.Context) (float64, error) {
+	v, err := s.read(ctx)
+	return v, asReadError(err)
+}
+
+func (s *prometheusSource) read(ctx context.Context) (float64, error) {
 	data, err := s.client.do(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
 		// Prometheus answers 400, 422 and 503 with a JSON error body whose
@@ -69,7 +74,7 @@ func (s *prometheusSource) Read(ctx context.Context) (float64, error) {
 		if errors.As(err, &statusErr) {
 			var resp promResponse
 			if json.Unmarshal(data, &resp) == nil && resp.Status == "error" {
-				return 0, fmt.Errorf("%w (HTTP %d): %s", ErrQuery, statusErr.Code, errorType(resp.ErrorType))
+				return 0, fmt.Errorf("%w: %s: %w", ErrQuery, errorType(resp.ErrorType), err)
 			}
 		}
 		return 0, err

@@ -58,7 +58,7 @@ func TestPrometheusSourceResults(t *testing.T) {
 		{name: "error status in 200", body: `{"status":"error","errorType":"execution","error":"boom"}`, wantErr: ErrQuery, wantMsg: "status is not success: execution"},
 		{name: "error with HTTP 400", status: http.StatusBadRequest,
 			body:    `{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": parse error"}`,
-			wantErr: ErrQuery, wantMsg: "(HTTP 400): bad_data"},
+			wantErr: ErrQuery, wantMsg: "bad_data: GET"},
 		{name: "plain 502", status: http.StatusBadGateway, body: `bad gateway`, wantErr: ErrStatus, wantMsg: "502"},
 		{name: "NaN sample", body: `{"status":"success","data":{"resultType":"scalar","result":[1,"NaN"]}}`, wantErr: ErrNaN},
 		{name: "Inf sample", body: `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"+Inf"]}]}}`, wantErr: ErrInf},
@@ -86,8 +86,8 @@ func TestPrometheusSourceResults(t *testing.T) {
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Read error = %v, want %v", err, tt.wantErr)
 			}
-			if !strings.Contains(err.Error(), tt.wantMsg) {
-				t.Errorf("Read error %q does not contain %q", err, tt.wantMsg)
+			if !strings.Contains(Detail(err), tt.wantMsg) {
+				t.Errorf("Read error's detail %q does not contain %q", Detail(err), tt.wantMsg)
 			}
 		})
 	}
@@ -104,7 +104,7 @@ func TestPrometheusSourceTLSWithCA(t *testing.T) {
 		t.Fatalf("Read error = %v, want ErrQuery after a verified handshake", err)
 	}
 	_, err = mustNew(t, promMetric(srv.URL), nil).Read(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "certificate") {
-		t.Fatalf("Read error without CA = %v, want a certificate error", err)
+	if Class(err) != string(ClassTLS) || !strings.Contains(Detail(err), "certificate") {
+		t.Fatalf("Read error without CA = %v (%s), want a certificate error", err, Detail(err))
 	}
 }

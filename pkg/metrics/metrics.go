@@ -69,8 +69,8 @@ var (
 	}, []string{"namespace", "taskset", "direction", "reason"})
 
 	// LoadIndexErrors counts failed load-index reads by set, metric and
-	// class of failure (loadindex.Class: Timeout, HTTPStatus, TLS,
-	// DestinationRefused, ...).
+	// class of failure (loadindex.Class: Unreachable, TLS, HTTP4xx, HTTP5xx,
+	// InvalidAnswer, NotANumber, RefusedByPolicy, InvalidMetricSpec).
 	LoadIndexErrors = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      namespace,
 		Name:           "taskset_load_index_errors_total",

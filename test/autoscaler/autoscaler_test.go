@@ -121,8 +121,11 @@ func TestAutoscalerOnRealAPIServer(t *testing.T) {
 
 	// Steady load: no writes at all, so the resourceVersion stays put.
 	load.Store("0.6")
+	// Steady once the tasks the step asked for are no longer counted as
+	// starting (the startup timeout is one interval here).
 	set = waitFor("a hold", func(s *gputaskv1.GPUTaskSet) bool {
-		return s.Status.LastDecision != nil && s.Status.LastDecision.Reason == scaling.ReasonWithinThresholds
+		return s.Status.LastDecision != nil && s.Status.LastDecision.Reason == scaling.ReasonWithinThresholds &&
+			s.Status.StartingReplicas == 0
 	})
 	steadyRV := set.ResourceVersion
 	time.Sleep(3 * time.Second) // three intervals

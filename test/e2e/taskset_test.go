@@ -165,9 +165,9 @@ func TestTaskSetHoldsWhileLoadIndexFails(t *testing.T) {
 		// message is part of the ScalingActive message.
 		message string
 	}{
-		{"HTTP 500", func() { load.Fail(http.StatusInternalServerError) }, "unexpected HTTP status 500"},
-		{"timeout", load.Hang, "timed out"},
-		{"connection refused", load.Close, "connection refused"},
+		{"HTTP 500", func() { load.Fail(http.StatusInternalServerError) }, "the server answered HTTP 5xx"},
+		{"timeout", load.Hang, "load index unreachable"},
+		{"connection refused", load.Close, "load index unreachable"},
 	}
 	for i, outage := range outages {
 		if i > 0 {

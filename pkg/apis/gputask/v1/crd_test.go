@@ -2,6 +2,7 @@ package v1_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apivalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -22,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/client-go/util/jsonpath"
 	"sigs.k8s.io/randfill"
 	"sigs.k8s.io/yaml"
@@ -282,6 +285,80 @@ func TestWorkloadExamples(t *testing.T) {
 			}
 			if pruned := pruning.PruneWithOptions(obj, structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}); len(pruned) > 0 {
 				t.Fatalf("the CRD schema drops fields: %v", pruned)
+			}
+		})
+	}
+}
+
+// TestLoadIndexSourceRules runs the GPUTaskSet schema and its CEL rules, as
+// the API server does, on the fields a tenant could turn against the
+// controller's network position: valueLocation is a plain path, and
+// identity and hop-by-hop headers are refused whatever their case.
+func TestLoadIndexSourceRules(t *testing.T) {
+	_, structural, validator := crdSchema(t, "gputask.io_gputasksets.yaml")
+	celValidator := cel.NewValidator(structural, true, celconfig.PerCallLimit)
+	for _, tc := range []struct {
+		name  string
+		http  string
+		valid bool
+	}{
+		{"plain path", `{"url":"http://x","valueLocation":"data.load_balance"}`, true},
+		{"index", `{"url":"http://x","valueLocation":"items.0.v"}`, true},
+		{"escaped dot", `{"url":"http://x","valueLocation":"data.gpu\\.util"}`, true},
+		{"colon and dash", `{"url":"http://x","valueLocation":"job:load.x-y_z"}`, true},
+		{"filter", `{"url":"http://x","valueLocation":"[@this].#(SecretAccessKey>=\"kZ9\")#|#"}`, false},
+		{"query", `{"url":"http://x","valueLocation":"items.#(..)"}`, false},
+		{"count", `{"url":"http://x","valueLocation":"items.#"}`, false},
+		{"modifier", `{"url":"http://x","valueLocation":"@reverse"}`, false},
+		{"pipe", `{"url":"http://x","valueLocation":"a|b"}`, false},
+		{"multipath", `{"url":"http://x","valueLocation":"{a,b}"}`, false},
+		{"star", `{"url":"http://x","valueLocation":"a*"}`, false},
+		{"question mark", `{"url":"http://x","valueLocation":"a?"}`, false},
+		{"empty segment", `{"url":"http://x","valueLocation":"a..b"}`, false},
+		{"ordinary header", `{"url":"http://x","headers":[{"name":"X-Api-Key","value":"k"}]}`, true},
+		{"Authorization from a Secret", `{"url":"http://x","headers":[{"name":"Authorization","valueFrom":{"name":"s","key":"k"}}]}`, true},
+		{"Authorization inline", `{"url":"http://x","headers":[{"name":"authorization","value":"Bearer x"}]}`, false},
+		{"X-Forwarded-For", `{"url":"http://x","headers":[{"name":"X-Forwarded-For","value":"1.2.3.4"}]}`, false},
+		{"x-forwarded-host lower case", `{"url":"http://x","headers":[{"name":"x-forwarded-host","value":"a"}]}`, false},
+		{"Forwarded", `{"url":"http://x","headers":[{"name":"FORWARDED","value":"for=1.2.3.4"}]}`, false},
+		{"X-Real-IP", `{"url":"http://x","headers":[{"name":"X-Real-Ip","value":"1.2.3.4"}]}`, false},
+		{"X-Remote-User", `{"url":"http://x","headers":[{"name":"X-Remote-User","value":"admin"}]}`, false},
+		{"X-Remote-Group", `{"url":"http://x","headers":[{"name":"x-remote-group","value":"system:masters"}]}`, false},
+		{"Impersonate-User", `{"url":"http://x","headers":[{"name":"Impersonate-User","value":"admin"}]}`, false},
+		{"Impersonate-Group from a Secret", `{"url":"http://x","headers":[{"name":"Impersonate-Group","valueFrom":{"name":"s","key":"k"}}]}`, false},
+		{"Host", `{"url":"http://x","headers":[{"name":"Host","value":"kubernetes.default"}]}`, false},
+		{"Connection", `{"url":"http://x","headers":[{"name":"Connection","value":"close"}]}`, false},
+		{"Proxy-Authorization", `{"url":"http://x","headers":[{"name":"Proxy-Authorization","value":"x"}]}`, false},
+		{"Te", `{"url":"http://x","headers":[{"name":"TE","value":"trailers"}]}`, false},
+		{"Trailer", `{"url":"http://x","headers":[{"name":"Trailer","value":"x"}]}`, false},
+		{"Transfer-Encoding", `{"url":"http://x","headers":[{"name":"Transfer-Encoding","value":"chunked"}]}`, false},
+		{"Upgrade", `{"url":"http://x","headers":[{"name":"Upgrade","value":"websocket"}]}`, false},
+		{"Keep-Alive", `{"url":"http://x","headers":[{"name":"Keep-Alive","value":"timeout=5"}]}`, false},
+		{"header name with a space", `{"url":"http://x","headers":[{"name":"X Api","value":"k"}]}`, false},
+		{"header name with a colon", `{"url":"http://x","headers":[{"name":"Host:","value":"k"}]}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var source map[string]any
+			if err := json.Unmarshal([]byte(tc.http), &source); err != nil {
+				t.Fatal(err)
+			}
+			obj := map[string]any{
+				"apiVersion": "gputask.io/v1", "kind": "GPUTaskSet",
+				"metadata": map[string]any{"name": "s"},
+				"spec": map[string]any{
+					"template": map[string]any{"spec": map[string]any{"gpu": "A100"}},
+					"autoscaling": map[string]any{"maxReplicas": int64(2),
+						"metrics": []any{map[string]any{"name": "load", "http": source}}},
+				},
+			}
+			errs := apivalidation.ValidateCustomResource(nil, obj, validator)
+			celErrs, _ := celValidator.Validate(context.Background(), nil, structural, obj, nil, celconfig.RuntimeCELCostBudget)
+			errs = append(errs, celErrs...)
+			if tc.valid && len(errs) > 0 {
+				t.Fatalf("want valid, got %v", errs.ToAggregate())
+			}
+			if !tc.valid && len(errs) == 0 {
+				t.Fatalf("want invalid, the CRD accepted %s", tc.http)
 			}
 		})
 	}

@@ -561,27 +561,39 @@ type HTTPSource struct {
 	// URL of the endpoint, http or https.
 	// +kubebuilder:validation:Pattern=`^https?://`
 	URL string `json:"url"`
-	// ValueLocation is the path to the number in the JSON answer, in gjson
-	// syntax as KEDA's metrics-api scaler reads it. Default
-	// "data.load_balance", for {"data":{"load_balance":0.83}}. "items.0.v"
-	// reads index 0 of an array, "data.gpu\.util" the key "gpu.util" (a
-	// backslash escapes a dot), "items.#" an array's length, and
-	// "items.#(name==\"a\").v" the first element named "a".
+	// ValueLocation is the path to the number in the JSON answer: keys and
+	// integer array indexes joined by dots, as KEDA's metrics-api scaler
+	// reads its plain paths. Default "data.load_balance", for
+	// {"data":{"load_balance":0.83}}. "items.0.v" reads index 0 of an
+	// array, and "data.gpu\.util" the key "gpu.util" (a backslash escapes a
+	// dot). Keys are letters, digits, '_', '-' and ':'. No query language
+	// (filters, modifiers, pipes, wildcards) is accepted: the value read
+	// must never depend on a string of the answer.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9_:-]|\\\.)+(\.([A-Za-z0-9_:-]|\\\.)+)*$`
 	ValueLocation string `json:"valueLocation,omitempty"`
-	// Method is GET (the default) or POST.
+	// Method is GET (the default) or POST. POST is sent only when the
+	// controller runs with --load-index-allow-post; otherwise the metric is
+	// InvalidMetricSpec.
 	// +optional
 	// +kubebuilder:validation:Enum=GET;POST
 	Method string `json:"method,omitempty"`
-	// Timeout of one read: more than 0s, at most 5m. Default 5s.
+	// Timeout of one read: more than 0s, at most 30s. Default 5s. A read never
+	// holds the autoscaler's workers; the cap keeps a slow endpoint's reads
+	// from piling up.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('5m')",message="timeout must be more than 0s and at most 5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('30s')",message="timeout must be more than 0s and at most 30s"
 	Timeout *Duration `json:"timeout,omitempty"`
-	// Headers are sent with each request.
+	// Headers are sent with each request. Identity and hop-by-hop headers
+	// (X-Forwarded-*, Forwarded, X-Real-IP, X-Remote-*, Impersonate-*,
+	// Host, Connection, Proxy-*, Te, Trailer, Transfer-Encoding, Upgrade,
+	// Keep-Alive) are refused, and Authorization is accepted from a Secret
+	// only.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
 	Headers []HTTPHeader `json:"headers,omitempty"`
 	// Auth holds the bearer token and TLS settings.
 	// +optional
@@ -590,8 +602,13 @@ type HTTPSource struct {
 
 // HTTPHeader is one request header, given inline or from a Secret.
 // +kubebuilder:validation:XValidation:rule="has(self.value) != has(self.valueFrom)",message="exactly one of value or valueFrom must be set"
+// +kubebuilder:validation:XValidation:rule="!(self.name.lowerAscii() in ['forwarded', 'x-real-ip', 'host', 'connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'keep-alive']) && !['x-forwarded-', 'x-remote-', 'impersonate-', 'proxy-'].exists(p, self.name.lowerAscii().startsWith(p))",message="identity and hop-by-hop headers (X-Forwarded-*, Forwarded, X-Real-IP, X-Remote-*, Impersonate-*, Host, Connection, Proxy-*, Te, Trailer, Transfer-Encoding, Upgrade, Keep-Alive) may not be set"
+// +kubebuilder:validation:XValidation:rule="self.name.lowerAscii() != 'authorization' || has(self.valueFrom)",message="the Authorization header may only come from a Secret (valueFrom)"
 type HTTPHeader struct {
+	// Name of the header, an HTTP token.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[-!#$%&'*+.^_|~0-9A-Za-z]+$`
 	Name string `json:"name"`
 	// +optional
 	Value *string `json:"value,omitempty"`
@@ -609,9 +626,9 @@ type PrometheusSource struct {
 	// Query is a PromQL instant query returning one sample.
 	// +kubebuilder:validation:MinLength=1
 	Query string `json:"query"`
-	// Timeout of one query: more than 0s, at most 5m. Default 5s.
+	// Timeout of one query: more than 0s, at most 30s. Default 5s.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('5m')",message="timeout must be more than 0s and at most 5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('30s')",message="timeout must be more than 0s and at most 30s"
 	Timeout *Duration `json:"timeout,omitempty"`
 	// Auth holds the bearer token and TLS settings.
 	// +optional

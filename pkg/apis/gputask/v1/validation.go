@@ -16,7 +16,7 @@ const (
 	MaxMinTaskAge              = 24 * time.Hour
 	MaxStabilizationWindow     = time.Hour
 	MaxScaleUpPeriod           = time.Hour
-	MaxSourceTimeout           = 5 * time.Minute
+	MaxSourceTimeout           = 30 * time.Second
 	MaxStartupTimeout          = 24 * time.Hour
 	MaxDrainTimeout            = 24 * time.Hour
 	defaultUpThresholdMilli    = 800

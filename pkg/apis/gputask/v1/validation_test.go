@@ -83,7 +83,7 @@ func TestValidateTaskSetSpec(t *testing.T) {
 			a.Policy = gputaskv1.ScalingPolicy{Type: gputaskv1.ProportionalPolicy, Tolerance: ptr.To(q("1"))}
 			a.Metrics[0].Target = ptr.To(q("0.001"))
 			a.Metrics[0].UpThreshold, a.Metrics[0].DownThreshold = ptr.To(q("0.5001")), ptr.To(q("0.5"))
-			a.Metrics[0].HTTP.Timeout = dur(5 * time.Minute)
+			a.Metrics[0].HTTP.Timeout = dur(30 * time.Second)
 		}},
 		{name: "unparsed interval", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.Autoscaling.Interval = bad(`"abc"`) }, want: []string{"spec.autoscaling.interval"}},
 		{name: "zero interval", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.Autoscaling.Interval = dur(0) }, want: []string{"spec.autoscaling.interval"}},
