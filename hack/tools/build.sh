@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the local control plane into bin/ (or $BIN_DIR): etcd, kube-apiserver,
-# kube-scheduler, kube-controller-manager, kubectl and kwok, and the Prometheus
-# server that the tests of the Prometheus load-index source query. A binary
-# that is already there is left alone, so a second run does nothing.
+# kube-scheduler, kube-controller-manager, kubectl and kwok; the Prometheus
+# server that the tests of the Prometheus load-index source query and its
+# promtool; and Helm, for the chart's tests. A binary that is already there is
+# left alone, so a second run does nothing.
 set -euo pipefail
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -43,38 +44,32 @@ if [[ ! -x "${BIN_DIR}/kwok" ]]; then
 fi
 
 # Prometheus comes from a module of its own (hack/tools/prometheus), so that its
-# dependencies never meet the Kubernetes ones. remove_all_sd leaves out the
-# cloud service discoveries, a large part of the build: the tests scrape static
-# targets. Without the builtinassets tag the web UI is absent; the HTTP API,
-# which is all the tests use, works without it.
-if [[ ! -x "${BIN_DIR}/prometheus" ]]; then
-  PROM_DIR=${TOOLS_DIR}/prometheus
-  PROM_MODULE_VERSION=$(cd "${PROM_DIR}" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
+# dependencies never meet the Kubernetes ones: the server for the tests of the
+# Prometheus source, and promtool, from the same release, which checks and
+# unit-tests the alert rules in artifacts/monitoring (make test-alerts).
+# remove_all_sd leaves out the cloud service discoveries, a large part of the
+# build: the tests scrape static targets. Without the builtinassets tag the web
+# UI is absent; the HTTP API, which is all the tests use, works without it.
+PROM_DIR=${TOOLS_DIR}/prometheus
+build_prometheus() {
+  local name=$1
+  if [[ -x "${BIN_DIR}/${name}" ]]; then
+    return
+  fi
+  local module_version release minor version
+  module_version=$(cd "${PROM_DIR}" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
   # Module v0.315.0 is Prometheus 3.15.0.
-  PROM_RELEASE=${PROM_MODULE_VERSION#v0.}; PROM_RELEASE=${PROM_RELEASE%%[-+]*}
-  PROM_MINOR=${PROM_RELEASE%%.*}
-  PROM_VERSION="$((PROM_MINOR / 100)).$((PROM_MINOR % 100)).${PROM_RELEASE#*.}"
-  echo ">> building prometheus ${PROM_VERSION} (github.com/prometheus/prometheus ${PROM_MODULE_VERSION})"
+  release=${module_version#v0.}; release=${release%%[-+]*}
+  minor=${release%%.*}
+  version="$((minor / 100)).$((minor % 100)).${release#*.}"
+  echo ">> building ${name} ${version} (github.com/prometheus/prometheus ${module_version})"
   (cd "${PROM_DIR}" && CGO_ENABLED=0 go build -trimpath -tags remove_all_sd \
-    -ldflags="-s -w -X github.com/prometheus/common/version.Version=${PROM_VERSION}" \
-    -o "${BIN_DIR}/prometheus.tmp" github.com/prometheus/prometheus/cmd/prometheus)
-  mv "${BIN_DIR}/prometheus.tmp" "${BIN_DIR}/prometheus"
-fi
-
-# promtool, from the same module and release, checks and unit-tests the alert
-# rules in artifacts/monitoring (make test-alerts).
-if [[ ! -x "${BIN_DIR}/promtool" ]]; then
-  PROM_DIR=${TOOLS_DIR}/prometheus
-  PROM_MODULE_VERSION=$(cd "${PROM_DIR}" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
-  PROM_RELEASE=${PROM_MODULE_VERSION#v0.}; PROM_RELEASE=${PROM_RELEASE%%[-+]*}
-  PROM_MINOR=${PROM_RELEASE%%.*}
-  PROM_VERSION="$((PROM_MINOR / 100)).$((PROM_MINOR % 100)).${PROM_RELEASE#*.}"
-  echo ">> building promtool ${PROM_VERSION} (github.com/prometheus/prometheus ${PROM_MODULE_VERSION})"
-  (cd "${PROM_DIR}" && CGO_ENABLED=0 go build -trimpath -tags remove_all_sd \
-    -ldflags="-s -w -X github.com/prometheus/common/version.Version=${PROM_VERSION}" \
-    -o "${BIN_DIR}/promtool.tmp" github.com/prometheus/prometheus/cmd/promtool)
-  mv "${BIN_DIR}/promtool.tmp" "${BIN_DIR}/promtool"
-fi
+    -ldflags="-s -w -X github.com/prometheus/common/version.Version=${version}" \
+    -o "${BIN_DIR}/${name}.tmp" "github.com/prometheus/prometheus/cmd/${name}")
+  mv "${BIN_DIR}/${name}.tmp" "${BIN_DIR}/${name}"
+}
+build_prometheus prometheus
+build_prometheus promtool
 
 # Helm comes from a module of its own (hack/tools/helm), like Prometheus, so
 # that its dependencies never meet the Kubernetes ones. The version stamps are
