@@ -16,10 +16,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/test/framework"
 )
 
@@ -45,7 +43,7 @@ type alertRule struct {
 // /api/v1/parse_query), so functions, label names and keywords are never
 // mistaken for metrics.
 func TestAlertMetrics(t *testing.T) {
-	c := startProdCluster(t, prodNode{"a100-1", "A100", 8})
+	c := startCluster(t, gpuNode{"a100-1", "A100", 8})
 	ctx := context.Background()
 	leaseNS := c.NamespaceT(t)
 	ns := c.NamespaceT(t)
@@ -64,23 +62,10 @@ func TestAlertMetrics(t *testing.T) {
 	}))
 	t.Cleanup(down.Close)
 
-	prodCreateTask(t, c, ns, prodTask("probe", "A100", 1))
-	prodWaitTask(t, c, ns, "probe", "Running", prodTaskRunning)
+	createTask(t, c, ns, newTask("probe", "A100", 1))
+	waitTask(t, c, ns, "probe", "Running", taskRunning)
 	for name, endpoint := range map[string]string{"capped": high.URL, "broken": down.URL} {
-		set := &gputaskv1.GPUTaskSet{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: gputaskv1.GPUTaskSetSpec{
-				Replicas: ptr.To[int32](1),
-				Template: gputaskv1.GPUTaskTemplateSpec{Spec: prodTask("", "A100", 1).Spec},
-				Autoscaling: &gputaskv1.AutoscalingSpec{
-					MinReplicas: ptr.To[int32](1),
-					MaxReplicas: 1,
-					Interval:    &gputaskv1.Duration{Duration: time.Second},
-					Policy:      gputaskv1.ScalingPolicy{Type: gputaskv1.StepPolicy},
-					Metrics:     []gputaskv1.MetricSpec{{Name: "load", HTTP: &gputaskv1.HTTPSource{URL: endpoint}}},
-				},
-			},
-		}
+		set := httpSet(name, "A100", endpoint, 1, time.Second)
 		if _, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -3,25 +3,17 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
-	gputasklisters "github.com/gputask/gputask-controller/pkg/generated/listers/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 	"github.com/gputask/gputask-controller/test/kwok"
 )
@@ -30,163 +22,7 @@ import (
 // plane, with the package's controller: at most one step per interval,
 // startup-aware scale-up, graceful scale-in of busy workers, and scale to
 // zero and back. Each has its own namespace and GPU model, as in
-// taskset_test.go, whose load server and helpers they share.
-
-// arStep is one change of spec.replicas as the test's informer saw it.
-type arStep struct {
-	at       time.Time
-	replicas int32
-	// ready is how many of the set's tasks were Ready at that moment.
-	ready int
-}
-
-// arRecorder records every change of the pool's spec.replicas with its time,
-// and keeps listers of the pool and its tasks.
-type arRecorder struct {
-	ns         string
-	setLister  gputasklisters.GPUTaskSetLister
-	taskLister gputasklisters.GPUTaskLister
-
-	mu        sync.Mutex
-	steps     []arStep
-	reasons   []string
-	maxStart  int32
-	maxDrains int32
-}
-
-func arRecord(t *testing.T, ns string) *arRecorder {
-	t.Helper()
-	r := &arRecorder{ns: ns}
-	// Task events keep the task cache warm; readiness is read at each step.
-	tsWatchPool(t, ns, &r.setLister, &r.taskLister, r.onSet, cache.ResourceEventHandlerFuncs{})
-	return r
-}
-
-func (r *arRecorder) onSet(obj any) {
-	set, ok := obj.(*gputaskv1.GPUTaskSet)
-	if !ok || set.Name != tsPoolName {
-		return
-	}
-	now := time.Now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.maxStart = max(r.maxStart, set.Status.StartingReplicas)
-	r.maxDrains = max(r.maxDrains, set.Status.DrainingReplicas)
-	if reason := tsDecisionReason(set); reason != "" && (len(r.reasons) == 0 || r.reasons[len(r.reasons)-1] != reason) {
-		r.reasons = append(r.reasons, reason)
-	}
-	replicas := tsPtrOr(set.Spec.Replicas, 1)
-	if len(r.steps) == 0 || r.steps[len(r.steps)-1].replicas != replicas {
-		r.steps = append(r.steps, arStep{at: now, replicas: replicas, ready: r.readyTasks()})
-	}
-}
-
-// arSteps renders steps as "replicas@seconds since the first (ready)".
-func arSteps(steps []arStep) string {
-	parts := make([]string, 0, len(steps))
-	for _, s := range steps {
-		parts = append(parts, fmt.Sprintf("%d@%.1fs(%d ready)", s.replicas, s.at.Sub(steps[0].at).Seconds(), s.ready))
-	}
-	return strings.Join(parts, " ")
-}
-
-func (r *arRecorder) readyTasks() int {
-	tasks, err := r.taskLister.GPUTasks(r.ns).List(labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: tsPoolName}))
-	if err != nil {
-		return -1
-	}
-	n := 0
-	for _, t := range tasks {
-		if t.DeletionTimestamp == nil && meta.IsStatusConditionTrue(t.Status.Conditions, gputaskv1.ConditionReady) {
-			n++
-		}
-	}
-	return n
-}
-
-func (r *arRecorder) snapshot() ([]arStep, []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.steps), slices.Clone(r.reasons)
-}
-
-func (r *arRecorder) tasks(t *testing.T) []*gputaskv1.GPUTask {
-	t.Helper()
-	tasks, err := r.taskLister.GPUTasks(r.ns).List(labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: tsPoolName}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tasks
-}
-
-// waitSet waits until done holds for the pool.
-func (r *arRecorder) waitSet(t *testing.T, timeout time.Duration, what string, done func(*gputaskv1.GPUTaskSet) bool) *gputaskv1.GPUTaskSet {
-	t.Helper()
-	return tsPollPool(t, r.setLister, r.ns, timeout, what, done, func() string {
-		steps, reasons := r.snapshot()
-		return fmt.Sprintf("steps %s\ndecisions %v", arSteps(steps), reasons)
-	})
-}
-
-// arPool is a set for these tests: Step or Proportional, on the test's GPU
-// model, optionally with slow-starting pods.
-type arPool struct {
-	replicas, min, max int32
-	interval           time.Duration
-	stepUp             int32
-	proportional       bool
-	model, url         string
-	slow               bool
-	drainTimeout       *time.Duration
-	noAutoscaling      bool
-}
-
-func arCreatePool(t *testing.T, ns string, p arPool) {
-	t.Helper()
-	amount := intstr.FromInt32(1)
-	set := &gputaskv1.GPUTaskSet{
-		ObjectMeta: metav1.ObjectMeta{Name: tsPoolName},
-		Spec: gputaskv1.GPUTaskSetSpec{
-			Replicas: &p.replicas,
-			Template: gputaskv1.GPUTaskTemplateSpec{Spec: gputaskv1.GPUTaskSpec{GPU: p.model, GPUAmount: &amount}},
-		},
-	}
-	if p.slow {
-		set.Spec.Template.Spec.Env = []corev1.EnvVar{{Name: kwok.FakeStartupEnv, Value: kwok.FakeStartupSlow}}
-	}
-	if p.drainTimeout != nil {
-		set.Spec.ScaleIn = &gputaskv1.ScaleInSpec{DrainTimeout: &gputaskv1.Duration{Duration: *p.drainTimeout}}
-	}
-	if !p.noAutoscaling {
-		metric := gputaskv1.MetricSpec{Name: "backend-load", HTTP: &gputaskv1.HTTPSource{URL: p.url}}
-		policy := gputaskv1.ScalingPolicy{Type: gputaskv1.StepPolicy}
-		if p.stepUp > 0 {
-			policy.StepUp = &p.stepUp
-		}
-		if p.proportional {
-			policy.Type = gputaskv1.ProportionalPolicy
-			target := resource.MustParse("0.5")
-			metric.Target = &target
-		}
-		set.Spec.Autoscaling = &gputaskv1.AutoscalingSpec{
-			MinReplicas: &p.min, MaxReplicas: p.max,
-			Interval:                     &gputaskv1.Duration{Duration: p.interval},
-			Metrics:                      []gputaskv1.MetricSpec{metric},
-			Policy:                       policy,
-			ScaleDownStabilizationWindow: &gputaskv1.Duration{},
-		}
-	}
-	if _, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Create(context.Background(), set, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating gputaskset %s/%s: %v", ns, tsPoolName, err)
-	}
-}
-
-func arPatchSet(t *testing.T, ns, patch string) {
-	t.Helper()
-	if _, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Patch(context.Background(), tsPoolName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("patching the pool with %s: %v", patch, err)
-	}
-}
+// taskset_test.go, and they share its helpers (helpers_test.go).
 
 // TestAutoscalerOneStepPerIntervalWhileEdited holds the load at 0.9 for 20
 // intervals while the test edits the spec and toggles paused and stopped
@@ -196,11 +32,8 @@ func arPatchSet(t *testing.T, ns, patch string) {
 func TestAutoscalerOneStepPerIntervalWhileEdited(t *testing.T) {
 	t.Parallel()
 	const interval = 3 * time.Second
-	ns := cp.NamespaceT(t)
-	model := tsGPUNodesT(t, ns, 1, 200)
-	load := tsNewLoadServer(t, tsLoadHigh)
-	rec := arRecord(t, ns)
-	arCreatePool(t, ns, arPool{replicas: 1, min: 1, max: 150, interval: interval, stepUp: 1, model: model, url: load.URL()})
+	ns, model, load, rec := setupPool(t, 1, 200, loadHigh)
+	createPool(t, ns, poolSpec{replicas: 1, min: 1, max: 150, interval: interval, stepUp: 1, model: model, url: load.URL()})
 
 	edits := []string{
 		`{"spec":{"autoscaling":{"maxReplicas":149}}}`,
@@ -219,12 +52,12 @@ func TestAutoscalerOneStepPerIntervalWhileEdited(t *testing.T) {
 		// Edits come at 0.3 to 2.4 s after each other, the gaps that used
 		// to produce a second step.
 		time.Sleep([]time.Duration{300 * time.Millisecond, 2400 * time.Millisecond, 1100 * time.Millisecond, 700 * time.Millisecond}[i%4])
-		arPatchSet(t, ns, edits[i%len(edits)])
+		patchPool(t, ns, edits[i%len(edits)])
 	}
-	arPatchSet(t, ns, `{"metadata":{"annotations":{"gputask.io/paused":null,"gputask.io/stopped":null}}}`)
+	patchPool(t, ns, `{"metadata":{"annotations":{"gputask.io/paused":null,"gputask.io/stopped":null}}}`)
 
 	steps, reasons := rec.snapshot()
-	t.Logf("steps: %s", arSteps(steps))
+	t.Logf("steps: %s", formatSteps(steps))
 	t.Logf("decisions: %v", reasons)
 	if len(steps) < 6 {
 		t.Fatalf("only %d values of spec.replicas in %v; the test proves nothing", len(steps), 20*interval)
@@ -245,19 +78,16 @@ func TestAutoscalerOneStepPerIntervalWhileEdited(t *testing.T) {
 func TestAutoscalerWaitsForSlowStarts(t *testing.T) {
 	t.Parallel()
 	const interval = 3 * time.Second
-	ns := cp.NamespaceT(t)
-	model := tsGPUNodesT(t, ns, 1, 64)
-	load := tsNewLoadServer(t, tsLoadHigh)
-	rec := arRecord(t, ns)
-	arCreatePool(t, ns, arPool{replicas: 1, min: 1, max: 7, interval: interval, stepUp: 2, model: model, url: load.URL(), slow: true})
+	ns, model, load, rec := setupPool(t, 1, 64, loadHigh)
+	createPool(t, ns, poolSpec{replicas: 1, min: 1, max: 7, interval: interval, stepUp: 2, model: model, url: load.URL(), slow: true})
 
-	rec.waitSet(t, 3*time.Minute, "7 Ready tasks", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.ReadyReplicas == 7 })
+	rec.waitSetWithin(t, 3*time.Minute, "7 Ready tasks", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.ReadyReplicas == 7 })
 	elapsed := time.Duration(0)
 	steps, reasons := rec.snapshot()
 	if len(steps) > 0 {
 		elapsed = time.Since(steps[0].at)
 	}
-	t.Logf("steps: %s\ndecisions: %v\nall Ready after %v", arSteps(steps), reasons, elapsed)
+	t.Logf("steps: %s\ndecisions: %v\nall Ready after %v", formatSteps(steps), reasons, elapsed)
 
 	var counts []int32
 	for _, s := range steps {
@@ -278,10 +108,7 @@ func TestAutoscalerWaitsForSlowStarts(t *testing.T) {
 	if !slices.Contains(reasons, scaling.ReasonWaitingForStartingTasks) {
 		t.Errorf("decisions %v, want %s among them", reasons, scaling.ReasonWaitingForStartingTasks)
 	}
-	rec.mu.Lock()
-	maxStart := rec.maxStart
-	rec.mu.Unlock()
-	if maxStart == 0 {
+	if rec.maxStartingReplicas() == 0 {
 		t.Error("status.startingReplicas never showed the starting tasks")
 	}
 	// Without the rule the set would have stepped every interval: 1, 3, 5, 7
@@ -296,11 +123,11 @@ func TestBusyTasksDrainOnScaleIn(t *testing.T) {
 	t.Parallel()
 	const drainTimeout = 20 * time.Second
 	ns := cp.NamespaceT(t)
-	model := tsGPUNodesT(t, ns, 1, 16)
-	rec := arRecord(t, ns)
+	model := createGPUNodes(t, ns, 1, 16)
+	rec := recordPool(t, ns)
 	timeout := drainTimeout
-	arCreatePool(t, ns, arPool{replicas: 4, model: model, noAutoscaling: true, drainTimeout: &timeout})
-	rec.waitSet(t, tsTimeout, "4 Ready tasks", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.ReadyReplicas == 4 })
+	createPool(t, ns, poolSpec{replicas: 4, model: model, noAutoscaling: true, drainTimeout: &timeout})
+	rec.waitSet(t, "4 Ready tasks", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.ReadyReplicas == 4 })
 
 	tasks := rec.tasks(t)
 	slices.SortFunc(tasks, func(a, b *gputaskv1.GPUTask) int { return strings.Compare(a.Name, b.Name) })
@@ -316,8 +143,8 @@ func TestBusyTasksDrainOnScaleIn(t *testing.T) {
 	// The GPUTask controller mirrors the pod's mark on its task.
 	time.Sleep(time.Second)
 
-	arPatchSet(t, ns, `{"spec":{"replicas":0}}`)
-	rec.waitSet(t, tsTimeout, "2 busy tasks draining, the idle ones gone", func(s *gputaskv1.GPUTaskSet) bool {
+	patchPool(t, ns, `{"spec":{"replicas":0}}`)
+	rec.waitSet(t, "2 busy tasks draining, the idle ones gone", func(s *gputaskv1.GPUTaskSet) bool {
 		return s.Status.Replicas == 2 && s.Status.DrainingReplicas == 2
 	})
 	scaledIn := time.Now()
@@ -349,11 +176,11 @@ func TestBusyTasksDrainOnScaleIn(t *testing.T) {
 	if _, err := cp.Kube.CoreV1().Pods(ns).Patch(ctx, busyPod.Status.PodName, types.MergePatchType, []byte(idle), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rec.waitSet(t, tsTimeout, "the idle worker's task deleted", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.Replicas == 1 })
+	rec.waitSet(t, "the idle worker's task deleted", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.Replicas == 1 })
 	if time.Since(scaledIn) > drainTimeout/2 {
 		t.Errorf("the task of the worker that turned idle went only after %v", time.Since(scaledIn))
 	}
-	rec.waitSet(t, drainTimeout+tsTimeout, "the busy task deleted at the drain timeout", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.Replicas == 0 })
+	rec.waitSetWithin(t, drainTimeout+waitTimeout, "the busy task deleted at the drain timeout", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.Replicas == 0 })
 	// The drain is measured from the mark's own time; the status that shows
 	// the deletion comes after it.
 	if held := time.Since(drainStarted); held < drainTimeout {
@@ -363,8 +190,8 @@ func TestBusyTasksDrainOnScaleIn(t *testing.T) {
 	}
 
 	// Drain two busy tasks again, then scale up to 3: both come back, one is created.
-	arPatchSet(t, ns, `{"spec":{"replicas":2}}`)
-	rec.waitSet(t, tsTimeout, "2 Ready tasks", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.ReadyReplicas == 2 && s.Status.Replicas == 2 })
+	patchPool(t, ns, `{"spec":{"replicas":2}}`)
+	rec.waitSet(t, "2 Ready tasks", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.ReadyReplicas == 2 && s.Status.Replicas == 2 })
 	var kept []string
 	for _, task := range rec.tasks(t) {
 		if task.DeletionTimestamp == nil {
@@ -374,10 +201,10 @@ func TestBusyTasksDrainOnScaleIn(t *testing.T) {
 			}
 		}
 	}
-	arPatchSet(t, ns, `{"spec":{"replicas":0}}`)
-	rec.waitSet(t, tsTimeout, "2 tasks draining", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.DrainingReplicas == 2 })
-	arPatchSet(t, ns, `{"spec":{"replicas":3}}`)
-	rec.waitSet(t, tsTimeout, "3 tasks, none draining", func(s *gputaskv1.GPUTaskSet) bool {
+	patchPool(t, ns, `{"spec":{"replicas":0}}`)
+	rec.waitSet(t, "2 tasks draining", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.DrainingReplicas == 2 })
+	patchPool(t, ns, `{"spec":{"replicas":3}}`)
+	rec.waitSet(t, "3 tasks, none draining", func(s *gputaskv1.GPUTaskSet) bool {
 		return s.Status.Replicas == 3 && s.Status.DrainingReplicas == 0
 	})
 	var names []string
@@ -394,7 +221,7 @@ func TestBusyTasksDrainOnScaleIn(t *testing.T) {
 	if created != 1 {
 		t.Errorf("tasks %v after the scale-up, %d new; want the 2 drains %v taken back and 1 created", names, created, kept)
 	}
-	tsWaitEvents(t, ns, "UndrainedTask", corev1.EventTypeNormal, kept...)
+	waitEvents(t, ns, "UndrainedTask", corev1.EventTypeNormal, kept...)
 }
 
 // TestAutoscalerScalesToZeroAndBack: with minReplicas 0, low load takes the
@@ -403,95 +230,41 @@ func TestBusyTasksDrainOnScaleIn(t *testing.T) {
 func TestAutoscalerScalesToZeroAndBack(t *testing.T) {
 	t.Parallel()
 	const interval = time.Second
-	ns := cp.NamespaceT(t)
-	model := tsGPUNodesT(t, ns, 1, 16)
-	load := tsNewLoadServer(t, tsLoadLow)
-	rec := arRecord(t, ns)
-	arCreatePool(t, ns, arPool{replicas: 2, min: 0, max: 6, interval: interval, model: model, url: load.URL()})
+	ns, model, load, rec := setupPool(t, 1, 16, loadLow)
+	createPool(t, ns, poolSpec{replicas: 2, min: 0, max: 6, interval: interval, model: model, url: load.URL()})
 
-	rec.waitSet(t, tsTimeout, "0 tasks", func(s *gputaskv1.GPUTaskSet) bool {
-		return tsPtrOr(s.Spec.Replicas, 1) == 0 && s.Status.Replicas == 0
+	rec.waitSet(t, "0 tasks", func(s *gputaskv1.GPUTaskSet) bool {
+		return ptr.Deref(s.Spec.Replicas, 1) == 0 && s.Status.Replicas == 0
 	})
 	// Between the thresholds it stays at 0.
 	load.Set(0.7)
 	reads := load.Reads()
 	time.Sleep(4 * interval)
-	if set := rec.waitSet(t, tsTimeout, "a hold at 0", func(s *gputaskv1.GPUTaskSet) bool { return true }); tsPtrOr(set.Spec.Replicas, 1) != 0 || load.Reads()-reads < 3 {
-		t.Fatalf("at load 0.7: replicas %d after %d reads, want 0 after at least 3", tsPtrOr(set.Spec.Replicas, 1), load.Reads()-reads)
+	if set := rec.waitSet(t, "a hold at 0", func(s *gputaskv1.GPUTaskSet) bool { return true }); ptr.Deref(set.Spec.Replicas, 1) != 0 || load.Reads()-reads < 3 {
+		t.Fatalf("at load 0.7: replicas %d after %d reads, want 0 after at least 3", ptr.Deref(set.Spec.Replicas, 1), load.Reads()-reads)
 	}
-	load.Set(tsLoadHigh)
-	rec.waitSet(t, tsTimeout, "3 or more Ready tasks again", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.ReadyReplicas >= 3 })
+	load.Set(loadHigh)
+	rec.waitSet(t, "3 or more Ready tasks again", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.ReadyReplicas >= 3 })
 
-	load.Set(tsLoadLow)
-	rec.waitSet(t, tsTimeout, "0 tasks again", func(s *gputaskv1.GPUTaskSet) bool { return tsPtrOr(s.Spec.Replicas, 1) == 0 })
+	load.Set(loadLow)
+	rec.waitSet(t, "0 tasks again", func(s *gputaskv1.GPUTaskSet) bool { return ptr.Deref(s.Spec.Replicas, 1) == 0 })
 	load.Fail(500)
 	reads = load.Reads()
-	rec.waitSet(t, tsTimeout, "failures reported at 0", func(s *gputaskv1.GPUTaskSet) bool {
-		return s.Status.ConsecutiveFailures >= 5 && tsConditionIs(s, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, scaling.ReasonFailedGetLoadIndex)
+	rec.waitSet(t, "failures reported at 0", func(s *gputaskv1.GPUTaskSet) bool {
+		return s.Status.ConsecutiveFailures >= 5 && conditionIs(s, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, scaling.ReasonFailedGetLoadIndex)
 	})
-	if set := rec.waitSet(t, tsTimeout, "the set", func(*gputaskv1.GPUTaskSet) bool { return true }); tsPtrOr(set.Spec.Replicas, 1) != 0 || set.Status.Replicas != 0 {
-		t.Fatalf("a failing load index moved the set from 0 to %d (%d tasks) after %d reads", tsPtrOr(set.Spec.Replicas, 1), set.Status.Replicas, load.Reads()-reads)
+	if set := rec.waitSet(t, "the set", func(*gputaskv1.GPUTaskSet) bool { return true }); ptr.Deref(set.Spec.Replicas, 1) != 0 || set.Status.Replicas != 0 {
+		t.Fatalf("a failing load index moved the set from 0 to %d (%d tasks) after %d reads", ptr.Deref(set.Spec.Replicas, 1), set.Status.Replicas, load.Reads()-reads)
 	}
 
 	// Proportional: any load above 0 brings it back, from the total.
 	load.Set(0.6)
-	arPatchSet(t, ns, `{"spec":{"autoscaling":{"policy":{"type":"Proportional"},"metrics":[{"name":"backend-load","http":{"url":"`+load.URL()+`"},"target":"0.5"}]}}}`)
-	rec.waitSet(t, tsTimeout, "2 tasks from a total load of 0.6 at target 0.5", func(s *gputaskv1.GPUTaskSet) bool {
-		return tsPtrOr(s.Spec.Replicas, 1) == 2
+	patchPool(t, ns, `{"spec":{"autoscaling":{"policy":{"type":"Proportional"},"metrics":[{"name":"backend-load","http":{"url":"`+load.URL()+`"},"target":"0.5"}]}}}`)
+	rec.waitSet(t, "2 tasks from a total load of 0.6 at target 0.5", func(s *gputaskv1.GPUTaskSet) bool {
+		return ptr.Deref(s.Spec.Replicas, 1) == 2
 	})
 	steps, reasons := rec.snapshot()
-	t.Logf("steps %s\ndecisions %v", arSteps(steps), reasons)
-}
-
-// arReadLog is a load-index endpoint that logs when it answered which value.
-type arReadLog struct {
-	mu    sync.Mutex
-	value float64
-	reads []arRead
-}
-
-type arRead struct {
-	at    time.Time
-	value float64
-}
-
-func (l *arReadLog) set(v float64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.value = v
-}
-
-func (l *arReadLog) serve(w http.ResponseWriter, _ *http.Request) {
-	l.mu.Lock()
-	v := l.value
-	l.reads = append(l.reads, arRead{at: time.Now(), value: v})
-	l.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"data":{"load_balance":%g}}`, v)
-}
-
-// lastAtLeast and firstBelow find the last read at or above, and the first
-// read below, threshold.
-func (l *arReadLog) lastAtLeast(threshold float64, before time.Time) (last time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range l.reads {
-		if r.value >= threshold && r.at.Before(before) {
-			last = r.at
-		}
-	}
-	return last
-}
-
-func (l *arReadLog) firstBelow(threshold float64) time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range l.reads {
-		if r.value < threshold {
-			return r.at
-		}
-	}
-	return time.Time{}
+	t.Logf("steps %s\ndecisions %v", formatSteps(steps), reasons)
 }
 
 // TestStabilizationWindowStartsAtLastHighReading measures, on the real
@@ -502,24 +275,19 @@ func (l *arReadLog) firstBelow(threshold float64) time.Time {
 func TestStabilizationWindowStartsAtLastHighReading(t *testing.T) {
 	t.Parallel()
 	const interval, window = 2 * time.Second, 10 * time.Second
-	ns := cp.NamespaceT(t)
-	model := tsGPUNodesT(t, ns, 1, 8)
-	log := &arReadLog{value: tsLoadMid}
-	srv := httptest.NewServer(http.HandlerFunc(log.serve))
-	t.Cleanup(srv.Close)
-	rec := arRecord(t, ns)
-	arCreatePool(t, ns, arPool{replicas: 3, min: 1, max: 6, interval: interval, model: model, url: srv.URL + "/api/load"})
-	arPatchSet(t, ns, fmt.Sprintf(`{"spec":{"autoscaling":{"scaleDownStabilizationWindow":%q}}}`, window.String()))
-	rec.waitSet(t, tsTimeout, "3 Ready tasks held", func(s *gputaskv1.GPUTaskSet) bool {
-		return s.Status.ReadyReplicas == 3 && tsDecisionReason(s) == scaling.ReasonWithinThresholds
+	ns, model, load, rec := setupPool(t, 1, 8, loadMid)
+	createPool(t, ns, poolSpec{replicas: 3, min: 1, max: 6, interval: interval, model: model, url: load.URL()})
+	patchPool(t, ns, fmt.Sprintf(`{"spec":{"autoscaling":{"scaleDownStabilizationWindow":%q}}}`, window.String()))
+	rec.waitSet(t, "3 Ready tasks held", func(s *gputaskv1.GPUTaskSet) bool {
+		return s.Status.ReadyReplicas == 3 && decisionReason(s) == scaling.ReasonWithinThresholds
 	})
 	time.Sleep(2 * interval)
 
-	log.set(tsLoadLow)
-	rec.waitSet(t, window+tsTimeout, "the first step down", func(s *gputaskv1.GPUTaskSet) bool { return tsPtrOr(s.Spec.Replicas, 1) == 2 })
+	load.Set(loadLow)
+	rec.waitSetWithin(t, window+waitTimeout, "the first step down", func(s *gputaskv1.GPUTaskSet) bool { return ptr.Deref(s.Spec.Replicas, 1) == 2 })
 	steps, _ := rec.snapshot()
 	stepAt := steps[len(steps)-1].at
-	lastHigh, firstLow := log.lastAtLeast(0.5, stepAt), log.firstBelow(0.5)
+	lastHigh, firstLow := load.LastAtLeast(0.5, stepAt), load.FirstBelow(0.5)
 	sinceHigh, sinceLow := stepAt.Sub(lastHigh), stepAt.Sub(firstLow)
 	t.Logf("first step %v after the last high reading, %v after the first low one (window %v, interval %v)",
 		sinceHigh.Round(10*time.Millisecond), sinceLow.Round(10*time.Millisecond), window, interval)
@@ -536,20 +304,17 @@ func TestStabilizationWindowStartsAtLastHighReading(t *testing.T) {
 // its condition (reason ScalingDisabled).
 func TestStoppedAndPausedAreVisible(t *testing.T) {
 	t.Parallel()
-	ns := cp.NamespaceT(t)
-	model := tsGPUNodesT(t, ns, 1, 4)
-	load := tsNewLoadServer(t, tsLoadMid)
-	rec := arRecord(t, ns)
-	arCreatePool(t, ns, arPool{replicas: 2, min: 1, max: 4, interval: time.Second, model: model, url: load.URL()})
-	rec.waitSet(t, tsTimeout, "2 Ready tasks", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.ReadyReplicas == 2 })
+	ns, model, load, rec := setupPool(t, 1, 4, loadMid)
+	createPool(t, ns, poolSpec{replicas: 2, min: 1, max: 4, interval: time.Second, model: model, url: load.URL()})
+	rec.waitSet(t, "2 Ready tasks", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.ReadyReplicas == 2 })
 
-	arPatchSet(t, ns, `{"metadata":{"annotations":{"gputask.io/paused":"true"}}}`)
-	rec.waitSet(t, tsTimeout, "AbleToScale False, ScalingDisabled", func(s *gputaskv1.GPUTaskSet) bool {
-		return tsConditionIs(s, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, "ScalingDisabled")
+	patchPool(t, ns, `{"metadata":{"annotations":{"gputask.io/paused":"true"}}}`)
+	rec.waitSet(t, "AbleToScale False, ScalingDisabled", func(s *gputaskv1.GPUTaskSet) bool {
+		return conditionIs(s, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, "ScalingDisabled")
 	})
-	arPatchSet(t, ns, `{"metadata":{"annotations":{"gputask.io/paused":null,"gputask.io/stopped":"true"}}}`)
-	rec.waitSet(t, tsTimeout, "AbleToScale False, Stopped, and no tasks", func(s *gputaskv1.GPUTaskSet) bool {
-		return tsConditionIs(s, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, scaling.ReasonStopped) && s.Status.Replicas == 0
+	patchPool(t, ns, `{"metadata":{"annotations":{"gputask.io/paused":null,"gputask.io/stopped":"true"}}}`)
+	rec.waitSet(t, "AbleToScale False, Stopped, and no tasks", func(s *gputaskv1.GPUTaskSet) bool {
+		return conditionIs(s, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, scaling.ReasonStopped) && s.Status.Replicas == 0
 	})
 	out := cp.KubectlT(t, "get", "gts", "-o", "wide", "-n", ns)
 	t.Logf("kubectl get gts -o wide:\n%s", out)

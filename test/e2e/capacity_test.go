@@ -16,8 +16,6 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
 
-const settleTimeout = 60 * time.Second
-
 // TestGPUCapacity fills the cluster past its GPUs: six tasks of 3 GPUs on two
 // nodes of 8 fit four (two per node, 2 GPUs left on each). The other two stay
 // Pending, and their status carries the scheduler's reason. Deleting a
@@ -75,7 +73,7 @@ func TestGPUCapacity(t *testing.T) {
 func waitForSplit(t *testing.T, ns string, wantRunning, wantPending int) (running, pending []gputaskv1.GPUTask) {
 	t.Helper()
 	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, settleTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
 		list, err := cp.GPUTask.GputaskV1().GPUTasks(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil

@@ -45,7 +45,7 @@ func TestTaskCompletion(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var task *gputaskv1.GPUTask
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, settleTimeout, true, func(ctx context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
 			var err error
 			task, err = tasks.Get(ctx, tc.name, metav1.GetOptions{})
 			return err == nil && task.Status.Phase == tc.want, nil

@@ -34,7 +34,7 @@ const (
 // gputask-system and without a single Forbidden, while an action it does
 // not need is refused.
 func TestDeployRBAC(t *testing.T) {
-	c := startProdCluster(t, prodNode{"a100-1", "A100", 8}, prodNode{"a100-2", "A100", 8})
+	c := startCluster(t, gpuNode{"a100-1", "A100", 8}, gpuNode{"a100-2", "A100", 8})
 	ctx := context.Background()
 	dir := filepath.Join(c.Root, "artifacts", "deploy")
 
@@ -168,7 +168,7 @@ func runDeployScenario(t *testing.T, c *framework.ControlPlane) {
 	ctx := context.Background()
 	ns := c.NamespaceT(t)
 	for i := range 6 {
-		prodCreateTask(t, c, ns, prodTask(fmt.Sprintf("job-%d", i), "A100", 3))
+		createTask(t, c, ns, newTask(fmt.Sprintf("job-%d", i), "A100", 3))
 	}
 	running, pending := waitPhases(t, c, ns, "", 4, 2)
 
@@ -176,7 +176,7 @@ func runDeployScenario(t *testing.T, c *framework.ControlPlane) {
 		ObjectMeta: metav1.ObjectMeta{Name: "pool"},
 		Spec: gputaskv1.GPUTaskSetSpec{
 			Replicas: ptr.To[int32](3),
-			Template: gputaskv1.GPUTaskTemplateSpec{Spec: prodTask("", "A100", 1).Spec},
+			Template: gputaskv1.GPUTaskTemplateSpec{Spec: newTask("", "A100", 1).Spec},
 		},
 	}
 	setNS := c.NamespaceT(t)
@@ -184,7 +184,7 @@ func runDeployScenario(t *testing.T, c *framework.ControlPlane) {
 		t.Fatal(err)
 	}
 	waitPhases(t, c, setNS, gputaskv1.LabelTaskSet+"=pool", 3, 0)
-	framework.Poll(t, settleTimeout, "set status 3 running", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, waitTimeout, "set status 3 running", func(ctx context.Context) (bool, string) {
 		got, err := c.GPUTask.GputaskV1().GPUTaskSets(setNS).Get(ctx, "pool", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -203,7 +203,7 @@ func runDeployScenario(t *testing.T, c *framework.ControlPlane) {
 	if err := c.GPUTask.GputaskV1().GPUTaskSets(setNS).Delete(ctx, "pool", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
-	framework.Poll(t, settleTimeout, "the set's tasks and pods gone", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, waitTimeout, "the set's tasks and pods gone", func(ctx context.Context) (bool, string) {
 		tasks, err := c.GPUTask.GputaskV1().GPUTasks(setNS).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -220,7 +220,7 @@ func runDeployScenario(t *testing.T, c *framework.ControlPlane) {
 // exactly wantRunning Running and wantPending Pending, and returns their names.
 func waitPhases(t *testing.T, c *framework.ControlPlane, ns, selector string, wantRunning, wantPending int) (running, pending []string) {
 	t.Helper()
-	framework.Poll(t, settleTimeout, fmt.Sprintf("%d running and %d pending tasks in %s", wantRunning, wantPending, ns), func(ctx context.Context) (bool, string) {
+	framework.Poll(t, waitTimeout, fmt.Sprintf("%d running and %d pending tasks in %s", wantRunning, wantPending, ns), func(ctx context.Context) (bool, string) {
 		list, err := c.GPUTask.GputaskV1().GPUTasks(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, err.Error()

@@ -42,17 +42,7 @@ func TestFaultKill9WithoutGarbageCollector(t *testing.T) {
 	args := []string{"--workers=4", "--kube-api-qps=200", "--kube-api-burst=400"}
 	ctrl := c.StartControllerT(t, args...)
 
-	replicas := int32(created)
-	set := &gputaskv1.GPUTaskSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "pool"},
-		Spec: gputaskv1.GPUTaskSetSpec{
-			Replicas: &replicas,
-			Template: gputaskv1.GPUTaskTemplateSpec{Spec: gputaskv1.GPUTaskSpec{GPU: gpuModel}},
-		},
-	}
-	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createSet(t, c, ns, created)
 
 	// Kill during the creation.
 	waitCounts(t, c, ns, "some pods created", func(tasks, pods int) bool { return pods >= created/4 })
@@ -123,7 +113,7 @@ func TestFaultQuotaLoopBacksOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	var failure *metav1.Condition
-	framework.Poll(t, settleTimeout, "ReplicaFailure on the set", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, waitTimeout, "ReplicaFailure on the set", func(ctx context.Context) (bool, string) {
 		s, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, "quota", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -170,7 +160,7 @@ func TestFaultPodRefused(t *testing.T) {
 	if _, err := cp.GPUTask.GputaskV1().GPUTasks(ns).Create(ctx, task, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	got := prodWaitTask(t, cp, ns, "refused", "PodCreateFailed", func(task *gputaskv1.GPUTask) bool {
+	got := waitTask(t, cp, ns, "refused", "PodCreateFailed", func(task *gputaskv1.GPUTask) bool {
 		return meta.IsStatusConditionTrue(task.Status.Conditions, gputaskv1.ConditionPodCreateFailed)
 	})
 	cond := meta.FindStatusCondition(got.Status.Conditions, gputaskv1.ConditionPodCreateFailed)
@@ -302,7 +292,7 @@ func waitExact(t *testing.T, c *framework.ControlPlane, ns string, n int) {
 
 func waitQuotaStatus(t *testing.T, ns string, quota *corev1.ResourceQuota) {
 	t.Helper()
-	framework.Poll(t, settleTimeout, "quota status", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, waitTimeout, "quota status", func(ctx context.Context) (bool, string) {
 		q, err := cp.Kube.CoreV1().ResourceQuotas(ns).Get(ctx, quota.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -378,17 +368,7 @@ func TestFaultAPIServerRestart(t *testing.T) {
 	ctx := context.Background()
 	c.StartControllerT(t, "--workers=4")
 
-	replicas := int32(50)
-	set := &gputaskv1.GPUTaskSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "pool"},
-		Spec: gputaskv1.GPUTaskSetSpec{
-			Replicas: &replicas,
-			Template: gputaskv1.GPUTaskTemplateSpec{Spec: gputaskv1.GPUTaskSpec{GPU: gpuModel}},
-		},
-	}
-	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createSet(t, c, ns, 50)
 	waitCounts(t, c, ns, "creation under way", func(tasks, pods int) bool { return tasks > 0 })
 	if err := c.RestartAPIServer(ctx); err != nil {
 		t.Fatal(err)
@@ -402,4 +382,20 @@ func TestFaultAPIServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitExact(t, c, ns, 20)
+}
+
+// createSet creates the set "pool" of replicas tasks of gpuModel, without
+// autoscaling, on c.
+func createSet(t *testing.T, c *framework.ControlPlane, ns string, replicas int32) {
+	t.Helper()
+	set := &gputaskv1.GPUTaskSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "pool"},
+		Spec: gputaskv1.GPUTaskSetSpec{
+			Replicas: &replicas,
+			Template: gputaskv1.GPUTaskTemplateSpec{Spec: gputaskv1.GPUTaskSpec{GPU: gpuModel}},
+		},
+	}
+	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Create(context.Background(), set, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

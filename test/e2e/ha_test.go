@@ -30,7 +30,7 @@ const (
 // pod: the pods of earlier tasks keep their UIDs, and no pod is ever created
 // twice.
 func TestHALeaderFailover(t *testing.T) {
-	c := startProdCluster(t, prodNode{"a100-1", "A100", 8}, prodNode{"a100-2", "A100", 8})
+	c := startCluster(t, gpuNode{"a100-1", "A100", 8}, gpuNode{"a100-2", "A100", 8})
 	ctx := context.Background()
 	const leaseNS, leaseName = "gputask-ha", "gputask-controller"
 	if err := c.CreateNamespace(ctx, leaseNS); err != nil {
@@ -66,12 +66,12 @@ func TestHALeaderFailover(t *testing.T) {
 
 	before := []string{"before-0", "before-1", "before-2"}
 	for _, name := range before {
-		prodCreateTask(t, c, ns, prodTask(name, "A100", 1))
+		createTask(t, c, ns, newTask(name, "A100", 1))
 	}
 	beforeUIDs := map[string]string{}
 	for _, name := range before {
-		prodWaitTask(t, c, ns, name, "Running", prodTaskRunning)
-		beforeUIDs[name] = string(prodPod(t, c, ns, name).UID)
+		waitTask(t, c, ns, name, "Running", taskRunning)
+		beforeUIDs[name] = string(taskPod(t, c, ns, name).UID)
 	}
 	if logContains(follower, "Became leader") || logContains(follower, "Created pod") {
 		t.Fatalf("the follower acted while the other process led; its log:\n%s", follower.LogTail(30))
@@ -81,7 +81,7 @@ func TestHALeaderFailover(t *testing.T) {
 	leader.Kill()
 	after := []string{"after-0", "after-1", "after-2"}
 	for _, name := range after {
-		prodCreateTask(t, c, ns, prodTask(name, "A100", 1))
+		createTask(t, c, ns, newTask(name, "A100", 1))
 	}
 	followerID := ""
 	for id, p := range byIdentity {
@@ -100,7 +100,7 @@ func TestHALeaderFailover(t *testing.T) {
 	}
 
 	for _, name := range append(append([]string(nil), before...), after...) {
-		prodWaitTask(t, c, ns, name, "Running after the failover", prodTaskRunning)
+		waitTask(t, c, ns, name, "Running after the failover", taskRunning)
 	}
 	pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -110,7 +110,7 @@ func TestHALeaderFailover(t *testing.T) {
 		t.Errorf("%d pods for %d tasks", got, want)
 	}
 	for _, name := range before {
-		if pod := prodPod(t, c, ns, name); pod == nil || string(pod.UID) != beforeUIDs[name] {
+		if pod := taskPod(t, c, ns, name); pod == nil || string(pod.UID) != beforeUIDs[name] {
 			t.Errorf("pod of %s changed across the failover: was %s, now %v", name, beforeUIDs[name], pod)
 		}
 	}

@@ -50,7 +50,7 @@ func TestLifecycleStopStartRestartScale(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "pool"},
 		Spec: gputaskv1.GPUTaskSetSpec{
 			Replicas: ptr.To[int32](3),
-			Template: gputaskv1.GPUTaskTemplateSpec{Spec: prodTask("", lifecycleModel, 1).Spec},
+			Template: gputaskv1.GPUTaskTemplateSpec{Spec: newTask("", lifecycleModel, 1).Spec},
 			Autoscaling: &gputaskv1.AutoscalingSpec{
 				MinReplicas: ptr.To[int32](1),
 				MaxReplicas: 5,
@@ -69,7 +69,7 @@ func TestLifecycleStopStartRestartScale(t *testing.T) {
 	// Stop.
 	cp.KubectlT(t, "annotate", "-n", ns, "gts/pool", gputaskv1.AnnotationStopped+"=true")
 	waitSetTasks(t, ns, "pool", 0)
-	framework.Poll(t, settleTimeout, "no pods left", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, waitTimeout, "no pods left", func(ctx context.Context) (bool, string) {
 		pods, err := cp.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -115,7 +115,7 @@ func testRollingRestart(t *testing.T, ns string) {
 	oldUIDs := map[string]string{}
 	var newest time.Time
 	for _, task := range tasks {
-		pod := prodPod(t, cp, ns, task)
+		pod := taskPod(t, cp, ns, task)
 		if pod == nil {
 			t.Fatalf("task %s has no pod", task)
 		}
@@ -136,10 +136,10 @@ func testRollingRestart(t *testing.T, ns string) {
 	started := time.Now()
 	cp.KubectlT(t, "annotate", "-n", ns, "gts/pool", gputaskv1.AnnotationRestartedAt+"="+at.UTC().Format(time.RFC3339), "--overwrite")
 
-	framework.Poll(t, 2*settleTimeout, "every task Running with a new pod", func(context.Context) (bool, string) {
+	framework.Poll(t, 2*waitTimeout, "every task Running with a new pod", func(context.Context) (bool, string) {
 		var waiting []string
 		for _, task := range tasks {
-			pod := prodPod(t, cp, ns, task)
+			pod := taskPod(t, cp, ns, task)
 			if pod == nil || string(pod.UID) == oldUIDs[task] || pod.Status.Phase != "Running" || pod.DeletionTimestamp != nil {
 				waiting = append(waiting, task)
 			}
@@ -234,7 +234,7 @@ func setTasks(t *testing.T, ns, set string) []string {
 // being deleted, and its status says so.
 func waitSetTasks(t *testing.T, ns, set string, n int) {
 	t.Helper()
-	framework.Poll(t, settleTimeout, fmt.Sprintf("gputaskset %s/%s at %d Running tasks", ns, set, n), func(ctx context.Context) (bool, string) {
+	framework.Poll(t, waitTimeout, fmt.Sprintf("gputaskset %s/%s at %d Running tasks", ns, set, n), func(ctx context.Context) (bool, string) {
 		list, err := cp.GPUTask.GputaskV1().GPUTasks(ns).List(ctx, metav1.ListOptions{LabelSelector: gputaskv1.LabelTaskSet + "=" + set})
 		if err != nil {
 			return false, err.Error()

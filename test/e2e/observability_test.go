@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/test/framework"
 )
 
@@ -27,7 +26,7 @@ import (
 // load-index error counter once the endpoint fails; and the log is
 // structured, with objects as namespace/name key=value pairs.
 func TestObservability(t *testing.T) {
-	c := startProdCluster(t, prodNode{"a100-1", "A100", 8})
+	c := startCluster(t, gpuNode{"a100-1", "A100", 8})
 	ctx := context.Background()
 	leaseNS := c.NamespaceT(t)
 	ns := c.NamespaceT(t)
@@ -49,8 +48,8 @@ func TestObservability(t *testing.T) {
 		t.Errorf("/readyz is 200 but the controller has not logged that its caches synced")
 	}
 
-	prodCreateTask(t, c, ns, prodTask("probe", "A100", 1))
-	prodWaitTask(t, c, ns, "probe", "Running", prodTaskRunning)
+	createTask(t, c, ns, newTask("probe", "A100", 1))
+	waitTask(t, c, ns, "probe", "Running", taskRunning)
 	waitMetrics(t, metricsAddr, []metricWant{
 		{"workqueue_depth", map[string]string{"name": "gputask-controller"}, nil},
 		{"workqueue_queue_duration_seconds_count", map[string]string{"name": "gputask-controller"}, atLeast(1)},
@@ -71,20 +70,9 @@ func TestObservability(t *testing.T) {
 		fmt.Fprint(w, `{"data":{"load_balance":0.9}}`)
 	}))
 	t.Cleanup(load.Close)
-	_, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Create(ctx, &gputaskv1.GPUTaskSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "scaled"},
-		Spec: gputaskv1.GPUTaskSetSpec{
-			Replicas: ptr.To[int32](1),
-			Template: gputaskv1.GPUTaskTemplateSpec{Spec: prodTask("", "A100", 1).Spec},
-			Autoscaling: &gputaskv1.AutoscalingSpec{
-				MinReplicas: ptr.To[int32](1),
-				MaxReplicas: 3,
-				Interval:    &gputaskv1.Duration{Duration: time.Second},
-				Policy:      gputaskv1.ScalingPolicy{Type: gputaskv1.StepPolicy, StepUp: ptr.To[int32](1)},
-				Metrics:     []gputaskv1.MetricSpec{{Name: "load", HTTP: &gputaskv1.HTTPSource{URL: load.URL}}},
-			},
-		},
-	}, metav1.CreateOptions{})
+	scaled := httpSet("scaled", "A100", load.URL, 3, time.Second)
+	scaled.Spec.Autoscaling.Policy.StepUp = ptr.To[int32](1)
+	_, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Create(ctx, scaled, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +117,7 @@ func equals(want float64) func(float64) bool   { return func(v float64) bool { r
 // waitMetrics polls /metrics until every wanted series is there with a good value.
 func waitMetrics(t *testing.T, addr string, wants []metricWant) {
 	t.Helper()
-	framework.Poll(t, settleTimeout, "metrics at "+addr, func(ctx context.Context) (bool, string) {
+	framework.Poll(t, waitTimeout, "metrics at "+addr, func(ctx context.Context) (bool, string) {
 		status, body := framework.HTTPGet(ctx, "http://"+addr+"/metrics")
 		if status != http.StatusOK {
 			return false, fmt.Sprintf("status %d", status)

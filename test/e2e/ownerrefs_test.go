@@ -50,19 +50,19 @@ func TestOwnerReferencesPermissionEnforcement(t *testing.T) {
 	controller := c.StartControllerT(t, "--kubeconfig="+kubeconfig, "--workers=2")
 
 	ns := c.NamespaceT(t)
-	prodCreateTask(t, c, ns, prodTask("solo", "A100", 1))
+	createTask(t, c, ns, newTask("solo", "A100", 1))
 	set := &gputaskv1.GPUTaskSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "pool"},
 		Spec: gputaskv1.GPUTaskSetSpec{
 			Replicas: ptr.To[int32](2),
-			Template: gputaskv1.GPUTaskTemplateSpec{Spec: prodTask("", "A100", 1).Spec},
+			Template: gputaskv1.GPUTaskTemplateSpec{Spec: newTask("", "A100", 1).Spec},
 		},
 	}
 	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	running, _ := waitPhases(t, c, ns, "", 3, 0)
-	framework.Poll(t, settleTimeout, "set status 2 running", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, waitTimeout, "set status 2 running", func(ctx context.Context) (bool, string) {
 		got, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, "pool", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()

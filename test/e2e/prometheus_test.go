@@ -14,9 +14,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/autoscaler"
@@ -29,16 +28,16 @@ import (
 // so the Prometheus source meets the real query API, not a handwritten fake.
 
 const (
-	// pmTarget is the queue depth per task that Proportional aims for.
-	pmTarget = 10
-	// pmInterval is spec.autoscaling.interval of the scaling set. It is a
+	// queueTarget is the queue depth per task that Proportional aims for.
+	queueTarget = 10
+	// queueInterval is spec.autoscaling.interval of the scaling set. It is a
 	// few scrape intervals long, so that after a step Prometheus has scraped
 	// the depth the new count brings before the next reading; a shorter one
 	// would read the old depth again and scale twice, as an HPA does with a
 	// metric that lags.
-	pmInterval = 3 * time.Second
-	// pmMetricName names the metric in status and events.
-	pmMetricName = "queue-depth"
+	queueInterval = 3 * time.Second
+	// queueMetricName names the metric in status and events.
+	queueMetricName = "queue-depth"
 )
 
 // TestPrometheusLoadIndex drives sets with the Proportional policy from
@@ -46,7 +45,7 @@ const (
 // subtests that share one exporter and one Prometheus.
 func TestPrometheusLoadIndex(t *testing.T) {
 	t.Parallel()
-	exporter := pmNewExporter(t)
+	exporter := newQueueExporter(t)
 	prom := cp.StartPrometheusT(t, exporter.Target())
 
 	// The fixture the subtests rely on, as Prometheus itself answers.
@@ -62,28 +61,28 @@ func TestPrometheusLoadIndex(t *testing.T) {
 
 	t.Run("avg scales as the HPA rule says", func(t *testing.T) {
 		t.Parallel()
-		pmTestProportional(t, exporter, prom)
+		testProportional(t, exporter, prom)
 	})
 	t.Run("no sample fails and holds", func(t *testing.T) {
 		t.Parallel()
-		pmTestQueryFails(t, prom, `avg(queue_depth{queue="c"})`, "invalid answer")
+		testQueryFails(t, prom, `avg(queue_depth{queue="c"})`, "invalid answer")
 	})
 	t.Run("several samples fail and hold", func(t *testing.T) {
 		t.Parallel()
-		pmTestQueryFails(t, prom, `queue_depth`, "invalid answer")
+		testQueryFails(t, prom, `queue_depth`, "invalid answer")
 	})
 }
 
-// pmTestProportional: the two queues' work is shared by the set's tasks, so
+// testProportional: the two queues' work is shared by the set's tasks, so
 // each task sees backlog/replicas jobs waiting, and avg(queue_depth) falls as
 // tasks are added, as in a real system. With a target of 10 jobs per task
 // the HPA rule, ceil(replicas × avg / target), asks for ceil(total / 20):
 // backlogs 10+30 hold 2 tasks, 30+50 take them to 4, 70+90 to 8, and 10+30
 // back to 2. After each step the depth is on target and the count holds.
-func pmTestProportional(t *testing.T, exporter *pmExporter, prom *framework.Prometheus) {
+func testProportional(t *testing.T, exporter *queueExporter, prom *framework.Prometheus) {
 	ns := cp.NamespaceT(t)
-	model := tsGPUNodesT(t, ns, 1, 8)
-	rec := tsRecordPool(t, ns)
+	model := createGPUNodes(t, ns, 1, 8)
+	rec := recordPool(t, ns)
 
 	const initial = 2
 	var mu sync.Mutex
@@ -95,8 +94,8 @@ func pmTestProportional(t *testing.T, exporter *pmExporter, prom *framework.Prom
 	}
 	exporter.Serve(func() map[string]float64 {
 		replicas := int32(initial)
-		if set, err := rec.setLister.GPUTaskSets(ns).Get(tsPoolName); err == nil {
-			replicas = max(tsPtrOr(set.Spec.Replicas, 1), 1)
+		if set, err := rec.setLister.GPUTaskSets(ns).Get(poolName); err == nil {
+			replicas = max(ptr.Deref(set.Spec.Replicas, 1), 1)
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -107,7 +106,7 @@ func pmTestProportional(t *testing.T, exporter *pmExporter, prom *framework.Prom
 		return depth
 	})
 
-	pmCreatePool(t, ns, model, initial, pmInterval, prom.URL, `avg(queue_depth)`)
+	createPool(t, ns, queuePool(model, initial, queueInterval, prom.URL, `avg(queue_depth)`))
 
 	steps := []struct {
 		a, b float64
@@ -131,7 +130,7 @@ func pmTestProportional(t *testing.T, exporter *pmExporter, prom *framework.Prom
 		what := fmt.Sprintf("backlog %v+%v: %d tasks", step.a, step.b, step.want)
 		if step.reason != scaling.ReasonWithinTolerance {
 			rec.waitSet(t, what+" after "+step.reason, func(s *gputaskv1.GPUTaskSet) bool {
-				return tsPtrOr(s.Spec.Replicas, 1) == step.want
+				return ptr.Deref(s.Spec.Replicas, 1) == step.want
 			})
 		}
 		// A decision made at the new count, on the depth that count
@@ -140,7 +139,7 @@ func pmTestProportional(t *testing.T, exporter *pmExporter, prom *framework.Prom
 			d := s.Status.LastDecision
 			return s.Status.Replicas == step.want && d != nil && d.From == step.want && d.To == step.want &&
 				d.Reason == scaling.ReasonWithinTolerance && s.Status.LoadIndex == "10" &&
-				tsConditionIs(s, gputaskv1.ConditionScalingActive, metav1.ConditionTrue, autoscaler.ReasonValidMetricFound)
+				conditionIs(s, gputaskv1.ConditionScalingActive, metav1.ConditionTrue, autoscaler.ReasonValidMetricFound)
 		})
 		if got := rec.replicaSequence(); !slices.Equal(got, sequence) {
 			t.Fatalf("%s: spec.replicas went %v, want %v", what, got, sequence)
@@ -155,30 +154,30 @@ func pmTestProportional(t *testing.T, exporter *pmExporter, prom *framework.Prom
 	if got := rec.reasons(); !slices.Equal(got, reasons) {
 		t.Errorf("decisions went %v, want %v", got, reasons)
 	}
-	tsWaitEvents(t, ns, autoscaler.EventScaledUp, corev1.EventTypeNormal, "New size: 4", "New size: 8")
-	tsWaitEvents(t, ns, autoscaler.EventScaledDown, corev1.EventTypeNormal, "New size: 2")
+	waitEvents(t, ns, autoscaler.EventScaledUp, corev1.EventTypeNormal, "New size: 4", "New size: 8")
+	waitEvents(t, ns, autoscaler.EventScaledDown, corev1.EventTypeNormal, "New size: 2")
 	t.Logf("kubectl get gts:\n%s", cp.KubectlT(t, "get", "gts", "-n", ns))
 }
 
-// pmTestQueryFails: a query that does not answer exactly one sample is a
+// testQueryFails: a query that does not answer exactly one sample is a
 // failed read, not a zero or a sum: ScalingActive turns False with reason
 // FailedGetLoadIndex and a message saying what came back, a Warning event
 // says the same, and the count holds past the failure threshold.
-func pmTestQueryFails(t *testing.T, prom *framework.Prometheus, query, message string) {
+func testQueryFails(t *testing.T, prom *framework.Prometheus, query, message string) {
 	const replicas = 3
 	ns := cp.NamespaceT(t)
-	model := tsGPUNodesT(t, ns, 1, replicas)
-	rec := tsRecordPool(t, ns)
+	model := createGPUNodes(t, ns, 1, replicas)
+	rec := recordPool(t, ns)
 
-	pmCreatePool(t, ns, model, replicas, tsInterval, prom.URL, query)
+	createPool(t, ns, queuePool(model, replicas, poolInterval, prom.URL, query))
 
 	rec.waitSet(t, "ScalingActive False past the failure threshold", func(s *gputaskv1.GPUTaskSet) bool {
 		c := meta.FindStatusCondition(s.Status.Conditions, gputaskv1.ConditionScalingActive)
-		return tsConditionIs(s, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, scaling.ReasonFailedGetLoadIndex) &&
+		return conditionIs(s, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, scaling.ReasonFailedGetLoadIndex) &&
 			strings.Contains(c.Message, message) && s.Status.ConsecutiveFailures > scaling.DefaultFailureThreshold &&
-			tsDecisionReason(s) == scaling.ReasonFailedGetLoadIndex && s.Status.RunningReplicas == replicas
+			decisionReason(s) == scaling.ReasonFailedGetLoadIndex && s.Status.RunningReplicas == replicas
 	})
-	tsWaitEvents(t, ns, scaling.ReasonFailedGetLoadIndex, corev1.EventTypeWarning, message)
+	waitEvents(t, ns, scaling.ReasonFailedGetLoadIndex, corev1.EventTypeWarning, message)
 	set := rec.set(t)
 	t.Logf("%s: %d failures in a row, decision %q", query, set.Status.ConsecutiveFailures, set.Status.LastDecision.Message)
 	if got := rec.replicaSequence(); !slices.Equal(got, []int32{replicas}) {
@@ -193,52 +192,31 @@ func pmTestQueryFails(t *testing.T, prom *framework.Prometheus, query, message s
 	}
 }
 
-// pmCreatePool creates the set with the Proportional policy at its default
+// queuePool is a pool with the Proportional policy at its default
 // tolerance (0.1), reading query from the Prometheus at serverAddress, with
 // no scale-down stabilization so that every decision shows at once.
-func pmCreatePool(t *testing.T, ns, model string, replicas int32, interval time.Duration, serverAddress, query string) {
-	t.Helper()
-	one := intstr.FromInt32(1)
-	minReplicas := int32(1)
-	target := resource.MustParse(fmt.Sprint(pmTarget))
-	set := &gputaskv1.GPUTaskSet{
-		ObjectMeta: metav1.ObjectMeta{Name: tsPoolName},
-		Spec: gputaskv1.GPUTaskSetSpec{
-			Replicas: &replicas,
-			Template: gputaskv1.GPUTaskTemplateSpec{
-				Spec: gputaskv1.GPUTaskSpec{GPU: model, GPUAmount: &one},
-			},
-			Autoscaling: &gputaskv1.AutoscalingSpec{
-				MinReplicas: &minReplicas,
-				MaxReplicas: 10,
-				Interval:    &gputaskv1.Duration{Duration: interval},
-				Metrics: []gputaskv1.MetricSpec{{
-					Name:       pmMetricName,
-					Prometheus: &gputaskv1.PrometheusSource{ServerAddress: serverAddress, Query: query},
-					Target:     &target,
-				}},
-				Policy:                       gputaskv1.ScalingPolicy{Type: gputaskv1.ProportionalPolicy},
-				ScaleDownStabilizationWindow: &gputaskv1.Duration{},
-			},
-		},
-	}
-	if _, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Create(context.Background(), set, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating gputaskset %s/%s: %v", ns, tsPoolName, err)
+func queuePool(model string, replicas int32, interval time.Duration, serverAddress, query string) poolSpec {
+	return poolSpec{
+		replicas: replicas, min: 1, max: 10, model: model, interval: interval,
+		prometheus:   &gputaskv1.PrometheusSource{ServerAddress: serverAddress, Query: query},
+		metricName:   queueMetricName,
+		proportional: true,
+		target:       fmt.Sprint(queueTarget),
 	}
 }
 
-// pmExporter serves the gauge queue_depth, one series per queue, in the
+// queueExporter serves the gauge queue_depth, one series per queue, in the
 // Prometheus text format on 127.0.0.1, with the values its depth function
 // gives at each scrape.
-type pmExporter struct {
+type queueExporter struct {
 	srv *httptest.Server
 
 	mu    sync.Mutex
 	depth func() map[string]float64
 }
 
-func pmNewExporter(t *testing.T) *pmExporter {
-	e := &pmExporter{depth: func() map[string]float64 { return map[string]float64{"a": 5, "b": 15} }}
+func newQueueExporter(t *testing.T) *queueExporter {
+	e := &queueExporter{depth: func() map[string]float64 { return map[string]float64{"a": 5, "b": 15} }}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", e.serve)
 	// httptest listens on 127.0.0.1 with a free port.
@@ -248,16 +226,16 @@ func pmNewExporter(t *testing.T) *pmExporter {
 }
 
 // Target is the exporter's host:port, for Prometheus's static_configs.
-func (e *pmExporter) Target() string { return e.srv.Listener.Addr().String() }
+func (e *queueExporter) Target() string { return e.srv.Listener.Addr().String() }
 
 // Serve makes each scrape answer depth's values from now on.
-func (e *pmExporter) Serve(depth func() map[string]float64) {
+func (e *queueExporter) Serve(depth func() map[string]float64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.depth = depth
 }
 
-func (e *pmExporter) serve(w http.ResponseWriter, _ *http.Request) {
+func (e *queueExporter) serve(w http.ResponseWriter, _ *http.Request) {
 	e.mu.Lock()
 	depth := e.depth()
 	e.mu.Unlock()

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
@@ -31,10 +33,10 @@ const (
 // replaces, and that no more than --max-concurrent-reschedules tasks are
 // between the deletion of their old pod and the creation of the new one.
 func TestReschedule(t *testing.T) {
-	c := startProdCluster(t,
-		prodNode{"a100-1", "A100", 8}, prodNode{"a100-2", "A100", 8},
+	c := startCluster(t,
+		gpuNode{"a100-1", "A100", 8}, gpuNode{"a100-2", "A100", 8},
 		// One GPU each, so the node-loss case can only move to the other.
-		prodNode{"h100-1", "H100", 1}, prodNode{"h100-2", "H100", 1},
+		gpuNode{"h100-1", "H100", 1}, gpuNode{"h100-2", "H100", 1},
 	)
 	// The namespaces are made here, before the watch, so that their deletion
 	// at the end (which deletes pods for good) comes after the watch stopped.
@@ -80,10 +82,10 @@ func testRescheduleFailedPod(t *testing.T, c *framework.ControlPlane, ns string,
 			s.Env = []corev1.EnvVar{{Name: kwok.FakeExitCodeEnv, Value: "3"}}
 		}
 	}
-	prodCreateTask(t, c, ns, prodTask("on-failure", "A100", 1, failing(gputaskv1.RescheduleOnFailure)))
-	prodCreateTask(t, c, ns, prodTask("never", "A100", 1, failing(gputaskv1.RescheduleNever)))
+	createTask(t, c, ns, newTask("on-failure", "A100", 1, failing(gputaskv1.RescheduleOnFailure)))
+	createTask(t, c, ns, newTask("never", "A100", 1, failing(gputaskv1.RescheduleNever)))
 
-	task := prodWaitTask(t, c, ns, "on-failure", "rescheduled after its pod failed", func(task *gputaskv1.GPUTask) bool {
+	task := waitTask(t, c, ns, "on-failure", "rescheduled after its pod failed", func(task *gputaskv1.GPUTask) bool {
 		return task.Status.Reschedules >= 1
 	})
 	if uids := recordedPodUIDs(rec, ns, "on-failure"); len(uids) < 2 {
@@ -92,24 +94,24 @@ func testRescheduleFailedPod(t *testing.T, c *framework.ControlPlane, ns string,
 	if task.Status.LastRescheduleTime == nil {
 		t.Errorf("on-failure: status.lastRescheduleTime not set: %+v", task.Status)
 	}
-	framework.Poll(t, settleTimeout, "Rescheduled event of on-failure", func(context.Context) (bool, string) {
-		n := prodEventCount(t, c, ns, "on-failure", "Rescheduled")
+	framework.Poll(t, waitTimeout, "Rescheduled event of on-failure", func(context.Context) (bool, string) {
+		n := taskEventCount(t, c, ns, "on-failure", "Rescheduled")
 		return n >= 1, fmt.Sprintf("%d events", n)
 	})
 
-	never := prodWaitTask(t, c, ns, "never", "Failed", func(task *gputaskv1.GPUTask) bool {
+	never := waitTask(t, c, ns, "never", "Failed", func(task *gputaskv1.GPUTask) bool {
 		return task.Status.Phase == gputaskv1.GPUTaskFailed
 	})
 	// Two intervals and more: a rescheduling would have happened by now.
 	time.Sleep(2*rescheduleInterval + time.Second)
-	never = prodWaitTask(t, c, ns, "never", "still Failed", func(task *gputaskv1.GPUTask) bool { return true })
+	never = waitTask(t, c, ns, "never", "still Failed", func(task *gputaskv1.GPUTask) bool { return true })
 	if never.Status.Phase != gputaskv1.GPUTaskFailed || never.Status.Reschedules != 0 {
 		t.Errorf("never: phase %s, reschedules %d; want Failed and 0", never.Status.Phase, never.Status.Reschedules)
 	}
 	if uids := recordedPodUIDs(rec, ns, "never"); len(uids) != 1 {
 		t.Errorf("never: pods seen %v, want exactly its first pod", uids)
 	}
-	if pod := prodPod(t, c, ns, "never"); pod == nil || pod.Status.Phase != corev1.PodFailed {
+	if pod := taskPod(t, c, ns, "never"); pod == nil || pod.Status.Phase != corev1.PodFailed {
 		t.Errorf("never: pod %v, want the Failed pod kept", pod)
 	}
 }
@@ -117,16 +119,16 @@ func testRescheduleFailedPod(t *testing.T, c *framework.ControlPlane, ns string,
 // testRescheduleNodeLost deletes the node a task's pod runs on; the pod is
 // created again and lands on the other node.
 func testRescheduleNodeLost(t *testing.T, c *framework.ControlPlane, ns string, rec *podRecorder) {
-	prodCreateTask(t, c, ns, prodTask("mover", "H100", 1))
-	before := prodWaitTask(t, c, ns, "mover", "Running", prodTaskRunning)
+	createTask(t, c, ns, newTask("mover", "H100", 1))
+	before := waitTask(t, c, ns, "mover", "Running", taskRunning)
 	lost := before.Status.NodeName
 	if err := c.DeleteNode(context.Background(), lost); err != nil {
 		t.Fatal(err)
 	}
-	after := prodWaitTask(t, c, ns, "mover", "Running on another node", func(task *gputaskv1.GPUTask) bool {
-		return prodTaskRunning(task) && task.Status.NodeName != "" && task.Status.NodeName != lost && task.Status.Reschedules >= 1
+	after := waitTask(t, c, ns, "mover", "Running on another node", func(task *gputaskv1.GPUTask) bool {
+		return taskRunning(task) && task.Status.NodeName != "" && task.Status.NodeName != lost && task.Status.Reschedules >= 1
 	})
-	pod := prodPod(t, c, ns, "mover")
+	pod := taskPod(t, c, ns, "mover")
 	if pod == nil || pod.Spec.NodeName != after.Status.NodeName {
 		t.Fatalf("pod %v, want it bound to %s", pod, after.Status.NodeName)
 	}
@@ -139,16 +141,16 @@ func testRescheduleNodeLost(t *testing.T, c *framework.ControlPlane, ns string, 
 // testRescheduleUnschedulable asks for a GPU model no node has; once the pod
 // has been unschedulable for longer than --pending-timeout it is created again.
 func testRescheduleUnschedulable(t *testing.T, c *framework.ControlPlane, ns string, rec *podRecorder) {
-	prodCreateTask(t, c, ns, prodTask("nowhere", "B200", 1))
+	createTask(t, c, ns, newTask("nowhere", "B200", 1))
 	var first time.Time
-	framework.Poll(t, settleTimeout, "first pod of nowhere", func(context.Context) (bool, string) {
-		if pod := prodPod(t, c, ns, "nowhere"); pod != nil {
+	framework.Poll(t, waitTimeout, "first pod of nowhere", func(context.Context) (bool, string) {
+		if pod := taskPod(t, c, ns, "nowhere"); pod != nil {
 			first = time.Now()
 			return true, ""
 		}
 		return false, "no pod"
 	})
-	task := prodWaitTask(t, c, ns, "nowhere", "rescheduled after the pending timeout", func(task *gputaskv1.GPUTask) bool {
+	task := waitTask(t, c, ns, "nowhere", "rescheduled after the pending timeout", func(task *gputaskv1.GPUTask) bool {
 		return task.Status.Reschedules >= 1
 	})
 	waited := time.Since(first)
@@ -171,11 +173,11 @@ func testReschedulePeriodic(t *testing.T, c *framework.ControlPlane, ns string, 
 	// Several, so that replacements overlap and the concurrency limit matters.
 	names := []string{"periodic-0", "periodic-1", "periodic-2", "periodic-3"}
 	for _, name := range names {
-		prodCreateTask(t, c, ns, prodTask(name, "A100", 1, periodic))
+		createTask(t, c, ns, newTask(name, "A100", 1, periodic))
 	}
 	start := time.Now()
 	for _, name := range names {
-		prodWaitTask(t, c, ns, name, "rescheduled twice", func(task *gputaskv1.GPUTask) bool {
+		waitTask(t, c, ns, name, "rescheduled twice", func(task *gputaskv1.GPUTask) bool {
 			return task.Status.Reschedules >= 2
 		})
 	}
@@ -185,8 +187,8 @@ func testReschedulePeriodic(t *testing.T, c *framework.ControlPlane, ns string, 
 			t.Errorf("%s: pods seen %v, want at least 3", name, uids)
 		}
 	}
-	framework.Poll(t, settleTimeout, "Rescheduled events of periodic-0", func(context.Context) (bool, string) {
-		n := prodEventCount(t, c, ns, "periodic-0", "Rescheduled")
+	framework.Poll(t, waitTimeout, "Rescheduled events of periodic-0", func(context.Context) (bool, string) {
+		n := taskEventCount(t, c, ns, "periodic-0", "Rescheduled")
 		return n >= 2, fmt.Sprintf("%d events", n)
 	})
 }
@@ -251,6 +253,22 @@ func sumCounts(m map[string]int) int {
 	n := 0
 	for _, v := range m {
 		n += v
+	}
+	return n
+}
+
+// taskEventCount sums the counts of the events with reason about the named
+// GPUTask.
+func taskEventCount(t *testing.T, c *framework.ControlPlane, ns, task, reason string) int {
+	t.Helper()
+	sel := fields.Set{"involvedObject.kind": "GPUTask", "involvedObject.name": task, "reason": reason}.AsSelector().String()
+	list, err := c.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		t.Fatalf("listing events of %s/%s: %v", ns, task, err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		n += int(max(e.Count, 1))
 	}
 	return n
 }

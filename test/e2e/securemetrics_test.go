@@ -49,7 +49,9 @@ func TestMetricsNeedAuthorizedCaller(t *testing.T) {
 	if _, err := cp.Kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cp.Kube.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cp.Kube.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+	})
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
@@ -94,7 +96,7 @@ func TestMetricsNeedAuthorizedCaller(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode, resp.Status
 	}
-	framework.Poll(t, tsTimeout, "the scraper reads /metrics", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, waitTimeout, "the scraper reads /metrics", func(ctx context.Context) (bool, string) {
 		code, msg := get(ctx, scraper)
 		return code == http.StatusOK, msg
 	})

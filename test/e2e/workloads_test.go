@@ -28,10 +28,10 @@ import (
 // falls back to another GPU model, a conflicting spec, a spec edit on a
 // running task, and, last, the controller with the GPU toleration turned off.
 func TestWorkloads(t *testing.T) {
-	c := startProdCluster(t,
-		prodNode{"a100-1", "A100", 8},
-		prodNode{"h100-1", "H100", 8},
-		prodNode{"l40s-1", "L40S", 8},
+	c := startCluster(t,
+		gpuNode{"a100-1", "A100", 8},
+		gpuNode{"h100-1", "H100", 8},
+		gpuNode{"l40s-1", "L40S", 8},
 	)
 	ctx := context.Background()
 	for _, n := range []string{"a100-1", "h100-1", "l40s-1"} {
@@ -84,11 +84,11 @@ func testWorkloadExamples(t *testing.T, c *framework.ControlPlane) {
 			if task.Kind == "GPUTaskSet" {
 				podName = waitSetTaskName(t, c, ns, task.Name)
 			}
-			live := prodWaitTask(t, c, ns, podName, "has a pod", func(tk *gputaskv1.GPUTask) bool { return tk.Status.PodName != "" })
+			live := waitTask(t, c, ns, podName, "has a pod", func(tk *gputaskv1.GPUTask) bool { return tk.Status.PodName != "" })
 			if cond := meta.FindStatusCondition(live.Status.Conditions, gputaskv1.ConditionSpecValid); cond == nil || cond.Status != metav1.ConditionTrue {
 				t.Fatalf("SpecValid: %+v", cond)
 			}
-			pod := prodPod(t, c, ns, podName)
+			pod := taskPod(t, c, ns, podName)
 			checkPodCarriesTemplate(t, task, pod)
 		})
 	}
@@ -126,7 +126,7 @@ func exampleTask(t *testing.T, file string) *gputaskv1.GPUTask {
 func waitSetTaskName(t *testing.T, c *framework.ControlPlane, ns, set string) string {
 	t.Helper()
 	var name string
-	framework.Poll(t, settleTimeout, "a task of set "+set, func(ctx context.Context) (bool, string) {
+	framework.Poll(t, waitTimeout, "a task of set "+set, func(ctx context.Context) (bool, string) {
 		list, err := c.GPUTask.GputaskV1().GPUTasks(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.Set{gputaskv1.LabelTaskSet: set}.String()})
 		if err != nil || len(list.Items) == 0 {
 			return false, fmt.Sprint(err)
@@ -180,13 +180,13 @@ func checkPodCarriesTemplate(t *testing.T, task *gputaskv1.GPUTask, pod *corev1.
 // InvalidSpec, with both fields named, and no pod.
 func testWorkloadConflict(t *testing.T, c *framework.ControlPlane) {
 	ns := c.NamespaceT(t)
-	task := prodTask("conflict", "L40S", 2, func(s *gputaskv1.GPUTaskSpec) {
+	task := newTask("conflict", "L40S", 2, func(s *gputaskv1.GPUTaskSpec) {
 		s.Template = &gputaskv1.PodTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name: "task", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{framework.GPUResourceName: resource.MustParse("4")}},
 		}}}}
 	})
-	prodCreateTask(t, c, ns, task)
-	got := prodWaitTask(t, c, ns, "conflict", "is InvalidSpec", func(tk *gputaskv1.GPUTask) bool {
+	createTask(t, c, ns, task)
+	got := waitTask(t, c, ns, "conflict", "is InvalidSpec", func(tk *gputaskv1.GPUTask) bool {
 		cond := meta.FindStatusCondition(tk.Status.Conditions, gputaskv1.ConditionSpecValid)
 		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == "InvalidSpec"
 	})
@@ -196,7 +196,7 @@ func testWorkloadConflict(t *testing.T, c *framework.ControlPlane) {
 			t.Errorf("message %q does not name %s", msg, field)
 		}
 	}
-	if pod := prodPod(t, c, ns, "conflict"); pod != nil {
+	if pod := taskPod(t, c, ns, "conflict"); pod != nil {
 		t.Errorf("a conflicting spec got pod %s", pod.Name)
 	}
 }
@@ -205,13 +205,13 @@ func testWorkloadConflict(t *testing.T, c *framework.ControlPlane) {
 // H100 runs on the H100 node and says so in status.
 func testGPUAlternatives(t *testing.T, c *framework.ControlPlane) {
 	ns := c.NamespaceT(t)
-	prodCreateTask(t, c, ns, prodTask("fill-a100", "A100", 8))
-	filler := prodWaitTask(t, c, ns, "fill-a100", "runs", prodTaskRunning)
+	createTask(t, c, ns, newTask("fill-a100", "A100", 8))
+	filler := waitTask(t, c, ns, "fill-a100", "runs", taskRunning)
 	if filler.Status.NodeName != "a100-1" || filler.Status.GPUModel != "A100" {
 		t.Fatalf("filler on %q model %q, want a100-1 and A100", filler.Status.NodeName, filler.Status.GPUModel)
 	}
-	prodCreateTask(t, c, ns, prodTask("flexible", "A100", 1, func(s *gputaskv1.GPUTaskSpec) { s.GPUAlternatives = []string{"H100"} }))
-	got := prodWaitTask(t, c, ns, "flexible", "runs", func(tk *gputaskv1.GPUTask) bool { return prodTaskRunning(tk) && tk.Status.GPUModel != "" })
+	createTask(t, c, ns, newTask("flexible", "A100", 1, func(s *gputaskv1.GPUTaskSpec) { s.GPUAlternatives = []string{"H100"} }))
+	got := waitTask(t, c, ns, "flexible", "runs", func(tk *gputaskv1.GPUTask) bool { return taskRunning(tk) && tk.Status.GPUModel != "" })
 	if got.Status.NodeName != "h100-1" || got.Status.GPUModel != "H100" {
 		t.Errorf("task on node %q, gpuModel %q; want h100-1 and H100", got.Status.NodeName, got.Status.GPUModel)
 	}
@@ -224,13 +224,13 @@ func testGPUAlternatives(t *testing.T, c *framework.ControlPlane) {
 func testSpecEditOnRunningTask(t *testing.T, c *framework.ControlPlane) {
 	ns := c.NamespaceT(t)
 	ctx := context.Background()
-	prodCreateTask(t, c, ns, prodTask("worker", "L40S", 1))
-	running := prodWaitTask(t, c, ns, "worker", "runs on the tainted node", prodTaskRunning)
+	createTask(t, c, ns, newTask("worker", "L40S", 1))
+	running := waitTask(t, c, ns, "worker", "runs on the tainted node", taskRunning)
 	if running.Status.NodeName != "l40s-1" {
 		t.Fatalf("task on %q, want l40s-1", running.Status.NodeName)
 	}
-	before := prodPod(t, c, ns, "worker")
-	prodWaitTask(t, c, ns, "worker", "is PodUpToDate", func(tk *gputaskv1.GPUTask) bool {
+	before := taskPod(t, c, ns, "worker")
+	waitTask(t, c, ns, "worker", "is PodUpToDate", func(tk *gputaskv1.GPUTask) bool {
 		return meta.IsStatusConditionTrue(tk.Status.Conditions, gputaskv1.ConditionPodUpToDate)
 	})
 
@@ -238,7 +238,7 @@ func testSpecEditOnRunningTask(t *testing.T, c *framework.ControlPlane) {
 	if _, err := c.GPUTask.GputaskV1().GPUTasks(ns).Patch(ctx, "worker", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	stale := prodWaitTask(t, c, ns, "worker", "is not PodUpToDate", func(tk *gputaskv1.GPUTask) bool {
+	stale := waitTask(t, c, ns, "worker", "is not PodUpToDate", func(tk *gputaskv1.GPUTask) bool {
 		cond := meta.FindStatusCondition(tk.Status.Conditions, gputaskv1.ConditionPodUpToDate)
 		return cond != nil && cond.Status == metav1.ConditionFalse && tk.Status.ObservedGeneration == tk.Generation
 	})
@@ -250,7 +250,7 @@ func testSpecEditOnRunningTask(t *testing.T, c *framework.ControlPlane) {
 
 	// The condition is written in the sync that saw the edit; that sync
 	// left the pod as it was.
-	if after := prodPod(t, c, ns, "worker"); after == nil || after.UID != before.UID || after.DeletionTimestamp != nil {
+	if after := taskPod(t, c, ns, "worker"); after == nil || after.UID != before.UID || after.DeletionTimestamp != nil {
 		t.Fatalf("the pod was touched by a spec edit: before %s, after %+v", before.UID, after)
 	}
 
@@ -262,10 +262,10 @@ func testSpecEditOnRunningTask(t *testing.T, c *framework.ControlPlane) {
 	if _, err := c.GPUTask.GputaskV1().GPUTasks(ns).Patch(ctx, "worker", types.MergePatchType, []byte(restart), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	prodWaitTask(t, c, ns, "worker", "runs the new pod", func(tk *gputaskv1.GPUTask) bool {
-		return prodTaskRunning(tk) && meta.IsStatusConditionTrue(tk.Status.Conditions, gputaskv1.ConditionPodUpToDate)
+	waitTask(t, c, ns, "worker", "runs the new pod", func(tk *gputaskv1.GPUTask) bool {
+		return taskRunning(tk) && meta.IsStatusConditionTrue(tk.Status.Conditions, gputaskv1.ConditionPodUpToDate)
 	})
-	after := prodPod(t, c, ns, "worker")
+	after := taskPod(t, c, ns, "worker")
 	if after == nil || after.UID == before.UID || after.Spec.Containers[0].Image != "busybox:1.37" {
 		t.Errorf("after the restart: pod %+v, want a new pod with image busybox:1.37", after)
 	}
@@ -275,8 +275,8 @@ func testSpecEditOnRunningTask(t *testing.T, c *framework.ControlPlane) {
 // Pending on tainted nodes, and the task's Scheduled condition says why.
 func testTolerationOff(t *testing.T, c *framework.ControlPlane) {
 	ns := c.NamespaceT(t)
-	prodCreateTask(t, c, ns, prodTask("untolerated", "L40S", 1))
-	got := prodWaitTask(t, c, ns, "untolerated", "is unschedulable", func(tk *gputaskv1.GPUTask) bool {
+	createTask(t, c, ns, newTask("untolerated", "L40S", 1))
+	got := waitTask(t, c, ns, "untolerated", "is unschedulable", func(tk *gputaskv1.GPUTask) bool {
 		cond := meta.FindStatusCondition(tk.Status.Conditions, gputaskv1.ConditionScheduled)
 		return cond != nil && cond.Status == metav1.ConditionFalse && strings.Contains(cond.Message, framework.GPUTaint.ToString())
 	})
@@ -285,7 +285,7 @@ func testTolerationOff(t *testing.T, c *framework.ControlPlane) {
 		t.Errorf("phase %s, Scheduled message %q: want Pending and the untolerated taint %s", got.Status.Phase, cond.Message, framework.GPUTaint.ToString())
 	}
 	t.Logf("Scheduled=%s reason=%s message=%q", cond.Status, cond.Reason, cond.Message)
-	if pod := prodPod(t, c, ns, "untolerated"); pod == nil || len(pod.Spec.Tolerations) != 2 {
+	if pod := taskPod(t, c, ns, "untolerated"); pod == nil || len(pod.Spec.Tolerations) != 2 {
 		// The two are the not-ready and unreachable tolerations of admission.
 		t.Errorf("pod tolerations: %+v, want only admission's", pod)
 	}

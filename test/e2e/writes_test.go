@@ -99,7 +99,7 @@ func setConverged(ctx context.Context, c *framework.ControlPlane, ns, name strin
 	}
 	running := 0
 	for i := range tasks.Items {
-		if prodTaskRunning(&tasks.Items[i]) {
+		if taskRunning(&tasks.Items[i]) {
 			running++
 		}
 	}

@@ -1,7 +1,8 @@
-// Package integration tests the API and the GPUTask controller against a real
-// kube-apiserver, with kube-scheduler, kube-controller-manager (garbage
-// collector) and kwok fake GPU nodes. One control plane serves the whole
-// package; each test works in its own namespace.
+// Package integration tests the API, the GPUTask controller and the
+// autoscaler in-process against a real kube-apiserver, with kube-scheduler,
+// kube-controller-manager (garbage collector) and kwok fake GPU nodes. One
+// control plane serves the whole package; each test works in its own
+// namespace.
 package integration
 
 import (
@@ -51,26 +52,47 @@ func createPriorityClass(ctx context.Context, name string, value int32) error {
 	return nil
 }
 
+// controller is the package's gputask-controller.
 var controller struct {
-	sync.Once
-	proc *framework.Process
-	err  error
+	sync.Mutex
+	started bool
+	proc    *framework.Process
+	err     error
 }
 
-// needController starts the gputask-controller once for the package, on the
+// needController starts the gputask-controller for the package, on the
 // first test that needs it, so that the API tests run even while the
-// controller does not build. It stops with the control plane.
+// controller does not build. It stops with the control plane, or when a
+// test calls withoutController.
 func needController(t *testing.T) {
 	t.Helper()
-	controller.Do(func() {
+	controller.Lock()
+	defer controller.Unlock()
+	if !controller.started {
 		controller.proc, controller.err = cp.StartController(context.Background(), "--workers=4")
-	})
+		controller.started = true
+	}
 	if controller.err != nil {
 		t.Fatalf("starting gputask-controller: %v", controller.err)
 	}
 	if controller.proc.Exited() {
 		t.Fatalf("gputask-controller is not running: %v; log %s:\n%s",
 			controller.proc.ExitError(), controller.proc.LogPath, controller.proc.LogTail(30))
+	}
+}
+
+// withoutController stops the package's gputask-controller if it runs, for a
+// test that runs controllers of its own in-process: the controller acts on
+// every namespace, and would act on the test's objects too. The next test
+// that calls needController starts a new one. The package's tests do not run
+// in parallel, so none loses its controller midway.
+func withoutController(t *testing.T) {
+	t.Helper()
+	controller.Lock()
+	defer controller.Unlock()
+	if controller.proc != nil {
+		controller.proc.Stop()
+		controller.started, controller.proc, controller.err = false, nil, nil
 	}
 }
 

@@ -1,9 +1,4 @@
-// This test runs the autoscaler in-process against a real etcd and
-// kube-apiserver with the CRDs installed, to prove what fakes cannot: the
-// scale subresource, the status subresource and events for GPUTaskSets.
-//
-//	go test -count=1 -run TestAutoscalerOnRealAPIServer ./test/autoscaler/
-package autoscaler_test
+package integration
 
 import (
 	"context"
@@ -27,14 +22,20 @@ import (
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/scaling"
-	"github.com/gputask/gputask-controller/test/framework"
 )
 
+// TestAutoscalerOnRealAPIServer runs the autoscaler in-process against the
+// package's kube-apiserver with the CRDs installed, to prove what fakes
+// cannot: the scale subresource, the status subresource and events for
+// GPUTaskSets. The package's gputask-controller is stopped first: it would
+// scale the set too, and create its tasks.
+//
+//	go test -count=1 -run TestAutoscalerOnRealAPIServer ./test/integration/
 func TestAutoscalerOnRealAPIServer(t *testing.T) {
+	withoutController(t)
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cp := framework.StartT(t, framework.Options{})
 	ns := cp.NamespaceT(t)
 
 	var load atomic.Value
@@ -66,7 +67,8 @@ func TestAutoscalerOnRealAPIServer(t *testing.T) {
 		t.Fatalf("creating the set: %v", err)
 	}
 
-	inf := informers.NewSharedInformerFactory(cp.GPUTask, 0)
+	// Only the test's namespace: other tests' sets are not this one's.
+	inf := informers.NewSharedInformerFactoryWithOptions(cp.GPUTask, 0, informers.WithNamespace(ns))
 	kinf := kubeinformers.NewSharedInformerFactory(cp.Kube, 0)
 	pods := autoscaler.NewLazyPods(cp.Kube, 0, clock.RealClock{})
 	c := autoscaler.NewController(ctx, cp.Kube, cp.GPUTask,
