@@ -15,6 +15,7 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/scaling"
+	"github.com/gputask/gputask-controller/test/framework"
 	"github.com/gputask/gputask-controller/test/kwok"
 )
 
@@ -285,7 +286,13 @@ func TestStabilizationWindowStartsAtLastHighReading(t *testing.T) {
 
 	load.Set(loadLow)
 	rec.waitSetWithin(t, window+waitTimeout, "the first step down", func(s *gputaskv1.GPUTaskSet) bool { return ptr.Deref(s.Spec.Replicas, 1) == 2 })
-	steps, _ := rec.snapshot()
+	// The lister can show the step before the recorder's handler has noted
+	// it; the step's time is the handler's.
+	var steps []poolStep
+	framework.Poll(t, waitTimeout, "the recorder noting the step", func(context.Context) (bool, string) {
+		steps, _ = rec.snapshot()
+		return steps[len(steps)-1].replicas == 2, formatSteps(steps)
+	})
 	stepAt := steps[len(steps)-1].at
 	lastHigh, firstLow := load.LastAtLeast(0.5, stepAt), load.FirstBelow(0.5)
 	sinceHigh, sinceLow := stepAt.Sub(lastHigh), stepAt.Sub(firstLow)
