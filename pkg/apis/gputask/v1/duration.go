@@ -77,4 +77,3 @@ func (d Duration) ToUnstructured() any {
 	}
 	return d.Duration.String()
 }
-
