@@ -106,6 +106,16 @@ type Options struct {
 	StatusBurst int
 }
 
+// podOptions are the settings that shape every pod.
+func (o Options) podOptions() podspec.Options {
+	return podspec.Options{
+		GPUResourceName:    o.GPUResourceName,
+		GPULabelKey:        o.GPULabelKey,
+		DefaultImage:       o.DefaultImage,
+		GPUTaintToleration: o.GPUTaintToleration,
+	}
+}
+
 func (o Options) withDefaults() Options {
 	if o.GPUResourceName == "" {
 		o.GPUResourceName = podspec.DefaultGPUResourceName
@@ -182,6 +192,9 @@ type taskState struct {
 	statusWrittenFrom *string
 	// statusWriteAt is the time reserved for a deferred status write.
 	statusWriteAt time.Time
+	// drift is the last drift found by reading a pod whose hash differs
+	// from the spec's.
+	drift *driftCheck
 }
 
 // update runs fn on the task's state under the lock, and forgets the task
@@ -243,16 +256,11 @@ func NewController(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName, Clock: opts.Clock},
 		),
-		broadcaster: broadcaster,
-		recorder:    recorder,
-		clock:       opts.Clock,
-		opts:        opts,
-		podOpts: podspec.Options{
-			GPUResourceName:    opts.GPUResourceName,
-			GPULabelKey:        opts.GPULabelKey,
-			DefaultImage:       opts.DefaultImage,
-			GPUTaintToleration: opts.GPUTaintToleration,
-		},
+		broadcaster:  broadcaster,
+		recorder:     recorder,
+		clock:        opts.Clock,
+		opts:         opts,
+		podOpts:      opts.podOptions(),
 		rescheduling: reschedule.Options{Interval: opts.RescheduleInterval, PendingTimeout: opts.PendingTimeout, NodeNotReadyTimeout: opts.NodeNotReadyTimeout},
 		expectations: expectations.New(opts.Clock, expectations.DefaultTTL),
 		state:        map[cache.ObjectName]*taskState{},

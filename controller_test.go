@@ -31,6 +31,7 @@ import (
 	"github.com/gputask/gputask-controller/pkg/controllertest"
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
+	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/reschedule"
 	"github.com/gputask/gputask-controller/pkg/taskstatus"
 )
@@ -136,7 +137,11 @@ func (f *fixture) runExpectError(ctx context.Context, key cache.ObjectName, expe
 	f.actions, f.kubeactions = nil, nil
 }
 
+// expectCreatePod expects the create of pod, stamped with its hash as the
+// controller stamps every pod it makes.
 func (f *fixture) expectCreatePod(pod *corev1.Pod) {
+	pod = pod.DeepCopy()
+	podspec.Stamp(pod)
 	f.kubeactions = append(f.kubeactions, core.NewCreateAction(podsResource, pod.Namespace, pod))
 }
 

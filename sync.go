@@ -45,6 +45,7 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 		return nil
 	}
 
+	podspec.Stamp(desired)
 	c.expectations.ExpectCreations(key.String(), 1)
 	created, err := c.kubeclientset.CoreV1().Pods(task.Namespace).Create(ctx, desired, metav1.CreateOptions{})
 	if err != nil {
@@ -121,7 +122,11 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 	} else {
 		// A spec change is shown, never applied to the running pod: the
 		// pod is replaced only when gputask.io/restartedAt asks for it.
-		view.Stale = podspec.FirstDifference(desired, pod)
+		stale, err := c.drift(ctx, key, desired, pod)
+		if err != nil {
+			return err
+		}
+		view.Stale = stale
 	}
 
 	if r := c.replacementFor(key); r != nil {
@@ -174,6 +179,69 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 		return nil
 	}
 	return c.writeStatus(ctx, task, want)
+}
+
+// driftCheck is what a read of the task's pod found: the first field where
+// the pod (by UID and generation) differs from the pod that the spec, by
+// its hash, asks for.
+type driftCheck struct {
+	podUID        types.UID
+	podGeneration int64
+	want          string
+	field         string
+}
+
+// drift returns the first field where the running pod differs from desired,
+// or "" when it is up to date. The hash the pod carries answers almost every
+// sync from the cache, which keeps no pod spec (podspec.Trim). When the
+// hashes differ, one read of the pod names the field, and is remembered for
+// that pod and spec. A pod that differs in its hash only, as after an upgrade
+// that builds pods differently, is stamped with the new hash, so that it is
+// read once, not after every restart. A pod made before pods carried a hash
+// is compared from the cache, which keeps its spec.
+func (c *Controller) drift(ctx context.Context, key cache.ObjectName, desired, pod *corev1.Pod) (string, error) {
+	have := podspec.Stamped(pod)
+	if have == "" {
+		return podspec.FirstDifference(desired, pod), nil
+	}
+	want := podspec.Hash(desired)
+	if have == want {
+		if c.knownDrift(key) != nil {
+			c.update(key, func(s *taskState) { s.drift = nil })
+		}
+		return "", nil
+	}
+	check := driftCheck{podUID: pod.UID, podGeneration: pod.Generation, want: want}
+	if known := c.knownDrift(key); known != nil && known.podUID == check.podUID &&
+		known.podGeneration == check.podGeneration && known.want == check.want {
+		return known.field, nil
+	}
+	live, err := c.kubeclientset.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || (err == nil && live.UID != pod.UID) {
+		// The pod is gone; its delete event brings the task back.
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading pod %s to compare it with the spec: %w", klog.KObj(pod), err)
+	}
+	check.field = podspec.FirstDifference(desired, live)
+	if check.field == "" {
+		if err := mergeAnnotation(ctx, c.kubeclientset.CoreV1().Pods(pod.Namespace), pod.Name, gputaskv1.AnnotationPodSpecHash, want); err != nil {
+			return "", fmt.Errorf("recording the spec's hash on pod %s: %w", klog.KObj(pod), err)
+		}
+		return "", nil
+	}
+	c.update(key, func(s *taskState) { s.drift = &check })
+	return check.field, nil
+}
+
+func (c *Controller) knownDrift(key cache.ObjectName) *driftCheck {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.state[key]; s != nil {
+		return s.drift
+	}
+	return nil
 }
 
 // warnOnTransition records a Warning event when the condition is not already
@@ -349,6 +417,11 @@ func patchAnnotation[T any](ctx context.Context, client annotationPatcher[T], na
 	if on {
 		value = "true"
 	}
+	return mergeAnnotation(ctx, client, name, key, value)
+}
+
+// mergeAnnotation sets key to value, or removes it when value is nil.
+func mergeAnnotation[T any](ctx context.Context, client annotationPatcher[T], name, key string, value any) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: value}}})
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/autoscaler"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
+	"github.com/gputask/gputask-controller/pkg/podspec"
 )
 
 // Informers holds the informer factories; controllers register their
@@ -31,12 +32,13 @@ type Informers struct {
 func NewInformers(cl Clients, resync time.Duration) *Informers {
 	return &Informers{
 		// Only task pods: the controller need not cache every pod of the
-		// cluster. A label key alone selects every pod that has it.
+		// cluster. A label key alone selects every pod that has it. Of
+		// each it keeps what status and rescheduling read.
 		TaskPods: kubeinformers.NewSharedInformerFactoryWithOptions(cl.Kube, resync,
 			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
 				o.LabelSelector = gputaskv1.LabelTask
 			}),
-			kubeinformers.WithTransform(StripManagedFields)),
+			kubeinformers.WithTransform(podspec.Trim)),
 		// Nodes, unfiltered, to notice lost and NotReady nodes (and, for the
 		// autoscaler, GPU capacity).
 		Cluster: kubeinformers.NewSharedInformerFactoryWithOptions(cl.Kube, resync,

@@ -230,6 +230,9 @@ func testSpecEditOnRunningTask(t *testing.T, c *framework.ControlPlane) {
 		t.Fatalf("task on %q, want l40s-1", running.Status.NodeName)
 	}
 	before := taskPod(t, c, ns, "worker")
+	if before.Annotations[gputaskv1.AnnotationPodSpecHash] == "" {
+		t.Errorf("the pod carries no %s: %v", gputaskv1.AnnotationPodSpecHash, before.Annotations)
+	}
 	waitTask(t, c, ns, "worker", "is PodUpToDate", func(tk *gputaskv1.GPUTask) bool {
 		return meta.IsStatusConditionTrue(tk.Status.Conditions, gputaskv1.ConditionPodUpToDate)
 	})

@@ -32,6 +32,12 @@ func IsPaused(obj metav1.Object) bool { return annotationTrue(obj, AnnotationPau
 // controller reads pods.
 const AnnotationPodBusy = "gputask.io/pod-busy"
 
+// AnnotationPodSpecHash on a task's pod is the hash of the pod the task's
+// spec asked for when the pod was made, as a Deployment's pods carry
+// pod-template-hash. The GPUTask controller compares it with the hash of the
+// pod the spec asks for now to find drift without keeping pod specs cached.
+const AnnotationPodSpecHash = "gputask.io/pod-spec-hash"
+
 // IsBusy reports whether a task or its pod carries gputask.io/busy "true":
 // the worker is in the middle of work that a scale-in should not cut off.
 func IsBusy(obj metav1.Object) bool { return annotationTrue(obj, AnnotationBusy) }

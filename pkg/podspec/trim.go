@@ -1,0 +1,42 @@
+package podspec
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Trim is a cache.TransformFunc for the GPUTask controller's pod informer.
+// Of a pod that carries its spec's hash (Stamp) it keeps only what the
+// task's status, rescheduling and the orphan and delete handling read: the
+// metadata but managedFields, the node, the tolerations and scheduling
+// gates, and the phase, conditions, reason, message and start time. Drift is
+// then found by the hash, and its first differing field from a read of the
+// pod when the hash differs. A pod made before pods carried a hash keeps its
+// spec, so that its drift is still found from the cache. Anything else, such
+// as a tombstone, passes as it is.
+func Trim(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	pod.ManagedFields = nil
+	if Stamped(pod) == "" {
+		return pod, nil
+	}
+	return &corev1.Pod{
+		TypeMeta:   pod.TypeMeta,
+		ObjectMeta: pod.ObjectMeta,
+		Spec: corev1.PodSpec{
+			NodeName:        pod.Spec.NodeName,
+			Tolerations:     pod.Spec.Tolerations,
+			SchedulingGates: pod.Spec.SchedulingGates,
+		},
+		Status: corev1.PodStatus{
+			Phase:             pod.Status.Phase,
+			Conditions:        pod.Status.Conditions,
+			Reason:            pod.Status.Reason,
+			Message:           pod.Status.Message,
+			StartTime:         pod.Status.StartTime,
+			NominatedNodeName: pod.Status.NominatedNodeName,
+		},
+	}, nil
+}
