@@ -20,6 +20,7 @@ func TestDelegatedMetrics(t *testing.T) {
 	users := map[string]string{"scraper-token": "system:serviceaccount:monitoring:prometheus", "tenant-token": "alice"}
 	var mu sync.Mutex
 	var reviewed []string
+	tokenReviews := 0
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
@@ -29,6 +30,9 @@ func TestDelegatedMetrics(t *testing.T) {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
+			mu.Lock()
+			tokenReviews++
+			mu.Unlock()
 			if user, ok := users[review.Spec.Token]; ok {
 				review.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: user}}
 			}
@@ -50,7 +54,8 @@ func TestDelegatedMetrics(t *testing.T) {
 		}
 	}))
 	defer api.Close()
-	kube, err := kubernetes.NewForConfig(&rest.Config{Host: api.URL})
+	// The fake API server speaks JSON only.
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: api.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,9 +84,23 @@ func TestDelegatedMetrics(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	if len(reviewed) == 0 {
 		t.Error("no SubjectAccessReview was made")
+	}
+	before, beforeSARs := tokenReviews, len(reviewed)
+	mu.Unlock()
+
+	// Within the cache's TTL a scraper costs no further review, allowed or
+	// denied.
+	for _, token := range []string{"scraper-token", "scraper-token", "tenant-token", "forged"} {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if tokenReviews != before || len(reviewed) != beforeSARs {
+		t.Errorf("repeated requests made %d TokenReviews and %d SubjectAccessReviews, want 0 and 0", tokenReviews-before, len(reviewed)-beforeSARs)
 	}
 }
 

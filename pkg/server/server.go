@@ -1,7 +1,8 @@
 // Package server holds the controller's HTTP endpoints: /metrics (with the
 // pprof profiles when asked for) and the kubelet's /healthz and /readyz. The
-// handlers are the API server's own (healthz, routes.Profiling), so the
-// endpoints answer as every Kubernetes component's do.
+// health handlers are the API server's own (healthz), and the profiles are
+// net/http/pprof's at the paths routes.Profiling gives them, so the endpoints
+// answer as every Kubernetes component's do.
 package server
 
 import (
@@ -11,12 +12,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/apiserver/pkg/server/mux"
-	"k8s.io/apiserver/pkg/server/routes"
 	"k8s.io/klog/v2"
 
 	"github.com/gputask/gputask-controller/pkg/metrics"
@@ -28,9 +29,23 @@ func MetricsHandler(profiling bool) http.Handler {
 	m := mux.NewPathRecorderMux("gputask-controller-metrics")
 	m.Handle("/metrics", metrics.Handler())
 	if profiling {
-		routes.Profiling{}.Install(m)
+		installProfiling(m)
 	}
 	return m
+}
+
+// installProfiling registers Go's pprof handlers where the API server's
+// routes.Profiling does. That package is not imported for them: with it
+// comes most of an API server (gRPC, OpenTelemetry, CEL), about half the
+// binary, which every replica would pay in memory.
+func installProfiling(m *mux.PathRecorderMux) {
+	m.UnlistedHandleFunc("/debug/pprof", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/debug/pprof/", http.StatusFound)
+	})
+	m.UnlistedHandlePrefix("/debug/pprof/", http.HandlerFunc(pprof.Index))
+	m.UnlistedHandleFunc("/debug/pprof/profile", pprof.Profile)
+	m.UnlistedHandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	m.UnlistedHandleFunc("/debug/pprof/trace", pprof.Trace)
 }
 
 // HealthHandler serves /healthz (the process lives and, when leading, still
