@@ -1,12 +1,14 @@
 //go:build tools
 
-// Package tools records the control-plane commands that hack/tools builds, so
-// that `go mod tidy` keeps their dependencies in go.sum.
+// Package tools records the commands that hack/tools/build.sh builds from
+// this module, so that `go mod tidy` keeps their dependencies in go.sum.
 package tools
 
 import (
+	_ "helm.sh/helm/v3/cmd/helm"
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "sigs.k8s.io/kwok/cmd/kwok"
 )
