@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -44,7 +45,7 @@ func NewInformers(cl Clients, resync time.Duration) *Informers {
 		Cluster: kubeinformers.NewSharedInformerFactoryWithOptions(cl.Kube, resync,
 			kubeinformers.WithTransform(StripManagedFields)),
 		GPUTask: gputaskinformers.NewSharedInformerFactoryWithOptions(cl.GPUTask, resync,
-			gputaskinformers.WithTransform(StripManagedFields)),
+			gputaskinformers.WithTransform(compactGPUTask)),
 		// Every pod that still holds resources, whoever owns it: the
 		// autoscaler subtracts their GPUs from the nodes' allocatable ones.
 		// It keeps only what that count reads, and runs only while a
@@ -61,6 +62,16 @@ func StripManagedFields(obj any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// compactGPUTask is StripManagedFields that also gives a GPUTask's
+// conditions a list of their own length: the JSON decoder grows the list
+// by doubling, and every cached task would keep the spare room.
+func compactGPUTask(obj any) (any, error) {
+	if task, ok := obj.(*gputaskv1.GPUTask); ok && cap(task.Status.Conditions) > len(task.Status.Conditions) {
+		task.Status.Conditions = slices.Clone(task.Status.Conditions)
+	}
+	return StripManagedFields(obj)
 }
 
 // Start starts every informer requested so far; a second call starts just

@@ -31,3 +31,25 @@ func TestStripManagedFields(t *testing.T) {
 		t.Errorf("a tombstone must pass as it is, got %v, %v", out, err)
 	}
 }
+
+func TestCompactGPUTask(t *testing.T) {
+	conds := make([]metav1.Condition, 2, 8)
+	conds[0].Type, conds[1].Type = "SpecValid", "Ready"
+	task := &gputaskv1.GPUTask{
+		ObjectMeta: metav1.ObjectMeta{Name: "t", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
+		Status:     gputaskv1.GPUTaskStatus{Conditions: conds},
+	}
+	out, err := compactGPUTask(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*gputaskv1.GPUTask)
+	if got.ManagedFields != nil || len(got.Status.Conditions) != 2 || cap(got.Status.Conditions) != 2 ||
+		got.Status.Conditions[0].Type != "SpecValid" || got.Status.Conditions[1].Type != "Ready" {
+		t.Errorf("compacted task: managedFields %v, conditions %v (cap %d)", got.ManagedFields, got.Status.Conditions, cap(got.Status.Conditions))
+	}
+	set := &gputaskv1.GPUTaskSet{ObjectMeta: metav1.ObjectMeta{Name: "s", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}}
+	if out, err := compactGPUTask(set); err != nil || out.(*gputaskv1.GPUTaskSet).ManagedFields != nil {
+		t.Errorf("a set keeps its managedFields: %v, %v", out, err)
+	}
+}

@@ -73,7 +73,10 @@ func TestTrim(t *testing.T) {
 		p.Spec.Volumes = []corev1.Volume{{Name: "v"}}
 		p.Status = corev1.PodStatus{
 			Phase: corev1.PodFailed, Reason: "Evicted", Message: "m", StartTime: &start, NominatedNodeName: "gpu-2",
-			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}},
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue},
+				{Type: corev1.PodReady, Status: corev1.ConditionFalse},
+			},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: ContainerName}},
 			PodIPs:            []corev1.PodIP{{IP: "10.0.0.1"}},
 		}
@@ -89,15 +92,27 @@ func TestTrim(t *testing.T) {
 	got := obj.(*corev1.Pod)
 	want := &corev1.Pod{
 		ObjectMeta: stamped.ObjectMeta,
-		Spec:       corev1.PodSpec{NodeName: "gpu-1", Tolerations: stamped.Spec.Tolerations, SchedulingGates: stamped.Spec.SchedulingGates},
+		Spec:       corev1.PodSpec{NodeName: "gpu-1"},
 		Status: corev1.PodStatus{
 			Phase: corev1.PodFailed, Reason: "Evicted", Message: "m", StartTime: &start, NominatedNodeName: "gpu-2",
-			Conditions: stamped.Status.Conditions,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}},
 		},
 	}
 	want.ManagedFields = nil
 	if !equality.Semantic.DeepEqual(got, want) {
-		t.Errorf("Trim of a stamped pod:\n got %+v\nwant %+v", got, want)
+		t.Errorf("Trim of a bound stamped pod:\n got %+v\nwant %+v", got, want)
+	}
+
+	// Until it is bound, what keeps the pod from a node is kept too.
+	pending := stamped.DeepCopy()
+	pending.Spec.NodeName = ""
+	obj, err = Trim(pending.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = obj.(*corev1.Pod)
+	if !equality.Semantic.DeepEqual(got.Spec, corev1.PodSpec{Tolerations: pending.Spec.Tolerations, SchedulingGates: pending.Spec.SchedulingGates}) {
+		t.Errorf("Trim of a pending stamped pod kept spec %+v", got.Spec)
 	}
 
 	// A pod made before pods carried a hash keeps its spec and status.

@@ -7,12 +7,13 @@ import (
 // Trim is a cache.TransformFunc for the GPUTask controller's pod informer.
 // Of a pod that carries its spec's hash (Stamp) it keeps only what the
 // task's status, rescheduling and the orphan and delete handling read: the
-// metadata but managedFields, the node, the tolerations and scheduling
-// gates, and the phase, conditions, reason, message and start time. Drift is
-// then found by the hash, and its first differing field from a read of the
-// pod when the hash differs. A pod made before pods carried a hash keeps its
-// spec, so that its drift is still found from the cache. Anything else, such
-// as a tombstone, passes as it is.
+// metadata but managedFields; the node; until the pod is bound, its
+// tolerations and scheduling gates (what keeps it from a node); the phase,
+// reason, message and start time; and the PodScheduled, Ready and
+// DisruptionTarget conditions. Drift is then found by the hash, and its first
+// differing field from a read of the pod when the hash differs. A pod made
+// before pods carried a hash keeps its spec, so that its drift is still found
+// from the cache. Anything else, such as a tombstone, passes as it is.
 func Trim(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -22,21 +23,31 @@ func Trim(obj any) (any, error) {
 	if Stamped(pod) == "" {
 		return pod, nil
 	}
-	return &corev1.Pod{
+	trimmed := &corev1.Pod{
 		TypeMeta:   pod.TypeMeta,
 		ObjectMeta: pod.ObjectMeta,
-		Spec: corev1.PodSpec{
-			NodeName:        pod.Spec.NodeName,
-			Tolerations:     pod.Spec.Tolerations,
-			SchedulingGates: pod.Spec.SchedulingGates,
-		},
+		Spec:       corev1.PodSpec{NodeName: pod.Spec.NodeName},
 		Status: corev1.PodStatus{
 			Phase:             pod.Status.Phase,
-			Conditions:        pod.Status.Conditions,
 			Reason:            pod.Status.Reason,
 			Message:           pod.Status.Message,
 			StartTime:         pod.Status.StartTime,
 			NominatedNodeName: pod.Status.NominatedNodeName,
 		},
-	}, nil
+	}
+	if pod.Spec.NodeName == "" {
+		trimmed.Spec.Tolerations = pod.Spec.Tolerations
+		trimmed.Spec.SchedulingGates = pod.Spec.SchedulingGates
+	}
+	for _, c := range pod.Status.Conditions {
+		if keptConditions[c.Type] {
+			trimmed.Status.Conditions = append(trimmed.Status.Conditions, c)
+		}
+	}
+	return trimmed, nil
+}
+
+// keptConditions are the pod conditions a trimmed pod keeps.
+var keptConditions = map[corev1.PodConditionType]bool{
+	corev1.PodScheduled: true, corev1.PodReady: true, corev1.DisruptionTarget: true,
 }
