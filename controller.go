@@ -106,6 +106,21 @@ type Options struct {
 	StatusBurst int
 }
 
+// maxRetryDelay bounds the backoff of a task whose sync keeps failing, so
+// that a pod create refused while an admission webhook was down is tried
+// again within this long of its return (the client-go default grows to
+// 1000 s).
+const maxRetryDelay = time.Minute
+
+// retryRateLimiter is client-go's DefaultTypedControllerRateLimiter with
+// the per-task backoff capped at maxRetryDelay.
+func retryRateLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
+}
+
 // podOptions are the settings that shape every pod.
 func (o Options) podOptions() podspec.Options {
 	return podspec.Options{
@@ -253,7 +268,7 @@ func NewController(
 		podsIndexer:      podInformer.Informer().GetIndexer(),
 		nodesLister:      nodeInformer.Lister(),
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			retryRateLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName, Clock: opts.Clock},
 		),
 		broadcaster:  broadcaster,

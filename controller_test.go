@@ -951,7 +951,19 @@ func TestCreateErrorIsRetried(t *testing.T) {
 		return true, nil, apierrors.NewInternalError(errors.New("etcd timeout"))
 	})
 
+	failed := task.DeepCopy()
+	failed.Status = gputaskv1.GPUTaskStatus{
+		Phase: gputaskv1.GPUTaskPending, ObservedGeneration: 1,
+		Conditions: []metav1.Condition{
+			cond(gputaskv1.ConditionSpecValid, metav1.ConditionTrue, "Valid", ""),
+			cond(gputaskv1.ConditionPodCreateFailed, metav1.ConditionTrue, "InternalError", "Internal error occurred: etcd timeout"),
+			cond(gputaskv1.ConditionPodOwned, metav1.ConditionUnknown, "PodNotCreated", ""),
+			cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "PodNotCreated", ""),
+			cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodNotCreated", ""),
+		},
+	}
 	f.expectCreatePod(expectedPod(task))
+	f.expectUpdateStatus(failed)
 	f.runExpectError(ctx, key(task), true)
 	f.expectEvents("Warning FailedCreate")
 	if !c.expectations.Satisfied(key(task).String()) {

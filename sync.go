@@ -56,12 +56,11 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 		}
 		c.recorder.Eventf(task, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating pod %s: %v", desired.Name, err)
 		err = fmt.Errorf("creating pod for gputask %s: %w", key, err)
-		if taskstatus.IsRefused(err) {
-			// The error makes the queue back off; the condition tells the
-			// user why, and is written once, as its message is stable.
-			return errors.Join(err, c.writeStatus(ctx, task, c.status(task, taskstatus.View{CreateErr: err})))
-		}
-		return err
+		// Whatever the failure (a refusal, or a webhook or the API server
+		// that is down or slow), the error makes the queue back off, at
+		// most maxRetryDelay, and the condition tells the user why. It is
+		// written once while its message stays the same.
+		return errors.Join(err, c.writeStatus(ctx, task, c.status(task, taskstatus.View{CreateErr: err})))
 	}
 	// No Normal event: one per task would cost as many writes as the pods,
 	// on the client that creates them. The set's events count the tasks,

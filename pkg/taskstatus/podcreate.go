@@ -13,16 +13,11 @@ import (
 // excess would make the API refuse the status write itself.
 const maxPodCreateMessage = 1024
 
-// IsRefused tells whether the API server refused the pod for what it is
-// (422 Invalid) or for who asks (403 Forbidden, which includes a quota):
-// retrying the same pod will fail the same way until the task, a quota or
-// a policy changes.
-func IsRefused(err error) bool {
-	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err)
-}
-
 // PodCreateFailure returns the PodCreateFailed reason and message for a
-// refused create: the API's reason and its message, capped. The pod's name
+// failed create: the class of the failure (the API's reason, such as
+// Invalid, Forbidden, InternalError or ServiceUnavailable; Unknown for a
+// failure without one, such as a client-side timeout) and its message,
+// capped. The pod's name
 // is the task's, so the message is the same from one attempt to the next.
 func PodCreateFailure(err error) (reason, msg string) {
 	reason = string(apierrors.ReasonForError(err))
