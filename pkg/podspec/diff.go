@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -25,9 +26,9 @@ var admittedLists = map[string]bool{"volumes": true, "volumeMounts": true, "tole
 // Only what want sets is compared. What it leaves empty is for the API server
 // to default or for admission to fill in (dnsPolicy, schedulerName, requests
 // copied from limits, nodeName, priority), and the running pod may carry more
-// labels, annotations and map keys. The service account token volume and
-// mounts and the not-ready and unreachable tolerations that admission adds
-// are ignored.
+// labels, annotations and map keys (such as the node selector a queueing
+// system adds), and more tolerations than the spec asks for. The service
+// account token volume and mounts that admission adds are ignored.
 func FirstDifference(want, have *corev1.Pod) string {
 	have = withoutAdmittedItems(want, have)
 	for _, f := range []struct {
@@ -223,7 +224,23 @@ func withoutAdmittedItems(want, have *corev1.Pod) *corev1.Pod {
 		added := (t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable) && t.Effect == corev1.TaintEffectNoExecute
 		return added && !slices.ContainsFunc(want.Spec.Tolerations, func(w corev1.Toleration) bool { return w.Key == t.Key })
 	})
+	// Admission and queueing systems add tolerations too (a Kueue
+	// ResourceFlavor's, say): a pod that has every toleration the spec asks
+	// for is up to date, whatever else it tolerates.
+	if containsAll(out.Spec.Tolerations, want.Spec.Tolerations) {
+		out.Spec.Tolerations = want.Spec.Tolerations
+	}
 	return &out
+}
+
+// containsAll reports whether every toleration of want is in have.
+func containsAll(have, want []corev1.Toleration) bool {
+	for i := range want {
+		if !slices.ContainsFunc(have, func(h corev1.Toleration) bool { return equality.Semantic.DeepEqual(h, want[i]) }) {
+			return false
+		}
+	}
+	return true
 }
 
 func withoutTokenMounts(containers []corev1.Container) []corev1.Container {

@@ -1,6 +1,7 @@
 package podspec
 
 import (
+	"strings"
 	"testing"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -142,8 +143,46 @@ func TestFirstDifferenceWithoutGPUToleration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := FirstDifference(want, admitted(running)); got != "spec.tolerations" {
-		t.Errorf("FirstDifference() = %q, want spec.tolerations", got)
+	// A toleration the pod has and the spec no longer asks for is not a
+	// difference: admission may have added it.
+	if got := FirstDifference(want, admitted(running)); got != "" {
+		t.Errorf("FirstDifference() = %q for a pod with one more toleration, want none", got)
+	}
+	// One the spec asks for and the pod lacks is.
+	if got := FirstDifference(running, admitted(want)); got != "spec.tolerations[0]" {
+		t.Errorf("FirstDifference() = %q for a pod without the GPU toleration, want spec.tolerations[0]", got)
+	}
+}
+
+// TestFirstDifferenceQueueMutations: what a queueing system adds to a pod,
+// as Kueue does on admission (its ResourceFlavor's tolerations and node
+// selector, its scheduling gate, label, annotation and finalizer), is not a
+// difference; only what the spec asks for is.
+func TestFirstDifferenceQueueMutations(t *testing.T) {
+	want, running := richPods(t)
+	kueued := running.DeepCopy()
+	if kueued.Spec.NodeSelector == nil {
+		kueued.Spec.NodeSelector = map[string]string{}
+	}
+	kueued.Labels["kueue.x-k8s.io/managed"] = "true"
+	kueued.Annotations["kueue.x-k8s.io/workload"] = "pod-render-3f1c2"
+	kueued.Finalizers = append(kueued.Finalizers, "kueue.x-k8s.io/managed")
+	kueued.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}
+	kueued.Spec.NodeSelector["cloud.example.com/gpu-flavor"] = "a100-spot"
+	kueued.Spec.Tolerations = append([]corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}}, kueued.Spec.Tolerations...)
+	if got := FirstDifference(want, kueued); got != "" {
+		t.Errorf("FirstDifference() = %q for a pod a queue admitted, want none", got)
+	}
+	// A spec edit is still found beside them.
+	edited := want.DeepCopy()
+	edited.Spec.Containers[0].Image = "vllm:2"
+	if got := FirstDifference(edited, kueued); got != "spec.containers[task].image" {
+		t.Errorf("FirstDifference() = %q, want spec.containers[task].image", got)
+	}
+	edited = want.DeepCopy()
+	edited.Spec.Tolerations = append(edited.Spec.Tolerations, corev1.Toleration{Key: "maintenance", Operator: corev1.TolerationOpExists})
+	if got := FirstDifference(edited, kueued); got == "" || !strings.HasPrefix(got, "spec.tolerations") {
+		t.Errorf("FirstDifference() = %q for a toleration the pod lacks, want one under spec.tolerations", got)
 	}
 }
 
