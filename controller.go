@@ -210,6 +210,11 @@ type taskState struct {
 	// drift is the last drift found by reading a pod whose hash differs
 	// from the spec's.
 	drift *driftCheck
+	// gatedPod is the UID of the task's pod when it was seen held by a
+	// scheduling gate and is not placed yet; unschedulableSince is when it
+	// was first seen unschedulable after the gate was lifted.
+	gatedPod           types.UID
+	unschedulableSince time.Time
 }
 
 // update runs fn on the task's state under the lock, and forgets the task

@@ -53,15 +53,53 @@ func (c *Controller) replacementReason(ctx context.Context, key cache.ObjectName
 	}
 
 	node := c.nodeOf(pod)
-	if ok, reason := reschedule.Decide(task, pod, node, now, c.rescheduling); ok {
+	seen := c.seePending(key, pod, now)
+	if ok, reason := reschedule.Decide(task, pod, node, now, c.rescheduling, seen); ok {
 		klog.FromContext(ctx).V(4).Info("Pod must be placed again", "pod", klog.KObj(pod), "podUID", pod.UID,
 			"phase", pod.Status.Phase, "node", pod.Spec.NodeName, "nodeKnown", node != nil, "reason", reason)
 		return reason, true
 	}
-	if next := reschedule.NextCheck(task, pod, node, now, c.rescheduling); next > 0 {
+	if next := reschedule.NextCheck(task, pod, node, now, c.rescheduling, seen); next > 0 {
 		c.workqueue.AddAfter(key, next+time.Second)
 	}
 	return "", false
+}
+
+// seePending remembers, of the task's pod, whether it was held by a
+// scheduling gate and when it was first seen unschedulable after the gate
+// was lifted, so that the pending timeout runs from then rather than from
+// the pod's creation (Seen).
+func (c *Controller) seePending(key cache.ObjectName, pod *corev1.Pod, now time.Time) reschedule.Seen {
+	var seen reschedule.Seen
+	gated := len(pod.Spec.SchedulingGates) > 0
+	if !gated {
+		c.mu.Lock()
+		s := c.state[key]
+		watched := s != nil && s.gatedPod != ""
+		c.mu.Unlock()
+		if !watched {
+			return seen
+		}
+	}
+	c.update(key, func(s *taskState) {
+		if s.gatedPod != pod.UID {
+			s.gatedPod, s.unschedulableSince = "", time.Time{}
+		}
+		switch {
+		case gated:
+			s.gatedPod, s.unschedulableSince = pod.UID, time.Time{}
+		case s.gatedPod == "":
+		case !reschedule.Unschedulable(pod):
+			if pod.Spec.NodeName != "" {
+				// Placed: nothing is left to time.
+				s.gatedPod, s.unschedulableSince = "", time.Time{}
+			}
+		case s.unschedulableSince.IsZero():
+			s.unschedulableSince = now
+		}
+		seen.UnschedulableSince = s.unschedulableSince
+	})
+	return seen
 }
 
 func (c *Controller) nodeOf(pod *corev1.Pod) *corev1.Node {

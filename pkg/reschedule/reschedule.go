@@ -40,10 +40,51 @@ type Options struct {
 	NodeNotReadyTimeout time.Duration
 }
 
+// Seen is what the controller saw of a pod over time, beyond what the pod
+// says now.
+type Seen struct {
+	// UnschedulableSince is when the controller first saw the pod
+	// unschedulable after its scheduling gates were lifted; zero when it
+	// did not see the pod gated. While a gate holds a pod, PodScheduled
+	// stays False from the pod's creation, so the condition's
+	// lastTransitionTime says nothing of how long the pod has been waiting
+	// for a node since it was let go.
+	UnschedulableSince time.Time
+}
+
+// queueMarkers name the queueing systems that manage a pod's placement, by
+// the label or annotation each puts on the pods it manages.
+var queueMarkers = []struct {
+	system, label, annotation string
+}{
+	{system: "Kueue", label: "kueue.x-k8s.io/managed"},
+	{system: "Volcano", annotation: "scheduling.k8s.io/group-name"},
+	{system: "KAI", label: "kai.scheduler/queue"},
+}
+
+// QueueManager names the queueing system that manages pod's placement
+// (Kueue, Volcano, the KAI scheduler), or "" for none. Such a system admits
+// the pod against a quota and keeps it waiting, requeues and evicts it on
+// its own terms; a pod it admitted that waits for a node is its to handle.
+func QueueManager(pod *corev1.Pod) string {
+	for _, m := range queueMarkers {
+		if m.label != "" && pod.Labels[m.label] != "" || m.annotation != "" && pod.Annotations[m.annotation] != "" {
+			return m.system
+		}
+	}
+	return ""
+}
+
 // Decide reports whether pod, the pod of task, must be deleted and created
 // again, and why. node is the node the pod is bound to, nil if that node is
 // not known (gone) or the pod is not bound.
-func Decide(task *gputaskv1.GPUTask, pod *corev1.Pod, node *corev1.Node, now time.Time, opts Options) (bool, string) {
+//
+// A pod held by a scheduling gate is never placed again: it waits for
+// admission, not for a node. Nor is a pod a queueing system manages (see
+// QueueManager) placed again for waiting for a node: replacing it would
+// throw its admission away and send the new pod to the back of the queue.
+// Failed, evicted and lost pods are handled alike for all.
+func Decide(task *gputaskv1.GPUTask, pod *corev1.Pod, node *corev1.Node, now time.Time, opts Options, seen Seen) (bool, string) {
 	if !enabled(task, pod, opts) {
 		return false, ""
 	}
@@ -66,7 +107,7 @@ func Decide(task *gputaskv1.GPUTask, pod *corev1.Pod, node *corev1.Node, now tim
 			return true, ReasonNodeNotReady
 		}
 	}
-	if d, ok := unschedulableFor(pod, now); ok && opts.PendingTimeout > 0 && d >= opts.PendingTimeout {
+	if d, ok := unschedulableFor(pod, now, seen); ok && opts.PendingTimeout > 0 && d >= opts.PendingTimeout {
 		return true, ReasonUnschedulable
 	}
 	if policy(task) == gputaskv1.ReschedulePeriodic && now.Sub(pod.CreationTimestamp.Time) >= opts.Interval {
@@ -79,7 +120,7 @@ func Decide(task *gputaskv1.GPUTask, pod *corev1.Pod, node *corev1.Node, now tim
 // pod reaching the pending timeout, a Periodic pod reaching the interval)
 // can first become true, so the controller can look again just then instead
 // of polling. It returns 0 when no such case is ahead.
-func NextCheck(task *gputaskv1.GPUTask, pod *corev1.Pod, node *corev1.Node, now time.Time, opts Options) time.Duration {
+func NextCheck(task *gputaskv1.GPUTask, pod *corev1.Pod, node *corev1.Node, now time.Time, opts Options, seen Seen) time.Duration {
 	if !enabled(task, pod, opts) || isFinal(pod) {
 		return 0
 	}
@@ -89,7 +130,7 @@ func NextCheck(task *gputaskv1.GPUTask, pod *corev1.Pod, node *corev1.Node, now 
 			next = d
 		}
 	}
-	if d, ok := unschedulableFor(pod, now); ok && opts.PendingTimeout > 0 {
+	if d, ok := unschedulableFor(pod, now, seen); ok && opts.PendingTimeout > 0 {
 		consider(opts.PendingTimeout - d)
 	}
 	if d, ok := notReadyFor(node, now); ok && pod.Spec.NodeName != "" {
@@ -156,17 +197,35 @@ func nodeNotReady(node *corev1.Node) bool {
 
 // unschedulableFor returns how long an unbound pending pod has been marked
 // unschedulable by the scheduler, measured from the condition's
-// lastTransitionTime (the scheduler keeps it while retrying).
-func unschedulableFor(pod *corev1.Pod, now time.Time) (time.Duration, bool) {
-	if pod.Status.Phase != corev1.PodPending || pod.Spec.NodeName != "" {
+// lastTransitionTime (the scheduler keeps it while retrying), or from when
+// the controller first saw it unschedulable once its gates were lifted,
+// whichever is later. A gated pod, and one a queueing system manages, is
+// not counted.
+func unschedulableFor(pod *corev1.Pod, now time.Time, seen Seen) (time.Duration, bool) {
+	if len(pod.Spec.SchedulingGates) > 0 || QueueManager(pod) != "" || !Unschedulable(pod) {
 		return 0, false
+	}
+	since := seen.UnschedulableSince
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.LastTransitionTime.After(since) {
+			since = c.LastTransitionTime.Time
+		}
+	}
+	return max(now.Sub(since), 0), true
+}
+
+// Unschedulable reports whether the scheduler has found no node for pod,
+// an unbound pending pod: PodScheduled False with reason Unschedulable.
+func Unschedulable(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodPending || pod.Spec.NodeName != "" {
+		return false
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return now.Sub(c.LastTransitionTime.Time), true
+			return true
 		}
 	}
-	return 0, false
+	return false
 }
 
 // RestartVerdict is what a gputask.io/restartedAt annotation asks for.

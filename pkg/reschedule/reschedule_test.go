@@ -54,6 +54,26 @@ func unschedulableSince(d time.Duration) podOpt {
 	}
 }
 
+// gated is a pod a scheduling gate holds: the scheduler reports it
+// SchedulingGated, False since the pod was made.
+func gated(p *corev1.Pod) {
+	p.Spec.NodeName = ""
+	p.Status.Phase = corev1.PodPending
+	p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}
+	p.Status.Conditions = []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated,
+		LastTransitionTime: p.CreationTimestamp,
+	}}
+}
+
+func labelled(k, v string) podOpt {
+	return func(p *corev1.Pod) { p.Labels = map[string]string{k: v} }
+}
+
+func annotated(k, v string) podOpt {
+	return func(p *corev1.Pod) { p.Annotations = map[string]string{k: v} }
+}
+
 func node(ready corev1.ConditionStatus) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}}
 	if ready != "" {
@@ -77,8 +97,20 @@ func TestDecide(t *testing.T) {
 		pod        *corev1.Pod
 		node       *corev1.Node
 		opts       *Options
+		seen       Seen
 		wantReason string // "" means no reschedule
 	}{
+		{name: "gated, however long", task: task(""), pod: pod(age(time.Hour), gated)},
+		{name: "let go by its gate long after it was made, unschedulable since", task: task(""), pod: pod(age(time.Hour), unschedulableSince(time.Hour)),
+			seen: Seen{UnschedulableSince: now.Add(-time.Minute)}},
+		{name: "let go by its gate, unschedulable for the timeout since", task: task(""), pod: pod(age(time.Hour), unschedulableSince(time.Hour)),
+			seen: Seen{UnschedulableSince: now.Add(-5 * time.Minute)}, wantReason: ReasonUnschedulable},
+		{name: "Kueue's, unschedulable long after admission", task: task(""), pod: pod(unschedulableSince(time.Hour), labelled("kueue.x-k8s.io/managed", "true"))},
+		{name: "Kueue's, failed", task: task(""), pod: pod(phase(corev1.PodFailed), labelled("kueue.x-k8s.io/managed", "true")), node: readyNode, wantReason: ReasonPodFailed},
+		{name: "Kueue's, evicted", task: task(""), pod: pod(evicted, labelled("kueue.x-k8s.io/managed", "true")), node: readyNode, wantReason: ReasonEvicted},
+		{name: "Kueue's, node gone", task: task(""), pod: pod(labelled("kueue.x-k8s.io/managed", "true")), wantReason: ReasonNodeLost},
+		{name: "Volcano's, unschedulable", task: task(""), pod: pod(unschedulableSince(time.Hour), annotated("scheduling.k8s.io/group-name", "pg-1"))},
+		{name: "KAI's, unschedulable", task: task(""), pod: pod(unschedulableSince(time.Hour), labelled("kai.scheduler/queue", "team-a"))},
 		{name: "healthy running pod", task: task(""), pod: pod(), node: readyNode},
 		{name: "no pod", task: task(""), pod: nil, node: readyNode},
 		{name: "failed pod, default policy", task: task(""), pod: pod(phase(corev1.PodFailed)), node: readyNode, wantReason: ReasonPodFailed},
@@ -119,7 +151,7 @@ func TestDecide(t *testing.T) {
 			if tc.opts != nil {
 				opts = *tc.opts
 			}
-			got, reason := Decide(tc.task, tc.pod, tc.node, now, opts)
+			got, reason := Decide(tc.task, tc.pod, tc.node, now, opts, tc.seen)
 			if got != (tc.wantReason != "") || reason != tc.wantReason {
 				t.Errorf("Decide() = (%v, %q), want (%v, %q)", got, reason, tc.wantReason != "", tc.wantReason)
 			}
@@ -133,8 +165,13 @@ func TestNextCheck(t *testing.T) {
 		task *gputaskv1.GPUTask
 		pod  *corev1.Pod
 		node *corev1.Node
+		seen Seen
 		want time.Duration
 	}{
+		{name: "gated pod has no timer", task: task(""), pod: pod(gated), want: 0},
+		{name: "let go by its gate: the timeout runs from then", task: task(""), pod: pod(age(time.Hour), unschedulableSince(time.Hour)),
+			seen: Seen{UnschedulableSince: now.Add(-time.Minute)}, want: 4 * time.Minute},
+		{name: "a queue's pod has no pending timer", task: task(""), pod: pod(unschedulableSince(time.Minute), labelled("kueue.x-k8s.io/managed", "true")), want: 0},
 		{name: "NotReady node fires at its timeout", task: task(""), pod: pod(), node: notReadySince(20 * time.Second), want: 40 * time.Second},
 		{name: "Ready node has no timer", task: task(""), pod: pod(), node: node(corev1.ConditionTrue), want: 0},
 		{name: "running OnFailure pod has no timer", task: task(""), pod: pod(), want: 0},
@@ -147,7 +184,7 @@ func TestNextCheck(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := NextCheck(tc.task, tc.pod, tc.node, now, defaultOpts); got != tc.want {
+			if got := NextCheck(tc.task, tc.pod, tc.node, now, defaultOpts, tc.seen); got != tc.want {
 				t.Errorf("NextCheck() = %v, want %v", got, tc.want)
 			}
 		})
@@ -242,5 +279,22 @@ func TestForceDelete(t *testing.T) {
 				t.Errorf("ForceDelete() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestQueueManager(t *testing.T) {
+	for _, tc := range []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{pod(), ""},
+		{pod(labelled("kueue.x-k8s.io/managed", "true")), "Kueue"},
+		{pod(labelled("kueue.x-k8s.io/queue-name", "team-a")), ""},
+		{pod(annotated("scheduling.k8s.io/group-name", "pg-1")), "Volcano"},
+		{pod(labelled("kai.scheduler/queue", "team-a")), "KAI"},
+	} {
+		if got := QueueManager(tc.pod); got != tc.want {
+			t.Errorf("QueueManager(labels %v, annotations %v) = %q, want %q", tc.pod.Labels, tc.pod.Annotations, got, tc.want)
+		}
 	}
 }
