@@ -139,16 +139,22 @@ func ownerRefs(uid types.UID) []metav1.OwnerReference {
 // TestInterruptedPodDeleteCompleted: a pod deleted with a grace period of 0
 // that is still stored (its deleter went away between the API server's two
 // steps) is deleted again, so that its task gets a new pod; a pod within its
-// grace period is left to terminate.
+// grace period is left to terminate, and so is one that another
+// controller's finalizer holds (Kueue's, while it records the eviction).
 func TestInterruptedPodDeleteCompleted(t *testing.T) {
-	for _, grace := range []int64{0, 30} {
-		t.Run(fmt.Sprintf("grace %d", grace), func(t *testing.T) {
+	for _, tc := range []struct {
+		grace      int64
+		finalizers []string
+	}{{0, nil}, {30, nil}, {0, []string{"kueue.x-k8s.io/managed"}}} {
+		grace := tc.grace
+		t.Run(fmt.Sprintf("grace %d, finalizers %v", grace, tc.finalizers), func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			f := newFixture(t)
 			task := newTask("render")
 			pod := podWith(task, corev1.PodPending, "")
 			pod.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
 			pod.DeletionGracePeriodSeconds = ptr.To(grace)
+			pod.Finalizers = tc.finalizers
 			f.addTask(task)
 			f.addPod(pod)
 			c := f.newController(ctx)
@@ -156,7 +162,7 @@ func TestInterruptedPodDeleteCompleted(t *testing.T) {
 			task.Status = c.status(task, taskstatus.View{Pod: pod})
 			f.setTask(task)
 
-			if grace == 0 {
+			if grace == 0 && len(tc.finalizers) == 0 {
 				f.expectDeletePod(pod)
 			}
 			f.run(ctx, key(task))

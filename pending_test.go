@@ -6,8 +6,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/reschedule"
 )
 
@@ -86,4 +89,59 @@ func TestQueuedPodIsLeftToItsQueue(t *testing.T) {
 	if reason, ok := c.replacementReason(ctx, k, newTask("render"), failed); !ok || reason != reschedule.ReasonPodFailed {
 		t.Fatalf("replacementReason of Kueue's failed pod = %q, %v; want PodFailed", reason, ok)
 	}
+}
+
+// TestEvictionIsCounted: a pod Kueue (or the scheduler) evicts is waited
+// for while its finalizer holds it, with one event naming who evicted it
+// and why, and the pod made in its place counts in status.reschedules.
+func TestEvictionIsCounted(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	task, pod := f.addTaskWithPod(newTask("render"), corev1.PodRunning, "gpu-1")
+	evicted := pod.DeepCopy()
+	evicted.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
+	evicted.DeletionGracePeriodSeconds = ptr.To[int64](0)
+	evicted.Finalizers = []string{"kueue.x-k8s.io/managed"}
+	evicted.Status.Conditions = append(evicted.Status.Conditions, corev1.PodCondition{
+		Type: reschedule.ConditionTerminationTarget, Status: corev1.ConditionTrue, Reason: "StoppedByKueue",
+		Message: "Preempted to accommodate a workload (UID: 42) in the ClusterQueue",
+	})
+	c := f.newController(ctx)
+	f.setPod(evicted)
+	for range 2 {
+		if err := c.syncHandler(ctx, key(task)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range f.kubeclient.Actions() {
+		if a.GetVerb() == "delete" {
+			t.Errorf("a pod Kueue's finalizer holds was deleted again: %v", a)
+		}
+	}
+	f.expectEvents("Warning Evicted Pod render was evicted by Kueue (StoppedByKueue): Preempted to accommodate a workload (UID: 42) in the ClusterQueue")
+
+	// The pod is gone: its replacement is made and counted.
+	f.removePod(evicted)
+	if err := f.kubeclient.Tracker().Delete(podsResource, evicted.Namespace, evicted.Name); err != nil {
+		t.Fatal(err)
+	}
+	f.kubeclient.ClearActions()
+	f.client.ClearActions()
+	if err := c.syncHandler(ctx, key(task)); err != nil {
+		t.Fatal(err)
+	}
+	created := false
+	for _, a := range f.kubeclient.Actions() {
+		created = created || a.GetVerb() == "create"
+	}
+	var counted int32
+	for _, a := range f.client.Actions() {
+		if u, ok := a.(core.UpdateAction); ok && a.GetSubresource() == "status" {
+			counted = u.GetObject().(*gputaskv1.GPUTask).Status.Reschedules
+		}
+	}
+	if !created || counted != 1 {
+		t.Errorf("after the eviction: pod created %v, reschedules %d; want a new pod and 1", created, counted)
+	}
+	f.expectEvents("Normal Rescheduled Rescheduled (Evicted): replaced the pod with render")
 }

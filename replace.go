@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -233,6 +234,24 @@ func (c *Controller) markReplacementCreated(key cache.ObjectName, task *gputaskv
 		cp = &out
 	})
 	return cp
+}
+
+// noteDisruption records, once per pod, that someone else evicted or
+// preempted the task's pod, with an event that names who and why, so that
+// the pod made in its place is counted in status.reschedules like one this
+// controller replaced.
+func (c *Controller) noteDisruption(key cache.ObjectName, task *gputaskv1.GPUTask, pod *corev1.Pod, d reschedule.Disruption) {
+	noted := false
+	c.update(key, func(s *taskState) {
+		if s.replacement == nil {
+			s.replacement = &replacement{oldPodUID: pod.UID, reason: d.RescheduleReason()}
+			noted = true
+		}
+	})
+	if noted {
+		c.recorder.Eventf(task, corev1.EventTypeWarning, d.RescheduleReason(), "Pod %s was %s by %s (%s): %s",
+			pod.Name, strings.ToLower(d.RescheduleReason()), d.By, d.Reason, gputaskv1.TruncateMessage(d.Message, 512))
+	}
 }
 
 // finishReplacement forgets the replacement of key once the status counts it.

@@ -22,6 +22,7 @@ import (
 	"github.com/gputask/gputask-controller/pkg/expectations"
 	"github.com/gputask/gputask-controller/pkg/orphans"
 	"github.com/gputask/gputask-controller/pkg/podspec"
+	"github.com/gputask/gputask-controller/pkg/reschedule"
 	"github.com/gputask/gputask-controller/pkg/taskstatus"
 )
 
@@ -153,6 +154,9 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 	if pod.DeletionTimestamp != nil {
 		// Someone else deletes the pod; it is created again once it is gone.
 		c.workqueue.AddAfter(key, replacementPoll)
+		if d, ok := reschedule.Disrupted(pod); ok {
+			c.noteDisruption(key, task, pod, d)
+		}
 		if orphans.DeleteInterrupted(pod) {
 			if err := c.orphans.CompleteDelete(ctx, pod); err != nil {
 				return err

@@ -143,9 +143,12 @@ func Terminating(pod *corev1.Pod) bool {
 }
 
 // DeleteInterrupted reports whether pod was deleted with a grace period of 0
-// and is still stored, as Terminating explains.
+// and is still stored, as Terminating explains. A pod that still has
+// finalizers is not: another controller (Kueue's, say) holds it until it
+// has done its part, and a second delete would change nothing.
 func DeleteInterrupted(pod *corev1.Pod) bool {
-	return pod.DeletionTimestamp != nil && pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0
+	return pod.DeletionTimestamp != nil && pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0 &&
+		len(pod.Finalizers) == 0
 }
 
 // CompleteDelete deletes again a pod whose deletion was interrupted.

@@ -9,8 +9,8 @@ import (
 // task's status, rescheduling and the orphan and delete handling read: the
 // metadata but managedFields; the node; until the pod is bound, its
 // tolerations and scheduling gates (what keeps it from a node); the phase,
-// reason, message and start time; and the PodScheduled, Ready and
-// DisruptionTarget conditions. Drift is then found by the hash, and its first
+// reason, message and start time; and the PodScheduled, Ready,
+// DisruptionTarget and Kueue's TerminationTarget conditions. Drift is then found by the hash, and its first
 // differing field from a read of the pod when the hash differs. A pod made
 // before pods carried a hash keeps its spec, so that its drift is still found
 // from the cache. Anything else, such as a tombstone, passes as it is.
@@ -50,4 +50,6 @@ func Trim(obj any) (any, error) {
 // keptConditions are the pod conditions a trimmed pod keeps.
 var keptConditions = map[corev1.PodConditionType]bool{
 	corev1.PodScheduled: true, corev1.PodReady: true, corev1.DisruptionTarget: true,
+	// Kueue's, on a pod it stops (reschedule.ConditionTerminationTarget).
+	"TerminationTarget": true,
 }

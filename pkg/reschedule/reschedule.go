@@ -19,6 +19,9 @@ const (
 	ReasonNodeLost      = "NodeLost"
 	ReasonNodeNotReady  = "NodeNotReady"
 	ReasonUnschedulable = "Unschedulable"
+	// ReasonPreempted is a pod the scheduler preempted for a pod of higher
+	// priority.
+	ReasonPreempted = "Preempted"
 	ReasonPeriodic      = "Periodic"
 	// ReasonRestart is the reason recorded for a restart the user asked for
 	// with the gputask.io/restartedAt annotation.
@@ -226,6 +229,58 @@ func Unschedulable(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// ConditionTerminationTarget is the pod condition Kueue sets on a pod it
+// stops, as Kubernetes sets DisruptionTarget.
+const ConditionTerminationTarget corev1.PodConditionType = "TerminationTarget"
+
+// Disruption is why someone else ended a pod: who (the scheduler, the
+// Eviction API, Kueue, …), the condition's reason and its message.
+type Disruption struct {
+	By, Reason, Message string
+}
+
+// RescheduleReason is the reschedule reason a disruption is counted under.
+func (d Disruption) RescheduleReason() string {
+	if d.Reason == "PreemptionByScheduler" {
+		return ReasonPreempted
+	}
+	return ReasonEvicted
+}
+
+// disruptors name who sets each DisruptionTarget reason of Kubernetes.
+var disruptors = map[string]string{
+	"PreemptionByScheduler":  "the scheduler",
+	"EvictionByEvictionAPI":  "the Eviction API",
+	"DeletionByTaintManager": "the taint manager",
+	"DeletionByPodGC":        "the pod garbage collector",
+	"TerminationByKubelet":   "the kubelet",
+}
+
+// Disrupted reports why pod, being deleted by someone else, was disrupted:
+// from its DisruptionTarget condition (the scheduler's preemption, an
+// eviction, the taint manager) or Kueue's TerminationTarget (a workload
+// Kueue evicted or preempted). ok is false for a pod deleted without one.
+func Disrupted(pod *corev1.Pod) (d Disruption, ok bool) {
+	for _, c := range pod.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case corev1.DisruptionTarget:
+			by := disruptors[c.Reason]
+			if by == "" {
+				if by = QueueManager(pod); by == "" {
+					by = "another component"
+				}
+			}
+			return Disruption{By: by, Reason: c.Reason, Message: c.Message}, true
+		case ConditionTerminationTarget:
+			return Disruption{By: "Kueue", Reason: c.Reason, Message: c.Message}, true
+		}
+	}
+	return Disruption{}, false
 }
 
 // RestartVerdict is what a gputask.io/restartedAt annotation asks for.

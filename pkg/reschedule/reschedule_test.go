@@ -298,3 +298,38 @@ func TestQueueManager(t *testing.T) {
 		}
 	}
 }
+
+func TestDisrupted(t *testing.T) {
+	condition := func(typ corev1.PodConditionType, status corev1.ConditionStatus, reason string) podOpt {
+		return func(p *corev1.Pod) {
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: typ, Status: status, Reason: reason, Message: "m"})
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		pod        *corev1.Pod
+		want       Disruption
+		wantReason string
+	}{
+		{"deleted without a condition", pod(deleting), Disruption{}, ""},
+		{"preempted by the scheduler", pod(deleting, condition(corev1.DisruptionTarget, corev1.ConditionTrue, "PreemptionByScheduler")),
+			Disruption{By: "the scheduler", Reason: "PreemptionByScheduler", Message: "m"}, ReasonPreempted},
+		{"evicted through the API", pod(deleting, condition(corev1.DisruptionTarget, corev1.ConditionTrue, "EvictionByEvictionAPI")),
+			Disruption{By: "the Eviction API", Reason: "EvictionByEvictionAPI", Message: "m"}, ReasonEvicted},
+		{"stopped by Kueue", pod(deleting, condition(ConditionTerminationTarget, corev1.ConditionTrue, "StoppedByKueue")),
+			Disruption{By: "Kueue", Reason: "StoppedByKueue", Message: "m"}, ReasonEvicted},
+		{"a queue's, unknown reason", pod(deleting, labelled("kueue.x-k8s.io/managed", "true"), condition(corev1.DisruptionTarget, corev1.ConditionTrue, "Custom")),
+			Disruption{By: "Kueue", Reason: "Custom", Message: "m"}, ReasonEvicted},
+		{"condition False", pod(deleting, condition(corev1.DisruptionTarget, corev1.ConditionFalse, "PreemptionByScheduler")), Disruption{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := Disrupted(tc.pod)
+			if got != tc.want || ok != (tc.wantReason != "") {
+				t.Errorf("Disrupted() = %+v, %v; want %+v, %v", got, ok, tc.want, tc.wantReason != "")
+			}
+			if ok && got.RescheduleReason() != tc.wantReason {
+				t.Errorf("RescheduleReason() = %q, want %q", got.RescheduleReason(), tc.wantReason)
+			}
+		})
+	}
+}
