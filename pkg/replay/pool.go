@@ -186,6 +186,23 @@ func (p *Pool) AddReady(n int) []*Worker {
 	return ws
 }
 
+// AddPending creates n workers that become Ready only when MarkReady says
+// so: the workers of a real pool, whose readiness the cluster reports.
+func (p *Pool) AddPending(n int) []*Worker {
+	return p.add(n, never)
+}
+
+// MarkReady makes w Ready now, if it is not yet, and hands it work.
+func (p *Pool) MarkReady(w *Worker) {
+	if w.ReadyAt.After(p.now) {
+		w.ReadyAt = p.now
+		p.dispatch()
+	}
+}
+
+// never is the ReadyAt of a worker whose readiness is not known yet.
+var never = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
 func (p *Pool) add(n int, readyAt time.Time) []*Worker {
 	var out []*Worker
 	for range n {

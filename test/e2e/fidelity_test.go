@@ -1,0 +1,263 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay"
+	"github.com/gputask/gputask-controller/test/kwok"
+)
+
+// The fidelity run: a short step surge served by workers of two slots that
+// take kwok.SlowStartup to load, scaled by the Step policy every 5 s
+// between 1 and 3 tasks.
+const (
+	fidelityInterval    = 5 * time.Second
+	fidelityConcurrency = 2
+	// fidelityStartup is the modelled start: kwok's slow stage, plus the
+	// scheduling and the status write that show the task Ready.
+	fidelityStartup = kwok.SlowStartup + time.Second
+)
+
+// fidelityTrace is a quiet start, a 30 s surge well above what the pool
+// can serve, and a quiet end: one request every 10 s of 4 s, then two a
+// second, then one every 10 s again.
+func fidelityTrace() replay.Trace {
+	var reqs []replay.Request
+	add := func(from, to, every time.Duration) {
+		for at := from; at < to; at += every {
+			reqs = append(reqs, replay.Request{Arrival: at, Service: 4 * time.Second})
+		}
+	}
+	add(0, 20*time.Second, 10*time.Second)
+	add(20*time.Second, 50*time.Second, 500*time.Millisecond)
+	add(50*time.Second, 100*time.Second, 10*time.Second)
+	return replay.Trace{Requests: reqs}
+}
+
+// fidelitySet is the pool both runs scale: what createPool makes, read
+// from url.
+func fidelitySet(model, url string) *gputaskv1.GPUTaskSet {
+	amount := intstr.FromInt32(1)
+	return &gputaskv1.GPUTaskSet{
+		ObjectMeta: metav1.ObjectMeta{Name: poolName},
+		Spec: gputaskv1.GPUTaskSetSpec{
+			Replicas: ptr.To[int32](1),
+			Template: gputaskv1.GPUTaskTemplateSpec{Spec: gputaskv1.GPUTaskSpec{
+				GPU: model, GPUAmount: &amount,
+				Env: []corev1.EnvVar{{Name: kwok.FakeStartupEnv, Value: kwok.FakeStartupSlow}},
+			}},
+			Autoscaling: &gputaskv1.AutoscalingSpec{
+				MinReplicas:                  ptr.To[int32](1),
+				MaxReplicas:                  3,
+				Interval:                     &gputaskv1.Duration{Duration: fidelityInterval},
+				Metrics:                      []gputaskv1.MetricSpec{{Name: "backend-load", HTTP: &gputaskv1.HTTPSource{URL: url}}},
+				Policy:                       gputaskv1.ScalingPolicy{Type: gputaskv1.StepPolicy},
+				ScaleDownStabilizationWindow: &gputaskv1.Duration{},
+			},
+		},
+	}
+}
+
+// decision is a change of spec.replicas in interval k of the trace: made
+// by the evaluation at the trace's start plus k intervals (the replay), or
+// within the interval before it (the controller, whose intervals run from
+// the set's creation).
+type decision struct {
+	k        int
+	replicas int32
+}
+
+func (d decision) String() string { return fmt.Sprintf("%d@%d", d.replicas, d.k) }
+
+// TestReplayIsTheController: the replay's figures are the product's. One
+// trace is played twice: in virtual time by the replay's model of our
+// policy, and in real time against the running controller, with kwok
+// workers that load for kwok.SlowStartup and a load index computed by the
+// replay's pool model from the real tasks (their readiness, draining and
+// deletion; the model's busy workers marked gputask.io/busy on their task,
+// as real workers mark themselves). Both runs must make the same scaling
+// decisions, each in the same interval give or take one.
+func TestReplayIsTheController(t *testing.T) {
+	ns := cp.NamespaceT(t)
+	model := createGPUNodes(t, ns, 2, 2)
+	rec := recordPool(t, ns)
+	trace := fidelityTrace()
+
+	// The controller's run. The load index reads 0 until the trace starts.
+	h := newFidelityHarness(t, ns, rec, trace)
+	srv := httptest.NewServer(h.index)
+	t.Cleanup(srv.Close)
+	set := fidelitySet(model, srv.URL)
+	if _, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Create(context.Background(), set, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The trace starts once the first worker serves, as the replay's pool
+	// starts with its first worker Ready.
+	rec.waitSetWithin(t, 2*time.Minute, "the first task Ready", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.ReadyReplicas == 1 })
+	t0 := h.start()
+	end := t0.Add(trace.Duration() + 15*time.Second)
+	h.run(t, end)
+
+	// The replay's run of the same trace and set.
+	pool := replay.NewPool(trace, t0, fidelityConcurrency, fidelityStartup)
+	ours, err := replay.NewOurs(set, replay.LoadDemand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := replay.NewSim(pool, ours)
+	var virtual []decision
+	last := int32(1)
+	for k := 1; !t0.Add(time.Duration(k) * fidelityInterval).After(end); k++ {
+		if r := sim.Step(t0.Add(time.Duration(k) * fidelityInterval)); r != last {
+			virtual = append(virtual, decision{k: k, replicas: r})
+			last = r
+		}
+	}
+
+	var real []decision
+	steps, reasons := rec.snapshot()
+	for _, s := range steps[1:] { // the first is the set as created
+		k := int((s.at.Sub(t0) + fidelityInterval - 1) / fidelityInterval)
+		real = append(real, decision{k: k, replicas: s.replicas})
+	}
+	t.Logf("decisions (replicas@interval), replay: %v; controller: %v (reasons %v)", virtual, real, reasons)
+	t.Logf("controller's run: %s", h.summary())
+	if len(virtual) < 3 {
+		t.Fatalf("the replay made %d decisions, want a scale-up and the scale-in after it", len(virtual))
+	}
+	if len(real) != len(virtual) {
+		t.Fatalf("the controller made %d decisions %v, the replay %d %v", len(real), real, len(virtual), virtual)
+	}
+	for i := range virtual {
+		if real[i].replicas != virtual[i].replicas || abs(real[i].k-virtual[i].k) > 1 {
+			t.Errorf("decision %d: controller %v, replay %v; want the same replicas within one interval", i, real[i], virtual[i])
+		}
+	}
+}
+
+func abs(x int) int { return max(x, -x) }
+
+// fidelityHarness plays the trace in real time on a replay pool whose
+// workers are the set's real tasks, and serves that pool's load index.
+type fidelityHarness struct {
+	ns    string
+	rec   *poolRecorder
+	index *replay.LoadIndexServer
+
+	mu      sync.Mutex
+	pool    *replay.Pool
+	trace   replay.Trace
+	workers map[string]*replay.Worker
+	busy    map[string]bool
+	patches int
+}
+
+func newFidelityHarness(t *testing.T, ns string, rec *poolRecorder, trace replay.Trace) *fidelityHarness {
+	return &fidelityHarness{
+		ns: ns, rec: rec, trace: trace, index: replay.NewLoadIndexServer(replay.LoadDemand),
+		workers: map[string]*replay.Worker{}, busy: map[string]bool{},
+	}
+}
+
+// start starts the trace now, with the set's tasks as its first workers.
+func (h *fidelityHarness) start() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t0 := time.Now()
+	h.pool = replay.NewPool(h.trace, t0, fidelityConcurrency, fidelityStartup)
+	return t0
+}
+
+// run mirrors the tasks into the pool and the pool into the load index and
+// the busy marks, every 100 ms until end.
+func (h *fidelityHarness) run(t *testing.T, end time.Time) {
+	t.Helper()
+	for now := time.Now(); now.Before(end); now = time.Now() {
+		h.step(t, now)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (h *fidelityHarness) step(t *testing.T, now time.Time) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// Tasks that appeared, became Ready, were marked draining or went.
+	live := map[string]bool{}
+	for _, task := range h.rec.tasks(t) {
+		if task.DeletionTimestamp != nil {
+			continue
+		}
+		live[task.Name] = true
+		w := h.workers[task.Name]
+		if w == nil {
+			w = h.pool.AddPending(1)[0]
+			h.workers[task.Name] = w
+		}
+		if meta.IsStatusConditionTrue(task.Status.Conditions, gputaskv1.ConditionReady) {
+			h.pool.MarkReady(w)
+		}
+		switch draining := gputaskv1.IsDraining(task); {
+		case draining && !w.Draining:
+			h.pool.Drain(w)
+		case !draining && w.Draining:
+			h.pool.Undrain(w)
+		}
+	}
+	for name, w := range h.workers {
+		if !live[name] {
+			h.pool.Remove(w)
+			delete(h.workers, name)
+			delete(h.busy, name)
+		}
+	}
+	// The requests up to now. A draining worker that falls idle stops the
+	// pool early: its busy mark goes below, and the set controller deletes
+	// it.
+	for {
+		if _, drainIdle := h.pool.Advance(now); !drainIdle {
+			break
+		}
+	}
+	h.index.Update(h.pool)
+	// A worker marks its task busy while it serves, as the drain protocol
+	// asks of real workers.
+	for name, w := range h.workers {
+		if w.Busy() == h.busy[name] {
+			continue
+		}
+		value := "null"
+		if w.Busy() {
+			value = `"true"`
+		}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, gputaskv1.AnnotationBusy, value)
+		if _, err := cp.GPUTask.GputaskV1().GPUTasks(h.ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Logf("marking task %s busy=%v: %v", name, w.Busy(), err)
+			continue
+		}
+		h.busy[name] = w.Busy()
+		h.patches++
+	}
+}
+
+func (h *fidelityHarness) summary() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d workers, %d busy-mark patches, %.3f GPU-hours", len(h.pool.AllWorkers()), h.patches, h.pool.GPUHours(h.pool.Now()))
+	return b.String()
+}
