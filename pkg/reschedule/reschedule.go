@@ -22,7 +22,7 @@ const (
 	// ReasonPreempted is a pod the scheduler preempted for a pod of higher
 	// priority.
 	ReasonPreempted = "Preempted"
-	ReasonPeriodic      = "Periodic"
+	ReasonPeriodic  = "Periodic"
 	// ReasonRestart is the reason recorded for a restart the user asked for
 	// with the gputask.io/restartedAt annotation.
 	ReasonRestart = "Restart"
