@@ -59,6 +59,10 @@ func desiredStatus(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decis
 	status.Metrics = metricStatuses(d, ts)
 	status.ConsecutiveFailures = d.ConsecutiveFailures
 	status.Recommendations = d.Recommendations
+	status.BurstUntil = nil
+	if d.BurstUntil.After(now) {
+		status.BurstUntil = &metav1.Time{Time: d.BurstUntil}
+	}
 
 	// Evaluated means the spec passed validation (see validate.go).
 	meta.RemoveStatusCondition(&status.Conditions, gputaskv1.ConditionSpecValid)
@@ -111,9 +115,11 @@ func ableToScale(in scaling.Inputs, d scaling.Decision, scaled bool, scaleErr er
 		return condition(t, false, ReasonScalingDisabled, d.Message)
 	case scaleErr != nil:
 		return condition(t, false, ReasonFailedUpdateScale, fmt.Sprintf("the autoscaler failed to update the scale subresource: %v", scaleErr))
+	case scaled && d.Reason == scaling.ReasonBurst:
+		return condition(t, true, d.Reason, fmt.Sprintf("the autoscaler set the size to %d at once: %s", d.Desired, d.Message))
 	case scaled:
 		return condition(t, true, ReasonSucceededRescale, fmt.Sprintf("the autoscaler set the size to %d", d.Desired))
-	case d.Reason == scaling.ReasonScaleDownStabilized, d.Reason == scaling.ReasonTasksTooYoung,
+	case d.Reason == scaling.ReasonScaleDownStabilized, d.Reason == scaling.ReasonTasksTooYoung, d.Reason == scaling.ReasonHeldDuringBurst,
 		d.Reason == scaling.ReasonWaitingForInterval, d.Reason == scaling.ReasonWaitingForStartingTasks:
 		return condition(t, false, d.Reason, d.Message)
 	case d.Reason == scaling.ReasonScaleUpLimited && d.Desired == in.Current:
@@ -203,6 +209,7 @@ func statusApplyConfiguration(status *gputaskv1.GPUTaskSetStatus) (*applyv1.GPUT
 		LastDecision:        all.LastDecision,
 		Metrics:             all.Metrics,
 		ConsecutiveFailures: all.ConsecutiveFailures,
+		BurstUntil:          all.BurstUntil,
 		Recommendations:     all.Recommendations,
 		Conditions:          all.Conditions,
 	}, nil
@@ -226,6 +233,7 @@ func applyAutoscalerStatus(dst, src *gputaskv1.GPUTaskSetStatus) {
 	dst.LastDecision = src.LastDecision
 	dst.Metrics = src.Metrics
 	dst.ConsecutiveFailures = src.ConsecutiveFailures
+	dst.BurstUntil = src.BurstUntil
 	dst.Recommendations = src.Recommendations
 	for _, t := range autoscalerConditions {
 		if cond := meta.FindStatusCondition(src.Conditions, t); cond != nil {

@@ -31,6 +31,8 @@ func TestAbleToScale(t *testing.T) {
 		{name: "rescaled", scaled: true, d: scaling.Decision{Desired: 3}, status: metav1.ConditionTrue, reason: ReasonSucceededRescale},
 		{name: "stabilized", d: scaling.Decision{Reason: scaling.ReasonScaleDownStabilized}, status: metav1.ConditionFalse, reason: scaling.ReasonScaleDownStabilized},
 		{name: "young tasks", d: scaling.Decision{Reason: scaling.ReasonTasksTooYoung}, status: metav1.ConditionFalse, reason: scaling.ReasonTasksTooYoung},
+		{name: "held during a burst", d: scaling.Decision{Reason: scaling.ReasonHeldDuringBurst}, status: metav1.ConditionFalse, reason: scaling.ReasonHeldDuringBurst},
+		{name: "rescaled by a burst", scaled: true, d: scaling.Decision{Desired: 9, Reason: scaling.ReasonBurst}, status: metav1.ConditionTrue, reason: scaling.ReasonBurst},
 		{name: "scale-up period", in: scaling.Inputs{Current: 4}, d: scaling.Decision{Desired: 4, Reason: scaling.ReasonScaleUpLimited}, status: metav1.ConditionFalse, reason: ReasonBackoffUpscale},
 		{name: "scale-up limited in size", in: scaling.Inputs{Current: 4}, d: scaling.Decision{Desired: 6, Reason: scaling.ReasonScaleUpLimited}, status: metav1.ConditionTrue, reason: ReasonReadyForNewScale},
 		{name: "ready", status: metav1.ConditionTrue, reason: ReasonReadyForNewScale},
@@ -98,6 +100,7 @@ func TestStatusApplyConfigurationHoldsOnlyTheAutoscalersFields(t *testing.T) {
 		Replicas: 4, RunningReplicas: 3, PendingReplicas: 1, ReadyReplicas: 3, DrainingReplicas: 1, HeldBackReplicas: 1,
 		Selector: "gputask.io/taskset=web", ObservedGeneration: 7,
 		LoadIndex: "0.5", DesiredReplicas: ptr.To[int32](0), StartingReplicas: 1,
+		BurstUntil: &metav1.Time{Time: time.Date(2026, 11, 24, 0, 1, 0, 0, time.UTC)},
 		Conditions: []metav1.Condition{
 			{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: "FailedCreate"},
 			{Type: gputaskv1.ConditionAbleToScale, Status: metav1.ConditionTrue, Reason: ReasonReadyForNewScale},
@@ -112,10 +115,33 @@ func TestStatusApplyConfigurationHoldsOnlyTheAutoscalersFields(t *testing.T) {
 		t.Errorf("apply names a field of the set controller's: %+v", ac)
 	}
 	if ac.LoadIndex == nil || *ac.LoadIndex != "0.5" || ac.DesiredReplicas == nil || *ac.DesiredReplicas != 0 ||
-		ac.StartingReplicas == nil || *ac.StartingReplicas != 1 {
+		ac.StartingReplicas == nil || *ac.StartingReplicas != 1 || ac.BurstUntil == nil || !ac.BurstUntil.Equal(status.BurstUntil) {
 		t.Errorf("apply lost the autoscaler's fields: %+v", ac)
 	}
 	if len(ac.Conditions) != 1 || *ac.Conditions[0].Type != gputaskv1.ConditionAbleToScale {
 		t.Errorf("conditions %+v, want only AbleToScale", ac.Conditions)
+	}
+}
+
+// TestBurstUntilInStatus: the end of a burst under way is kept in status,
+// where the next evaluation, or a new leader, reads it; a past one is not.
+func TestBurstUntilInStatus(t *testing.T) {
+	now := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	set := &gputaskv1.GPUTaskSet{Spec: gputaskv1.GPUTaskSetSpec{Autoscaling: &gputaskv1.AutoscalingSpec{
+		MaxReplicas: 4, Burst: &gputaskv1.BurstSpec{},
+	}}}
+	for _, tc := range []struct {
+		until time.Time
+		want  bool
+	}{{now.Add(time.Minute), true}, {now, false}, {time.Time{}, false}} {
+		status := desiredStatus(set, scaling.Inputs{}, scaling.Decision{Winner: -1, BurstUntil: tc.until}, now, nil, time.Time{}, nil)
+		if got := status.BurstUntil != nil && status.BurstUntil.Time.Equal(tc.until); got != tc.want {
+			t.Errorf("BurstUntil %v: status has %v, want it kept: %v", tc.until, status.BurstUntil, tc.want)
+		}
+		set.Status.BurstUntil = status.BurstUntil
+		in := scaling.InputsFor(set, now, nil, nil, nil)
+		if tc.want && (in.Burst == nil || in.Burst.Factor != scaling.DefaultBurstFactor || in.Burst.Window != scaling.DefaultBurstWindow || !in.BurstUntil.Equal(tc.until)) {
+			t.Errorf("InputsFor read burst %+v until %v, want the defaults until %v", in.Burst, in.BurstUntil, tc.until)
+		}
 	}
 }

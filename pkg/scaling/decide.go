@@ -35,6 +35,11 @@ const (
 	ReasonTasksTooYoung           = "TasksTooYoung"
 	ReasonPaused                  = "Paused"
 	ReasonStopped                 = "Stopped"
+	// ReasonBurst: a reading reached the burst factor times its threshold
+	// or target, and the set scales at once to what the load asks for.
+	ReasonBurst = "BurstScaleUp"
+	// ReasonHeldDuringBurst: a scale-down waits for the burst to pass.
+	ReasonHeldDuringBurst = "HeldDuringBurst"
 	// ReasonWaitingForStartingTasks: a scale-up waits because tasks added
 	// earlier are not Ready yet; they are capacity on its way.
 	ReasonWaitingForStartingTasks = "WaitingForStartingTasks"
@@ -63,6 +68,15 @@ type MetricInput struct {
 	UpThreshold, DownThreshold float64
 	// Target drives the Proportional policy; it must be above 0.
 	Target float64
+}
+
+// Burst is the fast path for bursts (autoscaling.burst).
+type Burst struct {
+	// Factor times a metric's UpThreshold (Step) or Target (Proportional)
+	// is a burst reading.
+	Factor float64
+	// Window is how long a burst lasts after its last burst reading.
+	Window time.Duration
 }
 
 // ScaleUpLimit allows at most Tasks to be added per Period.
@@ -107,6 +121,11 @@ type Inputs struct {
 	FailureThreshold int32
 	// Fallback is fallback.replicas, or nil without a fallback.
 	Fallback *int32
+
+	// Burst, when set, turns the fast path for bursts on; BurstUntil is
+	// status.burstUntil, the end of the burst under way.
+	Burst      *Burst
+	BurstUntil time.Time
 
 	// Capacity is how many of the set's tasks fit the GPU nodes, or nil when
 	// capacityAware is off.
@@ -166,6 +185,9 @@ type Decision struct {
 	// RetryAfter, when above 0, is when the rule that held the count
 	// (WaitingForInterval) allows a step again.
 	RetryAfter time.Duration
+	// BurstUntil is the new status.burstUntil: zero, or the end of the
+	// burst under way.
+	BurstUntil time.Time
 }
 
 // Direction is "up", "down" or "hold", for metrics and events.
@@ -220,6 +242,12 @@ func (d Decision) Direction(current int32) string {
 //  13. The count changes at most once per Interval: a change within Interval
 //     of LastScaleTime is held at Current, whatever its cause (a reading,
 //     a spec edit, a bound), and RetryAfter says when it may happen.
+//  14. With a Burst, a reading at Factor times its metric's UpThreshold
+//     (Step) or Target (Proportional) asks at once for what the load needs:
+//     ceil(serving × value / level) from the Current − Starting tasks that
+//     serve, beyond StepUp and rule 12, still within rules 6, 7, 9 and 13.
+//     Until Window has passed since the last burst reading (BurstUntil) no
+//     scale-down happens. A fallback is not affected.
 func Decide(in Inputs) Decision {
 	in = normalize(in)
 	d := Decision{Winner: -1}
@@ -240,6 +268,7 @@ func Decide(in Inputs) Decision {
 	}
 	if !d.Fallback {
 		s = waitForStartingTasks(in, &d, s)
+		s = burst(in, &d, s)
 	}
 	s = limitScaleUp(in, &d, s)
 	s = capAtCapacity(in, &d, s)
@@ -291,6 +320,9 @@ const (
 	DefaultMinReplicas         = 1
 	DefaultStabilizationWindow = 5 * time.Minute
 	DefaultInterval            = 30 * time.Second
+	DefaultBurstFactor         = 2
+	MinBurstFactor             = 1.1
+	DefaultBurstWindow         = time.Minute
 	// maxRecommendations bounds status.recommendations. Since recordRecommendation keeps
 	// only entries larger than every later one, this is rarely reached.
 	maxRecommendations = 100
@@ -329,6 +361,14 @@ func normalize(in Inputs) Inputs {
 	in.HeldBack = max(in.HeldBack, 0)
 	in.Starting = min(max(in.Starting, 0), in.Current)
 	in.Interval = max(in.Interval, 0)
+	if in.Burst != nil {
+		b := *in.Burst
+		if !(b.Factor >= MinBurstFactor) || math.IsInf(b.Factor, 0) {
+			b.Factor = DefaultBurstFactor
+		}
+		b.Window = max(b.Window, 0)
+		in.Burst = &b
+	}
 	return in
 }
 
@@ -500,6 +540,44 @@ func waitForStartingTasks(in Inputs, d *Decision, s step) step {
 	}
 	return s.limited(in.Current, ReasonWaitingForStartingTasks,
 		fmt.Sprintf("scale-up to %d waits: %d tasks are starting", s.desired, in.Starting))
+}
+
+// burst is rule 14: the fast path for bursts, and the scale-down it holds.
+func burst(in Inputs, d *Decision, s step) step {
+	if in.Burst == nil {
+		return s
+	}
+	if in.Now.Before(in.BurstUntil) {
+		d.BurstUntil = in.BurstUntil
+	}
+	serving := max(in.Current-in.Starting, 1)
+	var want int32
+	var why string
+	for i, m := range d.Metrics {
+		level, name := in.Metrics[i].UpThreshold, "upThreshold"
+		if in.Policy.Type == gputaskv1.ProportionalPolicy {
+			level, name = in.Metrics[i].Target, "target"
+		}
+		if m.Err != nil || !(level > 0) || math.IsInf(level, 0) || m.Value < in.Burst.Factor*level {
+			continue
+		}
+		if n := ceilSat(float64(serving) * m.Value / level); n > want || why == "" {
+			want = max(want, n)
+			why = fmt.Sprintf("%s %s is at least %s× its %s %s: a burst", m.Name, FormatValue(m.Value), FormatValue(in.Burst.Factor), name, FormatValue(level))
+		}
+	}
+	if why != "" {
+		d.BurstUntil = in.Now.Add(in.Burst.Window)
+		if want >= s.desired && want > in.Current {
+			return step{desired: want, reason: ReasonBurst,
+				message: fmt.Sprintf("%s; %d tasks from the %d serving", why, want, serving)}
+		}
+	}
+	if s.desired < in.Current && in.Now.Before(d.BurstUntil) {
+		return s.limited(in.Current, ReasonHeldDuringBurst,
+			fmt.Sprintf("scale-down to %d waits for the burst to pass at %s", s.desired, d.BurstUntil.UTC().Format(time.RFC3339)))
+	}
+	return s
 }
 
 // proportionalFromServing is the largest ceil(serving × value / target)

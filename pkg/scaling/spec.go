@@ -103,6 +103,15 @@ func InputsFor(set *gputaskv1.GPUTaskSet, now time.Time, readings []MetricInput,
 	if set.Status.LastScaleTime != nil {
 		in.LastScaleTime = set.Status.LastScaleTime.Time
 	}
+	if b := spec.Burst; b != nil {
+		in.Burst = &Burst{Factor: quantityOr(b.Factor, DefaultBurstFactor), Window: DefaultBurstWindow}
+		if b.Window != nil {
+			in.Burst.Window = b.Window.Duration
+		}
+	}
+	if set.Status.BurstUntil != nil {
+		in.BurstUntil = set.Status.BurstUntil.Time
+	}
 	if spec.Fallback != nil {
 		in.Fallback = &spec.Fallback.Replicas
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,12 +19,13 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/replay"
+	"github.com/gputask/gputask-controller/pkg/scaling"
 	"github.com/gputask/gputask-controller/test/kwok"
 )
 
 // The fidelity run: a short step surge served by workers of two slots that
-// take kwok.SlowStartup to load, scaled by the Step policy every 5 s
-// between 1 and 3 tasks.
+// take kwok.SlowStartup to load, scaled by the Step policy (one task a
+// step, and the fast path for bursts) every 5 s between 1 and 4 tasks.
 const (
 	fidelityInterval    = 5 * time.Second
 	fidelityConcurrency = 2
@@ -62,11 +64,12 @@ func fidelitySet(model, url string) *gputaskv1.GPUTaskSet {
 			}},
 			Autoscaling: &gputaskv1.AutoscalingSpec{
 				MinReplicas:                  ptr.To[int32](1),
-				MaxReplicas:                  3,
+				MaxReplicas:                  4,
 				Interval:                     &gputaskv1.Duration{Duration: fidelityInterval},
 				Metrics:                      []gputaskv1.MetricSpec{{Name: "backend-load", HTTP: &gputaskv1.HTTPSource{URL: url}}},
-				Policy:                       gputaskv1.ScalingPolicy{Type: gputaskv1.StepPolicy},
+				Policy:                       gputaskv1.ScalingPolicy{Type: gputaskv1.StepPolicy, StepUp: ptr.To[int32](1)},
 				ScaleDownStabilizationWindow: &gputaskv1.Duration{},
+				Burst:                        &gputaskv1.BurstSpec{Window: &gputaskv1.Duration{Duration: 20 * time.Second}},
 			},
 		},
 	}
@@ -120,9 +123,13 @@ func TestReplayIsTheController(t *testing.T) {
 	}
 	sim := replay.NewSim(pool, ours)
 	var virtual []decision
+	var burstMsg string
 	last := int32(1)
 	for k := 1; !t0.Add(time.Duration(k) * fidelityInterval).After(end); k++ {
 		if r := sim.Step(t0.Add(time.Duration(k) * fidelityInterval)); r != last {
+			if len(virtual) == 0 {
+				burstMsg = ours.Last.Message
+			}
 			virtual = append(virtual, decision{k: k, replicas: r})
 			last = r
 		}
@@ -136,8 +143,16 @@ func TestReplayIsTheController(t *testing.T) {
 	}
 	t.Logf("decisions (replicas@interval), replay: %v; controller: %v (reasons %v)", virtual, real, reasons)
 	t.Logf("controller's run: %s", h.summary())
-	if len(virtual) < 3 {
-		t.Fatalf("the replay made %d decisions, want a scale-up and the scale-in after it", len(virtual))
+	if len(virtual) < 3 || virtual[0].replicas != 4 {
+		t.Fatalf("the replay made decisions %v, want a burst to 4 and the scale-in after it", virtual)
+	}
+	// The burst to 4 is capped at maxReplicas, so its reason is
+	// TooManyReplicas; the scale-down the burst held shows it.
+	if !slices.Contains(reasons, scaling.ReasonHeldDuringBurst) {
+		t.Errorf("the controller's decisions %v show no %s", reasons, scaling.ReasonHeldDuringBurst)
+	}
+	if !strings.Contains(burstMsg, "a burst") {
+		t.Errorf("the replay's scale-up said %q, want a burst", burstMsg)
 	}
 	if len(real) != len(virtual) {
 		t.Fatalf("the controller made %d decisions %v, the replay %d %v", len(real), real, len(virtual), virtual)

@@ -34,6 +34,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 	// Group=gputask.io, Version=v1
 	case v1.SchemeGroupVersion.WithKind("AutoscalingSpec"):
 		return &gputaskv1.AutoscalingSpecApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("BurstSpec"):
+		return &gputaskv1.BurstSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Fallback"):
 		return &gputaskv1.FallbackApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GPUTask"):

@@ -36,6 +36,7 @@ import (
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
 		v1.AutoscalingSpec{}.OpenAPIModelName():                        schema_pkg_apis_gputask_v1_AutoscalingSpec(ref),
+		v1.BurstSpec{}.OpenAPIModelName():                              schema_pkg_apis_gputask_v1_BurstSpec(ref),
 		v1.Duration{}.OpenAPIModelName():                               schema_pkg_apis_gputask_v1_Duration(ref),
 		v1.Fallback{}.OpenAPIModelName():                               schema_pkg_apis_gputask_v1_Fallback(ref),
 		v1.GPUTask{}.OpenAPIModelName():                                schema_pkg_apis_gputask_v1_GPUTask(ref),
@@ -440,6 +441,12 @@ func schema_pkg_apis_gputask_v1_AutoscalingSpec(ref common.ReferenceCallback) co
 							Ref:         ref(v1.ScaleUpLimit{}.OpenAPIModelName()),
 						},
 					},
+					"burst": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Burst, when set, is a fast path for bursts, as Knative's panic mode: a reading at factor times a metric's upThreshold (Step) or target (Proportional) scales the set at once to what the load asks for, beyond stepUp and the wait for starting tasks, within maxReplicas, capacity and scaleUpLimit; and no scale-down happens until window has passed without such a reading.",
+							Ref:         ref(v1.BurstSpec{}.OpenAPIModelName()),
+						},
+					},
 					"failureThreshold": {
 						SchemaProps: spec.SchemaProps{
 							Description: "FailureThreshold is how many reads in a row must fail before fallback applies. Default 3.",
@@ -472,7 +479,34 @@ func schema_pkg_apis_gputask_v1_AutoscalingSpec(ref common.ReferenceCallback) co
 			},
 		},
 		Dependencies: []string{
-			v1.Duration{}.OpenAPIModelName(), v1.Fallback{}.OpenAPIModelName(), v1.MetricSpec{}.OpenAPIModelName(), v1.ScaleUpLimit{}.OpenAPIModelName(), v1.ScalingPolicy{}.OpenAPIModelName()},
+			v1.BurstSpec{}.OpenAPIModelName(), v1.Duration{}.OpenAPIModelName(), v1.Fallback{}.OpenAPIModelName(), v1.MetricSpec{}.OpenAPIModelName(), v1.ScaleUpLimit{}.OpenAPIModelName(), v1.ScalingPolicy{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_gputask_v1_BurstSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BurstSpec is the fast path for bursts.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"factor": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Factor is how many times a metric's upThreshold or target a reading must reach to start a burst: from 1.1 to 100. Default 2, as Knative's panic threshold.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"window": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Window is how long a burst lasts after its last burst reading: no scale-down happens within it. From 0s to 1h. Default 60s, Knative's stable window.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
 	}
 }
 
@@ -884,6 +918,12 @@ func schema_pkg_apis_gputask_v1_GPUTaskSetStatus(ref common.ReferenceCallback) c
 							Description: "ConsecutiveFailures counts the reads in a row in which a metric failed.",
 							Type:        []string{"integer"},
 							Format:      "int32",
+						},
+					},
+					"burstUntil": {
+						SchemaProps: spec.SchemaProps{
+							Description: "BurstUntil, while in the future, is when the current burst ends (see autoscaling.burst); until then the set is not scaled down.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
 						},
 					},
 					"recommendations": {

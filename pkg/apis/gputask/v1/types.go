@@ -459,6 +459,14 @@ type AutoscalingSpec struct {
 	// ScaleUpLimit caps how many tasks may be added within a period.
 	// +optional
 	ScaleUpLimit *ScaleUpLimit `json:"scaleUpLimit,omitempty"`
+	// Burst, when set, is a fast path for bursts, as Knative's panic mode:
+	// a reading at factor times a metric's upThreshold (Step) or target
+	// (Proportional) scales the set at once to what the load asks for,
+	// beyond stepUp and the wait for starting tasks, within maxReplicas,
+	// capacity and scaleUpLimit; and no scale-down happens until window has
+	// passed without such a reading.
+	// +optional
+	Burst *BurstSpec `json:"burst,omitempty"`
 
 	// FailureThreshold is how many reads in a row must fail before fallback
 	// applies. Default 3.
@@ -515,6 +523,22 @@ type ScaleUpLimit struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1h')",message="period must be more than 0s and at most 1h"
 	Period *Duration `json:"period,omitempty"`
+}
+
+// BurstSpec is the fast path for bursts.
+type BurstSpec struct {
+	// Factor is how many times a metric's upThreshold or target a reading
+	// must reach to start a burst: from 1.1 to 100. Default 2, as
+	// Knative's panic threshold.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('1100m')) && !quantity(string(self)).isGreaterThan(quantity('100'))",message="factor must be between 1.1 and 100"
+	Factor *resource.Quantity `json:"factor,omitempty"`
+	// Window is how long a burst lasts after its last burst reading: no
+	// scale-down happens within it. From 0s to 1h. Default 60s, Knative's
+	// stable window.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="window must be between 0s and 1h"
+	Window *Duration `json:"window,omitempty"`
 }
 
 // Fallback is the count to run while the load index cannot be read.
@@ -711,6 +735,10 @@ type GPUTaskSetStatus struct {
 	// ConsecutiveFailures counts the reads in a row in which a metric failed.
 	// +optional
 	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+	// BurstUntil, while in the future, is when the current burst ends (see
+	// autoscaling.burst); until then the set is not scaled down.
+	// +optional
+	BurstUntil *metav1.Time `json:"burstUntil,omitempty"`
 	// Recommendations are the recent desired counts that the scale-down
 	// stabilization window looks back over.
 	// +optional

@@ -22,6 +22,9 @@ const (
 	defaultUpThresholdMilli    = 800
 	defaultDownThresholdMilli  = 500
 	maxToleranceMilli          = 1000
+	minBurstFactorMilli        = 1100
+	maxBurstFactorMilli        = 100000
+	MaxBurstWindow             = time.Hour
 	durationMessage            = "must be a duration such as 30s, 5m or 1h30m"
 	proportionalTargetRequired = "required by the Proportional policy"
 )
@@ -55,6 +58,12 @@ func validateAutoscaling(as *AutoscalingSpec, path *field.Path) field.ErrorList 
 	errs = append(errs, validateDuration(as.StartupTimeout, path.Child("startupTimeout"), 0, false, MaxStartupTimeout)...)
 	if as.ScaleUpLimit != nil {
 		errs = append(errs, validateDuration(as.ScaleUpLimit.Period, path.Child("scaleUpLimit", "period"), 0, false, MaxScaleUpPeriod)...)
+	}
+	if b := as.Burst; b != nil {
+		if f := b.Factor; f != nil && (f.MilliValue() < minBurstFactorMilli || f.MilliValue() > maxBurstFactorMilli) {
+			errs = append(errs, field.Invalid(path.Child("burst", "factor"), f.String(), "must be between 1.1 and 100"))
+		}
+		errs = append(errs, validateDuration(b.Window, path.Child("burst", "window"), 0, true, MaxBurstWindow)...)
 	}
 	if tol := as.Policy.Tolerance; tol != nil && (tol.Sign() < 0 || tol.MilliValue() > maxToleranceMilli) {
 		errs = append(errs, field.Invalid(path.Child("policy", "tolerance"), tol.String(), "must be between 0 and 1"))

@@ -111,6 +111,12 @@ func TestValidateTaskSetSpec(t *testing.T) {
 		}, want: []string{"spec.autoscaling.metrics[0].prometheus.timeout"}},
 		{name: "negative tolerance", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.Autoscaling.Policy.Tolerance = ptr.To(q("-0.1")) }, want: []string{"spec.autoscaling.policy.tolerance"}},
 		{name: "tolerance over 1", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.Autoscaling.Policy.Tolerance = ptr.To(q("1.5")) }, want: []string{"spec.autoscaling.policy.tolerance"}},
+		{name: "burst factor below 1.1", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			s.Autoscaling.Burst = &gputaskv1.BurstSpec{Factor: ptr.To(q("1"))}
+		}, want: []string{"spec.autoscaling.burst.factor"}},
+		{name: "burst window over 1h", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			s.Autoscaling.Burst = &gputaskv1.BurstSpec{Window: &gputaskv1.Duration{Duration: 2 * time.Hour}}
+		}, want: []string{"spec.autoscaling.burst.window"}},
 		{name: "up below down", edit: func(s *gputaskv1.GPUTaskSetSpec) {
 			s.Autoscaling.Metrics[0].UpThreshold, s.Autoscaling.Metrics[0].DownThreshold = ptr.To(q("0.3")), ptr.To(q("0.6"))
 		}, want: []string{"spec.autoscaling.metrics[0].upThreshold"}},

@@ -27,6 +27,11 @@ func (in AutoscalingSpec) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in BurstSpec) OpenAPIModelName() string {
+	return "com.github.gputask.gputask-controller.pkg.apis.gputask.v1.BurstSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Duration) OpenAPIModelName() string {
 	return "com.github.gputask.gputask-controller.pkg.apis.gputask.v1.Duration"
 }

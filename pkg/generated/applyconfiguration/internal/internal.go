@@ -42,6 +42,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.AutoscalingSpec
   map:
     fields:
+    - name: burst
+      type:
+        namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.BurstSpec
     - name: capacityAware
       type:
         scalar: boolean
@@ -83,6 +86,15 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.ScaleUpLimit
     - name: startupTimeout
+      type:
+        namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.Duration
+- name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.BurstSpec
+  map:
+    fields:
+    - name: factor
+      type:
+        namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+    - name: window
       type:
         namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.Duration
 - name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.Duration
@@ -158,6 +170,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.GPUTaskSetStatus
   map:
     fields:
+    - name: burstUntil
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
     - name: capacityReplicas
       type:
         scalar: numeric

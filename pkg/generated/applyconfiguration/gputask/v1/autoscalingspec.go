@@ -53,6 +53,13 @@ type AutoscalingSpecApplyConfiguration struct {
 	ScaleDownStabilizationWindow *gputaskv1.Duration `json:"scaleDownStabilizationWindow,omitempty"`
 	// ScaleUpLimit caps how many tasks may be added within a period.
 	ScaleUpLimit *ScaleUpLimitApplyConfiguration `json:"scaleUpLimit,omitempty"`
+	// Burst, when set, is a fast path for bursts, as Knative's panic mode:
+	// a reading at factor times a metric's upThreshold (Step) or target
+	// (Proportional) scales the set at once to what the load asks for,
+	// beyond stepUp and the wait for starting tasks, within maxReplicas,
+	// capacity and scaleUpLimit; and no scale-down happens until window has
+	// passed without such a reading.
+	Burst *BurstSpecApplyConfiguration `json:"burst,omitempty"`
 	// FailureThreshold is how many reads in a row must fail before fallback
 	// applies. Default 3.
 	FailureThreshold *int32 `json:"failureThreshold,omitempty"`
@@ -140,6 +147,14 @@ func (b *AutoscalingSpecApplyConfiguration) WithScaleDownStabilizationWindow(val
 // If called multiple times, the ScaleUpLimit field is set to the value of the last call.
 func (b *AutoscalingSpecApplyConfiguration) WithScaleUpLimit(value *ScaleUpLimitApplyConfiguration) *AutoscalingSpecApplyConfiguration {
 	b.ScaleUpLimit = value
+	return b
+}
+
+// WithBurst sets the Burst field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Burst field is set to the value of the last call.
+func (b *AutoscalingSpecApplyConfiguration) WithBurst(value *BurstSpecApplyConfiguration) *AutoscalingSpecApplyConfiguration {
+	b.Burst = value
 	return b
 }
 

@@ -67,6 +67,9 @@ type GPUTaskSetStatusApplyConfiguration struct {
 	Metrics []MetricStatusApplyConfiguration `json:"metrics,omitempty"`
 	// ConsecutiveFailures counts the reads in a row in which a metric failed.
 	ConsecutiveFailures *int32 `json:"consecutiveFailures,omitempty"`
+	// BurstUntil, while in the future, is when the current burst ends (see
+	// autoscaling.burst); until then the set is not scaled down.
+	BurstUntil *metav1.Time `json:"burstUntil,omitempty"`
 	// Recommendations are the recent desired counts that the scale-down
 	// stabilization window looks back over.
 	Recommendations []RecommendationApplyConfiguration `json:"recommendations,omitempty"`
@@ -211,6 +214,14 @@ func (b *GPUTaskSetStatusApplyConfiguration) WithMetrics(values ...*MetricStatus
 // If called multiple times, the ConsecutiveFailures field is set to the value of the last call.
 func (b *GPUTaskSetStatusApplyConfiguration) WithConsecutiveFailures(value int32) *GPUTaskSetStatusApplyConfiguration {
 	b.ConsecutiveFailures = &value
+	return b
+}
+
+// WithBurstUntil sets the BurstUntil field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the BurstUntil field is set to the value of the last call.
+func (b *GPUTaskSetStatusApplyConfiguration) WithBurstUntil(value metav1.Time) *GPUTaskSetStatusApplyConfiguration {
+	b.BurstUntil = &value
 	return b
 }
 
