@@ -122,6 +122,13 @@ type Inputs struct {
 	// Fallback is fallback.replicas, or nil without a fallback.
 	Fallback *int32
 
+	// Schedule is the scheduled window in force, if any (ScheduleAt): its
+	// floor raises Min and its ceiling lowers Max.
+	Schedule *Window
+
+	// floorFrom and ceilingFrom name the schedule that set Min and Max.
+	floorFrom, ceilingFrom string
+
 	// Burst, when set, turns the fast path for bursts on; BurstUntil is
 	// status.burstUntil, the end of the burst under way.
 	Burst      *Burst
@@ -248,6 +255,8 @@ func (d Decision) Direction(current int32) string {
 //     serve, beyond StepUp and rule 12, still within rules 6, 7, 9 and 13.
 //     Until Window has passed since the last burst reading (BurstUntil) no
 //     scale-down happens. A fallback is not affected.
+//  15. A Schedule in force raises Min to its floor (at most Max) and
+//     lowers Max to its ceiling; the bounds' messages name it.
 func Decide(in Inputs) Decision {
 	in = normalize(in)
 	d := Decision{Winner: -1}
@@ -361,6 +370,14 @@ func normalize(in Inputs) Inputs {
 	in.HeldBack = max(in.HeldBack, 0)
 	in.Starting = min(max(in.Starting, 0), in.Current)
 	in.Interval = max(in.Interval, 0)
+	if w := in.Schedule; w != nil {
+		if floor := min(max(w.Min, 0), in.Max); floor > in.Min {
+			in.Min, in.floorFrom = floor, w.Name
+		}
+		if w.Max != nil && *w.Max < in.Max {
+			in.Max, in.ceilingFrom = max(*w.Max, in.Min), w.Name
+		}
+	}
 	if in.Burst != nil {
 		b := *in.Burst
 		if !(b.Factor >= MinBurstFactor) || math.IsInf(b.Factor, 0) {
@@ -496,12 +513,19 @@ func bound(in Inputs, d *Decision, s step) step {
 	switch {
 	case s.desired < in.Min:
 		d.addLimit(ReasonTooFewReplicas)
-		return s.limited(in.Min, ReasonTooFewReplicas, fmt.Sprintf("raised to minReplicas %d", in.Min))
+		return s.limited(in.Min, ReasonTooFewReplicas, fmt.Sprintf("raised to minReplicas %d%s", in.Min, ofSchedule(in.floorFrom)))
 	case s.desired > in.Max:
 		d.addLimit(ReasonTooManyReplicas)
-		return s.limited(in.Max, ReasonTooManyReplicas, fmt.Sprintf("capped at maxReplicas %d", in.Max))
+		return s.limited(in.Max, ReasonTooManyReplicas, fmt.Sprintf("capped at maxReplicas %d%s", in.Max, ofSchedule(in.ceilingFrom)))
 	}
 	return s
+}
+
+func ofSchedule(name string) string {
+	if name == "" {
+		return ""
+	}
+	return " of schedule " + name
 }
 
 // stabilize keeps a scale-down at or above the highest recommendation within
@@ -768,6 +792,9 @@ func summarizeInputs(in Inputs, metrics []MetricOutcome) string {
 			part += " up=" + FormatValue(in.Metrics[i].UpThreshold) + " down=" + FormatValue(in.Metrics[i].DownThreshold)
 		}
 		parts = append(parts, part)
+	}
+	if w := in.Schedule; w != nil {
+		parts = append(parts, "schedule "+w.Name)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -60,6 +60,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.ScaleUpLimit{}.OpenAPIModelName():                           schema_pkg_apis_gputask_v1_ScaleUpLimit(ref),
 		v1.ScalingDecision{}.OpenAPIModelName():                        schema_pkg_apis_gputask_v1_ScalingDecision(ref),
 		v1.ScalingPolicy{}.OpenAPIModelName():                          schema_pkg_apis_gputask_v1_ScalingPolicy(ref),
+		v1.ScheduleSpec{}.OpenAPIModelName():                           schema_pkg_apis_gputask_v1_ScheduleSpec(ref),
 		v1.SourceAuth{}.OpenAPIModelName():                             schema_pkg_apis_gputask_v1_SourceAuth(ref),
 		v1.TaskTemplateMeta{}.OpenAPIModelName():                       schema_pkg_apis_gputask_v1_TaskTemplateMeta(ref),
 		corev1.AWSElasticBlockStoreVolumeSource{}.OpenAPIModelName():   schema_k8sio_api_core_v1_AWSElasticBlockStoreVolumeSource(ref),
@@ -447,6 +448,27 @@ func schema_pkg_apis_gputask_v1_AutoscalingSpec(ref common.ReferenceCallback) co
 							Ref:         ref(v1.BurstSpec{}.OpenAPIModelName()),
 						},
 					},
+					"schedules": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"name",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Schedules are known peaks, as KEDA's cron scaler and AIBrix's scheduled bounds: cron-style windows, each with a floor (and optionally a ceiling) for the count while it is in force. With several in force, the highest floor wins; the decision names it.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.ScheduleSpec{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 					"failureThreshold": {
 						SchemaProps: spec.SchemaProps{
 							Description: "FailureThreshold is how many reads in a row must fail before fallback applies. Default 3.",
@@ -479,7 +501,7 @@ func schema_pkg_apis_gputask_v1_AutoscalingSpec(ref common.ReferenceCallback) co
 			},
 		},
 		Dependencies: []string{
-			v1.BurstSpec{}.OpenAPIModelName(), v1.Duration{}.OpenAPIModelName(), v1.Fallback{}.OpenAPIModelName(), v1.MetricSpec{}.OpenAPIModelName(), v1.ScaleUpLimit{}.OpenAPIModelName(), v1.ScalingPolicy{}.OpenAPIModelName()},
+			v1.BurstSpec{}.OpenAPIModelName(), v1.Duration{}.OpenAPIModelName(), v1.Fallback{}.OpenAPIModelName(), v1.MetricSpec{}.OpenAPIModelName(), v1.ScaleUpLimit{}.OpenAPIModelName(), v1.ScalingPolicy{}.OpenAPIModelName(), v1.ScheduleSpec{}.OpenAPIModelName()},
 	}
 }
 
@@ -1736,6 +1758,66 @@ func schema_pkg_apis_gputask_v1_ScalingPolicy(ref common.ReferenceCallback) comm
 		},
 		Dependencies: []string{
 			resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_gputask_v1_ScheduleSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ScheduleSpec is one window of a known peak.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name identifies the window in decisions and events.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"start": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Start is when the window opens, as a cron expression of five fields (minute, hour, day of month, month, day of week), such as \"0 9 * * 1-5\" for nine on weekdays.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"duration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Duration is how long the window stays open: more than 0s, at most 7d (168h).",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"timeZone": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TimeZone is the IANA time zone Start is read in, such as \"Europe/Berlin\". Default UTC.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"minReplicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MinReplicas is the floor while the window is open.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"maxReplicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MaxReplicas, when set, is the ceiling while the window is open; it never lifts autoscaling.maxReplicas.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"name", "start", "duration", "minReplicas"},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName()},
 	}
 }
 

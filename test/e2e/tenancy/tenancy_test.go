@@ -454,6 +454,8 @@ func testPoisonObjects(t *testing.T, c *framework.ControlPlane, probeAddr string
 		"up-below-down":   `interval: 1s`,
 		"prop-no-target":  "interval: 1s\n    policy: {type: Proportional}",
 		"bad-timeout":     `interval: 1s`,
+		"bad-burst":       "interval: 1s\n    burst: {factor: \"1\"}",
+		"bad-schedule":    "interval: 1s\n    schedules: [{name: peak, start: \"0 9 * * *\", timeZone: Mars/Olympus, duration: 1h, minReplicas: 2}]",
 	}
 	metric := map[string]string{
 		"up-below-down": `{name: load, upThreshold: "0.3", downThreshold: "0.6", http: {url: "` + load.srv.URL + `"}}`,
@@ -465,6 +467,7 @@ func testPoisonObjects(t *testing.T, c *framework.ControlPlane, probeAddr string
 		"bad-min-age": "spec.minTaskAge", "neg-tolerance": "spec.autoscaling.policy.tolerance",
 		"neg-window": "spec.autoscaling.scaleDownStabilizationWindow", "up-below-down": "spec.autoscaling.metrics[0].upThreshold",
 		"prop-no-target": "spec.autoscaling.metrics[0].target", "bad-timeout": "spec.autoscaling.metrics[0].http.timeout",
+		"bad-burst": "spec.autoscaling.burst.factor", "bad-schedule": "spec.autoscaling.schedules[0].timeZone",
 	}
 	relaxSetCRD(t, c)
 	for name, autoscaling := range poison {

@@ -468,6 +468,16 @@ type AutoscalingSpec struct {
 	// +optional
 	Burst *BurstSpec `json:"burst,omitempty"`
 
+	// Schedules are known peaks, as KEDA's cron scaler and AIBrix's
+	// scheduled bounds: cron-style windows, each with a floor (and
+	// optionally a ceiling) for the count while it is in force. With
+	// several in force, the highest floor wins; the decision names it.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Schedules []ScheduleSpec `json:"schedules,omitempty"`
+
 	// FailureThreshold is how many reads in a row must fail before fallback
 	// applies. Default 3.
 	// +optional
@@ -539,6 +549,40 @@ type BurstSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="window must be between 0s and 1h"
 	Window *Duration `json:"window,omitempty"`
+}
+
+// ScheduleSpec is one window of a known peak.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxReplicas) || self.maxReplicas >= self.minReplicas",message="maxReplicas must be at least minReplicas"
+type ScheduleSpec struct {
+	// Name identifies the window in decisions and events.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// Start is when the window opens, as a cron expression of five fields
+	// (minute, hour, day of month, month, day of week), such as
+	// "0 9 * * 1-5" for nine on weekdays.
+	// +kubebuilder:validation:Pattern=`^\S+( +\S+){4}$`
+	// +kubebuilder:validation:MaxLength=100
+	Start string `json:"start"`
+	// Duration is how long the window stays open: more than 0s, at most 7d
+	// (168h).
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('168h')",message="duration must be more than 0s and at most 168h"
+	Duration Duration `json:"duration"`
+	// TimeZone is the IANA time zone Start is read in, such as
+	// "Europe/Berlin". Default UTC.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	TimeZone string `json:"timeZone,omitempty"`
+	// MinReplicas is the floor while the window is open.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	MinReplicas int32 `json:"minReplicas"`
+	// MaxReplicas, when set, is the ceiling while the window is open; it
+	// never lifts autoscaling.maxReplicas.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	MaxReplicas *int32 `json:"maxReplicas,omitempty"`
 }
 
 // Fallback is the count to run while the load index cannot be read.

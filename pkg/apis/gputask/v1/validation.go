@@ -2,9 +2,12 @@ package v1
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -65,6 +68,9 @@ func validateAutoscaling(as *AutoscalingSpec, path *field.Path) field.ErrorList 
 		}
 		errs = append(errs, validateDuration(b.Window, path.Child("burst", "window"), 0, true, MaxBurstWindow)...)
 	}
+	for i := range as.Schedules {
+		errs = append(errs, validateSchedule(&as.Schedules[i], path.Child("schedules").Index(i))...)
+	}
 	if tol := as.Policy.Tolerance; tol != nil && (tol.Sign() < 0 || tol.MilliValue() > maxToleranceMilli) {
 		errs = append(errs, field.Invalid(path.Child("policy", "tolerance"), tol.String(), "must be between 0 and 1"))
 	}
@@ -76,6 +82,41 @@ func validateAutoscaling(as *AutoscalingSpec, path *field.Path) field.ErrorList 
 		errs = append(errs, validateMetric(&as.Metrics[i], path.Child("metrics").Index(i), proportional)...)
 	}
 	return errs
+}
+
+// MaxScheduleDuration bounds a schedule's window.
+const MaxScheduleDuration = 7 * 24 * time.Hour
+
+func validateSchedule(sc *ScheduleSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if _, err := time.LoadLocation(sc.TimeZone); err != nil {
+		errs = append(errs, field.Invalid(path.Child("timeZone"), sc.TimeZone, "must be an IANA time zone such as Europe/Berlin"))
+	} else if _, err := ParseSchedule(sc); err != nil {
+		errs = append(errs, field.Invalid(path.Child("start"), sc.Start, err.Error()))
+	}
+	if d := sc.Duration.Duration; d <= 0 || d > MaxScheduleDuration {
+		errs = append(errs, field.Invalid(path.Child("duration"), sc.Duration.String(), "must be more than 0s and at most 168h"))
+	}
+	if sc.MinReplicas < 0 {
+		errs = append(errs, field.Invalid(path.Child("minReplicas"), sc.MinReplicas, "must not be negative"))
+	}
+	if sc.MaxReplicas != nil && *sc.MaxReplicas < sc.MinReplicas {
+		errs = append(errs, field.Invalid(path.Child("maxReplicas"), *sc.MaxReplicas, "must be at least minReplicas"))
+	}
+	return errs
+}
+
+// ParseSchedule reads a schedule's start, a standard cron expression of
+// five fields, in its time zone.
+func ParseSchedule(sc *ScheduleSpec) (cron.Schedule, error) {
+	if strings.HasPrefix(sc.Start, "TZ=") || strings.HasPrefix(sc.Start, "CRON_TZ=") {
+		return nil, errors.New("set the time zone in timeZone, not in start")
+	}
+	tz := sc.TimeZone
+	if tz == "" {
+		tz = "UTC"
+	}
+	return cron.ParseStandard("CRON_TZ=" + tz + " " + sc.Start)
 }
 
 func validateMetric(m *MetricSpec, path *field.Path, proportional bool) field.ErrorList {

@@ -111,6 +111,18 @@ func TestValidateTaskSetSpec(t *testing.T) {
 		}, want: []string{"spec.autoscaling.metrics[0].prometheus.timeout"}},
 		{name: "negative tolerance", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.Autoscaling.Policy.Tolerance = ptr.To(q("-0.1")) }, want: []string{"spec.autoscaling.policy.tolerance"}},
 		{name: "tolerance over 1", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.Autoscaling.Policy.Tolerance = ptr.To(q("1.5")) }, want: []string{"spec.autoscaling.policy.tolerance"}},
+		{name: "schedule start not cron", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			s.Autoscaling.Schedules = []gputaskv1.ScheduleSpec{{Name: "a", Start: "0 25 * * *", Duration: gputaskv1.Duration{Duration: time.Hour}, MinReplicas: 1}}
+		}, want: []string{"spec.autoscaling.schedules[0].start"}},
+		{name: "schedule time zone unknown", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			s.Autoscaling.Schedules = []gputaskv1.ScheduleSpec{{Name: "a", Start: "0 9 * * *", TimeZone: "Mars/Olympus", Duration: gputaskv1.Duration{Duration: time.Hour}, MinReplicas: 1}}
+		}, want: []string{"spec.autoscaling.schedules[0].timeZone"}},
+		{name: "schedule time zone in start", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			s.Autoscaling.Schedules = []gputaskv1.ScheduleSpec{{Name: "a", Start: "CRON_TZ=UTC 0 9 * * *", Duration: gputaskv1.Duration{Duration: time.Hour}, MinReplicas: 1}}
+		}, want: []string{"spec.autoscaling.schedules[0].start"}},
+		{name: "schedule without duration, ceiling under floor", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			s.Autoscaling.Schedules = []gputaskv1.ScheduleSpec{{Name: "a", Start: "0 9 * * 1-5", MinReplicas: 4, MaxReplicas: ptr.To[int32](2)}}
+		}, want: []string{"spec.autoscaling.schedules[0].duration", "spec.autoscaling.schedules[0].maxReplicas"}},
 		{name: "burst factor below 1.1", edit: func(s *gputaskv1.GPUTaskSetSpec) {
 			s.Autoscaling.Burst = &gputaskv1.BurstSpec{Factor: ptr.To(q("1"))}
 		}, want: []string{"spec.autoscaling.burst.factor"}},

@@ -147,6 +147,11 @@ func (in ScalingPolicy) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ScheduleSpec) OpenAPIModelName() string {
+	return "com.github.gputask.gputask-controller.pkg.apis.gputask.v1.ScheduleSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in SourceAuth) OpenAPIModelName() string {
 	return "com.github.gputask.gputask-controller.pkg.apis.gputask.v1.SourceAuth"
 }

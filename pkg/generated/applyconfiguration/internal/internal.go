@@ -85,6 +85,14 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: scaleUpLimit
       type:
         namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.ScaleUpLimit
+    - name: schedules
+      type:
+        list:
+          elementType:
+            namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.ScheduleSpec
+          elementRelationship: associative
+          keys:
+          - name
     - name: startupTimeout
       type:
         namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.Duration
@@ -522,6 +530,30 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
     - name: type
+      type:
+        scalar: string
+- name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.ScheduleSpec
+  map:
+    fields:
+    - name: duration
+      type:
+        namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.Duration
+    - name: maxReplicas
+      type:
+        scalar: numeric
+    - name: minReplicas
+      type:
+        scalar: numeric
+      default: 0
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: start
+      type:
+        scalar: string
+      default: ""
+    - name: timeZone
       type:
         scalar: string
 - name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.SourceAuth

@@ -60,6 +60,11 @@ type AutoscalingSpecApplyConfiguration struct {
 	// capacity and scaleUpLimit; and no scale-down happens until window has
 	// passed without such a reading.
 	Burst *BurstSpecApplyConfiguration `json:"burst,omitempty"`
+	// Schedules are known peaks, as KEDA's cron scaler and AIBrix's
+	// scheduled bounds: cron-style windows, each with a floor (and
+	// optionally a ceiling) for the count while it is in force. With
+	// several in force, the highest floor wins; the decision names it.
+	Schedules []ScheduleSpecApplyConfiguration `json:"schedules,omitempty"`
 	// FailureThreshold is how many reads in a row must fail before fallback
 	// applies. Default 3.
 	FailureThreshold *int32 `json:"failureThreshold,omitempty"`
@@ -155,6 +160,19 @@ func (b *AutoscalingSpecApplyConfiguration) WithScaleUpLimit(value *ScaleUpLimit
 // If called multiple times, the Burst field is set to the value of the last call.
 func (b *AutoscalingSpecApplyConfiguration) WithBurst(value *BurstSpecApplyConfiguration) *AutoscalingSpecApplyConfiguration {
 	b.Burst = value
+	return b
+}
+
+// WithSchedules adds the given value to the Schedules field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Schedules field.
+func (b *AutoscalingSpecApplyConfiguration) WithSchedules(values ...*ScheduleSpecApplyConfiguration) *AutoscalingSpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithSchedules")
+		}
+		b.Schedules = append(b.Schedules, *values[i])
+	}
 	return b
 }
 
