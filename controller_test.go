@@ -951,17 +951,7 @@ func TestCreateErrorIsRetried(t *testing.T) {
 		return true, nil, apierrors.NewInternalError(errors.New("etcd timeout"))
 	})
 
-	failed := task.DeepCopy()
-	failed.Status = gputaskv1.GPUTaskStatus{
-		Phase: gputaskv1.GPUTaskPending, ObservedGeneration: 1,
-		Conditions: []metav1.Condition{
-			cond(gputaskv1.ConditionSpecValid, metav1.ConditionTrue, "Valid", ""),
-			cond(gputaskv1.ConditionPodCreateFailed, metav1.ConditionTrue, "InternalError", "Internal error occurred: etcd timeout"),
-			cond(gputaskv1.ConditionPodOwned, metav1.ConditionUnknown, "PodNotCreated", ""),
-			cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "PodNotCreated", ""),
-			cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodNotCreated", ""),
-		},
-	}
+	failed := podCreateFailed(task, "InternalError", "Internal error occurred: etcd timeout")
 	f.expectCreatePod(expectedPod(task))
 	f.expectUpdateStatus(failed)
 	f.runExpectError(ctx, key(task), true)
@@ -1098,16 +1088,7 @@ func TestSpecEditMarksPodOutOfDate(t *testing.T) {
 	f.addPod(pod)
 	f.addNode(controllertest.Node("gpu-1"))
 
-	want := withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
-	want.Status.ObservedGeneration = 2
-	for i := range want.Status.Conditions {
-		want.Status.Conditions[i].ObservedGeneration = 2
-	}
-	meta.SetStatusCondition(&want.Status.Conditions, metav1.Condition{
-		Type: gputaskv1.ConditionPodUpToDate, Status: metav1.ConditionFalse, Reason: "SpecChanged", ObservedGeneration: 2,
-		Message:            "the running pod differs from the spec at spec.containers[task].image; set the annotation gputask.io/restartedAt to replace it",
-		LastTransitionTime: metav1.NewTime(testNow),
-	})
+	want := imageChangedStatus(task)
 	f.expectUpdateStatus(want)
 	f.run(ctx, key(task))
 

@@ -50,17 +50,7 @@ func TestEveryCreateFailureIsShown(t *testing.T) {
 				}
 				return false, nil, nil
 			})
-			failed := task.DeepCopy()
-			failed.Status = gputaskv1.GPUTaskStatus{
-				Phase: gputaskv1.GPUTaskPending, ObservedGeneration: 1,
-				Conditions: []metav1.Condition{
-					cond(gputaskv1.ConditionSpecValid, metav1.ConditionTrue, "Valid", ""),
-					cond(gputaskv1.ConditionPodCreateFailed, metav1.ConditionTrue, tc.reason, tc.msg),
-					cond(gputaskv1.ConditionPodOwned, metav1.ConditionUnknown, "PodNotCreated", ""),
-					cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "PodNotCreated", ""),
-					cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodNotCreated", ""),
-				},
-			}
+			failed := podCreateFailed(task, tc.reason, tc.msg)
 			f.expectCreatePod(expectedPod(task))
 			f.expectUpdateStatus(failed)
 			f.runExpectError(ctx, key(task), true)
@@ -96,4 +86,21 @@ func TestRetryDelayIsBounded(t *testing.T) {
 	if d := limiter.When(item); d > time.Second {
 		t.Errorf("first delay after Forget = %v", d)
 	}
+}
+
+// podCreateFailed is task with the status of a pod create that failed with
+// reason and msg.
+func podCreateFailed(task *gputaskv1.GPUTask, reason, msg string) *gputaskv1.GPUTask {
+	failed := task.DeepCopy()
+	failed.Status = gputaskv1.GPUTaskStatus{
+		Phase: gputaskv1.GPUTaskPending, ObservedGeneration: 1,
+		Conditions: []metav1.Condition{
+			cond(gputaskv1.ConditionSpecValid, metav1.ConditionTrue, "Valid", ""),
+			cond(gputaskv1.ConditionPodCreateFailed, metav1.ConditionTrue, reason, msg),
+			cond(gputaskv1.ConditionPodOwned, metav1.ConditionUnknown, "PodNotCreated", ""),
+			cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "PodNotCreated", ""),
+			cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodNotCreated", ""),
+		},
+	}
+	return failed
 }

@@ -66,16 +66,7 @@ func TestSpecEditOfStampedPod(t *testing.T) {
 	f.kubeobjects = append(f.kubeobjects, live)
 	f.addNode(controllertest.Node("gpu-1"))
 
-	want := withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
-	want.Status.ObservedGeneration = 2
-	for i := range want.Status.Conditions {
-		want.Status.Conditions[i].ObservedGeneration = 2
-	}
-	meta.SetStatusCondition(&want.Status.Conditions, metav1.Condition{
-		Type: gputaskv1.ConditionPodUpToDate, Status: metav1.ConditionFalse, Reason: "SpecChanged", ObservedGeneration: 2,
-		Message:            "the running pod differs from the spec at spec.containers[task].image; set the annotation gputask.io/restartedAt to replace it",
-		LastTransitionTime: metav1.NewTime(testNow),
-	})
+	want := imageChangedStatus(task)
 	f.kubeactions = append(f.kubeactions, core.NewGetAction(podsResource, task.Namespace, task.Name))
 	f.expectUpdateStatus(want)
 	f.run(ctx, key(task))
@@ -88,11 +79,7 @@ func TestSpecEditOfStampedPod(t *testing.T) {
 	back.Spec.Image = newTask("render").Spec.Image
 	f.setTask(back)
 	c := f.newController(ctx)
-	want = withStatus(back, gputaskv1.GPUTaskRunning, "gpu-1")
-	want.Status.ObservedGeneration = 2
-	for i := range want.Status.Conditions {
-		want.Status.Conditions[i].ObservedGeneration = 2
-	}
+	want = runningAtGeneration(back, 2)
 	f.expectUpdateStatus(want)
 	f.run(ctx, key(task))
 	if d := c.knownDrift(key(task)); d != nil {
@@ -126,4 +113,27 @@ func TestPodDifferingInHashOnly(t *testing.T) {
 		core.NewPatchAction(podsResource, task.Namespace, task.Name, types.MergePatchType, []byte(patch)))
 	f.run(ctx, key(task))
 	f.expectEvents()
+}
+
+// runningAtGeneration is task with the status of a Running pod on gpu-1,
+// observed at generation.
+func runningAtGeneration(task *gputaskv1.GPUTask, generation int64) *gputaskv1.GPUTask {
+	want := withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
+	want.Status.ObservedGeneration = generation
+	for i := range want.Status.Conditions {
+		want.Status.Conditions[i].ObservedGeneration = generation
+	}
+	return want
+}
+
+// imageChangedStatus is task, at generation 2 with a new image, as the
+// status shows it: PodUpToDate False at the image.
+func imageChangedStatus(task *gputaskv1.GPUTask) *gputaskv1.GPUTask {
+	want := runningAtGeneration(task, 2)
+	meta.SetStatusCondition(&want.Status.Conditions, metav1.Condition{
+		Type: gputaskv1.ConditionPodUpToDate, Status: metav1.ConditionFalse, Reason: "SpecChanged", ObservedGeneration: 2,
+		Message:            "the running pod differs from the spec at spec.containers[task].image; set the annotation gputask.io/restartedAt to replace it",
+		LastTransitionTime: metav1.NewTime(testNow),
+	})
+	return want
 }

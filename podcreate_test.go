@@ -4,14 +4,11 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
-
-	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
 
 // TestPodCreateFailed: a pod the API server refuses as invalid sets
@@ -34,17 +31,7 @@ func TestPodCreateFailed(t *testing.T) {
 		return false, nil, nil
 	})
 
-	failed := task.DeepCopy()
-	failed.Status = gputaskv1.GPUTaskStatus{
-		Phase: gputaskv1.GPUTaskPending, ObservedGeneration: 1,
-		Conditions: []metav1.Condition{
-			cond(gputaskv1.ConditionSpecValid, metav1.ConditionTrue, "Valid", ""),
-			cond(gputaskv1.ConditionPodCreateFailed, metav1.ConditionTrue, "Invalid", refused.Error()),
-			cond(gputaskv1.ConditionPodOwned, metav1.ConditionUnknown, "PodNotCreated", ""),
-			cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "PodNotCreated", ""),
-			cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodNotCreated", ""),
-		},
-	}
+	failed := podCreateFailed(task, "Invalid", refused.Error())
 	f.expectCreatePod(expectedPod(task))
 	f.expectUpdateStatus(failed)
 	f.runExpectError(ctx, key(task), true)
