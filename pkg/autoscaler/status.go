@@ -59,6 +59,7 @@ func desiredStatus(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decis
 	status.Metrics = metricStatuses(d, ts)
 	status.ConsecutiveFailures = d.ConsecutiveFailures
 	status.Recommendations = d.Recommendations
+	status.Predictive = scaling.PredictiveStatusOf(set, d)
 	status.BurstUntil = nil
 	if d.BurstUntil.After(now) {
 		status.BurstUntil = &metav1.Time{Time: d.BurstUntil}
@@ -210,6 +211,7 @@ func statusApplyConfiguration(status *gputaskv1.GPUTaskSetStatus) (*applyv1.GPUT
 		Metrics:             all.Metrics,
 		ConsecutiveFailures: all.ConsecutiveFailures,
 		BurstUntil:          all.BurstUntil,
+		Predictive:          all.Predictive,
 		Recommendations:     all.Recommendations,
 		Conditions:          all.Conditions,
 	}, nil
@@ -234,6 +236,7 @@ func applyAutoscalerStatus(dst, src *gputaskv1.GPUTaskSetStatus) {
 	dst.Metrics = src.Metrics
 	dst.ConsecutiveFailures = src.ConsecutiveFailures
 	dst.BurstUntil = src.BurstUntil
+	dst.Predictive = src.Predictive
 	dst.Recommendations = src.Recommendations
 	for _, t := range autoscalerConditions {
 		if cond := meta.FindStatusCondition(src.Conditions, t); cond != nil {

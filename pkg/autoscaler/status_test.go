@@ -2,6 +2,7 @@ package autoscaler
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,5 +144,35 @@ func TestBurstUntilInStatus(t *testing.T) {
 		if tc.want && (in.Burst == nil || in.Burst.Factor != scaling.DefaultBurstFactor || in.Burst.Window != scaling.DefaultBurstWindow || !in.BurstUntil.Equal(tc.until)) {
 			t.Errorf("InputsFor read burst %+v until %v, want the defaults until %v", in.Burst, in.BurstUntil, tc.until)
 		}
+	}
+}
+
+// TestPredictiveHistoryInStatus: what predictive pre-warming learned is kept
+// in status, where the next evaluation, or a new leader, reads it back.
+func TestPredictiveHistoryInStatus(t *testing.T) {
+	now := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	set := &gputaskv1.GPUTaskSet{Spec: gputaskv1.GPUTaskSetSpec{Replicas: ptr.To[int32](4), Autoscaling: &gputaskv1.AutoscalingSpec{
+		MaxReplicas: 10, Predictive: &gputaskv1.PredictiveSpec{LeadTime: &gputaskv1.Duration{Duration: 5 * time.Minute}},
+		Metrics: []gputaskv1.MetricSpec{{Name: "load"}},
+	}}}
+	reading := scaling.MetricFor(set.Spec.Autoscaling.Metrics[0])
+	reading.Value = 0.65
+	in := scaling.InputsFor(set, now, []scaling.MetricInput{reading}, nil, nil)
+	d := scaling.Decide(in)
+	status := desiredStatus(set, in, d, now, nil, time.Time{}, nil)
+	if status.Predictive == nil || status.Predictive.History == "" || status.Predictive.ForecastReplicas != nil ||
+		!strings.Contains(status.Predictive.Message, "not enough history") {
+		t.Fatalf("status.predictive = %+v, want a history and no forecast yet", status.Predictive)
+	}
+	// A new leader, a day later, reads the history from status.
+	set.Status.Predictive = status.Predictive
+	in = scaling.InputsFor(set, now.Add(24*time.Hour-5*time.Minute), []scaling.MetricInput{reading}, nil, nil)
+	d = scaling.Decide(in)
+	if d.Forecast == nil || *d.Forecast != 4 {
+		t.Errorf("forecast from the stored history = %v, want the 4 tasks learned (%s)", d.Forecast, d.ForecastMessage)
+	}
+	set.Spec.Autoscaling.Predictive = nil
+	if status := desiredStatus(set, in, d, now, nil, time.Time{}, nil); status.Predictive != nil {
+		t.Errorf("status.predictive kept with predictive off: %+v", status.Predictive)
 	}
 }

@@ -107,6 +107,7 @@ func (o *Ours) Evaluate(now time.Time, value float64, tasks []*gputaskv1.GPUTask
 	d := scaling.Decide(in)
 	o.recs = d.Recommendations
 	o.set.Status.ConsecutiveFailures = d.ConsecutiveFailures
+	o.set.Status.Predictive = scaling.PredictiveStatusOf(o.set, d)
 	o.set.Status.BurstUntil = nil
 	if d.BurstUntil.After(now) {
 		o.set.Status.BurstUntil = &metav1.Time{Time: d.BurstUntil}

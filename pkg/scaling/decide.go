@@ -126,7 +126,13 @@ type Inputs struct {
 	// floor raises Min and its ceiling lowers Max.
 	Schedule *Window
 
-	// floorFrom and ceilingFrom name the schedule that set Min and Max.
+	// Predictive, when set, turns predictive pre-warming on; History is
+	// what it learned so far (status.predictive.history).
+	Predictive *Predictive
+	History    History
+
+	// floorFrom and ceilingFrom say what set Min and Max: a schedule or the
+	// predictive forecast.
 	floorFrom, ceilingFrom string
 
 	// Burst, when set, turns the fast path for bursts on; BurstUntil is
@@ -195,6 +201,12 @@ type Decision struct {
 	// BurstUntil is the new status.burstUntil: zero, or the end of the
 	// burst under way.
 	BurstUntil time.Time
+	// History is what predictive pre-warming knows after this evaluation;
+	// Forecast is the count it forecasts one lead time ahead (nil without
+	// enough history), and ForecastMessage says which.
+	History         History
+	Forecast        *int32
+	ForecastMessage string
 }
 
 // Direction is "up", "down" or "hold", for metrics and events.
@@ -257,9 +269,15 @@ func (d Decision) Direction(current int32) string {
 //     scale-down happens. A fallback is not affected.
 //  15. A Schedule in force raises Min to its floor (at most Max) and
 //     lowers Max to its ceiling; the bounds' messages name it.
+//  16. With Predictive, each evaluation records the tasks the load asked
+//     for (serving × value / level) in History by hour of the day, weekdays
+//     apart from weekends; once that hour one Lead ahead was seen on an
+//     earlier day, its forecast raises Min (unless Preview), and so only
+//     ever raises the count.
 func Decide(in Inputs) Decision {
 	in = normalize(in)
 	d := Decision{Winner: -1}
+	in = predict(in, &d)
 	d.Metrics = evaluateMetrics(in)
 	d.Inputs = summarizeInputs(in, d.Metrics)
 
@@ -372,10 +390,10 @@ func normalize(in Inputs) Inputs {
 	in.Interval = max(in.Interval, 0)
 	if w := in.Schedule; w != nil {
 		if floor := min(max(w.Min, 0), in.Max); floor > in.Min {
-			in.Min, in.floorFrom = floor, w.Name
+			in.Min, in.floorFrom = floor, "schedule "+w.Name
 		}
 		if w.Max != nil && *w.Max < in.Max {
-			in.Max, in.ceilingFrom = max(*w.Max, in.Min), w.Name
+			in.Max, in.ceilingFrom = max(*w.Max, in.Min), "schedule "+w.Name
 		}
 	}
 	if in.Burst != nil {
@@ -521,11 +539,11 @@ func bound(in Inputs, d *Decision, s step) step {
 	return s
 }
 
-func ofSchedule(name string) string {
-	if name == "" {
+func ofSchedule(from string) string {
+	if from == "" {
 		return ""
 	}
-	return " of schedule " + name
+	return " of " + from
 }
 
 // stabilize keeps a scale-down at or above the highest recommendation within

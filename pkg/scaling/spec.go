@@ -145,6 +145,15 @@ func InputsFor(set *gputaskv1.GPUTaskSet, now time.Time, readings []MetricInput,
 		in.BurstUntil = set.Status.BurstUntil.Time
 	}
 	in.Schedule = ScheduleAt(spec.Schedules, now)
+	if pr := spec.Predictive; pr != nil {
+		in.Predictive = &Predictive{Lead: StartupTimeoutOf(spec), Preview: pr.Mode == gputaskv1.PredictivePreview}
+		if pr.LeadTime != nil {
+			in.Predictive.Lead = max(pr.LeadTime.Duration, 0)
+		}
+		if set.Status.Predictive != nil {
+			in.History = DecodeHistory(set.Status.Predictive.History)
+		}
+	}
 	if spec.Fallback != nil {
 		in.Fallback = &spec.Fallback.Replicas
 	}
@@ -156,4 +165,13 @@ func ptrOr[T any](p *T, def T) T {
 		return def
 	}
 	return *p
+}
+
+// PredictiveStatusOf is status.predictive after decision d, or nil when
+// predictive pre-warming is off.
+func PredictiveStatusOf(set *gputaskv1.GPUTaskSet, d Decision) *gputaskv1.PredictiveStatus {
+	if set.Spec.Autoscaling == nil || set.Spec.Autoscaling.Predictive == nil {
+		return nil
+	}
+	return &gputaskv1.PredictiveStatus{History: d.History.Encode(), ForecastReplicas: d.Forecast, Message: d.ForecastMessage}
 }

@@ -177,6 +177,7 @@ func TestGPUTaskSetValidation(t *testing.T) {
 		{"burst-window", `{"maxReplicas":2,"metrics":[` + httpMetric + `],"burst":{"window":"2h"}}`, "window must be between 0s and 1h"},
 		{"schedule-not-cron", `{"maxReplicas":2,"metrics":[` + httpMetric + `],"schedules":[{"name":"peak","start":"at nine","duration":"1h","minReplicas":1}]}`, "spec.autoscaling.schedules[0].start"},
 		{"schedule-ceiling-under-floor", `{"maxReplicas":9,"metrics":[` + httpMetric + `],"schedules":[{"name":"peak","start":"0 9 * * 1-5","duration":"1h","minReplicas":4,"maxReplicas":2}]}`, "maxReplicas must be at least minReplicas"},
+		{"predictive-mode", `{"maxReplicas":2,"metrics":[` + httpMetric + `],"predictive":{"mode":"Sometimes"}}`, "spec.autoscaling.predictive.mode"},
 		{"schedule-too-long", `{"maxReplicas":9,"metrics":[` + httpMetric + `],"schedules":[{"name":"peak","start":"0 9 * * 1-5","duration":"200h","minReplicas":4}]}`, "duration must be more than 0s and at most 168h"},
 	}
 	for i, tc := range tests {
@@ -191,7 +192,7 @@ func TestGPUTaskSetValidation(t *testing.T) {
 		})
 	}
 	t.Run("accepts/burst-and-schedules", func(t *testing.T) {
-		err := createRaw(ctx, ns, "gputasksets", set("scheduled", `{"maxReplicas":9,"metrics":[`+httpMetric+`],"burst":{"factor":"2.5","window":"90s"},
+		err := createRaw(ctx, ns, "gputasksets", set("scheduled", `{"maxReplicas":9,"metrics":[`+httpMetric+`],"burst":{"factor":"2.5","window":"90s"},"predictive":{"mode":"Preview","leadTime":"3m"},
 			"schedules":[{"name":"weekday-peak","start":"0 9 * * 1-5","timeZone":"Europe/Berlin","duration":"3h","minReplicas":4,"maxReplicas":9},{"name":"night","start":"0 22 * * *","duration":"8h","minReplicas":0,"maxReplicas":1}]}`))
 		if err != nil {
 			t.Fatal(err)

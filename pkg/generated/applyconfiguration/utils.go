@@ -64,6 +64,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &gputaskv1.PodTemplateApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("PodTemplateMeta"):
 		return &gputaskv1.PodTemplateMetaApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("PredictiveSpec"):
+		return &gputaskv1.PredictiveSpecApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("PredictiveStatus"):
+		return &gputaskv1.PredictiveStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("PrometheusSource"):
 		return &gputaskv1.PrometheusSourceApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Recommendation"):

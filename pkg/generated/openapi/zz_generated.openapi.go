@@ -54,6 +54,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.MetricStatus{}.OpenAPIModelName():                           schema_pkg_apis_gputask_v1_MetricStatus(ref),
 		v1.PodTemplate{}.OpenAPIModelName():                            schema_pkg_apis_gputask_v1_PodTemplate(ref),
 		v1.PodTemplateMeta{}.OpenAPIModelName():                        schema_pkg_apis_gputask_v1_PodTemplateMeta(ref),
+		v1.PredictiveSpec{}.OpenAPIModelName():                         schema_pkg_apis_gputask_v1_PredictiveSpec(ref),
+		v1.PredictiveStatus{}.OpenAPIModelName():                       schema_pkg_apis_gputask_v1_PredictiveStatus(ref),
 		v1.PrometheusSource{}.OpenAPIModelName():                       schema_pkg_apis_gputask_v1_PrometheusSource(ref),
 		v1.Recommendation{}.OpenAPIModelName():                         schema_pkg_apis_gputask_v1_Recommendation(ref),
 		v1.ScaleInSpec{}.OpenAPIModelName():                            schema_pkg_apis_gputask_v1_ScaleInSpec(ref),
@@ -469,6 +471,12 @@ func schema_pkg_apis_gputask_v1_AutoscalingSpec(ref common.ReferenceCallback) co
 							},
 						},
 					},
+					"predictive": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Predictive, when set, pre-warms the set for the demand it learned: it asks for the tasks that the demand forecast for one lead time ahead will need. The forecast only raises the count; reactive scaling still decides scale-in.",
+							Ref:         ref(v1.PredictiveSpec{}.OpenAPIModelName()),
+						},
+					},
 					"failureThreshold": {
 						SchemaProps: spec.SchemaProps{
 							Description: "FailureThreshold is how many reads in a row must fail before fallback applies. Default 3.",
@@ -501,7 +509,7 @@ func schema_pkg_apis_gputask_v1_AutoscalingSpec(ref common.ReferenceCallback) co
 			},
 		},
 		Dependencies: []string{
-			v1.BurstSpec{}.OpenAPIModelName(), v1.Duration{}.OpenAPIModelName(), v1.Fallback{}.OpenAPIModelName(), v1.MetricSpec{}.OpenAPIModelName(), v1.ScaleUpLimit{}.OpenAPIModelName(), v1.ScalingPolicy{}.OpenAPIModelName(), v1.ScheduleSpec{}.OpenAPIModelName()},
+			v1.BurstSpec{}.OpenAPIModelName(), v1.Duration{}.OpenAPIModelName(), v1.Fallback{}.OpenAPIModelName(), v1.MetricSpec{}.OpenAPIModelName(), v1.PredictiveSpec{}.OpenAPIModelName(), v1.ScaleUpLimit{}.OpenAPIModelName(), v1.ScalingPolicy{}.OpenAPIModelName(), v1.ScheduleSpec{}.OpenAPIModelName()},
 	}
 }
 
@@ -942,6 +950,12 @@ func schema_pkg_apis_gputask_v1_GPUTaskSetStatus(ref common.ReferenceCallback) c
 							Format:      "int32",
 						},
 					},
+					"predictive": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Predictive is what predictive pre-warming learned and forecasts.",
+							Ref:         ref(v1.PredictiveStatus{}.OpenAPIModelName()),
+						},
+					},
 					"burstUntil": {
 						SchemaProps: spec.SchemaProps{
 							Description: "BurstUntil, while in the future, is when the current burst ends (see autoscaling.burst); until then the set is not scaled down.",
@@ -991,7 +1005,7 @@ func schema_pkg_apis_gputask_v1_GPUTaskSetStatus(ref common.ReferenceCallback) c
 			},
 		},
 		Dependencies: []string{
-			v1.MetricStatus{}.OpenAPIModelName(), v1.Recommendation{}.OpenAPIModelName(), v1.ScalingDecision{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			v1.MetricStatus{}.OpenAPIModelName(), v1.PredictiveStatus{}.OpenAPIModelName(), v1.Recommendation{}.OpenAPIModelName(), v1.ScalingDecision{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1528,6 +1542,68 @@ func schema_pkg_apis_gputask_v1_PodTemplateMeta(ref common.ReferenceCallback) co
 									},
 								},
 							},
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_gputask_v1_PredictiveSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PredictiveSpec is predictive pre-warming.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"mode": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Mode is Active (the default) or Preview.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"leadTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LeadTime is how far ahead the forecast looks: how long a new task takes to serve. From 0s to 1h; default the set's startupTimeout.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_gputask_v1_PredictiveStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PredictiveStatus is what predictive pre-warming learned and forecasts.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"history": {
+						SchemaProps: spec.SchemaProps{
+							Description: "History is the demand the set served, in tasks, by quarter hour of the day, apart for weekdays and weekends (UTC), in a compact encoding read by the autoscaler only.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"forecastReplicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ForecastReplicas is the count the forecast asks for one lead time ahead; empty until enough history exists for that hour.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Message says what the forecast is based on, or why there is none.",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 				},

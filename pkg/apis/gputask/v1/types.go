@@ -478,6 +478,13 @@ type AutoscalingSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	Schedules []ScheduleSpec `json:"schedules,omitempty"`
 
+	// Predictive, when set, pre-warms the set for the demand it learned: it
+	// asks for the tasks that the demand forecast for one lead time ahead
+	// will need. The forecast only raises the count; reactive scaling still
+	// decides scale-in.
+	// +optional
+	Predictive *PredictiveSpec `json:"predictive,omitempty"`
+
 	// FailureThreshold is how many reads in a row must fail before fallback
 	// applies. Default 3.
 	// +optional
@@ -549,6 +556,47 @@ type BurstSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="window must be between 0s and 1h"
 	Window *Duration `json:"window,omitempty"`
+}
+
+// PredictiveMode is Active or Preview.
+// +kubebuilder:validation:Enum=Active;Preview
+type PredictiveMode string
+
+const (
+	// PredictiveActive acts on the forecast.
+	PredictiveActive PredictiveMode = "Active"
+	// PredictivePreview computes and reports the forecast without acting,
+	// as dryRun does for the whole autoscaler.
+	PredictivePreview PredictiveMode = "Preview"
+)
+
+// PredictiveSpec is predictive pre-warming.
+type PredictiveSpec struct {
+	// Mode is Active (the default) or Preview.
+	// +optional
+	Mode PredictiveMode `json:"mode,omitempty"`
+	// LeadTime is how far ahead the forecast looks: how long a new task
+	// takes to serve. From 0s to 1h; default the set's startupTimeout.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('1h')",message="leadTime must be between 0s and 1h"
+	LeadTime *Duration `json:"leadTime,omitempty"`
+}
+
+// PredictiveStatus is what predictive pre-warming learned and forecasts.
+type PredictiveStatus struct {
+	// History is the demand the set served, in tasks, by quarter hour of
+	// the day, apart for weekdays and weekends (UTC), in a compact encoding
+	// read by the autoscaler only.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	History string `json:"history,omitempty"`
+	// ForecastReplicas is the count the forecast asks for one lead time
+	// ahead; empty until enough history exists for that hour.
+	// +optional
+	ForecastReplicas *int32 `json:"forecastReplicas,omitempty"`
+	// Message says what the forecast is based on, or why there is none.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // ScheduleSpec is one window of a known peak.
@@ -779,6 +827,9 @@ type GPUTaskSetStatus struct {
 	// ConsecutiveFailures counts the reads in a row in which a metric failed.
 	// +optional
 	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+	// Predictive is what predictive pre-warming learned and forecasts.
+	// +optional
+	Predictive *PredictiveStatus `json:"predictive,omitempty"`
 	// BurstUntil, while in the future, is when the current burst ends (see
 	// autoscaling.burst); until then the set is not scaled down.
 	// +optional

@@ -68,6 +68,12 @@ func validateAutoscaling(as *AutoscalingSpec, path *field.Path) field.ErrorList 
 		}
 		errs = append(errs, validateDuration(b.Window, path.Child("burst", "window"), 0, true, MaxBurstWindow)...)
 	}
+	if pr := as.Predictive; pr != nil {
+		if pr.Mode != "" && pr.Mode != PredictiveActive && pr.Mode != PredictivePreview {
+			errs = append(errs, field.NotSupported(path.Child("predictive", "mode"), pr.Mode, []PredictiveMode{PredictiveActive, PredictivePreview}))
+		}
+		errs = append(errs, validateDuration(pr.LeadTime, path.Child("predictive", "leadTime"), 0, true, MaxLeadTime)...)
+	}
 	for i := range as.Schedules {
 		errs = append(errs, validateSchedule(&as.Schedules[i], path.Child("schedules").Index(i))...)
 	}
@@ -83,6 +89,9 @@ func validateAutoscaling(as *AutoscalingSpec, path *field.Path) field.ErrorList 
 	}
 	return errs
 }
+
+// MaxLeadTime bounds predictive.leadTime.
+const MaxLeadTime = time.Hour
 
 // MaxScheduleDuration bounds a schedule's window.
 const MaxScheduleDuration = 7 * 24 * time.Hour

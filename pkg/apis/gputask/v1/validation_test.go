@@ -123,6 +123,9 @@ func TestValidateTaskSetSpec(t *testing.T) {
 		{name: "schedule without duration, ceiling under floor", edit: func(s *gputaskv1.GPUTaskSetSpec) {
 			s.Autoscaling.Schedules = []gputaskv1.ScheduleSpec{{Name: "a", Start: "0 9 * * 1-5", MinReplicas: 4, MaxReplicas: ptr.To[int32](2)}}
 		}, want: []string{"spec.autoscaling.schedules[0].duration", "spec.autoscaling.schedules[0].maxReplicas"}},
+		{name: "predictive mode unknown, lead time over 1h", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			s.Autoscaling.Predictive = &gputaskv1.PredictiveSpec{Mode: "Sometimes", LeadTime: &gputaskv1.Duration{Duration: 2 * time.Hour}}
+		}, want: []string{"spec.autoscaling.predictive.mode", "spec.autoscaling.predictive.leadTime"}},
 		{name: "burst factor below 1.1", edit: func(s *gputaskv1.GPUTaskSetSpec) {
 			s.Autoscaling.Burst = &gputaskv1.BurstSpec{Factor: ptr.To(q("1"))}
 		}, want: []string{"spec.autoscaling.burst.factor"}},

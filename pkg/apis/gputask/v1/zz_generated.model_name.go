@@ -117,6 +117,16 @@ func (in PodTemplateMeta) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PredictiveSpec) OpenAPIModelName() string {
+	return "com.github.gputask.gputask-controller.pkg.apis.gputask.v1.PredictiveSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PredictiveStatus) OpenAPIModelName() string {
+	return "com.github.gputask.gputask-controller.pkg.apis.gputask.v1.PredictiveStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in PrometheusSource) OpenAPIModelName() string {
 	return "com.github.gputask.gputask-controller.pkg.apis.gputask.v1.PrometheusSource"
 }

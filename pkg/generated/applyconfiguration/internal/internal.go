@@ -79,6 +79,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.ScalingPolicy
       default: {}
+    - name: predictive
+      type:
+        namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.PredictiveSpec
     - name: scaleDownStabilizationWindow
       type:
         namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.Duration
@@ -227,6 +230,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: pendingReplicas
       type:
         scalar: numeric
+    - name: predictive
+      type:
+        namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.PredictiveStatus
     - name: readyReplicas
       type:
         scalar: numeric
@@ -450,6 +456,27 @@ var schemaYAML = typed.YAMLObject(`types:
         map:
           elementType:
             scalar: string
+- name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.PredictiveSpec
+  map:
+    fields:
+    - name: leadTime
+      type:
+        namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.Duration
+    - name: mode
+      type:
+        scalar: string
+- name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.PredictiveStatus
+  map:
+    fields:
+    - name: forecastReplicas
+      type:
+        scalar: numeric
+    - name: history
+      type:
+        scalar: string
+    - name: message
+      type:
+        scalar: string
 - name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.PrometheusSource
   map:
     fields:

@@ -65,6 +65,11 @@ type AutoscalingSpecApplyConfiguration struct {
 	// optionally a ceiling) for the count while it is in force. With
 	// several in force, the highest floor wins; the decision names it.
 	Schedules []ScheduleSpecApplyConfiguration `json:"schedules,omitempty"`
+	// Predictive, when set, pre-warms the set for the demand it learned: it
+	// asks for the tasks that the demand forecast for one lead time ahead
+	// will need. The forecast only raises the count; reactive scaling still
+	// decides scale-in.
+	Predictive *PredictiveSpecApplyConfiguration `json:"predictive,omitempty"`
 	// FailureThreshold is how many reads in a row must fail before fallback
 	// applies. Default 3.
 	FailureThreshold *int32 `json:"failureThreshold,omitempty"`
@@ -173,6 +178,14 @@ func (b *AutoscalingSpecApplyConfiguration) WithSchedules(values ...*ScheduleSpe
 		}
 		b.Schedules = append(b.Schedules, *values[i])
 	}
+	return b
+}
+
+// WithPredictive sets the Predictive field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Predictive field is set to the value of the last call.
+func (b *AutoscalingSpecApplyConfiguration) WithPredictive(value *PredictiveSpecApplyConfiguration) *AutoscalingSpecApplyConfiguration {
+	b.Predictive = value
 	return b
 }
 

@@ -67,6 +67,8 @@ type GPUTaskSetStatusApplyConfiguration struct {
 	Metrics []MetricStatusApplyConfiguration `json:"metrics,omitempty"`
 	// ConsecutiveFailures counts the reads in a row in which a metric failed.
 	ConsecutiveFailures *int32 `json:"consecutiveFailures,omitempty"`
+	// Predictive is what predictive pre-warming learned and forecasts.
+	Predictive *PredictiveStatusApplyConfiguration `json:"predictive,omitempty"`
 	// BurstUntil, while in the future, is when the current burst ends (see
 	// autoscaling.burst); until then the set is not scaled down.
 	BurstUntil *metav1.Time `json:"burstUntil,omitempty"`
@@ -214,6 +216,14 @@ func (b *GPUTaskSetStatusApplyConfiguration) WithMetrics(values ...*MetricStatus
 // If called multiple times, the ConsecutiveFailures field is set to the value of the last call.
 func (b *GPUTaskSetStatusApplyConfiguration) WithConsecutiveFailures(value int32) *GPUTaskSetStatusApplyConfiguration {
 	b.ConsecutiveFailures = &value
+	return b
+}
+
+// WithPredictive sets the Predictive field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Predictive field is set to the value of the last call.
+func (b *GPUTaskSetStatusApplyConfiguration) WithPredictive(value *PredictiveStatusApplyConfiguration) *GPUTaskSetStatusApplyConfiguration {
+	b.Predictive = value
 	return b
 }
 
