@@ -17,20 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
-	kubeinformers "k8s.io/client-go/informers"
-	k8sfake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
-	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/controllertest"
-	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
-	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/reschedule"
 	"github.com/gputask/gputask-controller/pkg/taskstatus"
@@ -42,99 +36,49 @@ var (
 	taskResource = gputaskv1.SchemeGroupVersion.WithResource("gputasks")
 )
 
-// fixture is the sample-controller test fixture: fake clientsets, informer
-// indexers preloaded with objects, and the actions each sync is expected to
-// make.
+// fixture is the shared controllertest fixture with the GPUTask controller
+// over it.
 type fixture struct {
-	t *testing.T
-
-	client     *fake.Clientset
-	kubeclient *k8sfake.Clientset
-
-	// Objects preloaded into the informers' indexers.
-	taskLister []*gputaskv1.GPUTask
-	podLister  []*corev1.Pod
-	nodeLister []*corev1.Node
-	// Objects the fake clientsets hold.
-	objects     []runtime.Object
-	kubeobjects []runtime.Object
-	// Actions expected of the clientsets.
-	actions     []core.Action
-	kubeactions []core.Action
+	*controllertest.Fixture
 
 	opts Options
-
-	c        *Controller
-	recorder *record.FakeRecorder
-	clock    *testingclock.FakeClock
-	inf      gputaskinformers.SharedInformerFactory
-	kinf     kubeinformers.SharedInformerFactory
+	c    *Controller
 }
 
 func newFixture(t *testing.T) *fixture {
-	return &fixture{t: t, opts: Options{RescheduleInterval: 10 * time.Minute, PendingTimeout: 5 * time.Minute}}
+	return &fixture{
+		Fixture: controllertest.NewFixture(t, testNow),
+		opts:    Options{RescheduleInterval: 10 * time.Minute, PendingTimeout: 5 * time.Minute},
+	}
 }
 
-// newController builds the controller once and loads the indexers.
+// newController builds the controller once and loads the caches.
 func (f *fixture) newController(ctx context.Context) *Controller {
 	if f.c != nil {
 		return f.c
 	}
-	f.client = fake.NewSimpleClientset(f.objects...)
-	f.kubeclient = k8sfake.NewClientset(f.kubeobjects...)
-	f.inf = gputaskinformers.NewSharedInformerFactory(f.client, 0)
-	f.kinf = kubeinformers.NewSharedInformerFactory(f.kubeclient, 0)
-
-	f.recorder = record.NewFakeRecorder(100)
+	f.Start()
 	opts := f.opts
-	opts.Recorder = f.recorder
-	f.clock = testingclock.NewFakeClock(testNow)
-	opts.Clock = f.clock
-	c := NewController(ctx, f.kubeclient, f.client,
-		f.inf.Gputask().V1().GPUTasks(), f.kinf.Core().V1().Pods(), f.kinf.Core().V1().Nodes(), opts)
+	opts.Recorder, opts.Clock = f.Recorder, f.Clock
+	c := NewController(ctx, f.KubeClient, f.Client,
+		f.Informers.Gputask().V1().GPUTasks(), f.KubeInformers.Core().V1().Pods(), f.KubeInformers.Core().V1().Nodes(), opts)
 	c.tasksSynced, c.podsSynced, c.nodesSynced = controllertest.AlwaysReady, controllertest.AlwaysReady, controllertest.AlwaysReady
-
-	controllertest.Preload(f.t, f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer(), f.taskLister...)
-	controllertest.Preload(f.t, f.kinf.Core().V1().Pods().Informer().GetIndexer(), f.podLister...)
-	controllertest.Preload(f.t, f.kinf.Core().V1().Nodes().Informer().GetIndexer(), f.nodeLister...)
+	f.Preload()
 	f.c = c
 	return c
 }
 
-// setTask replaces a task in the cache, as a watch event would.
-func (f *fixture) setTask(task *gputaskv1.GPUTask) {
-	controllertest.Update(f.t, f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer(), task)
-}
-
-func (f *fixture) setPod(pod *corev1.Pod) {
-	controllertest.Update(f.t, f.kinf.Core().V1().Pods().Informer().GetIndexer(), pod)
-}
-
-func (f *fixture) removePod(pod *corev1.Pod) {
-	controllertest.Remove(f.t, f.kinf.Core().V1().Pods().Informer().GetIndexer(), pod)
-}
-
 // run syncs key once and checks the actions and that the sync succeeded.
 func (f *fixture) run(ctx context.Context, key cache.ObjectName) {
-	f.t.Helper()
-	f.runExpectError(ctx, key, false)
+	f.T.Helper()
+	f.Run(ctx, f.newController(ctx).syncHandler, key, false)
 }
 
-func (f *fixture) runExpectError(ctx context.Context, key cache.ObjectName, expectError bool) {
-	f.t.Helper()
-	c := f.newController(ctx)
-	f.client.ClearActions()
-	f.kubeclient.ClearActions()
-
-	err := c.syncHandler(ctx, key)
-	if !expectError && err != nil {
-		f.t.Errorf("error syncing gputask: %v", err)
-	} else if expectError && err == nil {
-		f.t.Error("expected error syncing gputask, got nil")
-	}
-	controllertest.CheckActions(f.t, f.actions, controllertest.FilterInformerActions(f.client.Actions()))
-	controllertest.CheckActions(f.t, f.kubeactions, controllertest.FilterInformerActions(f.kubeclient.Actions()))
-	f.actions, f.kubeactions = nil, nil
+// runExpectError syncs key once and checks the actions and that the sync
+// failed.
+func (f *fixture) runExpectError(ctx context.Context, key cache.ObjectName) {
+	f.T.Helper()
+	f.Run(ctx, f.newController(ctx).syncHandler, key, true)
 }
 
 // expectCreatePod expects the create of pod, stamped with its hash as the
@@ -142,45 +86,23 @@ func (f *fixture) runExpectError(ctx context.Context, key cache.ObjectName, expe
 func (f *fixture) expectCreatePod(pod *corev1.Pod) {
 	pod = pod.DeepCopy()
 	podspec.Stamp(pod)
-	f.kubeactions = append(f.kubeactions, core.NewCreateAction(podsResource, pod.Namespace, pod))
+	f.KubeActions = append(f.KubeActions, core.NewCreateAction(podsResource, pod.Namespace, pod))
 }
 
 func (f *fixture) expectDeletePod(pod *corev1.Pod) {
-	f.kubeactions = append(f.kubeactions, core.NewDeleteActionWithOptions(podsResource, pod.Namespace, pod.Name,
+	f.KubeActions = append(f.KubeActions, core.NewDeleteActionWithOptions(podsResource, pod.Namespace, pod.Name,
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(pod.UID)}}))
 }
 
 // expectDeletePodNow is expectDeletePod without a grace period, for a pod
 // whose node is gone.
 func (f *fixture) expectDeletePodNow(pod *corev1.Pod) {
-	f.kubeactions = append(f.kubeactions, core.NewDeleteActionWithOptions(podsResource, pod.Namespace, pod.Name,
+	f.KubeActions = append(f.KubeActions, core.NewDeleteActionWithOptions(podsResource, pod.Namespace, pod.Name,
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(pod.UID)}, GracePeriodSeconds: ptr.To[int64](0)}))
 }
 
 func (f *fixture) expectUpdateStatus(task *gputaskv1.GPUTask) {
-	f.actions = append(f.actions, core.NewUpdateSubresourceAction(taskResource, "status", task.Namespace, task))
-}
-
-// addTask puts a task into the cache and the fake clientset.
-func (f *fixture) addTask(task *gputaskv1.GPUTask) {
-	f.taskLister = append(f.taskLister, task)
-	f.objects = append(f.objects, task)
-}
-
-func (f *fixture) addPod(pod *corev1.Pod) {
-	f.podLister = append(f.podLister, pod)
-	f.kubeobjects = append(f.kubeobjects, pod)
-}
-
-func (f *fixture) addNode(node *corev1.Node) {
-	f.nodeLister = append(f.nodeLister, node)
-	f.kubeobjects = append(f.kubeobjects, node)
-}
-
-// expectEvents checks the events recorded since the last call, in order.
-func (f *fixture) expectEvents(want ...string) {
-	f.t.Helper()
-	controllertest.ExpectEvents(f.t, controllertest.Events(f.recorder), want...)
+	f.Actions = append(f.Actions, core.NewUpdateSubresourceAction(controllertest.TasksResource, "status", task.Namespace, task))
 }
 
 // renderSpec is the spec of the task most tests use. expectedPod spells out
@@ -212,10 +134,13 @@ func (f *fixture) addTaskWithPod(task *gputaskv1.GPUTask, podPhase corev1.PodPha
 		corev1.PodRunning: gputaskv1.GPUTaskRunning, corev1.PodFailed: gputaskv1.GPUTaskFailed, corev1.PodSucceeded: gputaskv1.GPUTaskSucceeded,
 	}[podPhase]
 	task = withStatus(task, phase, node)
-	f.addTask(task)
-	f.addPod(pod)
-	if node != "" && !slices.ContainsFunc(f.nodeLister, func(n *corev1.Node) bool { return n.Name == node }) {
-		f.addNode(controllertest.Node(node))
+	f.Add(task)
+	f.Add(pod)
+	if node != "" && !slices.ContainsFunc(f.Cached, func(o runtime.Object) bool {
+		n, ok := o.(*corev1.Node)
+		return ok && n.Name == node
+	}) {
+		f.Add(controllertest.Node(node))
 	}
 	return task, pod
 }
@@ -342,12 +267,12 @@ func TestCreatesPod(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	task := newTask("render")
-	f.addTask(task)
+	f.Add(task)
 
 	// The status waits for the pod's add event: the create's worker moves on.
 	f.expectCreatePod(expectedPod(task))
 	f.run(ctx, key(task))
-	f.expectEvents()
+	f.ExpectEvents()
 }
 
 func TestCreatesPodWithDefaults(t *testing.T) {
@@ -358,7 +283,7 @@ func TestCreatesPodWithDefaults(t *testing.T) {
 	task := newTask("plain")
 	task.Spec = gputaskv1.GPUTaskSpec{}
 	task.Labels = nil
-	f.addTask(task)
+	f.Add(task)
 
 	want := expectedPod(task)
 	want.Labels = map[string]string{gputaskv1.LabelTask: "plain"}
@@ -376,7 +301,7 @@ func TestNoWritesWhenInSync(t *testing.T) {
 	task, _ := f.addTaskWithPod(newTask("render"), corev1.PodRunning, "gpu-1")
 
 	f.run(ctx, key(task))
-	f.expectEvents()
+	f.ExpectEvents()
 }
 
 func TestUpdatesStatusWhenPodChanges(t *testing.T) {
@@ -395,10 +320,10 @@ func TestUpdatesStatusWhenPodChanges(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			f := newFixture(t)
 			task := withStatus(newTask("render"), gputaskv1.GPUTaskPending, "")
-			f.addTask(task)
-			f.addPod(podWith(task, tc.podPhase, tc.node))
-			f.addNode(controllertest.Node("gpu-1"))
-			f.addNode(controllertest.Node("gpu-2"))
+			f.Add(task)
+			f.Add(podWith(task, tc.podPhase, tc.node))
+			f.Add(controllertest.Node("gpu-1"))
+			f.Add(controllertest.Node("gpu-2"))
 
 			f.expectUpdateStatus(withStatus(task, tc.wantPhase, tc.node))
 			f.run(ctx, key(task))
@@ -410,14 +335,14 @@ func TestMirrorsUnschedulable(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	task := withStatus(newTask("render"), gputaskv1.GPUTaskPending, "")
-	f.addTask(task)
+	f.Add(task)
 	pod := podWith(task, corev1.PodPending, "")
 	msg := "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
 	pod.Status.Conditions = []corev1.PodCondition{{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
 		Message: msg, LastTransitionTime: metav1.NewTime(testNow.Add(-time.Minute)),
 	}}
-	f.addPod(pod)
+	f.Add(pod)
 
 	want := task.DeepCopy()
 	want.Status.Conditions[2] = cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "Unschedulable", msg)
@@ -440,23 +365,23 @@ func TestLeavesForeignPodAlone(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			f := newFixture(t)
 			task := newTask("render")
-			f.addTask(task)
+			f.Add(task)
 			foreign := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
 				Name: "render", Namespace: task.Namespace, UID: "foreign", OwnerReferences: tc.owner,
 				Labels: map[string]string{gputaskv1.LabelTask: "render"},
 			}, Status: corev1.PodStatus{Phase: corev1.PodRunning}, Spec: corev1.PodSpec{NodeName: "gpu-1"}}
-			f.addPod(foreign)
+			f.Add(foreign)
 
 			msg := "pod default/render exists and is not controlled by this GPUTask"
 			want := conflicted(task, msg)
 			f.expectUpdateStatus(want)
 			f.run(ctx, key(task))
-			f.expectEvents("Warning PodConflict " + msg)
+			f.ExpectEvents("Warning PodConflict " + msg)
 
 			// Once reported, the conflict costs neither writes nor events.
-			f.setTask(want)
+			f.Update(want)
 			f.run(ctx, key(task))
-			f.expectEvents()
+			f.ExpectEvents()
 		})
 	}
 }
@@ -465,15 +390,15 @@ func TestCreateConflictWithUnlabelledPod(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	task := newTask("render")
-	f.addTask(task)
+	f.Add(task)
 	// Not in the filtered pod cache: it lacks the gputask.io/task label.
-	f.kubeobjects = append(f.kubeobjects, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "render", Namespace: task.Namespace, UID: "foreign"}})
+	f.Objects = append(f.Objects, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "render", Namespace: task.Namespace, UID: "foreign"}})
 
 	f.expectCreatePod(expectedPod(task))
-	f.kubeactions = append(f.kubeactions, core.NewGetAction(podsResource, task.Namespace, "render"))
+	f.KubeActions = append(f.KubeActions, core.NewGetAction(podsResource, task.Namespace, "render"))
 	f.expectUpdateStatus(conflicted(task, "pod default/render exists and is not controlled by this GPUTask"))
 	f.run(ctx, key(task))
-	f.expectEvents("Warning PodConflict")
+	f.ExpectEvents("Warning PodConflict")
 	if !f.c.expectations.Satisfied(key(task).String()) {
 		t.Error("a failed create must not leave an expectation behind")
 	}
@@ -495,7 +420,7 @@ func TestDeletedTask(t *testing.T) {
 			task := newTask("render")
 			pod := podWith(task, corev1.PodRunning, "gpu-1")
 			pod.OwnerReferences[0].UID = tc.podOwner
-			f.addPod(pod)
+			f.Add(pod)
 			c := f.newController(ctx)
 
 			// The task is gone from the cache; the informer hands over a tombstone.
@@ -505,16 +430,16 @@ func TestDeletedTask(t *testing.T) {
 			}
 			f.run(ctx, key(task))
 			if tc.wantDelete {
-				f.removePod(pod)
+				f.Remove(pod)
 			} else {
 				// The other incarnation is a successor the cache does not
 				// show yet; the API server does.
 				successor := task.DeepCopy()
 				successor.UID = tc.podOwner
-				if err := f.client.Tracker().Add(successor); err != nil {
+				if err := f.Client.Tracker().Add(successor); err != nil {
 					t.Fatal(err)
 				}
-				f.actions = append(f.actions, core.NewGetAction(taskResource, task.Namespace, task.Name))
+				f.Actions = append(f.Actions, core.NewGetAction(taskResource, task.Namespace, task.Name))
 			}
 			// The UID is used up: a second sync deletes nothing.
 			f.run(ctx, key(task))
@@ -526,7 +451,7 @@ func TestDeletedTaskLeavesForeignPod(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	task := newTask("render")
-	f.addPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "render", Namespace: task.Namespace, UID: "foreign"}})
+	f.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "render", Namespace: task.Namespace, UID: "foreign"}})
 	c := f.newController(ctx)
 	c.deleteTask(klog.Background(), task)
 	f.run(ctx, key(task))
@@ -551,7 +476,7 @@ func TestInvalidSpec(t *testing.T) {
 			f := newFixture(t)
 			task := newTask("render")
 			tc.mutate(&task.Spec)
-			f.addTask(task)
+			f.Add(task)
 
 			want := task.DeepCopy()
 			want.Status = gputaskv1.GPUTaskStatus{
@@ -565,11 +490,11 @@ func TestInvalidSpec(t *testing.T) {
 			}
 			f.expectUpdateStatus(want)
 			f.run(ctx, key(task)) // no error: a retry cannot fix the spec
-			f.expectEvents("Warning InvalidSpec " + tc.wantMsg)
+			f.ExpectEvents("Warning InvalidSpec " + tc.wantMsg)
 
-			f.setTask(want)
+			f.Update(want)
 			f.run(ctx, key(task))
-			f.expectEvents()
+			f.ExpectEvents()
 		})
 	}
 }
@@ -591,13 +516,13 @@ func TestFinalPods(t *testing.T) {
 			f := newFixture(t)
 			task := withStatus(newTask("render"), gputaskv1.GPUTaskRunning, "gpu-1")
 			task.Spec.ReschedulePolicy = tc.policy
-			f.addTask(task)
-			f.addPod(podWith(task, tc.phase, "gpu-1"))
+			f.Add(task)
+			f.Add(podWith(task, tc.phase, "gpu-1"))
 			// No node in the cache: a lost node must not revive a final pod.
 
 			f.expectUpdateStatus(withStatus(task, tc.wantPhase, "gpu-1"))
 			f.run(ctx, key(task))
-			f.expectEvents()
+			f.ExpectEvents()
 		})
 	}
 }
@@ -606,7 +531,7 @@ func TestNoDuplicateCreateWhileExpectationPending(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	task := newTask("render")
-	f.addTask(task)
+	f.Add(task)
 
 	f.expectCreatePod(expectedPod(task))
 	f.run(ctx, key(task))
@@ -627,7 +552,7 @@ func TestExpectationExpires(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	task := newTask("render")
-	f.addTask(task)
+	f.Add(task)
 	c := f.newController(ctx)
 	c.expectations.ExpectCreations(key(task).String(), 1)
 	f.run(ctx, key(task)) // pending: nothing happens
@@ -648,11 +573,11 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 		wantReason string
 	}{
 		{"failed pod", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			f.addNode(controllertest.Node("gpu-1"))
+			f.Add(controllertest.Node("gpu-1"))
 			return podWith(task, corev1.PodFailed, "gpu-1")
 		}, reschedule.ReasonPodFailed},
 		{"evicted pod", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			f.addNode(controllertest.Node("gpu-1"))
+			f.Add(controllertest.Node("gpu-1"))
 			p := podWith(task, corev1.PodFailed, "gpu-1")
 			p.Status.Reason = "Evicted"
 			return p
@@ -661,7 +586,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			return podWith(task, corev1.PodRunning, "gpu-1")
 		}, reschedule.ReasonNodeLost},
 		{"node not ready", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			f.addNode(controllertest.NotReadyNode("gpu-1"))
+			f.Add(controllertest.NotReadyNode("gpu-1"))
 			return podWith(task, corev1.PodRunning, "gpu-1")
 		}, reschedule.ReasonNodeNotReady},
 		{"unschedulable too long", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
@@ -674,7 +599,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 		}, reschedule.ReasonUnschedulable},
 		{"periodic", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
 			task.Spec.ReschedulePolicy = gputaskv1.ReschedulePeriodic
-			f.addNode(controllertest.Node("gpu-1"))
+			f.Add(controllertest.Node("gpu-1"))
 			return podWith(task, corev1.PodRunning, "gpu-1")
 		}, reschedule.ReasonPeriodic},
 	}
@@ -685,13 +610,13 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			task := newTask("render")
 			old := tc.setup(f, task)
 			task.Status.Reschedules = 2
-			f.addTask(task)
-			f.addPod(old)
+			f.Add(task)
+			f.Add(old)
 			c := f.newController(ctx)
 			cur := c.status(task, taskstatus.View{Pod: old})
 			task = task.DeepCopy()
 			task.Status = cur
-			f.setTask(task)
+			f.Update(task)
 
 			// 1: delete the old pod, guarded by its UID; create nothing.
 			if tc.wantReason == reschedule.ReasonNodeLost {
@@ -700,21 +625,21 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 				f.expectDeletePod(old)
 			}
 			f.run(ctx, key(task))
-			f.expectEvents("Normal Rescheduling Deleted pod render to replace it: " + tc.wantReason)
+			f.ExpectEvents("Normal Rescheduling Deleted pod render to replace it: " + tc.wantReason)
 
 			// 2: the pod terminates and is still in the cache: wait.
 			terminating := old.DeepCopy()
 			terminating.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
 			terminating.ResourceVersion = "2"
-			f.setPod(terminating)
+			f.Update(terminating)
 			f.run(ctx, key(task))
 
 			// 3: the pod is gone: create the new one and count it.
-			f.removePod(terminating)
+			f.Remove(terminating)
 			f.expectCreatePod(expectedPod(task))
 			f.expectUpdateStatus(replaced(task)) // reschedules 2 → 3
 			f.run(ctx, key(task))
-			f.expectEvents("Normal Rescheduled Rescheduled (" + tc.wantReason + ")")
+			f.ExpectEvents("Normal Rescheduled Rescheduled (" + tc.wantReason + ")")
 			if n := replacements(c); n != 0 {
 				t.Errorf("%d replacements left in flight", n)
 			}
@@ -747,7 +672,7 @@ func TestMaxConcurrentReschedules(t *testing.T) {
 	f.run(ctx, key(b))
 
 	// a's new pod is created; b may go.
-	f.removePod(podA)
+	f.Remove(podA)
 	f.expectCreatePod(expectedPod(a))
 	f.expectUpdateStatus(replaced(a))
 	f.run(ctx, key(a))
@@ -766,24 +691,24 @@ func TestRestart(t *testing.T) {
 
 	f.expectDeletePod(old)
 	f.run(ctx, key(task))
-	f.expectEvents("Normal Rescheduling Deleted pod render to replace it: Restart")
+	f.ExpectEvents("Normal Rescheduling Deleted pod render to replace it: Restart")
 
-	f.removePod(old)
+	f.Remove(old)
 	f.expectCreatePod(expectedPod(task))
 	want := replaced(task)
 	f.expectUpdateStatus(want)
 	f.run(ctx, key(task))
-	f.expectEvents("Normal Restarted")
+	f.ExpectEvents("Normal Restarted")
 
 	// The new pod is newer than the request: done, no further restart.
 	newPod := podWith(task, corev1.PodRunning, "gpu-1")
 	newPod.UID = "new-pod"
 	newPod.CreationTimestamp = metav1.NewTime(testNow)
-	f.setPod(newPod)
+	f.Update(newPod)
 	// The cache shows the status write, with the version the API gave it.
 	shown := want.DeepCopy()
 	shown.ResourceVersion = "2"
-	f.setTask(shown)
+	f.Update(shown)
 	f.expectUpdateStatus(withStatus(shown, gputaskv1.GPUTaskRunning, "gpu-1"))
 	f.run(ctx, key(task))
 }
@@ -807,18 +732,18 @@ func TestInvalidRestartedAtIsIgnored(t *testing.T) {
 	task, _ := f.addTaskWithPod(newTask("render", controllertest.Annotation(gputaskv1.AnnotationRestartedAt, "last tuesday")), corev1.PodRunning, "gpu-1")
 
 	f.run(ctx, key(task))
-	f.expectEvents("Warning InvalidRestartedAt")
+	f.ExpectEvents("Warning InvalidRestartedAt")
 	f.run(ctx, key(task))
-	f.expectEvents()
+	f.ExpectEvents()
 }
 
 func TestHandleObject(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	task := newTask("render")
-	f.addTask(task)
+	f.Add(task)
 	other := newTask("other")
-	f.addTask(other)
+	f.Add(other)
 	c := f.newController(ctx)
 
 	drain := func() []cache.ObjectName {
@@ -853,7 +778,7 @@ func TestHandleObject(t *testing.T) {
 	}
 
 	// A node going NotReady enqueues the tasks of its pods.
-	f.setPod(owned)
+	f.Update(owned)
 	oldNode, newNode := controllertest.Node("gpu-1"), controllertest.Node("gpu-1")
 	newNode.Status.Conditions[0].Status = corev1.ConditionFalse
 	c.updateNode(klog.Background(), oldNode, oldNode.DeepCopy())
@@ -877,12 +802,11 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	task := newTask("render")
-	client := fake.NewSimpleClientset(task)
-	kubeclient := k8sfake.NewClientset()
-	inf := gputaskinformers.NewSharedInformerFactory(client, 0)
-	kinf := kubeinformers.NewSharedInformerFactory(kubeclient, 0)
-	c := NewController(ctx, kubeclient, client, inf.Gputask().V1().GPUTasks(), kinf.Core().V1().Pods(), kinf.Core().V1().Nodes(), Options{})
+	f := newFixture(t)
+	f.Objects = append(f.Objects, newTask("render"))
+	f.Start()
+	inf, kinf := f.Informers, f.KubeInformers
+	c := NewController(ctx, f.KubeClient, f.Client, inf.Gputask().V1().GPUTasks(), kinf.Core().V1().Pods(), kinf.Core().V1().Nodes(), Options{})
 	inf.Start(ctx.Done())
 	kinf.Start(ctx.Done())
 
@@ -890,7 +814,7 @@ func TestRun(t *testing.T) {
 	go func() { done <- c.Run(ctx, 2) }()
 
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := kubeclient.CoreV1().Pods("default").Get(ctx, "render", metav1.GetOptions{})
+		_, err := f.KubeClient.CoreV1().Pods("default").Get(ctx, "render", metav1.GetOptions{})
 		return err == nil, nil
 	})
 	if err != nil {
@@ -911,7 +835,7 @@ func TestRescheduleDeleteConflict(t *testing.T) {
 	f.opts.MaxConcurrentReschedules = 1
 	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
 	c := f.newController(ctx)
-	f.kubeclient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
+	f.KubeClient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(podsResource.GroupResource(), old.Name, errors.New("uid precondition failed"))
 	})
 
@@ -929,13 +853,13 @@ func TestRescheduleDeleteError(t *testing.T) {
 	f := newFixture(t)
 	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
 	c := f.newController(ctx)
-	f.kubeclient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
+	f.KubeClient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("try later")
 	})
 
 	f.expectDeletePod(old)
-	f.runExpectError(ctx, key(task), true)
-	f.expectEvents("Warning FailedDelete")
+	f.runExpectError(ctx, key(task))
+	f.ExpectEvents("Warning FailedDelete")
 	if n := replacements(c); n != 0 {
 		t.Errorf("%d replacements in flight after a failed delete, want 0", n)
 	}
@@ -945,17 +869,17 @@ func TestCreateErrorIsRetried(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	task := newTask("render")
-	f.addTask(task)
+	f.Add(task)
 	c := f.newController(ctx)
-	f.kubeclient.PrependReactor("create", "pods", func(core.Action) (bool, runtime.Object, error) {
+	f.KubeClient.PrependReactor("create", "pods", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewInternalError(errors.New("etcd timeout"))
 	})
 
 	failed := podCreateFailed(task, "InternalError", "Internal error occurred: etcd timeout")
 	f.expectCreatePod(expectedPod(task))
 	f.expectUpdateStatus(failed)
-	f.runExpectError(ctx, key(task), true)
-	f.expectEvents("Warning FailedCreate")
+	f.runExpectError(ctx, key(task))
+	f.ExpectEvents("Warning FailedCreate")
 	if !c.expectations.Satisfied(key(task).String()) {
 		t.Error("a failed create must not leave an expectation behind")
 	}
@@ -970,11 +894,11 @@ func TestTaskDeletedMidReplacement(t *testing.T) {
 	f.expectDeletePod(old)
 	f.run(ctx, key(task))
 
-	if err := f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer().Delete(task); err != nil {
+	if err := f.Informers.Gputask().V1().GPUTasks().Informer().GetIndexer().Delete(task); err != nil {
 		t.Fatal(err)
 	}
 	c.deleteTask(klog.Background(), task)
-	f.removePod(old)
+	f.Remove(old)
 	f.run(ctx, key(task))
 	if n := replacements(c); n != 0 {
 		t.Errorf("%d replacements left for a deleted task", n)
@@ -992,11 +916,11 @@ func TestReplacementCountedOnce(t *testing.T) {
 
 	f.expectDeletePod(old)
 	f.run(ctx, key(task))
-	f.expectEvents("Normal Rescheduling")
-	f.removePod(old)
+	f.ExpectEvents("Normal Rescheduling")
+	f.Remove(old)
 
 	failStatus := true
-	f.client.PrependReactor("update", "gputasks", func(a core.Action) (bool, runtime.Object, error) {
+	f.Client.PrependReactor("update", "gputasks", func(a core.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() == "status" && failStatus {
 			return true, nil, apierrors.NewTimeoutError("request timed out", 1)
 		}
@@ -1005,16 +929,16 @@ func TestReplacementCountedOnce(t *testing.T) {
 	want := replaced(task)
 	f.expectCreatePod(expectedPod(task))
 	f.expectUpdateStatus(want)
-	f.runExpectError(ctx, key(task), true)
-	f.expectEvents("Normal Rescheduled")
+	f.runExpectError(ctx, key(task))
+	f.ExpectEvents("Normal Rescheduled")
 
 	// The write had in fact been applied, and the cache now shows it and the
 	// new pod: nothing is left to write, and the count stays at 1.
 	failStatus = false
-	f.setTask(want)
+	f.Update(want)
 	newPod := expectedPod(task)
 	newPod.UID, newPod.ResourceVersion = "new-pod", "5"
-	f.setPod(newPod)
+	f.Update(newPod)
 	f.run(ctx, key(task))
 	if n := replacements(c); n != 0 {
 		t.Errorf("%d replacements left in flight", n)
@@ -1027,26 +951,26 @@ func TestReplacementCountedOnce(t *testing.T) {
 func TestForceDeleteOnNotReadyNode(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	f.addNode(controllertest.NotReadyNode("gpu-1"))
+	f.Add(controllertest.NotReadyNode("gpu-1"))
 	task, old := f.addTaskWithPod(newTask("render"), corev1.PodRunning, "gpu-1")
 	f.newController(ctx)
 
 	f.expectDeletePod(old)
 	f.run(ctx, key(task))
-	f.expectEvents("Normal Rescheduling Deleted pod render to replace it: NodeNotReady")
+	f.ExpectEvents("Normal Rescheduling Deleted pod render to replace it: NodeNotReady")
 
 	// Terminating, within its grace period: wait.
 	terminating := old.DeepCopy()
 	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(testNow.Add(30 * time.Second)))
 	terminating.ResourceVersion = "2"
-	f.setPod(terminating)
+	f.Update(terminating)
 	f.run(ctx, key(task))
 
 	// Well past it: force delete.
-	f.clock.SetTime(testNow.Add(30*time.Second + reschedule.ForceDeleteMargin))
+	f.Clock.SetTime(testNow.Add(30*time.Second + reschedule.ForceDeleteMargin))
 	f.expectDeletePodNow(terminating)
 	f.run(ctx, key(task))
-	f.expectEvents("Warning ForceDeleted")
+	f.ExpectEvents("Warning ForceDeleted")
 }
 
 // TestOrphanedTaskKeepsPod: `kubectl delete --cascade=orphan` must leave the
@@ -1056,12 +980,12 @@ func TestOrphanedTaskKeepsPod(t *testing.T) {
 	f := newFixture(t)
 	task := newTask("render")
 	pod := podWith(task, corev1.PodRunning, "gpu-1")
-	f.podLister = append(f.podLister, pod)
+	f.Cached = append(f.Cached, pod)
 	// The garbage collector removed the owner reference before it let the
 	// task go; the cache has not seen that yet.
 	orphaned := pod.DeepCopy()
 	orphaned.OwnerReferences = nil
-	f.kubeobjects = append(f.kubeobjects, orphaned)
+	f.Objects = append(f.Objects, orphaned)
 	c := f.newController(ctx)
 
 	orphaning := task.DeepCopy()
@@ -1069,8 +993,8 @@ func TestOrphanedTaskKeepsPod(t *testing.T) {
 	orphaning.Finalizers = []string{metav1.FinalizerOrphanDependents}
 	c.updateTask(klog.Background(), task, orphaning)
 	c.deleteTask(klog.Background(), task)
-	f.actions = append(f.actions, core.NewGetAction(taskResource, task.Namespace, task.Name))
-	f.kubeactions = append(f.kubeactions, core.NewGetAction(podsResource, task.Namespace, task.Name))
+	f.Actions = append(f.Actions, core.NewGetAction(taskResource, task.Namespace, task.Name))
+	f.KubeActions = append(f.KubeActions, core.NewGetAction(podsResource, task.Namespace, task.Name))
 	f.run(ctx, key(task)) // no delete
 }
 
@@ -1084,17 +1008,17 @@ func TestSpecEditMarksPodOutOfDate(t *testing.T) {
 	pod := podWith(task, corev1.PodRunning, "gpu-1")
 	task.Generation = 2
 	task.Spec.Image = "render:2"
-	f.addTask(task)
-	f.addPod(pod)
-	f.addNode(controllertest.Node("gpu-1"))
+	f.Add(task)
+	f.Add(pod)
+	f.Add(controllertest.Node("gpu-1"))
 
 	want := imageChangedStatus(task)
 	f.expectUpdateStatus(want)
 	f.run(ctx, key(task))
 
-	f.setTask(want)
+	f.Update(want)
 	f.run(ctx, key(task))
-	f.expectEvents()
+	f.ExpectEvents()
 }
 
 // TestStatusNamesGPUModel: status.gpuModel is the model label of the node the
@@ -1118,9 +1042,9 @@ func TestStatusNamesGPUModel(t *testing.T) {
 	task = withStatus(task, gputaskv1.GPUTaskPending, "")
 	node := controllertest.Node("gpu-1")
 	node.Labels = map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-	f.addTask(task)
-	f.addPod(pod)
-	f.addNode(node)
+	f.Add(task)
+	f.Add(pod)
+	f.Add(node)
 
 	want := withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
 	want.Status.GPUModel = "NVIDIA-H100-80GB-HBM3"
@@ -1134,19 +1058,19 @@ func TestUnschedulableNamesUntoleratedTaints(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	task := withStatus(newTask("render"), gputaskv1.GPUTaskPending, "")
-	f.addTask(task)
+	f.Add(task)
 	pod := podWith(task, corev1.PodPending, "")
 	msg := "0/1 nodes are available: 1 node(s) had untolerated taint(s)."
 	pod.Status.Conditions = []corev1.PodCondition{{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
 		Message: msg, LastTransitionTime: metav1.NewTime(testNow.Add(-time.Minute)),
 	}}
-	f.addPod(pod)
+	f.Add(pod)
 	node := controllertest.Node("gpu-1")
 	node.Labels = map[string]string{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
 	node.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}
 	node.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
-	f.addNode(node)
+	f.Add(node)
 
 	want := task.DeepCopy()
 	want.Status.Conditions[2] = cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "Unschedulable",
@@ -1160,12 +1084,11 @@ func TestUnschedulableNamesUntoleratedTaints(t *testing.T) {
 // node index the first one added.
 func TestControllersShareThePodInformer(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	kube := k8sfake.NewClientset()
-	inf := kubeinformers.NewSharedInformerFactory(kube, 0)
-	tasks := gputaskinformers.NewSharedInformerFactory(fake.NewSimpleClientset(), 0)
+	f := newFixture(t)
+	f.Start()
 	for range 2 {
-		NewController(ctx, kube, fake.NewSimpleClientset(), tasks.Gputask().V1().GPUTasks(),
-			inf.Core().V1().Pods(), inf.Core().V1().Nodes(), Options{})
+		NewController(ctx, f.KubeClient, f.Client, f.Informers.Gputask().V1().GPUTasks(),
+			f.KubeInformers.Core().V1().Pods(), f.KubeInformers.Core().V1().Nodes(), Options{})
 	}
 }
 
@@ -1205,10 +1128,10 @@ func TestCarriesScaleInMarks(t *testing.T) {
 			task, pod := f.addTaskWithPod(task, corev1.PodRunning, "gpu-1")
 			pod.Annotations = tc.podMarks
 			if tc.podPatch != "" {
-				f.kubeactions = append(f.kubeactions, core.NewPatchAction(podsResource, pod.Namespace, pod.Name, types.MergePatchType, []byte(tc.podPatch)))
+				f.KubeActions = append(f.KubeActions, core.NewPatchAction(podsResource, pod.Namespace, pod.Name, types.MergePatchType, []byte(tc.podPatch)))
 			}
 			if tc.taskPatch != "" {
-				f.actions = append(f.actions, core.NewPatchAction(taskResource, task.Namespace, task.Name, types.MergePatchType, []byte(tc.taskPatch)))
+				f.Actions = append(f.Actions, core.NewPatchAction(taskResource, task.Namespace, task.Name, types.MergePatchType, []byte(tc.taskPatch)))
 			}
 			f.run(ctx, key(task))
 		})

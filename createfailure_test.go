@@ -41,10 +41,10 @@ func TestEveryCreateFailureIsShown(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			f := newFixture(t)
 			task := newTask("render")
-			f.addTask(task)
+			f.Add(task)
 			f.newController(ctx)
 			fail := true
-			f.kubeclient.PrependReactor("create", "pods", func(core.Action) (bool, runtime.Object, error) {
+			f.KubeClient.PrependReactor("create", "pods", func(core.Action) (bool, runtime.Object, error) {
 				if fail {
 					return true, nil, tc.err
 				}
@@ -53,14 +53,14 @@ func TestEveryCreateFailureIsShown(t *testing.T) {
 			failed := podCreateFailed(task, tc.reason, tc.msg)
 			f.expectCreatePod(expectedPod(task))
 			f.expectUpdateStatus(failed)
-			f.runExpectError(ctx, key(task), true)
-			f.expectEvents("Warning FailedCreate")
+			f.runExpectError(ctx, key(task))
+			f.ExpectEvents("Warning FailedCreate")
 
 			// Failing the same way again writes nothing.
-			f.setTask(failed)
+			f.Update(failed)
 			f.expectCreatePod(expectedPod(task))
-			f.runExpectError(ctx, key(task), true)
-			f.expectEvents("Warning FailedCreate")
+			f.runExpectError(ctx, key(task))
+			f.ExpectEvents("Warning FailedCreate")
 
 			// The webhook is back: the pod is made.
 			fail = false

@@ -43,12 +43,12 @@ func TestStampedPodUpToDate(t *testing.T) {
 	if len(cached.Spec.Containers) != 0 {
 		t.Fatalf("the cache keeps the containers of a stamped pod: %v", cached.Spec.Containers)
 	}
-	f.addTask(task)
-	f.podLister = append(f.podLister, cached)
-	f.kubeobjects = append(f.kubeobjects, live)
-	f.addNode(controllertest.Node("gpu-1"))
+	f.Add(task)
+	f.Cached = append(f.Cached, cached)
+	f.Objects = append(f.Objects, live)
+	f.Add(controllertest.Node("gpu-1"))
 	f.run(ctx, key(task))
-	f.expectEvents()
+	f.ExpectEvents()
 }
 
 // TestSpecEditOfStampedPod: when the spec's hash is no longer the pod's, one
@@ -61,23 +61,23 @@ func TestSpecEditOfStampedPod(t *testing.T) {
 	live, cached := stampedPod(t, f, task)
 	task.Generation = 2
 	task.Spec.Image = "render:2"
-	f.addTask(task)
-	f.podLister = append(f.podLister, cached)
-	f.kubeobjects = append(f.kubeobjects, live)
-	f.addNode(controllertest.Node("gpu-1"))
+	f.Add(task)
+	f.Cached = append(f.Cached, cached)
+	f.Objects = append(f.Objects, live)
+	f.Add(controllertest.Node("gpu-1"))
 
 	want := imageChangedStatus(task)
-	f.kubeactions = append(f.kubeactions, core.NewGetAction(podsResource, task.Namespace, task.Name))
+	f.KubeActions = append(f.KubeActions, core.NewGetAction(podsResource, task.Namespace, task.Name))
 	f.expectUpdateStatus(want)
 	f.run(ctx, key(task))
 
-	f.setTask(want)
+	f.Update(want)
 	f.run(ctx, key(task))
 
 	// The edit undone: the hashes agree again, and what was remembered goes.
 	back := want.DeepCopy()
 	back.Spec.Image = newTask("render").Spec.Image
-	f.setTask(back)
+	f.Update(back)
 	c := f.newController(ctx)
 	want = runningAtGeneration(back, 2)
 	f.expectUpdateStatus(want)
@@ -85,7 +85,7 @@ func TestSpecEditOfStampedPod(t *testing.T) {
 	if d := c.knownDrift(key(task)); d != nil {
 		t.Errorf("drift still remembered once the pod is up to date: %+v", d)
 	}
-	f.expectEvents()
+	f.ExpectEvents()
 }
 
 // TestPodDifferingInHashOnly: a pod whose hash differs while the pod itself
@@ -98,21 +98,21 @@ func TestPodDifferingInHashOnly(t *testing.T) {
 	live, cached := stampedPod(t, f, task)
 	live.Annotations[gputaskv1.AnnotationPodSpecHash] = "older"
 	cached.Annotations[gputaskv1.AnnotationPodSpecHash] = "older"
-	f.addTask(task)
-	f.podLister = append(f.podLister, cached)
-	f.kubeobjects = append(f.kubeobjects, live)
-	f.addNode(controllertest.Node("gpu-1"))
+	f.Add(task)
+	f.Cached = append(f.Cached, cached)
+	f.Objects = append(f.Objects, live)
+	f.Add(controllertest.Node("gpu-1"))
 
 	built, err := podspec.Build(task, f.opts.withDefaults().podOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
 	patch := `{"metadata":{"annotations":{"gputask.io/pod-spec-hash":"` + podspec.Hash(built) + `"}}}`
-	f.kubeactions = append(f.kubeactions,
+	f.KubeActions = append(f.KubeActions,
 		core.NewGetAction(podsResource, task.Namespace, task.Name),
 		core.NewPatchAction(podsResource, task.Namespace, task.Name, types.MergePatchType, []byte(patch)))
 	f.run(ctx, key(task))
-	f.expectEvents()
+	f.ExpectEvents()
 }
 
 // runningAtGeneration is task with the status of a Running pod on gpu-1,

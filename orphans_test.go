@@ -58,10 +58,10 @@ func TestOrphanPods(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			f := newFixture(t)
 			if tc.cached != nil {
-				f.addTask(tc.cached)
+				f.Add(tc.cached)
 			}
 			if tc.apiOnly != nil {
-				f.objects = append(f.objects, tc.apiOnly)
+				f.Objects = append(f.Objects, tc.apiOnly)
 			}
 			pod := podWith(newTask("render"), corev1.PodRunning, "gpu-1")
 			pod.OwnerReferences = ownerRefs(tc.podOwner)
@@ -71,8 +71,8 @@ func TestOrphanPods(t *testing.T) {
 			}
 			live := pod.DeepCopy()
 			live.OwnerReferences = ownerRefs(tc.livePodOwner)
-			f.podLister = append(f.podLister, pod)
-			f.kubeobjects = append(f.kubeobjects, live)
+			f.Cached = append(f.Cached, pod)
+			f.Objects = append(f.Objects, live)
 			c := f.newController(ctx)
 
 			// At start-up the informer hands every pod over as an add.
@@ -90,13 +90,13 @@ func TestOrphanPods(t *testing.T) {
 			c.workqueue.Done(k)
 
 			if tc.wantGetTask {
-				f.actions = append(f.actions, core.NewGetAction(taskResource, pod.Namespace, "render"))
+				f.Actions = append(f.Actions, core.NewGetAction(taskResource, pod.Namespace, "render"))
 			}
 			if tc.wantGetPod {
-				f.kubeactions = append(f.kubeactions, core.NewGetAction(podsResource, pod.Namespace, pod.Name))
+				f.KubeActions = append(f.KubeActions, core.NewGetAction(podsResource, pod.Namespace, pod.Name))
 			}
 			if tc.wantDelete {
-				f.kubeactions = append(f.kubeactions, core.NewDeleteActionWithOptions(podsResource, pod.Namespace, pod.Name,
+				f.KubeActions = append(f.KubeActions, core.NewDeleteActionWithOptions(podsResource, pod.Namespace, pod.Name,
 					metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(pod.UID), ResourceVersion: ptr.To(pod.ResourceVersion)}}))
 			}
 			if tc.cached != nil && !tc.wantDelete {
@@ -113,17 +113,17 @@ func TestOrphanPodDeleteConflict(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	pod := podWith(newTask("render"), corev1.PodRunning, "gpu-1")
-	f.addPod(pod)
+	f.Add(pod)
 	f.newController(ctx)
-	f.kubeclient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
+	f.KubeClient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(podsResource.GroupResource(), pod.Name, nil)
 	})
-	f.actions = append(f.actions, core.NewGetAction(taskResource, pod.Namespace, "render"))
-	f.kubeactions = append(f.kubeactions,
+	f.Actions = append(f.Actions, core.NewGetAction(taskResource, pod.Namespace, "render"))
+	f.KubeActions = append(f.KubeActions,
 		core.NewGetAction(podsResource, pod.Namespace, pod.Name),
 		core.NewDeleteActionWithOptions(podsResource, pod.Namespace, pod.Name,
 			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(pod.UID), ResourceVersion: ptr.To(pod.ResourceVersion)}}))
-	f.runExpectError(ctx, cache.MetaObjectToName(pod), true)
+	f.runExpectError(ctx, cache.MetaObjectToName(pod))
 }
 
 func ownerRefs(uid types.UID) []metav1.OwnerReference {
@@ -155,12 +155,12 @@ func TestInterruptedPodDeleteCompleted(t *testing.T) {
 			pod.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
 			pod.DeletionGracePeriodSeconds = ptr.To(grace)
 			pod.Finalizers = tc.finalizers
-			f.addTask(task)
-			f.addPod(pod)
+			f.Add(task)
+			f.Add(pod)
 			c := f.newController(ctx)
 			task = task.DeepCopy()
 			task.Status = c.status(task, taskstatus.View{Pod: pod})
-			f.setTask(task)
+			f.Update(task)
 
 			if grace == 0 && len(tc.finalizers) == 0 {
 				f.expectDeletePod(pod)

@@ -26,7 +26,7 @@ func gatedPodOf(t *testing.T, f *fixture) (*corev1.Pod, func(*corev1.Pod) *corev
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated,
 		LastTransitionTime: metav1.NewTime(testNow),
 	}}
-	f.addTask(task)
+	f.Add(task)
 	// letGo is the pod once its gate is lifted and the scheduler found no
 	// node: the condition keeps its transition time, the pod's creation.
 	letGo := func(p *corev1.Pod) *corev1.Pod {
@@ -52,7 +52,7 @@ func TestPendingTimeoutRunsFromTheGate(t *testing.T) {
 	if reason, ok := c.replacementReason(ctx, k, newTask("render"), pod); ok {
 		t.Fatalf("a gated pod is replaced (%s)", reason)
 	}
-	f.clock.Step(time.Hour)
+	f.Clock.Step(time.Hour)
 	if reason, ok := c.replacementReason(ctx, k, newTask("render"), pod); ok {
 		t.Fatalf("a pod gated for an hour is replaced (%s)", reason)
 	}
@@ -60,11 +60,11 @@ func TestPendingTimeoutRunsFromTheGate(t *testing.T) {
 	if reason, ok := c.replacementReason(ctx, k, newTask("render"), admitted); ok {
 		t.Fatalf("a pod is replaced the moment its gate is lifted (%s)", reason)
 	}
-	f.clock.Step(f.opts.PendingTimeout - time.Second)
+	f.Clock.Step(f.opts.PendingTimeout - time.Second)
 	if reason, ok := c.replacementReason(ctx, k, newTask("render"), admitted); ok {
 		t.Fatalf("a pod is replaced before the pending timeout since its gate was lifted (%s)", reason)
 	}
-	f.clock.Step(time.Second)
+	f.Clock.Step(time.Second)
 	if reason, ok := c.replacementReason(ctx, k, newTask("render"), admitted); !ok || reason != reschedule.ReasonUnschedulable {
 		t.Fatalf("replacementReason = %q, %v at the pending timeout since the gate was lifted; want Unschedulable", reason, ok)
 	}
@@ -80,7 +80,7 @@ func TestQueuedPodIsLeftToItsQueue(t *testing.T) {
 	c := f.newController(ctx)
 	k := key(newTask("render"))
 	admitted := letGo(pod)
-	f.clock.Step(24 * time.Hour)
+	f.Clock.Step(24 * time.Hour)
 	if reason, ok := c.replacementReason(ctx, k, newTask("render"), admitted); ok {
 		t.Fatalf("Kueue's pod is replaced for waiting a day (%s)", reason)
 	}
@@ -107,35 +107,35 @@ func TestEvictionIsCounted(t *testing.T) {
 		Message: "Preempted to accommodate a workload (UID: 42) in the ClusterQueue",
 	})
 	c := f.newController(ctx)
-	f.setPod(evicted)
+	f.Update(evicted)
 	for range 2 {
 		if err := c.syncHandler(ctx, key(task)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, a := range f.kubeclient.Actions() {
+	for _, a := range f.KubeClient.Actions() {
 		if a.GetVerb() == "delete" {
 			t.Errorf("a pod Kueue's finalizer holds was deleted again: %v", a)
 		}
 	}
-	f.expectEvents("Warning Evicted Pod render was evicted by Kueue (StoppedByKueue): Preempted to accommodate a workload (UID: 42) in the ClusterQueue")
+	f.ExpectEvents("Warning Evicted Pod render was evicted by Kueue (StoppedByKueue): Preempted to accommodate a workload (UID: 42) in the ClusterQueue")
 
 	// The pod is gone: its replacement is made and counted.
-	f.removePod(evicted)
-	if err := f.kubeclient.Tracker().Delete(podsResource, evicted.Namespace, evicted.Name); err != nil {
+	f.Remove(evicted)
+	if err := f.KubeClient.Tracker().Delete(podsResource, evicted.Namespace, evicted.Name); err != nil {
 		t.Fatal(err)
 	}
-	f.kubeclient.ClearActions()
-	f.client.ClearActions()
+	f.KubeClient.ClearActions()
+	f.Client.ClearActions()
 	if err := c.syncHandler(ctx, key(task)); err != nil {
 		t.Fatal(err)
 	}
 	created := false
-	for _, a := range f.kubeclient.Actions() {
+	for _, a := range f.KubeClient.Actions() {
 		created = created || a.GetVerb() == "create"
 	}
 	var counted int32
-	for _, a := range f.client.Actions() {
+	for _, a := range f.Client.Actions() {
 		if u, ok := a.(core.UpdateAction); ok && a.GetSubresource() == "status" {
 			counted = u.GetObject().(*gputaskv1.GPUTask).Status.Reschedules
 		}
@@ -143,5 +143,5 @@ func TestEvictionIsCounted(t *testing.T) {
 	if !created || counted != 1 {
 		t.Errorf("after the eviction: pod created %v, reschedules %d; want a new pod and 1", created, counted)
 	}
-	f.expectEvents("Normal Rescheduled Rescheduled (Evicted): replaced the pod with render")
+	f.ExpectEvents("Normal Rescheduled Rescheduled (Evicted): replaced the pod with render")
 }

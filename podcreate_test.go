@@ -18,13 +18,13 @@ func TestPodCreateFailed(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	task := newTask("render")
-	f.addTask(task)
+	f.Add(task)
 	c := f.newController(ctx)
 	refused := apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "render", field.ErrorList{
 		field.Invalid(field.NewPath("spec", "containers").Index(0).Child("env").Index(0).Child("name"), "1BAD", "a valid environment variable name must consist of alphabetic characters"),
 	})
 	refuse := true
-	f.kubeclient.PrependReactor("create", "pods", func(core.Action) (bool, runtime.Object, error) {
+	f.KubeClient.PrependReactor("create", "pods", func(core.Action) (bool, runtime.Object, error) {
 		if refuse {
 			return true, nil, refused
 		}
@@ -34,18 +34,18 @@ func TestPodCreateFailed(t *testing.T) {
 	failed := podCreateFailed(task, "Invalid", refused.Error())
 	f.expectCreatePod(expectedPod(task))
 	f.expectUpdateStatus(failed)
-	f.runExpectError(ctx, key(task), true)
-	f.expectEvents("Warning FailedCreate")
+	f.runExpectError(ctx, key(task))
+	f.ExpectEvents("Warning FailedCreate")
 
 	// The next attempt is refused the same way: no status write.
-	f.setTask(failed)
+	f.Update(failed)
 	f.expectCreatePod(expectedPod(task))
-	f.runExpectError(ctx, key(task), true)
-	f.expectEvents("Warning FailedCreate")
+	f.runExpectError(ctx, key(task))
+	f.ExpectEvents("Warning FailedCreate")
 
 	// The worker backs off rather than retrying at once.
 	c.workqueue.Add(key(task))
-	f.kubeclient.ClearActions()
+	f.KubeClient.ClearActions()
 	c.processNextWorkItem(ctx)
 	if n := c.workqueue.NumRequeues(key(task)); n != 1 {
 		t.Errorf("NumRequeues = %d after a refused create, want 1", n)
@@ -53,12 +53,12 @@ func TestPodCreateFailed(t *testing.T) {
 	if n := c.workqueue.Len(); n != 0 {
 		t.Errorf("queue holds %d items at once after a refused create, want 0", n)
 	}
-	f.expectEvents("Warning FailedCreate")
+	f.ExpectEvents("Warning FailedCreate")
 
 	// Once the pod is accepted, the create's worker moves on; the status,
 	// and with it the condition, follows the pod's add event.
 	refuse = false
 	f.expectCreatePod(expectedPod(task))
 	f.run(ctx, key(task))
-	f.expectEvents()
+	f.ExpectEvents()
 }

@@ -68,24 +68,24 @@ func TestStatusWaitsForThePodToSettle(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	task := newTask("render")
-	f.addTask(task)
-	f.addNode(controllertest.Node("gpu-1"))
+	f.Add(task)
+	f.Add(controllertest.Node("gpu-1"))
 	f.newController(ctx)
 
 	pending := podWith(task, corev1.PodPending, "")
 	pending.CreationTimestamp = metav1.NewTime(testNow)
-	f.setPod(pending)
+	f.Update(pending)
 	f.run(ctx, key(task)) // the add event: no write yet
 
 	bound := podWith(task, corev1.PodPending, "gpu-1")
 	bound.CreationTimestamp = pending.CreationTimestamp
 	bound.Status.Conditions[0].LastTransitionTime = metav1.NewTime(testNow)
-	f.setPod(bound)
+	f.Update(bound)
 	f.run(ctx, key(task)) // bound: no write yet
 
 	running := podWith(task, corev1.PodRunning, "gpu-1")
 	running.CreationTimestamp = pending.CreationTimestamp
-	f.setPod(running)
+	f.Update(running)
 	f.expectUpdateStatus(withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1"))
 	f.run(ctx, key(task))
 }
@@ -94,15 +94,15 @@ func TestStatusShowsAPodThatDoesNotSettle(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	task := newTask("render")
-	f.addTask(task)
+	f.Add(task)
 	f.newController(ctx)
 
 	pending := podWith(task, corev1.PodPending, "")
 	pending.CreationTimestamp = metav1.NewTime(testNow)
-	f.setPod(pending)
+	f.Update(pending)
 	f.run(ctx, key(task))
 
-	f.clock.Step(taskstatus.Settle)
+	f.Clock.Step(taskstatus.Settle)
 	want := withStatus(task, gputaskv1.GPUTaskPending, "")
 	for i := range want.Status.Conditions {
 		want.Status.Conditions[i].LastTransitionTime = metav1.NewTime(testNow.Add(taskstatus.Settle))
@@ -118,11 +118,11 @@ func TestStatusWriteWaitsForTheCacheToShowTheLast(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	task := newTask("render")
-	f.addTask(task)
-	f.addNode(controllertest.Node("gpu-1"))
+	f.Add(task)
+	f.Add(controllertest.Node("gpu-1"))
 	f.newController(ctx)
 	// As the API server does, a status write gives the task a new version.
-	f.client.PrependReactor("update", "gputasks", func(action core.Action) (bool, runtime.Object, error) {
+	f.Client.PrependReactor("update", "gputasks", func(action core.Action) (bool, runtime.Object, error) {
 		out := action.(core.UpdateAction).GetObject().(*gputaskv1.GPUTask).DeepCopy()
 		out.ResourceVersion += "1"
 		return true, out, nil
@@ -130,7 +130,7 @@ func TestStatusWriteWaitsForTheCacheToShowTheLast(t *testing.T) {
 
 	pending := podWith(task, corev1.PodPending, "")
 	pending.CreationTimestamp = metav1.NewTime(testNow.Add(-taskstatus.Settle))
-	f.setPod(pending)
+	f.Update(pending)
 	written := withStatus(task, gputaskv1.GPUTaskPending, "")
 	f.expectUpdateStatus(written)
 	f.run(ctx, key(task))
@@ -138,13 +138,13 @@ func TestStatusWriteWaitsForTheCacheToShowTheLast(t *testing.T) {
 	// The pod runs before the task's update event came: nothing is written.
 	running := podWith(task, corev1.PodRunning, "gpu-1")
 	running.CreationTimestamp = pending.CreationTimestamp
-	f.setPod(running)
+	f.Update(running)
 	f.run(ctx, key(task))
 
 	// The cache shows the write under its new version: the next one goes.
 	shown := written.DeepCopy()
 	shown.ResourceVersion = "2"
-	f.setTask(shown)
+	f.Update(shown)
 	f.expectUpdateStatus(withStatus(shown, gputaskv1.GPUTaskRunning, "gpu-1"))
 	f.run(ctx, key(task))
 }
@@ -160,10 +160,10 @@ func TestStatusWritesWaitForTheirTurnOutsideTheWorkers(t *testing.T) {
 	first := withStatus(newTask("first"), gputaskv1.GPUTaskPending, "")
 	second := withStatus(newTask("second"), gputaskv1.GPUTaskPending, "")
 	for _, task := range []*gputaskv1.GPUTask{first, second} {
-		f.addTask(task)
-		f.addPod(podWith(task, corev1.PodRunning, "gpu-1"))
+		f.Add(task)
+		f.Add(podWith(task, corev1.PodRunning, "gpu-1"))
 	}
-	f.addNode(controllertest.Node("gpu-1"))
+	f.Add(controllertest.Node("gpu-1"))
 	c := f.newController(ctx)
 
 	f.expectUpdateStatus(withStatus(first, gputaskv1.GPUTaskRunning, "gpu-1"))
@@ -179,15 +179,15 @@ func TestStatusWritesWaitForTheirTurnOutsideTheWorkers(t *testing.T) {
 		t.Fatalf("turn reserved for %v, want %v", turn, want)
 	}
 	// Another event before the turn takes no second turn.
-	f.clock.Step(500 * time.Millisecond)
+	f.Clock.Step(500 * time.Millisecond)
 	if err := c.syncHandler(ctx, key(second)); err != nil || !stateOf(c, key(second)).statusWriteAt.Equal(turn) {
 		t.Fatalf("early sync = %v, turn %v; want no error and the same turn", err, stateOf(c, key(second)).statusWriteAt)
 	}
-	if n := len(controllertest.FilterInformerActions(f.client.Actions())); n != 1 {
+	if n := len(controllertest.FilterInformerActions(f.Client.Actions())); n != 1 {
 		t.Fatalf("%d GPUTask writes, want only the first task's", n)
 	}
 
-	f.clock.Step(500 * time.Millisecond)
+	f.Clock.Step(500 * time.Millisecond)
 	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
 		return c.workqueue.Len() > 0, nil
 	}); err != nil {

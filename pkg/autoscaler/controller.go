@@ -207,9 +207,9 @@ func NewController(
 	// Only set events drive the loop. Nodes, pods and tasks are read from
 	// their listers at each evaluation, which happens every interval anyway.
 	setsReg, err := setInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.onSetAdd,
-		UpdateFunc: c.onSetUpdate,
-		DeleteFunc: c.onSetDelete,
+		AddFunc:    func(obj any) { c.addSet(logger, obj) },
+		UpdateFunc: func(old, cur any) { c.updateSet(logger, old, cur) },
+		DeleteFunc: func(obj any) { c.deleteSet(logger, obj) },
 	})
 	utilruntime.Must(err)
 	c.setsSynced = setsReg.HasSynced

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,20 +22,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
-	kubeinformers "k8s.io/client-go/informers"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
-	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/controllertest"
 	applyv1 "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration/gputask/v1"
-	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
-	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/scaling"
@@ -53,21 +47,10 @@ type fakeSource struct {
 
 func (s fakeSource) Read(context.Context) (float64, error) { return s.value, s.err }
 
+// fixture is the shared controllertest fixture with the autoscaler over
+// it, its load-index sources faked by metric name.
 type fixture struct {
-	t          testing.TB
-	client     *fake.Clientset
-	kubeClient *kubefake.Clientset
-	recorder   *record.FakeRecorder
-	clock      *testingclock.FakeClock
-	// queue records the delays a sync queued its set after.
-	queue *controllertest.RecordingQueue
-	inf   informers.SharedInformerFactory
-	kinf  kubeinformers.SharedInformerFactory
-
-	sets  []*gputaskv1.GPUTaskSet
-	tasks []*gputaskv1.GPUTask
-	nodes []*corev1.Node
-	pods  []*corev1.Pod
+	*controllertest.Fixture
 
 	// readings maps metric name to what its source returns.
 	readings map[string]fakeSource
@@ -89,10 +72,7 @@ type fixture struct {
 }
 
 func newFixture(t testing.TB) *fixture {
-	return &fixture{
-		t: t, readings: map[string]fakeSource{}, sourceErrs: map[string]error{},
-		clock: testingclock.NewFakeClock(t0), recorder: record.NewFakeRecorder(100),
-	}
+	return &fixture{Fixture: controllertest.NewFixture(t, t0), readings: map[string]fakeSource{}, sourceErrs: map[string]error{}}
 }
 
 // newSet is a set of replicas tasks of one A100 each, autoscaled on the
@@ -113,68 +93,30 @@ func newSet(name string, replicas int32) *gputaskv1.GPUTaskSet {
 // scale subresource at spec.replicas, and its "queue" metric reading queue.
 // It builds the controller over them.
 func (f *fixture) autoscale(ctx context.Context, set *gputaskv1.GPUTaskSet, queue fakeSource) *Controller {
-	f.sets = append(f.sets, set)
+	f.Add(set)
 	f.scaleReplicas = ptr.Deref(set.Spec.Replicas, 1)
 	f.readings["queue"] = queue
-	c, _ := f.newController(ctx)
-	return c
+	return f.newController(ctx)
 }
 
-func (f *fixture) newController(ctx context.Context) (*Controller, informers.SharedInformerFactory) {
-	c := f.build(ctx)
-	return c, f.inf
-}
-
-func (f *fixture) newControllerWithFactories(ctx context.Context) (*Controller, informers.SharedInformerFactory, kubeinformers.SharedInformerFactory) {
-	c := f.build(ctx)
-	return c, f.inf, f.kinf
-}
-
-// build builds the controller over the fixture's objects.
-func (f *fixture) build(ctx context.Context) *Controller {
-	f.t.Helper()
-	var objs []runtime.Object
-	for _, s := range f.sets {
-		objs = append(objs, s)
-	}
-	for _, task := range f.tasks {
-		objs = append(objs, task)
-	}
-	f.client = fake.NewClientset(objs...)
-	var kubeObjs []runtime.Object
-	for _, n := range f.nodes {
-		kubeObjs = append(kubeObjs, n)
-	}
-	for _, p := range f.pods {
-		kubeObjs = append(kubeObjs, p)
-	}
-	f.kubeClient = kubefake.NewClientset(kubeObjs...)
+// newController builds the controller over the fixture's objects.
+func (f *fixture) newController(ctx context.Context) *Controller {
+	f.T.Helper()
+	f.Start()
 	f.addScaleReactors()
-
-	f.inf = informers.NewSharedInformerFactory(f.client, 0)
-	f.kinf = kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
-	c := NewController(ctx, f.kubeClient, f.client,
-		f.inf.Gputask().V1().GPUTaskSets(), f.inf.Gputask().V1().GPUTasks(),
-		f.kinf.Core().V1().Nodes(), cachedPods{f.kinf.Core().V1().Pods().Lister()},
-		Options{Clock: f.clock, Recorder: f.recorder, NewSource: f.newSource})
-	f.queue = &controllertest.RecordingQueue{TypedRateLimitingInterface: c.workqueue}
-	c.workqueue = f.queue
-	if f.noPreload {
-		return c
+	c := NewController(ctx, f.KubeClient, f.Client,
+		f.Informers.Gputask().V1().GPUTaskSets(), f.Informers.Gputask().V1().GPUTasks(),
+		f.KubeInformers.Core().V1().Nodes(), cachedPods{f.KubeInformers.Core().V1().Pods().Lister()},
+		Options{Clock: f.Clock, Recorder: f.Recorder, NewSource: f.newSource})
+	c.workqueue = f.RecordQueue(c.workqueue)
+	if !f.noPreload {
+		f.Preload()
 	}
-	// Preload the caches, as sample-controller's fixture does.
-	controllertest.Preload(f.t, f.inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), f.sets...)
-	controllertest.Preload(f.t, f.inf.Gputask().V1().GPUTasks().Informer().GetIndexer(), f.tasks...)
-	controllertest.Preload(f.t, f.kinf.Core().V1().Nodes().Informer().GetIndexer(), f.nodes...)
-	controllertest.Preload(f.t, f.kinf.Core().V1().Pods().Informer().GetIndexer(), f.pods...)
 	return c
 }
 
 // updateSet replaces the set in the cache, as the informer does when it
 // delivers a write.
-func (f *fixture) updateSet(set *gputaskv1.GPUTaskSet) {
-	controllertest.Update(f.t, f.inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), set)
-}
 
 func (f *fixture) newSource(_ context.Context, spec gputaskv1.MetricSpec, _ string) (loadindex.Source, error) {
 	f.mu.Lock()
@@ -207,7 +149,7 @@ func (s sourceFunc) Read(ctx context.Context) (float64, error) { return s(ctx) }
 // addScaleReactors serves the scale subresource, which the fake object
 // tracker does not know, from scaleReplicas.
 func (f *fixture) addScaleReactors() {
-	f.client.PrependReactor("get", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
+	f.Client.PrependReactor("get", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
 		if action.GetSubresource() != "scale" {
 			return false, nil, nil
 		}
@@ -219,7 +161,7 @@ func (f *fixture) addScaleReactors() {
 			Spec:       autoscalingv1.ScaleSpec{Replicas: f.scaleReplicas},
 		}, nil
 	})
-	f.client.PrependReactor("update", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
+	f.Client.PrependReactor("update", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
 		if action.GetSubresource() != "scale" {
 			return false, nil, nil
 		}
@@ -235,90 +177,78 @@ func (f *fixture) addScaleReactors() {
 // set's next evaluation after (0 for none) and its error.
 //
 // A sync that starts a load-index read returns at once; the read's end
-// queues the set, and the sync that follows decides. Both run here.
+// queues the set, and the sync that follows decides. Both run here, and
+// CheckActions compares what both did with the expected actions.
 func (f *fixture) sync(ctx context.Context, c *Controller, name string) (time.Duration, error) {
-	f.t.Helper()
-	f.queue.After()
+	f.T.Helper()
+	f.Queue.After()
 	key := cache.ObjectName{Namespace: metav1.NamespaceDefault, Name: name}
-	err := c.syncHandler(ctx, key)
+	err := f.Sync(ctx, c.syncHandler, key)
 	if err == nil && c.readPending(key) {
 		if werr := wait.PollUntilContextTimeout(ctx, time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
 			return !c.readsInFlight(key) && c.workqueue.Len() > 0, nil
 		}); werr != nil {
-			f.t.Fatalf("the read of %s did not end: %v", name, werr)
+			f.T.Fatalf("the read of %s did not end: %v", name, werr)
 		}
 		f.drainQueue(c, key)
 		err = c.syncHandler(ctx, key)
 	}
 	var next time.Duration
-	if after := f.queue.After(); len(after) > 0 {
+	if after := f.Queue.After(); len(after) > 0 {
 		next = after[len(after)-1]
 	}
 	return next, err
 }
 
-// writes returns the non-read actions on the gputask client, as
-// "verb resource/subresource".
-func (f *fixture) writes() []string { return controllertest.Writes(f.client.Actions()) }
-
 func (f *fixture) lastStatus() *gputaskv1.GPUTaskSet {
-	f.t.Helper()
-	actions := f.client.Actions()
+	f.T.Helper()
+	actions := f.Client.Actions()
 	for i := len(actions) - 1; i >= 0; i-- {
 		if controllertest.IsApply(actions[i]) && actions[i].GetSubresource() == "status" {
 			// The set as the API server keeps it after the apply: the
 			// set controller's fields and the autoscaler's.
 			a := actions[i].(core.PatchAction)
-			set, err := f.client.GputaskV1().GPUTaskSets(a.GetNamespace()).Get(context.Background(), a.GetName(), metav1.GetOptions{})
+			set, err := f.Client.GputaskV1().GPUTaskSets(a.GetNamespace()).Get(context.Background(), a.GetName(), metav1.GetOptions{})
 			if err != nil {
 				applied := &gputaskv1.GPUTaskSet{}
-				controllertest.Applied(f.t, actions[i], applied)
+				controllertest.Applied(f.T, actions[i], applied)
 				return applied
 			}
 			return set
 		}
 	}
-	f.t.Fatal("no status update")
+	f.T.Fatal("no status update")
 	return nil
 }
 
 // syncOK evaluates the set name once and fails the test on an error.
 func (f *fixture) syncOK(ctx context.Context, c *Controller, name string) time.Duration {
-	f.t.Helper()
+	f.T.Helper()
 	next, err := f.sync(ctx, c, name)
 	if err != nil {
-		f.t.Fatalf("sync %s: %v", name, err)
+		f.T.Fatalf("sync %s: %v", name, err)
 	}
 	return next
 }
 
-// expectWrites checks the writes on the gputask client since it was built
-// or cleared, each as "verb resource/subresource".
-func (f *fixture) expectWrites(want ...string) {
-	f.t.Helper()
-	if got := f.writes(); !slices.Equal(got, want) {
-		f.t.Fatalf("writes = %v, want %v", got, want)
-	}
+// expectScale expects the read and the write of the set's scale
+// subresource, to replicas.
+func (f *fixture) expectScale(name string, replicas int32) {
+	f.Actions = append(f.Actions,
+		core.NewGetSubresourceAction(controllertest.SetsResource, metav1.NamespaceDefault, "scale", name),
+		core.NewUpdateSubresourceAction(controllertest.SetsResource, "scale", metav1.NamespaceDefault, &autoscalingv1.Scale{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault, ResourceVersion: "7"},
+			Spec:       autoscalingv1.ScaleSpec{Replicas: replicas},
+		}))
 }
 
-func (f *fixture) events() []string { return controllertest.Events(f.recorder) }
-
-// assertEvents is controllertest.ExpectEvents, under the name older tests
-// use.
-func assertEvents(t *testing.T, got []string, want ...string) {
-	t.Helper()
-	controllertest.ExpectEvents(t, got, want...)
+// expectStatus expects an apply of the set's status, which the test reads
+// back with lastStatus.
+func (f *fixture) expectStatus(name string) {
+	f.Actions = append(f.Actions, controllertest.ApplyAction(controllertest.SetsResource, metav1.NamespaceDefault, name, "status"))
 }
 
-// equalStrings is slices.Equal under the name older tests use.
-func equalStrings(a, b []string) bool { return slices.Equal(a, b) }
-
-// expectEvents checks the events recorded since the last call, in order,
-// by prefix.
-func (f *fixture) expectEvents(want ...string) {
-	f.t.Helper()
-	controllertest.ExpectEvents(f.t, f.events(), want...)
-}
+func (f *fixture) events() []string { return controllertest.Events(f.Recorder) }
 
 func assertCondition(t *testing.T, set *gputaskv1.GPUTaskSet, condType string, status metav1.ConditionStatus, reason string) {
 	t.Helper()
@@ -339,7 +269,9 @@ func TestScaleUpWritesScaleStatusAndEvent(t *testing.T) {
 	if next := f.syncOK(ctx, c, "web"); next != scaling.DefaultInterval {
 		t.Errorf("next evaluation in %v, want %v", next, scaling.DefaultInterval)
 	}
-	f.expectWrites("get gputasksets/scale", "update gputasksets/scale", "apply gputasksets/status")
+	f.expectScale("web", 8)
+	f.expectStatus("web")
+	f.CheckActions()
 	if f.scaleReplicas != 8 {
 		t.Errorf("scale replicas = %d, want 8", f.scaleReplicas)
 	}
@@ -370,7 +302,7 @@ func TestScaleUpWritesScaleStatusAndEvent(t *testing.T) {
 	if meta.FindStatusCondition(set.Status.Conditions, gputaskv1.ConditionFallback) != nil {
 		t.Error("Fallback condition set without a fallback")
 	}
-	f.expectEvents("Normal ScaledUp New size: 8; reason: load 0.91 above up threshold 0.8")
+	f.ExpectEvents("Normal ScaledUp New size: 8; reason: load 0.91 above up threshold 0.8")
 }
 
 func TestHoldMakesNoScaleWriteAndSteadyStateNoWrites(t *testing.T) {
@@ -379,30 +311,32 @@ func TestHoldMakesNoScaleWriteAndSteadyStateNoWrites(t *testing.T) {
 	c := f.autoscale(ctx, newSet("web", 5), fakeSource{value: 0.6})
 
 	f.syncOK(ctx, c, "web")
-	f.expectWrites("apply gputasksets/status")
+	f.expectStatus("web")
+	f.CheckActions()
 	set := f.lastStatus()
 	if set.Status.LastScaleTime != nil {
 		t.Error("lastScaleTime set on a hold")
 	}
 	assertCondition(t, set, gputaskv1.ConditionAbleToScale, metav1.ConditionTrue, ReasonReadyForNewScale)
-	f.expectEvents()
+	f.ExpectEvents()
 
 	// The informer delivers our own write; the next evaluation, with the same
 	// load, must not write anything although the clock moved.
-	f.updateSet(set)
-	f.client.ClearActions()
-	f.clock.Step(30 * time.Second)
+	f.Update(set)
+	f.Client.ClearActions()
+	f.Clock.Step(30 * time.Second)
 	f.syncOK(ctx, c, "web")
-	f.expectWrites() // nothing
+	f.CheckActions() // nothing
 	if f.builds != 1 {
 		t.Errorf("sources built %d times, want once", f.builds)
 	}
 
 	// A changed load index is a real change and is written.
 	f.readings["queue"] = fakeSource{value: 0.7}
-	f.clock.Step(30 * time.Second)
+	f.Clock.Step(30 * time.Second)
 	f.syncOK(ctx, c, "web")
-	f.expectWrites("apply gputasksets/status")
+	f.expectStatus("web")
+	f.CheckActions()
 }
 
 func TestFailureReportsAndNeverScalesDown(t *testing.T) {
@@ -415,7 +349,8 @@ func TestFailureReportsAndNeverScalesDown(t *testing.T) {
 	c := f.autoscale(ctx, set, fakeSource{err: errors.New("GET http://127.0.0.1:1/load: connection refused")})
 
 	f.syncOK(ctx, c, "web")
-	f.expectWrites("apply gputasksets/status")
+	f.expectStatus("web")
+	f.CheckActions()
 	got := f.lastStatus()
 	assertCondition(t, got, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, scaling.ReasonFailedGetLoadIndex)
 	if got.Status.ConsecutiveFailures != 1 {
@@ -427,7 +362,7 @@ func TestFailureReportsAndNeverScalesDown(t *testing.T) {
 	if m := got.Status.Metrics[0]; m.Error == "" || m.Value != "" {
 		t.Errorf("failed metric status = %+v", m)
 	}
-	f.expectEvents(`Warning FailedGetLoadIndex metric "queue": GET http://127.0.0.1:1/load: connection refused`)
+	f.ExpectEvents(`Warning FailedGetLoadIndex metric "queue": GET http://127.0.0.1:1/load: connection refused`)
 }
 
 func TestFallbackAfterThreshold(t *testing.T) {
@@ -444,7 +379,7 @@ func TestFallbackAfterThreshold(t *testing.T) {
 	}
 	got := f.lastStatus()
 	assertCondition(t, got, gputaskv1.ConditionFallback, metav1.ConditionTrue, scaling.ReasonFallbackReplicas)
-	f.expectEvents("Warning FailedGetLoadIndex", "Normal ScaledDown New size: 2; reason: load index failed 3 times in a row")
+	f.ExpectEvents("Warning FailedGetLoadIndex", "Normal ScaledDown New size: 2; reason: load index failed 3 times in a row")
 }
 
 func TestInvalidMetricSpec(t *testing.T) {
@@ -456,7 +391,7 @@ func TestInvalidMetricSpec(t *testing.T) {
 	f.syncOK(ctx, c, "web")
 	got := f.lastStatus()
 	assertCondition(t, got, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, ReasonInvalidMetricSpec)
-	f.expectEvents(`Warning InvalidMetricSpec metric "queue": http.auth.bearerTokenSecretRef`)
+	f.ExpectEvents(`Warning InvalidMetricSpec metric "queue": http.auth.bearerTokenSecretRef`)
 
 	// A failed build is retried: the Secret may exist by now.
 	delete(f.sourceErrs, "queue")
@@ -476,12 +411,13 @@ func TestDryRunWritesStatusButNoScale(t *testing.T) {
 	c := f.autoscale(ctx, set, fakeSource{value: 0.95})
 
 	f.syncOK(ctx, c, "web")
-	f.expectWrites("apply gputasksets/status")
+	f.expectStatus("web")
+	f.CheckActions()
 	got := f.lastStatus()
 	if ptr.Deref(got.Status.DesiredReplicas, 0) != 8 || got.Status.LastScaleTime != nil {
 		t.Errorf("dry run status: desired %v, lastScaleTime %v", got.Status.DesiredReplicas, got.Status.LastScaleTime)
 	}
-	f.expectEvents("Normal DryRunScale Would scale from 5 to 8")
+	f.ExpectEvents("Normal DryRunScale Would scale from 5 to 8")
 }
 
 func TestPausedAndStoppedMakeNoScaleWrite(t *testing.T) {
@@ -495,7 +431,8 @@ func TestPausedAndStoppedMakeNoScaleWrite(t *testing.T) {
 			c := f.autoscale(ctx, set, fakeSource{value: 0.95})
 
 			f.syncOK(ctx, c, "web")
-			f.expectWrites("apply gputasksets/status")
+			f.expectStatus("web")
+			f.CheckActions()
 			got := f.lastStatus()
 			assertCondition(t, got, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, reasons[annotation])
 			if !strings.Contains(got.Status.LastDecision.Message, "would scale to 8") {
@@ -529,24 +466,24 @@ func TestCapacityAwareCapsScaleUp(t *testing.T) {
 	set.Spec.Autoscaling.Policy.StepUp = ptr.To[int32](8)
 	impostor := set.DeepCopy()
 	impostor.UID = "someone-else"
-	f.nodes = []*corev1.Node{
+	f.Add(
 		gpuNode("a100-1", "A100", 4, false),
 		gpuNode("a100-2", "A100", 4, false),
 		gpuNode("a100-cordoned", "A100", 8, true),
 		gpuNode("h100", "H100", 8, false),
-	}
-	f.pods = []*corev1.Pod{
+	)
+	f.Add(
 		gpuPod("web-0", "a100-1", 1, corev1.PodRunning),
 		gpuPod("web-1", "a100-1", 1, corev1.PodRunning),
 		gpuPod("other", "a100-1", 1, corev1.PodRunning),
 		gpuPod("done", "a100-2", 4, corev1.PodSucceeded),
 		gpuPod("pending", "", 1, corev1.PodPending),
-	}
-	f.tasks = []*gputaskv1.GPUTask{
+	)
+	f.Add(
 		task("web-0", set, "a100-1"), task("web-1", set, "a100-1"),
 		task("web-2", set, ""),               // not bound yet
 		task("stranger", impostor, "a100-2"), // same label, other owner
-	}
+	)
 	c := f.autoscale(ctx, set, fakeSource{value: 0.95})
 
 	f.syncOK(ctx, c, "web")
@@ -567,9 +504,9 @@ func TestCapacityCountsGPUAmountAndAnyModel(t *testing.T) {
 	set := newSet("web", 1)
 	set.Spec.Template.Spec.GPU = ""
 	set.Spec.Template.Spec.GPUAmount = ptr.To(intstr.FromString("2"))
-	f.sets = []*gputaskv1.GPUTaskSet{set}
-	f.nodes = []*corev1.Node{gpuNode("a", "A100", 5, false), gpuNode("b", "H100", 4, false), {ObjectMeta: metav1.ObjectMeta{Name: "cpu"}}}
-	c, _ := f.newController(ctx)
+	f.Add(set)
+	f.Add(gpuNode("a", "A100", 5, false), gpuNode("b", "H100", 4, false), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu"}})
+	c := f.newController(ctx)
 	n, err := c.capacity(ctx, set)
 	if err != nil {
 		t.Fatalf("capacity: %v", err)
@@ -593,9 +530,9 @@ func TestCapacityCountsEveryAcceptedModel(t *testing.T) {
 	set := newSet("web", 1)
 	set.Spec.Template.Spec.GPU = "A100"
 	set.Spec.Template.Spec.GPUAlternatives = []string{"H100"}
-	f.sets = []*gputaskv1.GPUTaskSet{set}
-	f.nodes = []*corev1.Node{gpuNode("a", "A100", 2, false), gpuNode("h", "H100", 3, false), gpuNode("l", "L40S", 8, false)}
-	c, _ := f.newController(ctx)
+	f.Add(set)
+	f.Add(gpuNode("a", "A100", 2, false), gpuNode("h", "H100", 3, false), gpuNode("l", "L40S", 8, false))
+	c := f.newController(ctx)
 	n, err := c.capacity(ctx, set)
 	if err != nil {
 		t.Fatalf("capacity: %v", err)
@@ -608,18 +545,19 @@ func TestCapacityCountsEveryAcceptedModel(t *testing.T) {
 func TestStatusConflictKeepsOtherWritersFields(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	c := f.autoscale(ctx, newSet("web", 5), fakeSource{value: 0.6})
+	set := newSet("web", 5)
+	c := f.autoscale(ctx, set, fakeSource{value: 0.6})
 
 	// Meanwhile the set controller wrote its own fields.
-	fresh := f.sets[0].DeepCopy()
+	fresh := set.DeepCopy()
 	fresh.Status.RunningReplicas = 4
 	fresh.Status.HeldBackReplicas = 1
 	fresh.Status.Conditions = []metav1.Condition{{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: "FailedCreate", LastTransitionTime: metav1.NewTime(t0)}}
-	if err := f.client.Tracker().Update(gputaskv1.SchemeGroupVersion.WithResource("gputasksets"), fresh, fresh.Namespace); err != nil {
+	if err := f.Client.Tracker().Update(gputaskv1.SchemeGroupVersion.WithResource("gputasksets"), fresh, fresh.Namespace); err != nil {
 		t.Fatalf("tracker update: %v", err)
 	}
 	conflicts := 0
-	f.client.PrependReactor("update", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
+	f.Client.PrependReactor("update", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
 		if action.GetSubresource() == "status" && conflicts == 0 {
 			conflicts++
 			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: gputaskv1.SchemeGroupVersion.Group, Resource: "gputasksets"}, "web", errors.New("stale"))
@@ -660,13 +598,13 @@ func TestSetsWithoutAutoscalingAreIgnored(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("plain", 3)
 	set.Spec.Autoscaling = nil
-	f.sets = []*gputaskv1.GPUTaskSet{set}
-	c, _ := f.newController(ctx)
+	f.Add(set)
+	c := f.newController(ctx)
 	next, err := f.sync(ctx, c, "plain")
 	if err != nil || next != 0 {
 		t.Fatalf("sync = %v, %v; want no requeue", next, err)
 	}
-	f.expectWrites()
+	f.CheckActions()
 	if next, err := f.sync(ctx, c, "gone"); err != nil || next != 0 {
 		t.Errorf("sync of a missing set = %v, %v", next, err)
 	}
@@ -685,7 +623,7 @@ func TestRemovingAutoscalingClearsItsStatus(t *testing.T) {
 
 	// The set controller reports a failure of its own, and the user
 	// removes autoscaling.
-	sets := f.client.GputaskV1().GPUTaskSets(set.Namespace)
+	sets := f.Client.GputaskV1().GPUTaskSets(set.Namespace)
 	cur, err := sets.Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -704,7 +642,7 @@ func TestRemovingAutoscalingClearsItsStatus(t *testing.T) {
 	if cur, err = sets.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	controllertest.Update(t, f.inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), cur)
+	controllertest.Update(t, f.Informers.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), cur)
 
 	if next, err := f.sync(ctx, c, "web"); err != nil || next != 0 {
 		t.Fatalf("sync = %v, %v; want no requeue", next, err)
@@ -721,14 +659,15 @@ func TestRemovingAutoscalingClearsItsStatus(t *testing.T) {
 func TestSourcesRebuiltOnMetricSpecChange(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	c := f.autoscale(ctx, newSet("web", 5), fakeSource{value: 0.6})
+	set := newSet("web", 5)
+	c := f.autoscale(ctx, set, fakeSource{value: 0.6})
 
 	f.syncOK(ctx, c, "web")
 	// A replicas change bumps the generation but keeps the sources.
-	scaled := f.sets[0].DeepCopy()
+	scaled := set.DeepCopy()
 	scaled.Generation, scaled.Spec.Replicas = 2, ptr.To[int32](6)
 	f.scaleReplicas = 6
-	f.updateSet(scaled)
+	f.Update(scaled)
 	f.syncOK(ctx, c, "web")
 	if f.builds != 1 {
 		t.Errorf("builds after a replicas change = %d, want 1", f.builds)
@@ -736,13 +675,13 @@ func TestSourcesRebuiltOnMetricSpecChange(t *testing.T) {
 	changed := scaled.DeepCopy()
 	changed.Generation = 3
 	changed.Spec.Autoscaling.Metrics[0].HTTP.URL = "http://127.0.0.1:2/load"
-	f.updateSet(changed)
+	f.Update(changed)
 	f.syncOK(ctx, c, "web")
 	if f.builds != 2 {
 		t.Errorf("builds after a metric change = %d, want 2", f.builds)
 	}
 	// Sources also expire, to pick up rotated Secrets.
-	f.clock.Step(sourceTTL)
+	f.Clock.Step(sourceTTL)
 	f.syncOK(ctx, c, "web")
 	if f.builds != 3 {
 		t.Errorf("builds after the TTL = %d, want 3", f.builds)
@@ -755,11 +694,11 @@ func TestStabilizationAcrossEvaluations(t *testing.T) {
 	c := f.autoscale(ctx, newSet("web", 5), fakeSource{value: 0.6})
 
 	f.syncOK(ctx, c, "web")
-	f.updateSet(f.lastStatus())
+	f.Update(f.lastStatus())
 	// Load drops a minute later: the recommendation of 5 is still in the
 	// window, so nothing is removed.
 	f.readings["queue"] = fakeSource{value: 0.1}
-	f.clock.Step(time.Minute)
+	f.Clock.Step(time.Minute)
 	f.syncOK(ctx, c, "web")
 	if f.scaleReplicas != 5 {
 		t.Fatalf("scaled down to %d inside the stabilization window", f.scaleReplicas)
@@ -768,9 +707,9 @@ func TestStabilizationAcrossEvaluations(t *testing.T) {
 	if got.Status.LastDecision.Reason != scaling.ReasonScaleDownStabilized {
 		t.Errorf("reason = %s, want %s", got.Status.LastDecision.Reason, scaling.ReasonScaleDownStabilized)
 	}
-	f.updateSet(got)
+	f.Update(got)
 	// Past the window the scale-down happens.
-	f.clock.Step(5 * time.Minute)
+	f.Clock.Step(5 * time.Minute)
 	f.syncOK(ctx, c, "web")
 	if f.scaleReplicas != 4 {
 		t.Errorf("scale replicas = %d after the window, want 4", f.scaleReplicas)
@@ -780,7 +719,7 @@ func TestStabilizationAcrossEvaluations(t *testing.T) {
 func TestUpdateHandlerOnlyEnqueuesAutoscalingChanges(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	c, _ := f.newController(ctx)
+	c := f.newController(ctx)
 	defer c.workqueue.ShutDown()
 	old := newSet("web", 5)
 
@@ -788,20 +727,20 @@ func TestUpdateHandlerOnlyEnqueuesAutoscalingChanges(t *testing.T) {
 	statusOnly.Status.LoadIndex = "0.5"
 	replicasOnly := old.DeepCopy()
 	replicasOnly.Spec.Replicas = ptr.To[int32](9)
-	c.onSetUpdate(old, statusOnly)
-	c.onSetUpdate(old, replicasOnly)
+	c.updateSet(klog.Background(), old, statusOnly)
+	c.updateSet(klog.Background(), old, replicasOnly)
 	if n := c.workqueue.Len(); n != 0 {
 		t.Fatalf("queue length = %d after status/replicas changes, want 0", n)
 	}
 	paused := old.DeepCopy()
 	paused.Annotations = map[string]string{gputaskv1.AnnotationPaused: "true"}
-	c.onSetUpdate(old, paused)
+	c.updateSet(klog.Background(), old, paused)
 	if n := c.workqueue.Len(); n != 1 {
 		t.Fatalf("queue length = %d after pausing, want 1", n)
 	}
 	plain := old.DeepCopy()
 	plain.Spec.Autoscaling = nil
-	c.onSetAdd(plain)
+	c.addSet(klog.Background(), plain)
 	if n := c.workqueue.Len(); n != 1 {
 		t.Errorf("a set without autoscaling was enqueued")
 	}
@@ -814,8 +753,8 @@ func TestRunScalesAndStopsWithContext(t *testing.T) {
 	f := newFixture(t)
 	f.noPreload = true
 	c := f.autoscale(ctx, newSet("web", 5), fakeSource{value: 0.91})
-	f.inf.Start(ctx.Done())
-	f.kinf.Start(ctx.Done())
+	f.Informers.Start(ctx.Done())
+	f.KubeInformers.Start(ctx.Done())
 
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, 2) }()
@@ -832,8 +771,8 @@ func TestRunScalesAndStopsWithContext(t *testing.T) {
 	}
 	cancel()
 	controllertest.ExpectStopped(t, done, "Run()")
-	f.inf.Shutdown()
-	f.kinf.Shutdown()
+	f.Informers.Shutdown()
+	f.KubeInformers.Shutdown()
 }
 
 // BenchmarkCapacity measures the capacity sum over a large cluster: 1,000
@@ -843,15 +782,15 @@ func BenchmarkCapacity(b *testing.B) {
 	_, ctx := ktesting.NewTestContext(b)
 	f := newFixture(b)
 	set := newSet("web", 1)
-	f.sets = []*gputaskv1.GPUTaskSet{set}
+	f.Add(set)
 	for i := range 1000 {
 		node := fmt.Sprintf("node-%d", i)
-		f.nodes = append(f.nodes, gpuNode(node, "A100", 8, false))
+		f.Add(gpuNode(node, "A100", 8, false))
 		for j := range 8 {
-			f.pods = append(f.pods, gpuPod(fmt.Sprintf("pod-%d-%d", i, j), node, int64(j%2), corev1.PodRunning))
+			f.Add(gpuPod(fmt.Sprintf("pod-%d-%d", i, j), node, int64(j%2), corev1.PodRunning))
 		}
 	}
-	c, _ := f.newController(ctx)
+	c := f.newController(ctx)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -947,12 +886,13 @@ func TestPodGPUs(t *testing.T) {
 func TestDeleteForgetsTheSet(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	c := f.autoscale(ctx, newSet("web", 5), fakeSource{value: 0.6})
+	set := newSet("web", 5)
+	c := f.autoscale(ctx, set, fakeSource{value: 0.6})
 	f.syncOK(ctx, c, "web")
 	if len(c.sets) != 1 {
 		t.Fatalf("cached sets = %d, want 1", len(c.sets))
 	}
-	c.onSetDelete(cache.DeletedFinalStateUnknown{Key: "default/web", Obj: f.sets[0]})
+	c.deleteSet(klog.Background(), cache.DeletedFinalStateUnknown{Key: "default/web", Obj: set})
 	if len(c.sets) != 0 {
 		t.Errorf("cached sets = %d after delete, want 0", len(c.sets))
 	}
@@ -965,7 +905,7 @@ func (f *fixture) drainQueue(c *Controller, key cache.ObjectName) {
 		k, _ := c.workqueue.Get()
 		c.workqueue.Done(k)
 		if k != key {
-			f.t.Fatalf("queue held %v, want only %v", k, key)
+			f.T.Fatalf("queue held %v, want only %v", k, key)
 		}
 	}
 }

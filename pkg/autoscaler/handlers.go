@@ -4,42 +4,51 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
 	componentmetrics "k8s.io/component-base/metrics"
+	"k8s.io/klog/v2"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/metrics"
 	"github.com/gputask/gputask-controller/pkg/tombstone"
 )
 
-func (c *Controller) onSetAdd(obj any) {
+// enqueue adds the set's key to the queue.
+func (c *Controller) enqueue(set *gputaskv1.GPUTaskSet) {
+	c.workqueue.Add(cache.MetaObjectToName(set))
+}
+
+func (c *Controller) addSet(logger klog.Logger, obj any) {
 	set, ok := obj.(*gputaskv1.GPUTaskSet)
 	if !ok || set.Spec.Autoscaling == nil {
 		return
 	}
-	c.workqueue.Add(cache.MetaObjectToName(set))
+	logger.V(4).Info("GPUTaskSet added", "gputaskset", klog.KObj(set))
+	c.enqueue(set)
 }
 
-// onSetUpdate evaluates at once only when the user changed what the
+// updateSet evaluates at once only when the user changed what the
 // autoscaler does. Replicas changes (ours included) and status writes wait
 // for the next interval: re-reading a load index that has not yet reacted to
 // a scale-up would only scale up again.
-func (c *Controller) onSetUpdate(oldObj, newObj any) {
-	oldSet, ok1 := oldObj.(*gputaskv1.GPUTaskSet)
-	newSet, ok2 := newObj.(*gputaskv1.GPUTaskSet)
+func (c *Controller) updateSet(logger klog.Logger, old, cur any) {
+	oldSet, ok1 := old.(*gputaskv1.GPUTaskSet)
+	newSet, ok2 := cur.(*gputaskv1.GPUTaskSet)
 	if !ok1 || !ok2 || newSet.Spec.Autoscaling == nil {
 		return
 	}
 	if oldSet.Spec.Autoscaling == nil ||
 		!apiequality.Semantic.DeepEqual(oldSet.Spec.Autoscaling, newSet.Spec.Autoscaling) ||
 		gputaskv1.IsPaused(oldSet) != gputaskv1.IsPaused(newSet) || gputaskv1.IsStopped(oldSet) != gputaskv1.IsStopped(newSet) {
-		c.workqueue.Add(cache.MetaObjectToName(newSet))
+		logger.V(4).Info("GPUTaskSet autoscaling changed", "gputaskset", klog.KObj(newSet))
+		c.enqueue(newSet)
 	}
 }
 
-func (c *Controller) onSetDelete(obj any) {
+func (c *Controller) deleteSet(logger klog.Logger, obj any) {
 	set, ok := tombstone.Unwrap[*gputaskv1.GPUTaskSet](obj)
 	if !ok {
 		return
 	}
+	logger.V(4).Info("GPUTaskSet deleted", "gputaskset", klog.KObj(set))
 	key := cache.MetaObjectToName(set)
 	c.forget(key)
 	c.workqueue.Forget(key)

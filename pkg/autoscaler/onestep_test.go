@@ -33,27 +33,28 @@ func TestOneStepPerIntervalSequence(t *testing.T) {
 	set.Spec.Autoscaling.Interval = &gputaskv1.Duration{Duration: interval}
 	set.Spec.Autoscaling.MaxReplicas = 1000
 	set.Spec.Autoscaling.Policy.StepUp = ptr.To[int32](3)
-	f.sets = []*gputaskv1.GPUTaskSet{set}
+	f.Add(set)
 	f.scaleReplicas = 1
 	f.readings["queue"] = fakeSource{value: 0.9}
-	c, inf := f.newController(ctx)
+	c := f.newController(ctx)
+	inf := f.Informers
 	indexer := inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer()
 	taskIndexer := inf.Gputask().V1().GPUTasks().Informer().GetIndexer()
 	// readyTasks makes the set controller's work instant: as many Ready
 	// tasks as spec.replicas asks for.
 	readyTasks := func() {
 		for i := len(taskIndexer.List()); i < int(f.scaleReplicas); i++ {
-			tk := readyTask(fmt.Sprintf("web-%d", i), set, f.clock.Now())
+			tk := readyTask(fmt.Sprintf("web-%d", i), set, f.Clock.Now())
 			controllertest.Preload(t, taskIndexer, tk)
 		}
 	}
 
 	var steps []time.Time
 	failStatus := false
-	f.client.PrependReactor("update", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
+	f.Client.PrependReactor("update", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
 		switch {
 		case action.GetSubresource() == "scale":
-			steps = append(steps, f.clock.Now())
+			steps = append(steps, f.Clock.Now())
 		case action.GetSubresource() == "status" && failStatus:
 			failStatus = false
 			return true, nil, errors.New("etcd timeout")
@@ -63,7 +64,7 @@ func TestOneStepPerIntervalSequence(t *testing.T) {
 	gvr := gputaskv1.SchemeGroupVersion.WithResource("gputasksets")
 	// current is the set as the API server has it, with the scale applied.
 	current := func() *gputaskv1.GPUTaskSet {
-		obj, err := f.client.Tracker().Get(gvr, metav1.NamespaceDefault, "web")
+		obj, err := f.Client.Tracker().Get(gvr, metav1.NamespaceDefault, "web")
 		if err != nil {
 			t.Fatalf("getting set: %v", err)
 		}
@@ -75,17 +76,17 @@ func TestOneStepPerIntervalSequence(t *testing.T) {
 		s := current()
 		mutate(s)
 		s.Generation++
-		if err := f.client.Tracker().Update(gvr, s, metav1.NamespaceDefault); err != nil {
+		if err := f.Client.Tracker().Update(gvr, s, metav1.NamespaceDefault); err != nil {
 			t.Fatalf("editing set: %v", err)
 		}
 	}
 	newLeader := func() {
-		linf := informers.NewSharedInformerFactory(f.client, 0)
-		kinf := kubeinformers.NewSharedInformerFactory(f.kubeClient, 0)
-		c = NewController(ctx, f.kubeClient, f.client,
+		linf := informers.NewSharedInformerFactory(f.Client, 0)
+		kinf := kubeinformers.NewSharedInformerFactory(f.KubeClient, 0)
+		c = NewController(ctx, f.KubeClient, f.Client,
 			linf.Gputask().V1().GPUTaskSets(), linf.Gputask().V1().GPUTasks(),
 			kinf.Core().V1().Nodes(), cachedPods{kinf.Core().V1().Pods().Lister()},
-			Options{Clock: f.clock, Recorder: f.recorder, NewSource: f.newSource})
+			Options{Clock: f.Clock, Recorder: f.Recorder, NewSource: f.newSource})
 		indexer = linf.Gputask().V1().GPUTaskSets().Informer().GetIndexer()
 		controllertest.Preload(t, indexer, current())
 		for _, tk := range taskIndexer.List() {
@@ -122,7 +123,7 @@ func TestOneStepPerIntervalSequence(t *testing.T) {
 				t.Fatalf("retry at tick %d: %v", tick, err)
 			}
 		}
-		f.clock.Step(interval / 4)
+		f.Clock.Step(interval / 4)
 	}
 
 	if len(steps) < 12 {

@@ -18,11 +18,11 @@ import (
 func TestStatusAfterScaleUsesTheScaleWritesVersion(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	f.sets = []*gputaskv1.GPUTaskSet{newSet("web", 5)}
+	f.Add(newSet("web", 5))
 	f.scaleReplicas = 5
 	f.readings["queue"] = fakeSource{value: 0.91}
-	c, _ := f.newController(ctx)
-	f.client.PrependReactor("update", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
+	c := f.newController(ctx)
+	f.Client.PrependReactor("update", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
 		if action.GetSubresource() != "scale" {
 			return false, nil, nil
 		}
@@ -40,7 +40,7 @@ func TestStatusAfterScaleUsesTheScaleWritesVersion(t *testing.T) {
 	// A server-side apply names no resourceVersion and no spec, so it
 	// cannot be refused for the scale write that came just before it.
 	var applied gputaskv1.GPUTaskSet
-	for _, a := range f.client.Actions() {
+	for _, a := range f.Client.Actions() {
 		if controllertest.IsApply(a) && a.GetSubresource() == "status" {
 			controllertest.Applied(t, a, &applied)
 		}

@@ -21,38 +21,38 @@ func TestStartingTasksHoldStepAndTimeOut(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("web", 3)
 	set.Spec.Autoscaling.StartupTimeout = &gputaskv1.Duration{Duration: 2 * time.Minute}
-	f.sets = []*gputaskv1.GPUTaskSet{set}
+	f.Add(set)
 	late := readyTask("web-late", set, t0.Add(-time.Minute))
 	late.Status.Conditions = nil
-	f.tasks = []*gputaskv1.GPUTask{readyTask("web-a", set, t0.Add(-time.Hour)), readyTask("web-b", set, t0.Add(-time.Hour)), late}
+	f.Add(readyTask("web-a", set, t0.Add(-time.Hour)), readyTask("web-b", set, t0.Add(-time.Hour)), late)
 	f.scaleReplicas = 3
 	f.readings["queue"] = fakeSource{value: 0.95}
-	c, inf := f.newController(ctx)
+	c := f.newController(ctx)
+	inf := f.Informers
 
 	if _, err := f.sync(ctx, c, "web"); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	if got, want := f.writes(), []string{"apply gputasksets/status"}; !equalStrings(got, want) {
-		t.Fatalf("actions = %v, want %v", got, want)
-	}
+	f.expectStatus("web")
+	f.CheckActions()
 	got := f.lastStatus()
 	if got.Status.StartingReplicas != 1 || got.Status.LastDecision.Reason != scaling.ReasonWaitingForStartingTasks {
 		t.Fatalf("startingReplicas %d, decision %+v; want 1 and %s", got.Status.StartingReplicas, got.Status.LastDecision, scaling.ReasonWaitingForStartingTasks)
 	}
 	assertCondition(t, got, gputaskv1.ConditionAbleToScale, metav1.ConditionFalse, scaling.ReasonWaitingForStartingTasks)
-	assertEvents(t, f.events())
+	f.ExpectEvents()
 
 	// A minute later the task is past its startup timeout.
-	controllertest.Update(t, inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), got)
-	f.client.ClearActions()
-	f.clock.Step(time.Minute)
+	f.Update(got)
+	f.Client.ClearActions()
+	f.Clock.Step(time.Minute)
 	if _, err := f.sync(ctx, c, "web"); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
 	if f.scaleReplicas != 6 {
 		t.Errorf("scale replicas = %d, want 6", f.scaleReplicas)
 	}
-	assertEvents(t, f.events(), "Warning TaskStartupTimeout Task web-late is not Ready 2m0s", "Normal ScaledUp")
+	f.ExpectEvents("Warning TaskStartupTimeout Task web-late is not Ready 2m0s", "Normal ScaledUp")
 	if got := f.lastStatus(); got.Status.StartingReplicas != 0 {
 		t.Errorf("startingReplicas = %d, want 0", got.Status.StartingReplicas)
 	}
@@ -61,7 +61,7 @@ func TestStartingTasksHoldStepAndTimeOut(t *testing.T) {
 	scaled := f.lastStatus().DeepCopy()
 	scaled.Spec.Replicas = &f.scaleReplicas
 	controllertest.Update(t, inf.Gputask().V1().GPUTaskSets().Informer().GetIndexer(), scaled)
-	f.clock.Step(time.Minute)
+	f.Clock.Step(time.Minute)
 	if _, err := f.sync(ctx, c, "web"); err != nil {
 		t.Fatalf("sync: %v", err)
 	}

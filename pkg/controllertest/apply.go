@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/diff"
 	core "k8s.io/client-go/testing"
@@ -24,6 +25,13 @@ func verb(a core.Action) string {
 		return "apply"
 	}
 	return a.GetVerb()
+}
+
+// ApplyAction is an expected server-side apply of name's subresource (the
+// object itself when empty) whose content the test checks on its own, such
+// as with Applied.
+func ApplyAction(resource schema.GroupVersionResource, namespace, name, subresource string) core.Action {
+	return core.NewPatchSubresourceAction(resource, namespace, name, types.ApplyPatchType, nil, subresource)
 }
 
 // Applied decodes the object that a server-side apply sent into into, and

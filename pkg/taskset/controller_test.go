@@ -18,20 +18,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
-	k8sfake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
-	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/controllertest"
 	"github.com/gputask/gputask-controller/pkg/expectations"
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
-	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 )
 
 var (
@@ -39,162 +35,74 @@ var (
 	setsResource  = gputaskv1.SchemeGroupVersion.WithResource("gputasksets")
 )
 
-// fixture is the sample-controller test fixture: objects preloaded into the
-// fake clientset and the informer indexers, the actions the sync is expected
-// to make, and the events it is expected to record.
+// fixture is the shared controllertest fixture with the GPUTaskSet
+// controller over it.
 type fixture struct {
-	t *testing.T
-
-	client     *fake.Clientset
-	kubeclient *k8sfake.Clientset
-	clock      *testingclock.FakeClock
-	recorder   *record.FakeRecorder
-	queue      *controllertest.RecordingQueue
-
-	// Objects to put in the listers' indexers.
-	sets  []*gputaskv1.GPUTaskSet
-	tasks []*gputaskv1.GPUTask
-	// Objects the fake clientset starts with.
-	objects []runtime.Object
-	// Reactors to prepend before the name-generating one.
-	reactors []reactor
+	*controllertest.Fixture
 
 	// statusClient, when set, is Options.StatusClient.
 	statusClient *fake.Clientset
-
-	// The informers' caches, once newController built them.
-	setIndexer, taskIndexer cache.Indexer
-
-	// Expected actions, in order, except that creates may come in any order
-	// within their run (they are made in parallel batches).
-	actions []core.Action
-}
-
-type reactor struct {
-	verb, resource string
-	fn             core.ReactionFunc
 }
 
 func newFixture(t *testing.T) *fixture {
-	return &fixture{
-		t:          t,
-		kubeclient: k8sfake.NewClientset(),
-		clock:      testingclock.NewFakeClock(testNow),
-		recorder:   record.NewFakeRecorder(100),
-	}
-}
-
-// newClients builds the fake clientset with the fixture's objects and
-// reactors that make it behave like the API server where the tests need it.
-func (f *fixture) newClients() {
-	f.client = fake.NewClientset(f.objects...)
-	// The status subresource writes only the status, so a status update made
-	// from a stale copy cannot undo a spec change, as on a real API server.
-	f.client.PrependReactor("update", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
-		if action.GetSubresource() != "status" {
-			return false, nil, nil
-		}
-		in := action.(core.UpdateAction).GetObject().(*gputaskv1.GPUTaskSet)
-		cur, err := f.client.Tracker().Get(setsResource, in.Namespace, in.Name)
-		if err != nil {
-			return true, nil, err
-		}
-		out := cur.(*gputaskv1.GPUTaskSet).DeepCopy()
-		out.Status = *in.Status.DeepCopy()
-		return true, out, f.client.Tracker().Update(setsResource, out, in.Namespace)
-	})
-	// The fake tracker does not implement generateName; the API server does.
-	var generated atomic.Int64
-	f.client.PrependReactor("create", "gputasks", func(action core.Action) (bool, runtime.Object, error) {
-		create := action.(core.CreateAction)
-		task := create.GetObject().(*gputaskv1.GPUTask).DeepCopy()
-		if task.Name == "" && task.GenerateName != "" {
-			task.Name = fmt.Sprintf("%s%05d", task.GenerateName, generated.Add(1))
-		}
-		return true, task, f.client.Tracker().Create(tasksResource, task, create.GetNamespace())
-	})
-	// The test's own reactors run first.
-	for _, r := range f.reactors {
-		f.client.PrependReactor(r.verb, r.resource, r.fn)
-	}
+	return &fixture{Fixture: controllertest.NewFixture(t, testNow)}
 }
 
 // newController builds the controller over fake clients and preloaded
-// indexers. The informers are not started: the test drives syncHandler.
+// caches. The informers are not started: the test drives syncHandler.
 func (f *fixture) newController(ctx context.Context) *Controller {
-	f.newClients()
-	factory := informers.NewSharedInformerFactory(f.client, 0)
-	setInformer := factory.Gputask().V1().GPUTaskSets()
-	taskInformer := factory.Gputask().V1().GPUTasks()
-	opts := Options{Recorder: f.recorder, Clock: f.clock}
+	f.Start()
+	opts := Options{Recorder: f.Recorder, Clock: f.Clock}
 	if f.statusClient != nil {
 		opts.StatusClient = f.statusClient
 	}
-	c := NewController(ctx, f.kubeclient, f.client, setInformer, taskInformer, opts)
-	f.queue = &controllertest.RecordingQueue{TypedRateLimitingInterface: c.workqueue}
-	c.workqueue = f.queue
-	f.t.Cleanup(c.workqueue.ShutDown)
-
-	f.setIndexer, f.taskIndexer = setInformer.Informer().GetIndexer(), taskInformer.Informer().GetIndexer()
-	controllertest.Preload(f.t, f.setIndexer, f.sets...)
-	controllertest.Preload(f.t, f.taskIndexer, f.tasks...)
+	c := NewController(ctx, f.KubeClient, f.Client, f.Informers.Gputask().V1().GPUTaskSets(), f.Informers.Gputask().V1().GPUTasks(), opts)
+	c.workqueue = f.RecordQueue(c.workqueue)
+	f.Preload()
 	return c
 }
 
 // run builds the controller, syncs key once, and checks the actions.
 func (f *fixture) run(ctx context.Context, key string) *Controller {
-	f.t.Helper()
+	f.T.Helper()
 	c := f.newController(ctx)
 	f.sync(ctx, c, key, false)
 	return c
 }
 
 // sync runs syncHandler on key, checks its error, and compares the actions
-// made since the last check with f.actions.
+// made with the expected ones.
 func (f *fixture) sync(ctx context.Context, c *Controller, key string, wantErr bool) {
-	f.t.Helper()
+	f.T.Helper()
 	name, err := cache.ParseObjectName(key)
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
-	f.client.ClearActions()
-	err = c.syncHandler(ctx, name)
-	if (err != nil) != wantErr {
-		f.t.Fatalf("syncHandler(%s) error = %v, want error: %v", key, err, wantErr)
-	}
-	f.checkActions()
-}
-
-func (f *fixture) checkActions() {
-	f.t.Helper()
-	controllertest.CheckActions(f.t, sortDeletes(f.actions), sortDeletes(controllertest.FilterInformerActions(f.client.Actions())))
-	if kube := controllertest.FilterInformerActions(f.kubeclient.Actions()); len(kube) > 0 {
-		f.t.Errorf("unexpected core API actions: %s", controllertest.Describe(kube))
-	}
+	f.Run(ctx, c.syncHandler, name, wantErr)
 }
 
 func (f *fixture) expectCreate(task *gputaskv1.GPUTask) {
-	f.actions = append(f.actions, core.NewCreateAction(tasksResource, task.Namespace, task))
+	f.Actions = append(f.Actions, core.NewCreateAction(tasksResource, task.Namespace, task))
 }
 
 // expectDelete expects the deletion of the task name, whose UID is uid-name,
 // guarded by that UID.
 func (f *fixture) expectDelete(namespace, name string) {
-	f.actions = append(f.actions, core.NewDeleteActionWithOptions(tasksResource, namespace, name,
+	f.Actions = append(f.Actions, core.NewDeleteActionWithOptions(tasksResource, namespace, name,
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(types.UID("uid-" + name))}}))
 }
 
 func (f *fixture) expectStatusUpdate(set *gputaskv1.GPUTaskSet) {
-	f.actions = append(f.actions, core.NewUpdateSubresourceAction(setsResource, "status", set.Namespace, set))
+	f.Actions = append(f.Actions, core.NewUpdateSubresourceAction(setsResource, "status", set.Namespace, set))
 }
 
 func (f *fixture) expectRestartPatch(namespace, name, value string) {
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, gputaskv1.AnnotationRestartedAt, value)
-	f.actions = append(f.actions, core.NewPatchAction(tasksResource, namespace, name, types.MergePatchType, []byte(patch)))
+	f.Actions = append(f.Actions, core.NewPatchAction(tasksResource, namespace, name, types.MergePatchType, []byte(patch)))
 }
 
 // events drains the recorded events.
-func (f *fixture) events() []string { return controllertest.Events(f.recorder) }
+func (f *fixture) events() []string { return controllertest.Events(f.Recorder) }
 
 // --- builders ---
 
@@ -292,15 +200,9 @@ func withStatus(set *gputaskv1.GPUTaskSet, replicas, running, pending, heldBack 
 	return s
 }
 
-func (f *fixture) addSet(set *gputaskv1.GPUTaskSet) {
-	f.sets = append(f.sets, set)
-	f.objects = append(f.objects, set)
-}
-
 func (f *fixture) addTasks(tasks ...*gputaskv1.GPUTask) {
 	for _, t := range tasks {
-		f.tasks = append(f.tasks, t)
-		f.objects = append(f.objects, t)
+		f.Add(t)
 	}
 }
 
@@ -314,7 +216,7 @@ func TestCreatesTasksFromTemplate(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](3))
-	f.addSet(set)
+	f.Add(set)
 
 	f.expectCreates(set, 3)
 	f.expectStatusUpdate(withStatus(set, 0, 0, 0, 0))
@@ -331,7 +233,7 @@ func TestNilReplicasMeansOne(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", nil)
-	f.addSet(set)
+	f.Add(set)
 	f.expectCreate(expectedTask(set))
 	f.expectStatusUpdate(withStatus(set, 0, 0, 0, 0))
 	f.run(ctx, setKey(set))
@@ -343,7 +245,7 @@ func TestTemplateChangeLeavesExistingTasks(t *testing.T) {
 	set := newSet("render", ptr.To[int32](2))
 	old := ownedTask(set, "render-old", time.Hour)
 	set.Spec.Template.Spec.Image = "registry.example/render:2"
-	f.addSet(withStatus(set, 1, 1, 0, 0))
+	f.Add(withStatus(set, 1, 1, 0, 0))
 	f.addTasks(old)
 
 	// One new task from the new template; the old task is not updated.
@@ -362,7 +264,7 @@ func TestNoWritesWhenInSync(t *testing.T) {
 	// Fields the autoscaler owns do not matter to this controller.
 	inSync.Status.LoadIndex = "0.83"
 	inSync.Status.Conditions = []metav1.Condition{{Type: gputaskv1.ConditionAbleToScale, Status: metav1.ConditionTrue, Reason: "ReadyForNewScale"}}
-	f.addSet(inSync)
+	f.Add(inSync)
 	f.addTasks(ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", time.Hour), pending)
 
 	f.run(ctx, setKey(set)) // no actions expected
@@ -375,7 +277,7 @@ func TestIgnoresTasksItDoesNotControl(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
-	f.addSet(withStatus(set, 1, 1, 0, 0))
+	f.Add(withStatus(set, 1, 1, 0, 0))
 
 	orphan := ownedTask(set, "render-orphan", time.Hour)
 	orphan.OwnerReferences = nil
@@ -397,7 +299,7 @@ func TestTerminatingTaskIsReplacedNotDeletedTwice(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
-	f.addSet(withStatus(set, 0, 0, 0, 0))
+	f.Add(withStatus(set, 0, 0, 0, 0))
 	f.addTasks(ownedTask(set, "render-terminating", time.Hour, deleting))
 
 	f.expectCreate(expectedTask(set))
@@ -469,7 +371,7 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 			f := newFixture(t)
 			set := newSet("render", ptr.To(tc.replicas))
 			tasks := tc.tasks(set)
-			f.addSet(set)
+			f.Add(set)
 			f.addTasks(tasks...)
 			for _, name := range tc.want {
 				f.expectDelete(set.Namespace, name)
@@ -509,7 +411,7 @@ func TestMinTaskAgeHoldsBackYoungRunningTasks(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
 	set.Spec.MinTaskAge = &gputaskv1.Duration{Duration: 10 * time.Minute}
-	f.addSet(set)
+	f.Add(set)
 	f.addTasks(
 		ownedTask(set, "render-old", time.Hour),
 		ownedTask(set, "render-young-1", 2*time.Minute),
@@ -525,7 +427,7 @@ func TestMinTaskAgeHoldsBackYoungRunningTasks(t *testing.T) {
 	f.expectStatusUpdate(withStatus(set, 4, 3, 1, 1))
 	f.run(ctx, setKey(set))
 
-	if after := f.queue.After(); !slices.Equal(after, []time.Duration{6 * time.Minute}) {
+	if after := f.Queue.After(); !slices.Equal(after, []time.Duration{6 * time.Minute}) {
 		t.Errorf("AddAfter calls = %v, want [6m]", after)
 	}
 }
@@ -535,12 +437,12 @@ func TestMinTaskAgeHeldBackIsStableWhenNothingChanged(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
 	set.Spec.MinTaskAge = &gputaskv1.Duration{Duration: 10 * time.Minute}
-	f.addSet(withStatus(set, 2, 2, 0, 1))
+	f.Add(withStatus(set, 2, 2, 0, 1))
 	f.addTasks(ownedTask(set, "render-a", 2*time.Minute), ownedTask(set, "render-b", 3*time.Minute))
 
 	// Both tasks are protected: no delete, no status write, one requeue.
 	f.run(ctx, setKey(set))
-	if after := f.queue.After(); !slices.Equal(after, []time.Duration{7 * time.Minute}) {
+	if after := f.Queue.After(); !slices.Equal(after, []time.Duration{7 * time.Minute}) {
 		t.Errorf("AddAfter calls = %v, want [7m]", after)
 	}
 }
@@ -550,7 +452,7 @@ func TestStoppedDeletesAllAndIgnoresMinTaskAge(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](2), controllertest.Annotation(gputaskv1.AnnotationStopped, "true"))
 	set.Spec.MinTaskAge = &gputaskv1.Duration{Duration: time.Hour}
-	f.addSet(withStatus(set, 2, 2, 0, 0))
+	f.Add(withStatus(set, 2, 2, 0, 0))
 	f.addTasks(ownedTask(set, "render-a", time.Minute), ownedTask(set, "render-b", 2*time.Minute))
 
 	// Only deletes: spec.replicas stays 2, and no status field changes
@@ -558,7 +460,7 @@ func TestStoppedDeletesAllAndIgnoresMinTaskAge(t *testing.T) {
 	f.expectDelete(set.Namespace, "render-a")
 	f.expectDelete(set.Namespace, "render-b")
 	f.run(ctx, setKey(set))
-	if after := f.queue.After(); len(after) != 0 {
+	if after := f.Queue.After(); len(after) != 0 {
 		t.Errorf("a stopped set must not wait for minTaskAge, got AddAfter %v", after)
 	}
 }
@@ -567,7 +469,7 @@ func TestStoppedWithNoTasksIsInSync(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](2), controllertest.Annotation(gputaskv1.AnnotationStopped, "true"))
-	f.addSet(withStatus(set, 0, 0, 0, 0))
+	f.Add(withStatus(set, 0, 0, 0, 0))
 	f.run(ctx, setKey(set))
 }
 
@@ -576,7 +478,7 @@ func TestStartRecreatesToSpecReplicas(t *testing.T) {
 	f := newFixture(t)
 	// The stop annotation was removed; spec.replicas kept the old count.
 	set := newSet("render", ptr.To[int32](2), controllertest.Annotation(gputaskv1.AnnotationStopped, "false"))
-	f.addSet(withStatus(set, 0, 0, 0, 0))
+	f.Add(withStatus(set, 0, 0, 0, 0))
 	f.expectCreates(set, 2)
 	f.run(ctx, setKey(set))
 }
@@ -585,17 +487,16 @@ func TestExpectationsPreventDuplicateCreates(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](2))
-	f.addSet(withStatus(set, 0, 0, 0, 0))
+	f.Add(withStatus(set, 0, 0, 0, 0))
 	f.expectCreates(set, 2)
 	c := f.run(ctx, setKey(set))
 
 	// The cache has not seen the new tasks yet: a second sync must not
 	// create them again.
-	f.actions = nil
 	f.sync(ctx, c, setKey(set), false)
 
 	// Once the informer reports both, the set acts again, on a fresh cache.
-	created, err := f.client.GputaskV1().GPUTasks(set.Namespace).List(ctx, metav1.ListOptions{})
+	created, err := f.Client.GputaskV1().GPUTasks(set.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -614,13 +515,14 @@ func TestExpectationsExpire(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
-	f.addSet(withStatus(set, 0, 0, 0, 0))
+	f.Add(withStatus(set, 0, 0, 0, 0))
 	f.expectCreate(expectedTask(set))
 	c := f.run(ctx, setKey(set))
 
 	// The add event was lost. After the timeout the set creates again
 	// rather than waiting forever.
-	f.clock.Step(expectations.DefaultTTL + time.Second)
+	f.Clock.Step(expectations.DefaultTTL + time.Second)
+	f.expectCreate(expectedTask(set))
 	f.sync(ctx, c, setKey(set), false)
 }
 
@@ -628,9 +530,9 @@ func TestSlowStartStopsAtFirstFailingBatch(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](10))
-	f.addSet(withStatus(set, 0, 0, 0, 0))
+	f.Add(withStatus(set, 0, 0, 0, 0))
 	var calls atomic.Int64
-	f.reactors = append(f.reactors, reactor{"create", "gputasks", func(core.Action) (bool, runtime.Object, error) {
+	f.Reactors = append(f.Reactors, controllertest.Reactor{Verb: "create", Resource: "gputasks", Fn: func(core.Action) (bool, runtime.Object, error) {
 		if calls.Add(1) > 3 {
 			return true, nil, apierrors.NewForbidden(tasksResource.GroupResource(), "", errors.New("exceeded quota"))
 		}
@@ -696,7 +598,7 @@ func TestReplicaFailureClearedAfterSuccess(t *testing.T) {
 		{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: ReasonFailedCreate, Message: "quota"},
 		{Type: gputaskv1.ConditionScalingActive, Status: metav1.ConditionTrue, Reason: "ValidMetricFound"},
 	}
-	f.addSet(failing)
+	f.Add(failing)
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
 
 	want := withStatus(set, 1, 1, 0, 0)
@@ -715,7 +617,7 @@ func TestStatusWrittenOnlyWhenChangedAndOnlyOwnFields(t *testing.T) {
 	stale.Status.DesiredReplicas = ptr.To[int32](2)
 	stale.Status.Recommendations = []gputaskv1.Recommendation{{Time: metav1.NewTime(testNow), Replicas: 2}}
 	stale.Status.Conditions = []metav1.Condition{{Type: gputaskv1.ConditionAbleToScale, Status: metav1.ConditionTrue, Reason: "ReadyForNewScale"}}
-	f.addSet(stale)
+	f.Add(stale)
 	f.addTasks(ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", time.Hour))
 
 	want := stale.DeepCopy()
@@ -724,10 +626,7 @@ func TestStatusWrittenOnlyWhenChangedAndOnlyOwnFields(t *testing.T) {
 	c := f.run(ctx, setKey(set))
 
 	// The same sync on a cache that shows the write makes no call.
-	f.sets = []*gputaskv1.GPUTaskSet{want}
-	f.objects = nil
-	f.actions = nil
-	f.tasks = f.tasks[:0]
+	f.Cached, f.Objects, f.Actions = []runtime.Object{want}, nil, nil
 	f.addTasks(ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", time.Hour))
 	c = f.newController(ctx)
 	f.sync(ctx, c, setKey(set), false)
@@ -741,17 +640,17 @@ func TestStatusApplyKeepsOtherWritersFields(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
 	cached := withStatus(set, 0, 0, 0, 0)
-	f.sets = []*gputaskv1.GPUTaskSet{cached}
+	f.Cached = append(f.Cached, cached)
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
 	// Meanwhile the autoscaler wrote its fields; the API has a newer set.
 	fresh := cached.DeepCopy()
 	fresh.Status.LoadIndex = "0.42"
-	f.objects = append(f.objects, fresh)
+	f.Objects = append(f.Objects, fresh)
 
 	f.expectStatusUpdate(withStatus(set, 1, 1, 0, 0))
 	f.run(ctx, setKey(set))
 
-	got, err := f.client.GputaskV1().GPUTaskSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
+	got, err := f.Client.GputaskV1().GPUTaskSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -808,8 +707,9 @@ func TestRestartAnnotatesOneTaskAtATime(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			f := newFixture(t)
 			set := newSet("render", ptr.To[int32](3), controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt))
-			f.addSet(withStatus(set, 3, 3, 0, 0))
-			f.addTasks(tc.tasks(set)...)
+			f.Add(withStatus(set, 3, 3, 0, 0))
+			tasks := tc.tasks(set)
+			f.addTasks(tasks...)
 			if tc.wantPatch != "" {
 				f.expectRestartPatch(set.Namespace, tc.wantPatch, restartAt)
 			}
@@ -823,11 +723,10 @@ func TestRestartAnnotatesOneTaskAtATime(t *testing.T) {
 			}
 			// The cache has not shown the annotation yet: a second sync
 			// must not start a second task.
-			f.actions = nil
 			f.sync(ctx, c, setKey(set), false)
 
 			// The patch changed no spec.
-			patched, err := f.client.GputaskV1().GPUTasks(set.Namespace).Get(ctx, tc.wantPatch, metav1.GetOptions{})
+			patched, err := f.Client.GputaskV1().GPUTasks(set.Namespace).Get(ctx, tc.wantPatch, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -838,7 +737,7 @@ func TestRestartAnnotatesOneTaskAtATime(t *testing.T) {
 				t.Errorf("annotation = %q, want %q", patched.Annotations[gputaskv1.AnnotationRestartedAt], restartAt)
 			}
 			// Seeing the annotation settles the expectation.
-			old := taskNamed(f.tasks, tc.wantPatch)
+			old := taskNamed(tasks, tc.wantPatch)
 			patched.ResourceVersion = "2" // the fake tracker does not bump it
 			c.updateTask(klogDiscard(), old, patched)
 			if !c.expectations.Satisfied(setKey(set)) {
@@ -852,7 +751,7 @@ func TestRestartWithInvalidTimeWarnsAndWaits(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1), controllertest.Annotation(gputaskv1.AnnotationRestartedAt, "now please"))
-	f.addSet(withStatus(set, 1, 1, 0, 0))
+	f.Add(withStatus(set, 1, 1, 0, 0))
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
 	f.run(ctx, setKey(set))
 	if n := controllertest.CountEvents(f.events(), "Warning "+gputaskv1.ReasonInvalidRestartedAt); n != 1 {
@@ -875,7 +774,7 @@ func TestSetBeingDeletedIsNotManaged(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](3), controllertest.Deleting(testNow, "foregroundDeletion"))
-	f.addSet(withStatus(set, 1, 1, 0, 0))
+	f.Add(withStatus(set, 1, 1, 0, 0))
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
 	f.run(ctx, setKey(set))
 }
@@ -884,7 +783,7 @@ func TestEventHandlers(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
-	f.addSet(set)
+	f.Add(set)
 	c := f.newController(ctx)
 	key := setKey(set)
 	logger := klogDiscard()
@@ -913,10 +812,10 @@ func TestEventHandlers(t *testing.T) {
 	changed.ResourceVersion = "2"
 	changed.Status.Phase = gputaskv1.GPUTaskFailed
 	c.updateTask(logger, mine, changed)
-	if got := f.queue.After(); c.workqueue.Len() != 0 || len(got) != 1 || got[0] != statusInterval {
+	if got := f.Queue.After(); c.workqueue.Len() != 0 || len(got) != 1 || got[0] != statusInterval {
 		t.Errorf("a status change must enqueue the owner after %v; queue=%d, AddAfter calls %v", statusInterval, c.workqueue.Len(), got)
 	}
-	f.queue.After()
+	f.Queue.After()
 	annotated := changed.DeepCopy()
 	annotated.ResourceVersion = "2a"
 	annotated.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: "2026-11-22T12:00:00Z"}
@@ -974,11 +873,10 @@ func TestRun(t *testing.T) {
 
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](3))
-	f.objects = append(f.objects, set)
-	f.newClients()
-
-	factory := informers.NewSharedInformerFactory(f.client, 0)
-	c := NewController(ctx, f.kubeclient, f.client, factory.Gputask().V1().GPUTaskSets(), factory.Gputask().V1().GPUTasks(), Options{Recorder: f.recorder})
+	f.Objects = append(f.Objects, set)
+	f.Start()
+	factory := f.Informers
+	c := NewController(ctx, f.KubeClient, f.Client, factory.Gputask().V1().GPUTaskSets(), factory.Gputask().V1().GPUTasks(), Options{Recorder: f.Recorder})
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
 
@@ -986,11 +884,11 @@ func TestRun(t *testing.T) {
 	go func() { done <- c.Run(ctx, 2) }()
 
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		tasks, err := f.client.GputaskV1().GPUTasks(set.Namespace).List(ctx, metav1.ListOptions{})
+		tasks, err := f.Client.GputaskV1().GPUTasks(set.Namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
-		got, err := f.client.GputaskV1().GPUTaskSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
+		got, err := f.Client.GputaskV1().GPUTaskSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -1001,16 +899,16 @@ func TestRun(t *testing.T) {
 	}
 
 	// Scale in through the API; the controller follows.
-	got, err := f.client.GputaskV1().GPUTaskSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
+	got, err := f.Client.GputaskV1().GPUTaskSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got.Spec.Replicas = ptr.To[int32](1)
-	if _, err := f.client.GputaskV1().GPUTaskSets(set.Namespace).Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+	if _, err := f.Client.GputaskV1().GPUTaskSets(set.Namespace).Update(ctx, got, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		tasks, err := f.client.GputaskV1().GPUTasks(set.Namespace).List(ctx, metav1.ListOptions{})
+		tasks, err := f.Client.GputaskV1().GPUTasks(set.Namespace).List(ctx, metav1.ListOptions{})
 		return err == nil && len(tasks.Items) == 1, err
 	})
 	if err != nil {
@@ -1029,9 +927,9 @@ func TestFailedDeleteSetsReplicaFailure(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](0))
-	f.addSet(withStatus(set, 2, 2, 0, 0))
+	f.Add(withStatus(set, 2, 2, 0, 0))
 	f.addTasks(ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-gone", time.Minute))
-	f.reactors = append(f.reactors, reactor{"delete", "gputasks", func(a core.Action) (bool, runtime.Object, error) {
+	f.Reactors = append(f.Reactors, controllertest.Reactor{Verb: "delete", Resource: "gputasks", Fn: func(a core.Action) (bool, runtime.Object, error) {
 		switch a.(core.DeleteAction).GetName() {
 		case "render-gone":
 			// Already deleted by someone else: not a failure.
@@ -1070,8 +968,8 @@ func TestNamespaceTerminatingIsNotAFailure(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
-	f.addSet(withStatus(set, 0, 0, 0, 0))
-	f.reactors = append(f.reactors, reactor{"create", "gputasks", func(core.Action) (bool, runtime.Object, error) {
+	f.Add(withStatus(set, 0, 0, 0, 0))
+	f.Reactors = append(f.Reactors, controllertest.Reactor{Verb: "create", Resource: "gputasks", Fn: func(core.Action) (bool, runtime.Object, error) {
 		err := apierrors.NewForbidden(tasksResource.GroupResource(), "", errors.New("namespace default is being terminated"))
 		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}
 		return true, nil, err
@@ -1091,7 +989,7 @@ func TestBurstReplicasCapsOneSync(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](5))
-	f.addSet(withStatus(set, 0, 0, 0, 0))
+	f.Add(withStatus(set, 0, 0, 0, 0))
 	f.expectCreates(set, 2)
 	c := f.newController(ctx)
 	c.burst = 2
@@ -1103,9 +1001,9 @@ func TestFailedRestartPatchIsRetried(t *testing.T) {
 	f := newFixture(t)
 	restartAt := testNow.Add(-time.Minute).Format(time.RFC3339)
 	set := newSet("render", ptr.To[int32](1), controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt))
-	f.addSet(withStatus(set, 1, 1, 0, 0))
+	f.Add(withStatus(set, 1, 1, 0, 0))
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
-	f.reactors = append(f.reactors, reactor{"patch", "gputasks", func(core.Action) (bool, runtime.Object, error) {
+	f.Reactors = append(f.Reactors, controllertest.Reactor{Verb: "patch", Resource: "gputasks", Fn: func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("try later")
 	}})
 	f.expectRestartPatch(set.Namespace, "render-a", restartAt)

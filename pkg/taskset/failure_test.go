@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/controllertest"
 )
 
 func TestFailureMessage(t *testing.T) {
@@ -64,22 +65,22 @@ func TestFailureMessageIsCapped(t *testing.T) {
 func TestStandingCreateFailureWritesStatusOnce(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	set := newSet("render", ptr.To[int32](1))
-	refuse := func(name string) reactor {
-		return reactor{"create", "gputasks", func(core.Action) (bool, runtime.Object, error) {
+	refuse := func(name string) controllertest.Reactor {
+		return controllertest.Reactor{Verb: "create", Resource: "gputasks", Fn: func(core.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(tasksResource.GroupResource(), name, errors.New("exceeded quota: q"))
 		}}
 	}
 
 	first := newFixture(t)
-	first.addSet(withStatus(set, 0, 0, 0, 0))
-	first.reactors = append(first.reactors, refuse("render-x7k2p"))
+	first.Add(withStatus(set, 0, 0, 0, 0))
+	first.Reactors = append(first.Reactors, refuse("render-x7k2p"))
 	c := first.newController(ctx)
-	first.client.ClearActions()
+	first.Client.ClearActions()
 	if err := c.syncHandler(ctx, cache.MetaObjectToName(set)); err == nil {
 		t.Fatal("sync with a refused create returned no error, so the set would not back off")
 	}
-	lastStatusUpdate(t, first.client.Actions())
-	written, err := first.client.GputaskV1().GPUTaskSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
+	lastStatusUpdate(t, first.Client.Actions())
+	written, err := first.Client.GputaskV1().GPUTaskSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +91,8 @@ func TestStandingCreateFailureWritesStatusOnce(t *testing.T) {
 	}
 
 	second := newFixture(t)
-	second.addSet(written)
-	second.reactors = append(second.reactors, refuse("render-b9zq4"))
+	second.Add(written)
+	second.Reactors = append(second.Reactors, refuse("render-b9zq4"))
 	second.expectCreate(expectedTask(set))
 	c = second.newController(ctx)
 	second.sync(ctx, c, setKey(set), true) // a create, no status write
@@ -99,11 +100,10 @@ func TestStandingCreateFailureWritesStatusOnce(t *testing.T) {
 	// The worker hands the error to the rate limiter, not to a plain Add.
 	key := cache.MetaObjectToName(set)
 	c.workqueue.Add(key)
-	second.actions = nil
 	second.expectCreate(expectedTask(set))
-	second.client.ClearActions()
+	second.Client.ClearActions()
 	c.processNextWorkItem(context.Background())
-	second.checkActions()
+	second.CheckActions()
 	if n := c.workqueue.NumRequeues(key); n != 1 {
 		t.Errorf("NumRequeues = %d after a failed sync, want 1", n)
 	}

@@ -10,7 +10,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
-	"github.com/gputask/gputask-controller/pkg/controllertest"
 )
 
 // withInvalidSpec is status with ReplicaFailure InvalidSpec carrying msg.
@@ -32,7 +31,7 @@ func TestInvalidMinTaskAgeHoldsScaleInUntilFixed(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
 	set.Spec.MinTaskAge = &gputaskv1.Duration{Unparsed: `"abc"`}
-	f.addSet(set)
+	f.Add(set)
 	f.addTasks(
 		ownedTask(set, "render-a", time.Hour),
 		ownedTask(set, "render-b", 2*time.Hour),
@@ -45,13 +44,12 @@ func TestInvalidMinTaskAgeHoldsScaleInUntilFixed(t *testing.T) {
 	held := withInvalidSpec(withStatus(set, 3, 3, 0, 2), msg)
 	f.expectStatusUpdate(held)
 	c := f.run(ctx, setKey(set))
-	if after := f.queue.After(); len(after) != 0 {
+	if after := f.Queue.After(); len(after) != 0 {
 		t.Errorf("AddAfter calls = %v, want none: only a spec change releases the hold", after)
 	}
 
 	// Once the cache shows the write, the same sync writes nothing.
-	controllertest.Update(t, f.setIndexer, held)
-	f.actions = nil
+	f.Update(held)
 	f.sync(ctx, c, setKey(set), false)
 
 	// Fixing the spec removes the condition, and scale-in proceeds: the two
@@ -59,11 +57,10 @@ func TestInvalidMinTaskAgeHoldsScaleInUntilFixed(t *testing.T) {
 	fixed := held.DeepCopy()
 	fixed.Spec.MinTaskAge = nil
 	fixed.Generation = 4
-	if err := f.client.Tracker().Update(setsResource, fixed, fixed.Namespace); err != nil {
+	if err := f.Client.Tracker().Update(setsResource, fixed, fixed.Namespace); err != nil {
 		t.Fatal(err)
 	}
-	controllertest.Update(t, f.setIndexer, fixed)
-	f.actions = nil
+	f.Update(fixed)
 	f.expectDelete(set.Namespace, "render-a")
 	f.expectDelete(set.Namespace, "render-b")
 	want := withStatus(fixed, 3, 3, 0, 0)
@@ -77,7 +74,7 @@ func TestInvalidDrainTimeoutStillCreates(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](2))
 	set.Spec.ScaleIn = &gputaskv1.ScaleInSpec{DrainTimeout: &gputaskv1.Duration{Unparsed: `"30"`}}
-	f.addSet(set)
+	f.Add(set)
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
 
 	// Creating up to replicas removes nothing, so it goes on; the condition

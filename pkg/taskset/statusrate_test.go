@@ -23,7 +23,7 @@ func TestStatusWrittenAtMostOncePerInterval(t *testing.T) {
 	set := newSet("render", ptr.To[int32](2))
 	a, b := ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", time.Hour)
 	b.Status.Phase = gputaskv1.GPUTaskPending
-	f.addSet(set)
+	f.Add(set)
 	f.addTasks(a, b)
 
 	f.expectStatusUpdate(withStatus(set, 2, 1, 1, 0))
@@ -31,18 +31,17 @@ func TestStatusWrittenAtMostOncePerInterval(t *testing.T) {
 	written := withStatus(set, 2, 1, 1, 0)
 
 	// The set's cache shows the write; task b starts running half a second later.
-	controllertest.Update(t, f.setIndexer, written)
+	f.Update(written)
 	running := b.DeepCopy()
 	running.Status.Phase = gputaskv1.GPUTaskRunning
-	controllertest.Update(t, f.taskIndexer, running)
-	f.clock.Step(statusInterval / 2)
-	f.actions = nil
+	f.Update(running)
+	f.Clock.Step(statusInterval / 2)
 	f.sync(ctx, c, setKey(set), false) // no write
-	if got := f.queue.After(); len(got) != 1 || got[0] != statusInterval/2 {
+	if got := f.Queue.After(); len(got) != 1 || got[0] != statusInterval/2 {
 		t.Errorf("AddAfter calls = %v, want one of %v", got, statusInterval/2)
 	}
 
-	f.clock.Step(statusInterval / 2)
+	f.Clock.Step(statusInterval / 2)
 	f.expectStatusUpdate(withStatus(set, 2, 2, 0, 0))
 	f.sync(ctx, c, setKey(set), false)
 }
@@ -80,7 +79,7 @@ func TestStatusWrittenThroughStatusClient(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
-	f.addSet(set)
+	f.Add(set)
 	f.statusClient = fake.NewClientset(set)
 	f.expectCreates(set, 1)
 	f.run(ctx, setKey(set))

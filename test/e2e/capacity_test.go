@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -99,14 +98,6 @@ func waitForSplit(t *testing.T, ns string, wantRunning, wantPending int) (runnin
 		t.Fatalf("want %d running and %d unschedulable tasks; last seen %s: %v", wantRunning, wantPending, last, err)
 	}
 	return running, pending
-}
-
-// unschedulableForGPUs reports whether the task's Scheduled condition carries
-// the scheduler's verdict that no node has enough GPUs.
-func unschedulableForGPUs(task *gputaskv1.GPUTask) bool {
-	cond := meta.FindStatusCondition(task.Status.Conditions, gputaskv1.ConditionScheduled)
-	return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == "Unschedulable" &&
-		strings.Contains(cond.Message, "Insufficient nvidia.com/gpu")
 }
 
 func names(tasks []gputaskv1.GPUTask) []string {

@@ -137,29 +137,6 @@ func dryRunDeploy(t *testing.T, c *framework.ControlPlane, dir string) {
 
 var kindDeployment = regexp.MustCompile(`(?m)^kind: Deployment$`)
 
-// applyDeployWithoutDeployment applies what `kubectl kustomize
-// artifacts/deploy` renders, less the Deployment: the controller runs as a
-// process here, with the ServiceAccount's rights.
-func applyDeployWithoutDeployment(t *testing.T, c *framework.ControlPlane, dir string) {
-	t.Helper()
-	ctx := context.Background()
-	rendered := c.KubectlT(t, "kustomize", dir)
-	var kept []string
-	for _, doc := range strings.Split(rendered, "\n---\n") {
-		if !kindDeployment.MatchString(doc) {
-			kept = append(kept, doc)
-		}
-	}
-	if len(kept) == len(strings.Split(rendered, "\n---\n")) {
-		t.Fatalf("no Deployment in the rendered kustomization:\n%s", rendered)
-	}
-	out, err := c.KubectlWithInput(ctx, []byte(strings.Join(kept, "\n---\n")), "apply", "-f", "-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("applied:\n%s", out)
-}
-
 // runDeployScenario is the end-to-end job: tasks that fill the GPUs with
 // the overflow Pending, a set of three, deletes that free GPUs and remove
 // the set's tasks.
@@ -214,54 +191,4 @@ func runDeployScenario(t *testing.T, c *framework.ControlPlane) {
 		}
 		return len(tasks.Items) == 0 && len(pods.Items) == 0, fmt.Sprintf("%d tasks, %d pods", len(tasks.Items), len(pods.Items))
 	})
-}
-
-// waitPhases waits until the namespace's tasks (matching selector) are
-// exactly wantRunning Running and wantPending Pending, and returns their names.
-func waitPhases(t *testing.T, c *framework.ControlPlane, ns, selector string, wantRunning, wantPending int) (running, pending []string) {
-	t.Helper()
-	framework.Poll(t, waitTimeout, fmt.Sprintf("%d running and %d pending tasks in %s", wantRunning, wantPending, ns), func(ctx context.Context) (bool, string) {
-		list, err := c.GPUTask.GputaskV1().GPUTasks(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return false, err.Error()
-		}
-		running, pending = nil, nil
-		other := 0
-		for _, task := range list.Items {
-			switch {
-			case task.DeletionTimestamp != nil:
-				other++
-			case task.Status.Phase == gputaskv1.GPUTaskRunning:
-				running = append(running, task.Name)
-			case task.Status.Phase == gputaskv1.GPUTaskPending && unschedulableForGPUs(&task):
-				pending = append(pending, task.Name)
-			default:
-				other++
-			}
-		}
-		return len(running) == wantRunning && len(pending) == wantPending && other == 0,
-			fmt.Sprintf("running %v, pending %v, %d other", running, pending, other)
-	})
-	return running, pending
-}
-
-// forbiddenLines returns the log lines of p that report a refused request.
-func forbiddenLines(p *framework.Process) []string {
-	var bad []string
-	for _, line := range strings.Split(readLog(p), "\n") {
-		if strings.Contains(strings.ToLower(line), "forbidden") {
-			bad = append(bad, line)
-		}
-	}
-	return bad
-}
-
-// lineWith returns the first line of s that contains part.
-func lineWith(s, part string) string {
-	for _, line := range strings.Split(s, "\n") {
-		if strings.Contains(line, part) {
-			return strings.TrimSpace(line)
-		}
-	}
-	return ""
 }

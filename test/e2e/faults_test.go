@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/test/framework"
@@ -188,33 +187,6 @@ type taskCount struct {
 	uids map[types.UID]bool
 }
 
-func countTasksAndPods(t *testing.T, c *framework.ControlPlane, ns string) (taskCount, []corev1.Pod) {
-	t.Helper()
-	ctx := context.Background()
-	tasks, err := c.GPUTask.GputaskV1().GPUTasks(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := taskCount{uids: map[types.UID]bool{}}
-	for _, task := range tasks.Items {
-		if task.DeletionTimestamp == nil {
-			tc.n++
-		}
-		tc.uids[task.UID] = true
-	}
-	pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tc, pods.Items
-}
-
-func countTasks(t *testing.T, c *framework.ControlPlane, ns string) int {
-	t.Helper()
-	tasks, _ := countTasksAndPods(t, c, ns)
-	return tasks.n
-}
-
 // orphanCount counts the pods whose controlling task does not exist.
 func orphanCount(tasks taskCount, pods []corev1.Pod) int {
 	n := 0
@@ -248,46 +220,6 @@ func orphanExamples(tasks taskCount, pods []corev1.Pod, max int) []string {
 		out = append(out, desc+")")
 	}
 	return out
-}
-
-func waitCounts(t *testing.T, c *framework.ControlPlane, ns, what string, ok func(tasks, pods int) bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
-		tasks, pods := countTasksAndPods(t, c, ns)
-		return ok(tasks.n, len(pods)), nil
-	})
-	if err != nil {
-		tasks, pods := countTasksAndPods(t, c, ns)
-		t.Fatalf("waiting for %s: %v (%d tasks, %d pods)", what, err, tasks.n, len(pods))
-	}
-}
-
-// waitExact waits until ns holds exactly n tasks and n pods, each pod
-// controlled by a task that exists, one per task.
-func waitExact(t *testing.T, c *framework.ControlPlane, ns string, n int) {
-	t.Helper()
-	describe := func() (bool, string) {
-		tasks, pods := countTasksAndPods(t, c, ns)
-		perTask := map[types.UID]int{}
-		dup := 0
-		for _, pod := range pods {
-			if ref := metav1.GetControllerOf(&pod); ref != nil {
-				perTask[ref.UID]++
-				if perTask[ref.UID] > 1 {
-					dup++
-				}
-			}
-		}
-		orphans, examples := orphanCount(tasks, pods), orphanExamples(tasks, pods, 5)
-		return tasks.n == n && len(tasks.uids) == n && len(pods) == n && orphans == 0 && dup == 0,
-			fmt.Sprintf("%d tasks (%d incl. terminating), %d pods, %d without their task %v, %d duplicates", tasks.n, len(tasks.uids), len(pods), orphans, examples, dup)
-	}
-	framework.Poll(t, 3*time.Minute, fmt.Sprintf("exactly %d tasks and %d pods", n, n), func(context.Context) (bool, string) { return describe() })
-	// Nothing more is coming: the counts hold.
-	time.Sleep(3 * time.Second)
-	if ok, state := describe(); !ok {
-		t.Errorf("after settling: %s, want exactly %d tasks and %d pods", state, n, n)
-	}
 }
 
 func waitQuotaStatus(t *testing.T, ns string, quota *corev1.ResourceQuota) {
@@ -382,20 +314,4 @@ func TestFaultAPIServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitExact(t, c, ns, 20)
-}
-
-// createSet creates the set "pool" of replicas tasks of gpuModel, without
-// autoscaling, on c.
-func createSet(t *testing.T, c *framework.ControlPlane, ns string, replicas int32) {
-	t.Helper()
-	set := &gputaskv1.GPUTaskSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "pool"},
-		Spec: gputaskv1.GPUTaskSetSpec{
-			Replicas: &replicas,
-			Template: gputaskv1.GPUTaskTemplateSpec{Spec: gputaskv1.GPUTaskSpec{GPU: gpuModel}},
-		},
-	}
-	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Create(context.Background(), set, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -2,12 +2,10 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/gputask/gputask-controller/test/framework"
 )
@@ -133,19 +131,4 @@ func TestHALeaderFailover(t *testing.T) {
 			t.Errorf("pod %s deleted during the failover", e.name)
 		}
 	}
-}
-
-// waitLeaseHolder waits until the Lease's holder satisfies ok and returns it.
-func waitLeaseHolder(t *testing.T, c *framework.ControlPlane, ns, name string, ok func(string) bool) string {
-	t.Helper()
-	var holder string
-	framework.Poll(t, 30*time.Second, fmt.Sprintf("holder of lease %s/%s", ns, name), func(ctx context.Context) (bool, string) {
-		lease, err := c.Kube.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		holder = ptr.Deref(lease.Spec.HolderIdentity, "")
-		return ok(holder), "holder " + holder
-	})
-	return holder
 }

@@ -18,6 +18,8 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -844,5 +846,277 @@ func describeStatus(set *gputaskv1.GPUTaskSet) string {
 	for _, c := range s.Conditions {
 		out += fmt.Sprintf("\n  %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
 	}
+	return out
+}
+
+// unschedulableForGPUs reports whether the task's Scheduled condition carries
+// the scheduler's verdict that no node has enough GPUs.
+func unschedulableForGPUs(task *gputaskv1.GPUTask) bool {
+	cond := meta.FindStatusCondition(task.Status.Conditions, gputaskv1.ConditionScheduled)
+	return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == "Unschedulable" &&
+		strings.Contains(cond.Message, "Insufficient nvidia.com/gpu")
+}
+
+// applyDeployWithoutDeployment applies what `kubectl kustomize
+// artifacts/deploy` renders, less the Deployment: the controller runs as a
+// process here, with the ServiceAccount's rights.
+func applyDeployWithoutDeployment(t *testing.T, c *framework.ControlPlane, dir string) {
+	t.Helper()
+	ctx := context.Background()
+	rendered := c.KubectlT(t, "kustomize", dir)
+	var kept []string
+	for _, doc := range strings.Split(rendered, "\n---\n") {
+		if !kindDeployment.MatchString(doc) {
+			kept = append(kept, doc)
+		}
+	}
+	if len(kept) == len(strings.Split(rendered, "\n---\n")) {
+		t.Fatalf("no Deployment in the rendered kustomization:\n%s", rendered)
+	}
+	out, err := c.KubectlWithInput(ctx, []byte(strings.Join(kept, "\n---\n")), "apply", "-f", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("applied:\n%s", out)
+}
+
+// waitPhases waits until the namespace's tasks (matching selector) are
+// exactly wantRunning Running and wantPending Pending, and returns their names.
+func waitPhases(t *testing.T, c *framework.ControlPlane, ns, selector string, wantRunning, wantPending int) (running, pending []string) {
+	t.Helper()
+	framework.Poll(t, waitTimeout, fmt.Sprintf("%d running and %d pending tasks in %s", wantRunning, wantPending, ns), func(ctx context.Context) (bool, string) {
+		list, err := c.GPUTask.GputaskV1().GPUTasks(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err.Error()
+		}
+		running, pending = nil, nil
+		other := 0
+		for _, task := range list.Items {
+			switch {
+			case task.DeletionTimestamp != nil:
+				other++
+			case task.Status.Phase == gputaskv1.GPUTaskRunning:
+				running = append(running, task.Name)
+			case task.Status.Phase == gputaskv1.GPUTaskPending && unschedulableForGPUs(&task):
+				pending = append(pending, task.Name)
+			default:
+				other++
+			}
+		}
+		return len(running) == wantRunning && len(pending) == wantPending && other == 0,
+			fmt.Sprintf("running %v, pending %v, %d other", running, pending, other)
+	})
+	return running, pending
+}
+
+// forbiddenLines returns the log lines of p that report a refused request.
+func forbiddenLines(p *framework.Process) []string {
+	var bad []string
+	for _, line := range strings.Split(readLog(p), "\n") {
+		if strings.Contains(strings.ToLower(line), "forbidden") {
+			bad = append(bad, line)
+		}
+	}
+	return bad
+}
+
+// lineWith returns the first line of s that contains part.
+func lineWith(s, part string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, part) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
+
+func atLeast(floor float64) func(float64) bool { return func(v float64) bool { return v >= floor } }
+
+func equals(want float64) func(float64) bool { return func(v float64) bool { return v == want } }
+
+// waitMetrics polls /metrics until every wanted series is there with a good value.
+func waitMetrics(t *testing.T, addr string, wants []metricWant) {
+	t.Helper()
+	framework.Poll(t, waitTimeout, "metrics at "+addr, func(ctx context.Context) (bool, string) {
+		status, body := framework.HTTPGet(ctx, "http://"+addr+"/metrics")
+		if status != http.StatusOK {
+			return false, fmt.Sprintf("status %d", status)
+		}
+		var missing []string
+		for _, w := range wants {
+			v, found := metricValue(body, w.name, w.labels)
+			if !found || (w.ok != nil && !w.ok(v)) {
+				missing = append(missing, fmt.Sprintf("%s%v (found %v, value %v)", w.name, w.labels, found, v))
+			}
+		}
+		return len(missing) == 0, "missing or wrong: " + strings.Join(missing, "; ")
+	})
+}
+
+// metricValue finds the sample of name whose labels include labels, in the
+// Prometheus text format, and returns its value.
+func metricValue(body, name string, labels map[string]string) (float64, bool) {
+	var pairs []string
+	for k, v := range labels {
+		pairs = append(pairs, fmt.Sprintf("%s=%q", k, v))
+	}
+	sort.Strings(pairs)
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		all := true
+		for _, p := range pairs {
+			all = all && strings.Contains(line, p)
+		}
+		if !all {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			continue
+		}
+		return v, true
+	}
+	return 0, false
+}
+
+func waitCounts(t *testing.T, c *framework.ControlPlane, ns, what string, ok func(tasks, pods int) bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+		tasks, pods := countTasksAndPods(t, c, ns)
+		return ok(tasks.n, len(pods)), nil
+	})
+	if err != nil {
+		tasks, pods := countTasksAndPods(t, c, ns)
+		t.Fatalf("waiting for %s: %v (%d tasks, %d pods)", what, err, tasks.n, len(pods))
+	}
+}
+
+// waitExact waits until ns holds exactly n tasks and n pods, each pod
+// controlled by a task that exists, one per task.
+func waitExact(t *testing.T, c *framework.ControlPlane, ns string, n int) {
+	t.Helper()
+	describe := func() (bool, string) {
+		tasks, pods := countTasksAndPods(t, c, ns)
+		perTask := map[types.UID]int{}
+		dup := 0
+		for _, pod := range pods {
+			if ref := metav1.GetControllerOf(&pod); ref != nil {
+				perTask[ref.UID]++
+				if perTask[ref.UID] > 1 {
+					dup++
+				}
+			}
+		}
+		orphans, examples := orphanCount(tasks, pods), orphanExamples(tasks, pods, 5)
+		return tasks.n == n && len(tasks.uids) == n && len(pods) == n && orphans == 0 && dup == 0,
+			fmt.Sprintf("%d tasks (%d incl. terminating), %d pods, %d without their task %v, %d duplicates", tasks.n, len(tasks.uids), len(pods), orphans, examples, dup)
+	}
+	framework.Poll(t, 3*time.Minute, fmt.Sprintf("exactly %d tasks and %d pods", n, n), func(context.Context) (bool, string) { return describe() })
+	// Nothing more is coming: the counts hold.
+	time.Sleep(3 * time.Second)
+	if ok, state := describe(); !ok {
+		t.Errorf("after settling: %s, want exactly %d tasks and %d pods", state, n, n)
+	}
+}
+
+func countTasksAndPods(t *testing.T, c *framework.ControlPlane, ns string) (taskCount, []corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	tasks, err := c.GPUTask.GputaskV1().GPUTasks(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := taskCount{uids: map[types.UID]bool{}}
+	for _, task := range tasks.Items {
+		if task.DeletionTimestamp == nil {
+			tc.n++
+		}
+		tc.uids[task.UID] = true
+	}
+	pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tc, pods.Items
+}
+
+func countTasks(t *testing.T, c *framework.ControlPlane, ns string) int {
+	t.Helper()
+	tasks, _ := countTasksAndPods(t, c, ns)
+	return tasks.n
+}
+
+// createSet creates the set "pool" of replicas tasks of gpuModel, without
+// autoscaling, on c.
+func createSet(t *testing.T, c *framework.ControlPlane, ns string, replicas int32) {
+	t.Helper()
+	set := &gputaskv1.GPUTaskSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "pool"},
+		Spec: gputaskv1.GPUTaskSetSpec{
+			Replicas: &replicas,
+			Template: gputaskv1.GPUTaskTemplateSpec{Spec: gputaskv1.GPUTaskSpec{GPU: gpuModel}},
+		},
+	}
+	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Create(context.Background(), set, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitLeaseHolder waits until the Lease's holder satisfies ok and returns it.
+func waitLeaseHolder(t *testing.T, c *framework.ControlPlane, ns, name string, ok func(string) bool) string {
+	t.Helper()
+	var holder string
+	framework.Poll(t, 30*time.Second, fmt.Sprintf("holder of lease %s/%s", ns, name), func(ctx context.Context) (bool, string) {
+		lease, err := c.Kube.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		holder = ptr.Deref(lease.Spec.HolderIdentity, "")
+		return ok(holder), "holder " + holder
+	})
+	return holder
+}
+
+// waitSetTasks waits until the set has exactly n tasks, all Running, none
+// being deleted, and its status says so.
+func waitSetTasks(t *testing.T, ns, set string, n int) {
+	t.Helper()
+	framework.Poll(t, waitTimeout, fmt.Sprintf("gputaskset %s/%s at %d Running tasks", ns, set, n), func(ctx context.Context) (bool, string) {
+		list, err := cp.GPUTask.GputaskV1().GPUTasks(ns).List(ctx, metav1.ListOptions{LabelSelector: gputaskv1.LabelTaskSet + "=" + set})
+		if err != nil {
+			return false, err.Error()
+		}
+		running := 0
+		for _, task := range list.Items {
+			if task.DeletionTimestamp == nil && task.Status.Phase == gputaskv1.GPUTaskRunning {
+				running++
+			}
+		}
+		got, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, set, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) == n && running == n && got.Status.Replicas == int32(n) && got.Status.RunningReplicas == int32(n),
+			fmt.Sprintf("%d tasks, %d running; status replicas=%d running=%d", len(list.Items), running, got.Status.Replicas, got.Status.RunningReplicas)
+	})
+}
+
+// setTasks returns the sorted names of the set's tasks that are not being deleted.
+func setTasks(t *testing.T, ns, set string) []string {
+	t.Helper()
+	list, err := cp.GPUTask.GputaskV1().GPUTasks(ns).List(context.Background(), metav1.ListOptions{LabelSelector: gputaskv1.LabelTaskSet + "=" + set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, task := range list.Items {
+		if task.DeletionTimestamp == nil {
+			out = append(out, task.Name)
+		}
+	}
+	sort.Strings(out)
 	return out
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -211,45 +210,4 @@ func (d *downTracker) observe(all []podEvent) {
 		}
 	}
 	d.max = max(d.max, down)
-}
-
-// setTasks returns the sorted names of the set's tasks that are not being deleted.
-func setTasks(t *testing.T, ns, set string) []string {
-	t.Helper()
-	list, err := cp.GPUTask.GputaskV1().GPUTasks(ns).List(context.Background(), metav1.ListOptions{LabelSelector: gputaskv1.LabelTaskSet + "=" + set})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, task := range list.Items {
-		if task.DeletionTimestamp == nil {
-			out = append(out, task.Name)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// waitSetTasks waits until the set has exactly n tasks, all Running, none
-// being deleted, and its status says so.
-func waitSetTasks(t *testing.T, ns, set string, n int) {
-	t.Helper()
-	framework.Poll(t, waitTimeout, fmt.Sprintf("gputaskset %s/%s at %d Running tasks", ns, set, n), func(ctx context.Context) (bool, string) {
-		list, err := cp.GPUTask.GputaskV1().GPUTasks(ns).List(ctx, metav1.ListOptions{LabelSelector: gputaskv1.LabelTaskSet + "=" + set})
-		if err != nil {
-			return false, err.Error()
-		}
-		running := 0
-		for _, task := range list.Items {
-			if task.DeletionTimestamp == nil && task.Status.Phase == gputaskv1.GPUTaskRunning {
-				running++
-			}
-		}
-		got, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, set, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return len(list.Items) == n && running == n && got.Status.Replicas == int32(n) && got.Status.RunningReplicas == int32(n),
-			fmt.Sprintf("%d tasks, %d running; status replicas=%d running=%d", len(list.Items), running, got.Status.Replicas, got.Status.RunningReplicas)
-	})
 }

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sort"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,55 +106,4 @@ type metricWant struct {
 	name   string
 	labels map[string]string
 	ok     func(float64) bool
-}
-
-func atLeast(floor float64) func(float64) bool { return func(v float64) bool { return v >= floor } }
-func equals(want float64) func(float64) bool   { return func(v float64) bool { return v == want } }
-
-// waitMetrics polls /metrics until every wanted series is there with a good value.
-func waitMetrics(t *testing.T, addr string, wants []metricWant) {
-	t.Helper()
-	framework.Poll(t, waitTimeout, "metrics at "+addr, func(ctx context.Context) (bool, string) {
-		status, body := framework.HTTPGet(ctx, "http://"+addr+"/metrics")
-		if status != http.StatusOK {
-			return false, fmt.Sprintf("status %d", status)
-		}
-		var missing []string
-		for _, w := range wants {
-			v, found := metricValue(body, w.name, w.labels)
-			if !found || (w.ok != nil && !w.ok(v)) {
-				missing = append(missing, fmt.Sprintf("%s%v (found %v, value %v)", w.name, w.labels, found, v))
-			}
-		}
-		return len(missing) == 0, "missing or wrong: " + strings.Join(missing, "; ")
-	})
-}
-
-// metricValue finds the sample of name whose labels include labels, in the
-// Prometheus text format, and returns its value.
-func metricValue(body, name string, labels map[string]string) (float64, bool) {
-	var pairs []string
-	for k, v := range labels {
-		pairs = append(pairs, fmt.Sprintf("%s=%q", k, v))
-	}
-	sort.Strings(pairs)
-	for _, line := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		all := true
-		for _, p := range pairs {
-			all = all && strings.Contains(line, p)
-		}
-		if !all {
-			continue
-		}
-		fields := strings.Fields(line)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			continue
-		}
-		return v, true
-	}
-	return 0, false
 }
