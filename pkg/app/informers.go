@@ -13,6 +13,7 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/autoscaler"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
+	"github.com/gputask/gputask-controller/pkg/intern"
 	"github.com/gputask/gputask-controller/pkg/podspec"
 )
 
@@ -65,13 +66,46 @@ func StripManagedFields(obj any) (any, error) {
 }
 
 // compactGPUTask is StripManagedFields that also gives a GPUTask's
-// conditions a list of their own length: the JSON decoder grows the list
-// by doubling, and every cached task would keep the spare room.
+// conditions a list of their own length (the JSON decoder grows the list by
+// doubling, and every cached task would keep the spare room) and interns
+// the strings that the tasks of one set all repeat.
 func compactGPUTask(obj any) (any, error) {
-	if task, ok := obj.(*gputaskv1.GPUTask); ok && cap(task.Status.Conditions) > len(task.Status.Conditions) {
-		task.Status.Conditions = slices.Clone(task.Status.Conditions)
+	switch o := obj.(type) {
+	case *gputaskv1.GPUTask:
+		if cap(o.Status.Conditions) > len(o.Status.Conditions) {
+			o.Status.Conditions = slices.Clone(o.Status.Conditions)
+		}
+		intern.Meta(&o.ObjectMeta)
+		internSpec(&o.Spec)
+		st := &o.Status
+		st.Phase = gputaskv1.GPUTaskPhase(intern.String(string(st.Phase)))
+		st.NodeName, st.GPUModel = intern.String(st.NodeName), intern.String(st.GPUModel)
+		intern.Conditions(st.Conditions)
+	case *gputaskv1.GPUTaskSet:
+		intern.Meta(&o.ObjectMeta)
 	}
 	return StripManagedFields(obj)
+}
+
+// internSpec interns what a set's tasks share: their whole spec comes from
+// one template.
+func internSpec(spec *gputaskv1.GPUTaskSpec) {
+	spec.GPU, spec.Priority, spec.Image = intern.String(spec.GPU), intern.String(spec.Priority), intern.String(spec.Image)
+	intern.Strings(spec.GPUAlternatives)
+	intern.Strings(spec.Command)
+	intern.Strings(spec.Args)
+	for i := range spec.Env {
+		spec.Env[i].Name, spec.Env[i].Value = intern.String(spec.Env[i].Name), intern.String(spec.Env[i].Value)
+	}
+	if t := spec.Template; t != nil {
+		t.Metadata.Labels, t.Metadata.Annotations = intern.Map(t.Metadata.Labels), intern.Map(t.Metadata.Annotations)
+		for i := range t.Spec.Containers {
+			c := &t.Spec.Containers[i]
+			c.Name, c.Image = intern.String(c.Name), intern.String(c.Image)
+			intern.Strings(c.Command)
+			intern.Strings(c.Args)
+		}
+	}
 }
 
 // Start starts every informer requested so far; a second call starts just

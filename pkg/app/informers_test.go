@@ -1,7 +1,9 @@
 package app
 
 import (
+	"encoding/json"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,5 +53,40 @@ func TestCompactGPUTask(t *testing.T) {
 	set := &gputaskv1.GPUTaskSet{ObjectMeta: metav1.ObjectMeta{Name: "s", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}}
 	if out, err := compactGPUTask(set); err != nil || out.(*gputaskv1.GPUTaskSet).ManagedFields != nil {
 		t.Errorf("a set keeps its managedFields: %v, %v", out, err)
+	}
+}
+
+// TestCompactGPUTaskSharesStrings: two tasks of one set, decoded apart,
+// hold one copy of what they repeat once cached.
+func TestCompactGPUTaskSharesStrings(t *testing.T) {
+	decode := func(name string) *gputaskv1.GPUTask {
+		task := &gputaskv1.GPUTask{}
+		data := `{"metadata":{"name":"` + name + `","namespace":"team-a","labels":{"gputask.io/taskset":"render"}},
+			"spec":{"gpu":"NVIDIA-A100-SXM4-80GB","image":"registry.example/render:1","args":["--serve"]},
+			"status":{"phase":"Running","nodeName":"gpu-node-1","conditions":[{"type":"Ready","status":"True","reason":"PodReady","message":"","lastTransitionTime":"2026-11-24T00:00:00Z"}]}}`
+		if err := json.Unmarshal([]byte(data), task); err != nil {
+			t.Fatal(err)
+		}
+		out, err := compactGPUTask(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(*gputaskv1.GPUTask)
+	}
+	a, b := decode("render-a"), decode("render-b")
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	for what, pair := range map[string][2]string{
+		"namespace": {a.Namespace, b.Namespace},
+		"label":     {a.Labels["gputask.io/taskset"], b.Labels["gputask.io/taskset"]},
+		"gpu":       {a.Spec.GPU, b.Spec.GPU},
+		"image":     {a.Spec.Image, b.Spec.Image},
+		"arg":       {a.Spec.Args[0], b.Spec.Args[0]},
+		"phase":     {string(a.Status.Phase), string(b.Status.Phase)},
+		"node":      {a.Status.NodeName, b.Status.NodeName},
+		"reason":    {a.Status.Conditions[0].Reason, b.Status.Conditions[0].Reason},
+	} {
+		if pair[0] != pair[1] || !same(pair[0], pair[1]) {
+			t.Errorf("%s: %q and %q are not one shared copy", what, pair[0], pair[1])
+		}
 	}
 }

@@ -21,13 +21,13 @@ import (
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
-// Event reasons besides the decision reasons.
+// Event reasons besides the decision reasons and the condition reasons
+// (ReasonInvalidMetricSpec is both).
 const (
-	EventScaledUp          = "ScaledUp"
-	EventScaledDown        = "ScaledDown"
-	EventDryRun            = "DryRunScale"
-	EventFailedRescale     = "FailedRescale"
-	EventInvalidMetricSpec = "InvalidMetricSpec"
+	ReasonScaledUp      = "ScaledUp"
+	ReasonScaledDown    = "ScaledDown"
+	ReasonDryRunScale   = "DryRunScale"
+	ReasonFailedRescale = "FailedRescale"
 )
 
 // errReplicasChanged means someone else scaled the set while it was being
@@ -236,19 +236,19 @@ func (c *Controller) emitEvents(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d 
 	for i, m := range d.Metrics {
 		switch {
 		case configErrs[i] != nil:
-			c.recorder.Event(set, corev1.EventTypeWarning, EventInvalidMetricSpec, configErrs[i].Error())
+			c.recorder.Event(set, corev1.EventTypeWarning, ReasonInvalidMetricSpec, configErrs[i].Error())
 		case m.Err != nil:
 			c.recorder.Eventf(set, corev1.EventTypeWarning, scaling.ReasonFailedGetLoadIndex, "metric %q: %v", m.Name, m.Err)
 		}
 	}
 	switch {
 	case scaled && d.Desired > in.Current:
-		c.recorder.Eventf(set, corev1.EventTypeNormal, EventScaledUp, "New size: %d; reason: %s", d.Desired, d.Message)
+		c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonScaledUp, "New size: %d; reason: %s", d.Desired, d.Message)
 	case scaled:
-		c.recorder.Eventf(set, corev1.EventTypeNormal, EventScaledDown, "New size: %d; reason: %s", d.Desired, d.Message)
+		c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonScaledDown, "New size: %d; reason: %s", d.Desired, d.Message)
 	case scaleErr != nil:
-		c.recorder.Eventf(set, corev1.EventTypeWarning, EventFailedRescale, "New size: %d; reason: %s; error: %v", d.Desired, d.Message, scaleErr)
+		c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonFailedRescale, "New size: %d; reason: %s; error: %v", d.Desired, d.Message, scaleErr)
 	case in.DryRun && !in.Paused && !in.Stopped && d.Desired != in.Current:
-		c.recorder.Eventf(set, corev1.EventTypeNormal, EventDryRun, "Would scale from %d to %d; reason: %s", in.Current, d.Desired, d.Message)
+		c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonDryRunScale, "Would scale from %d to %d; reason: %s", in.Current, d.Desired, d.Message)
 	}
 }

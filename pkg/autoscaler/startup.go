@@ -11,9 +11,9 @@ import (
 	"github.com/gputask/gputask-controller/pkg/taskindex"
 )
 
-// EventTaskStartupTimeout is the Warning recorded once for each task that is
+// ReasonTaskStartupTimeout is the Warning recorded once for each task that is
 // not Ready within autoscaling.startupTimeout.
-const EventTaskStartupTimeout = "TaskStartupTimeout"
+const ReasonTaskStartupTimeout = "TaskStartupTimeout"
 
 // startup counts the set's tasks that are on their way. Tasks that finished,
 // are being deleted or are draining are not capacity the set is waiting for.
@@ -46,7 +46,7 @@ func (c *Controller) warnExpired(set *gputaskv1.GPUTaskSet, state *setState, exp
 		if state.warned[name] {
 			continue
 		}
-		c.recorder.Eventf(set, corev1.EventTypeWarning, EventTaskStartupTimeout,
+		c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonTaskStartupTimeout,
 			"Task %s is not Ready %v after it was created; it no longer holds scale-up back", name, scaling.StartupTimeoutOf(set.Spec.Autoscaling))
 	}
 	state.warned = seen

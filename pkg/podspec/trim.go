@@ -2,6 +2,8 @@ package podspec
 
 import (
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gputask/gputask-controller/pkg/intern"
 )
 
 // Trim is a cache.TransformFunc for the GPUTask controller's pod informer.
@@ -13,13 +15,17 @@ import (
 // DisruptionTarget and Kueue's TerminationTarget conditions. Drift is then found by the hash, and its first
 // differing field from a read of the pod when the hash differs. A pod made
 // before pods carried a hash keeps its spec, so that its drift is still found
-// from the cache. Anything else, such as a tombstone, passes as it is.
+// from the cache. The strings pods repeat (namespace, labels, owner, node,
+// condition reasons) are interned. Anything else, such as a tombstone,
+// passes as it is.
 func Trim(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
 	pod.ManagedFields = nil
+	intern.Meta(&pod.ObjectMeta)
+	pod.Spec.NodeName = intern.String(pod.Spec.NodeName)
 	if Stamped(pod) == "" {
 		return pod, nil
 	}
@@ -28,9 +34,9 @@ func Trim(obj any) (any, error) {
 		ObjectMeta: pod.ObjectMeta,
 		Spec:       corev1.PodSpec{NodeName: pod.Spec.NodeName},
 		Status: corev1.PodStatus{
-			Phase:             pod.Status.Phase,
-			Reason:            pod.Status.Reason,
-			Message:           pod.Status.Message,
+			Phase:             corev1.PodPhase(intern.String(string(pod.Status.Phase))),
+			Reason:            intern.String(pod.Status.Reason),
+			Message:           intern.String(pod.Status.Message),
 			StartTime:         pod.Status.StartTime,
 			NominatedNodeName: pod.Status.NominatedNodeName,
 		},
@@ -41,6 +47,9 @@ func Trim(obj any) (any, error) {
 	}
 	for _, c := range pod.Status.Conditions {
 		if keptConditions[c.Type] {
+			c.Type = corev1.PodConditionType(intern.String(string(c.Type)))
+			c.Status = corev1.ConditionStatus(intern.String(string(c.Status)))
+			c.Reason, c.Message = intern.String(c.Reason), intern.String(c.Message)
 			trimmed.Status.Conditions = append(trimmed.Status.Conditions, c)
 		}
 	}
