@@ -35,6 +35,7 @@ import (
 	gputaskscheme "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/scheme"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions/gputask/v1"
 	listers "github.com/gputask/gputask-controller/pkg/generated/listers/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/kueue"
 	"github.com/gputask/gputask-controller/pkg/metrics"
 	"github.com/gputask/gputask-controller/pkg/orphans"
 	"github.com/gputask/gputask-controller/pkg/podspec"
@@ -104,6 +105,9 @@ type Options struct {
 	// StatusQPS 0 means no limit here, only the client's.
 	StatusQPS   float64
 	StatusBurst int
+	// Workloads, when set, is Kueue's Workloads: the Scheduled condition of
+	// a task whose pod waits for admission carries the queue's reason.
+	Workloads *kueue.Workloads
 }
 
 // maxRetryDelay bounds the backoff of a task whose sync keeps failing, so
@@ -164,6 +168,9 @@ type Controller struct {
 	podsIndexer cache.Indexer
 	nodesLister corelisters.NodeLister
 	nodesSynced cache.InformerSynced
+	// workloads is Kueue's Workloads, nil without Kueue.
+	workloads       *kueue.Workloads
+	workloadsSynced cache.InformerSynced
 
 	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// broadcaster is nil when Options.Recorder was given.
@@ -317,6 +324,17 @@ func NewController(
 	})
 	utilruntime.Must(err)
 	c.tasksSynced, c.podsSynced, c.nodesSynced = tasksReg.HasSynced, podsReg.HasSynced, nodesReg.HasSynced
+	c.workloadsSynced = func() bool { return true }
+	if opts.Workloads != nil {
+		c.workloads = opts.Workloads
+		workloadsReg, err := opts.Workloads.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.addWorkload(logger, obj) },
+			UpdateFunc: func(_, cur any) { c.addWorkload(logger, cur) },
+			DeleteFunc: func(obj any) { c.addWorkload(logger, obj) },
+		})
+		utilruntime.Must(err)
+		c.workloadsSynced = workloadsReg.HasSynced
+	}
 	return c
 }
 
@@ -332,7 +350,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	logger := klog.FromContext(ctx)
 
 	logger.Info("Starting GPUTask controller")
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.tasksSynced, c.podsSynced, c.nodesSynced) {
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.tasksSynced, c.podsSynced, c.nodesSynced, c.workloadsSynced) {
 		if ctx.Err() != nil {
 			// Asked to stop before the caches synced: a normal shutdown.
 			return nil
@@ -542,6 +560,22 @@ func (c *Controller) enqueueTaskOfPod(logger klog.Logger, obj any) {
 // concerns the task of the same name, which it blocks (PodConflict). A pod
 // controlled by a task that is not in the cache concerns its own name, whose
 // sync deletes it if that task is gone (orphans.go).
+// addWorkload queues the tasks of the pods that own a Kueue Workload, so
+// that their Scheduled condition follows what the queue says.
+func (c *Controller) addWorkload(logger klog.Logger, obj any) {
+	ns, pods := kueue.OwnerPods(obj)
+	for _, name := range pods {
+		pod, err := c.podsLister.Pods(ns).Get(name)
+		if err != nil {
+			continue
+		}
+		if key, _ := c.taskOfPod(pod); key != nil {
+			logger.V(4).Info("Workload of a task's pod changed", "pod", klog.KObj(pod))
+			c.workqueue.Add(*key)
+		}
+	}
+}
+
 func (c *Controller) taskOfPod(pod *corev1.Pod) (key *cache.ObjectName, owned bool) {
 	if ref := metav1.GetControllerOf(pod); ref != nil && isTaskRef(ref) {
 		task, err := c.tasksLister.GPUTasks(pod.Namespace).Get(ref.Name)

@@ -98,8 +98,10 @@ func newControllers(ctx context.Context, cc app.ControllerContext) ([]app.Contro
 	if err != nil {
 		return nil, err
 	}
+	taskOpts := taskOptions(o)
+	taskOpts.Workloads = inf.Workloads
 	taskController := NewController(ctx, taskClients.Kube, taskClients.GPUTask, tasks,
-		inf.TaskPods.Core().V1().Pods(), inf.Cluster.Core().V1().Nodes(), taskOptions(o))
+		inf.TaskPods.Core().V1().Pods(), inf.Cluster.Core().V1().Nodes(), taskOpts)
 
 	setClients, err := cc.Clients.ClientsFor(taskset.ControllerName)
 	if err != nil {

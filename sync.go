@@ -174,6 +174,7 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 			return c.startReplacement(ctx, key, task, pod, reason, view)
 		}
 	}
+	view.Queue = c.queueWait(pod)
 	want := c.status(task, view)
 	if wait := taskstatus.SettleTime(pod, c.clock.Now()); wait > 0 && specErr == nil && taskstatus.MayWait(&task.Status, &want) {
 		// The pod is on its way; its next state, or this timer, brings
@@ -433,4 +434,18 @@ func mergeAnnotation[T any](ctx context.Context, client annotationPatcher[T], na
 		return err
 	}
 	return nil
+}
+
+// queueWait is Kueue's reason and message for pod while it waits for
+// admission, nil when Kueue is not installed, does not manage the pod, or
+// has admitted it.
+func (c *Controller) queueWait(pod *corev1.Pod) *taskstatus.QueueWait {
+	if c.workloads == nil || pod.Spec.NodeName != "" || reschedule.QueueManager(pod) != "Kueue" {
+		return nil
+	}
+	reason, msg, ok := c.workloads.Waiting(pod)
+	if !ok {
+		return nil
+	}
+	return &taskstatus.QueueWait{Reason: reason, Message: msg}
 }

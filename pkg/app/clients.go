@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -14,6 +15,8 @@ import (
 type Clients struct {
 	Kube    kubernetes.Interface
 	GPUTask versioned.Interface
+	// Dynamic reads kinds the project does not build against (Kueue's).
+	Dynamic dynamic.Interface
 }
 
 // ClientBuilder gives each user of the API, a controller, the informers or
@@ -51,5 +54,9 @@ func (b ClientBuilder) ClientsFor(name string) (Clients, error) {
 	if err != nil {
 		return Clients{}, fmt.Errorf("building gputask clientset for %s: %w", name, err)
 	}
-	return Clients{Kube: kube, GPUTask: gputask}, nil
+	dyn, err := dynamic.NewForConfig(config)
+	if err != nil {
+		return Clients{}, fmt.Errorf("building dynamic client for %s: %w", name, err)
+	}
+	return Clients{Kube: kube, GPUTask: gputask, Dynamic: dyn}, nil
 }

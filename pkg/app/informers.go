@@ -3,17 +3,21 @@ package app
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/autoscaler"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/intern"
+	"github.com/gputask/gputask-controller/pkg/kueue"
 	"github.com/gputask/gputask-controller/pkg/podspec"
 )
 
@@ -28,6 +32,40 @@ type Informers struct {
 	// ActivePods is every non-terminal pod of the cluster, for
 	// capacity-aware sets only: it runs while some set reads it.
 	ActivePods *autoscaler.LazyPods
+	// Workloads is Kueue's Workloads, nil where Kueue is not installed
+	// (DiscoverKueue).
+	Workloads *kueue.Workloads
+
+	workloadsStarted sync.Once
+	workloadsDone    sync.WaitGroup
+}
+
+// DiscoverKueue sets Workloads when the API server serves Kueue's
+// Workloads. Kueue installed later is seen after a restart.
+func (s *Informers) DiscoverKueue(ctx context.Context, cl Clients, resync time.Duration) {
+	rc := cl.Kube.Discovery().RESTClient()
+	if rc == nil {
+		return
+	}
+	gvr, ok, err := kueue.Resource(ctx, rc)
+	logger := klog.FromContext(ctx)
+	switch {
+	case ctx.Err() != nil:
+		return
+	case err != nil:
+		logger.Error(err, "Kueue's Workloads not read: discovery failed; tasks waiting in a Kueue queue show the pod's reason only")
+		return
+	case !ok:
+		logger.V(2).Info("Kueue is not installed")
+		return
+	}
+	w, err := kueue.NewWorkloads(cl.Dynamic, gvr, resync)
+	if err != nil {
+		logger.Error(err, "Kueue's Workloads not read")
+		return
+	}
+	logger.Info("Reading Kueue's Workloads", "resource", gvr.String())
+	s.Workloads = w
 }
 
 // NewInformers builds the factories on the informers' own clients.
@@ -114,6 +152,11 @@ func (s *Informers) Start(ctx context.Context) {
 	s.TaskPods.Start(ctx.Done())
 	s.Cluster.Start(ctx.Done())
 	s.GPUTask.Start(ctx.Done())
+	if s.Workloads != nil {
+		s.workloadsStarted.Do(func() {
+			s.workloadsDone.Go(func() { s.Workloads.Informer().RunWithContext(ctx) })
+		})
+	}
 }
 
 // Shutdown stops the informers and waits for their goroutines.
@@ -123,6 +166,7 @@ func (s *Informers) Shutdown(stop context.CancelFunc) {
 	s.Cluster.Shutdown()
 	s.GPUTask.Shutdown()
 	s.ActivePods.Stop()
+	s.workloadsDone.Wait()
 }
 
 // WaitForSync reports whether every started informer has synced.
@@ -136,6 +180,9 @@ func (s *Informers) WaitForSync(ctx context.Context) bool {
 	}
 	for _, ok := range s.GPUTask.WaitForCacheSync(ctx.Done()) {
 		synced = synced && ok
+	}
+	if s.Workloads != nil {
+		synced = synced && cache.WaitForCacheSync(ctx.Done(), s.Workloads.Informer().HasSynced)
 	}
 	return synced
 }

@@ -68,6 +68,7 @@ func Run(ctx context.Context, o *Options, newControllers NewControllersFunc) err
 		return fmt.Errorf("building the load-index destination policy: %w", err)
 	}
 	inf := NewInformers(informerClients, o.InformerResync)
+	inf.DiscoverKueue(ctx, informerClients, o.InformerResync)
 
 	// Controllers are built before the factories start, so that their
 	// informers are part of what starts and syncs.

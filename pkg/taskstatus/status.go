@@ -37,10 +37,19 @@ type View struct {
 	CreateErr error
 	// Replaced, when set, is a completed replacement to count.
 	Replaced *Replacement
+	// Queue, when set, is the queueing system's own reason and message for
+	// a pod that waits for admission (Kueue's, from the pod's Workload).
+	// The Scheduled condition carries them while the pod is not scheduled.
+	Queue *QueueWait
 	// UntoleratedTaints, when set, lists the taints of the task's GPU nodes
 	// that the pod does not tolerate; it is called only when the scheduler
 	// reports untolerated taints.
 	UntoleratedTaints func() []string
+}
+
+// QueueWait is why a queueing system keeps a pod waiting, in its words.
+type QueueWait struct {
+	Reason, Message string
 }
 
 // Replacement is a completed replacement of the task's pod. CountedFrom is
@@ -137,6 +146,9 @@ func Compute(task *gputaskv1.GPUTask, view View, at time.Time) gputaskv1.GPUTask
 		}
 		if s == metav1.ConditionFalse && strings.Contains(msg, "untolerated taint") {
 			msg = withUntoleratedTaints(msg, view.UntoleratedTaints)
+		}
+		if q := view.Queue; q != nil && s != metav1.ConditionTrue && validReason(q.Reason) {
+			reason, msg = q.Reason, gputaskv1.TruncateMessage(q.Message, maxConditionMessage)
 		}
 		set(gputaskv1.ConditionScheduled, s, reason, msg)
 		s, reason, msg = MirrorPodCondition(view.Pod, corev1.PodReady, condReasonPodReady, condReasonPodNotReady)

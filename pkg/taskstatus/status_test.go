@@ -4,10 +4,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -88,6 +90,53 @@ func TestPodCreateFailureMessage(t *testing.T) {
 			}
 			if len(msg) > maxPodCreateMessage || !utf8.ValidString(msg) {
 				t.Errorf("message of %d bytes (valid UTF-8: %v), want at most %d", len(msg), utf8.ValidString(msg), maxPodCreateMessage)
+			}
+		})
+	}
+}
+
+// TestScheduledCarriesTheQueuesReason: while a pod waits for admission, the
+// task's Scheduled condition says what the queue says; once the pod is
+// placed, or when the queue has nothing usable to say, the pod's own
+// condition shows.
+func TestScheduledCarriesTheQueuesReason(t *testing.T) {
+	task := &gputaskv1.GPUTask{ObjectMeta: metav1.ObjectMeta{Name: "render", Generation: 1}}
+	gated := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "render"},
+		Spec:       corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "SchedulingGated", Message: "Scheduling is blocked due to non-empty scheduling gates",
+		}}},
+	}
+	placed := gated.DeepCopy()
+	placed.Spec.SchedulingGates, placed.Spec.NodeName = nil, "gpu-node-1"
+	placed.Status.Conditions[0] = corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}
+	quota := &QueueWait{Reason: "Pending", Message: "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor gpu-a100, 2 more needed"}
+	tests := []struct {
+		name                string
+		pod                 *corev1.Pod
+		queue               *QueueWait
+		wantStatus          metav1.ConditionStatus
+		wantReason, wantMsg string
+	}{
+		{"waiting, the queue's word", gated, quota, metav1.ConditionFalse, "Pending", quota.Message},
+		{"waiting, no word from the queue", gated, nil, metav1.ConditionFalse, "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates"},
+		{"a reason the API would refuse", gated, &QueueWait{Reason: "no quota!", Message: "m"}, metav1.ConditionFalse, "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates"},
+		{"long message cut", gated, &QueueWait{Reason: "Pending", Message: strings.Repeat("q", maxConditionMessage+1)}, metav1.ConditionFalse, "Pending", ""},
+		{"placed", placed, quota, metav1.ConditionTrue, "PodScheduled", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := Compute(task, View{Pod: tc.pod, Queue: tc.queue}, time.Unix(1, 0))
+			c := meta.FindStatusCondition(st.Conditions, gputaskv1.ConditionScheduled)
+			if c == nil || c.Status != tc.wantStatus || c.Reason != tc.wantReason {
+				t.Fatalf("Scheduled = %+v, want %s %s", c, tc.wantStatus, tc.wantReason)
+			}
+			if tc.wantMsg != "" && c.Message != tc.wantMsg {
+				t.Errorf("message = %q, want %q", c.Message, tc.wantMsg)
+			}
+			if len(c.Message) > maxConditionMessage {
+				t.Errorf("message of %d bytes, over %d", len(c.Message), maxConditionMessage)
 			}
 		})
 	}

@@ -114,6 +114,7 @@ const (
 // +kubebuilder:printcolumn:name="AMOUNT",type=string,JSONPath=`.spec.gpu-amount`
 // +kubebuilder:printcolumn:name="PHASE",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="NODE",type=string,JSONPath=`.status.nodeName`
+// +kubebuilder:printcolumn:name="SCHEDULED",type=string,JSONPath=`.status.conditions[?(@.type=="Scheduled")].reason`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="name must be at most 63 characters: it is the value of the pod's gputask.io/task label"
 
