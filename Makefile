@@ -62,7 +62,8 @@ bench: tools build ## Benchmarks: decision, ranking, sources, throughput, and th
 	$(GO) run ./test/bench/sidebyside
 
 # The autoscaling benchmark: each synthetic trace replayed in virtual time
-# under ours, an HPA, KEDA, the seed's step script, a static pool and the
+# under ours (and its variants with burst, predictive pre-warming and a
+# scheduled floor), an HPA, KEDA, the seed's step script, a static pool and the
 # oracle, with workers that start in 2 and in 5 minutes. Tables go to
 # standard output and _output/replay/*.txt, figures and time series to
 # _output/replay/*.json, plots to *.png. See docs/replay.md.
@@ -70,7 +71,8 @@ REPLAY_SHAPES ?= diurnal bursty step flash
 REPLAY_STARTUPS ?= 2m 5m
 REPLAY_FLAGS ?= --time-column Timestamp \
 	--input-tokens-column 'Request tokens' --output-tokens-column 'Response tokens' \
-	--prefill-tokens-per-second 4000 --decode-tokens-per-second 40 --concurrency 8
+	--prefill-tokens-per-second 4000 --decode-tokens-per-second 40 --concurrency 8 \
+	--variant burst --variant predictive --variant schedule
 
 .PHONY: bench-autoscaling
 bench-autoscaling: ## Replay synthetic request traces through every autoscaling policy; tables and plots in _output/replay/.

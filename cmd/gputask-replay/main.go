@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gputask/gputask-controller/pkg/replay"
@@ -63,7 +64,16 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		jsonPath     = fs.String("json", "", "write the figures and time series as JSON to this file")
 		plotPath     = fs.String("plot", "", "write a plot of demand, replicas and queue per policy to this file (.png, .svg or .pdf)")
 		markdown     = fs.Bool("markdown", false, "print the table as Markdown")
+		variants     []replay.Variant
 	)
+	fs.Func("variant", "one more run of ours, as ours+NAME: a built-in NAME ("+strings.Join(replay.BuiltinVariants, ", ")+") or NAME=FILE (a GPUTaskSet); repeatable", func(v string) error {
+		variant, err := replay.ParseVariant(v)
+		if err != nil {
+			return err
+		}
+		variants = append(variants, variant)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -116,7 +126,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	}
 	report, err := replay.Run(tr, replay.Config{
 		Concurrency: *concurrency, Startup: *startup, Load: loadKind, SLO: *slo, Set: set,
-		HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", Policies: names,
+		HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", Policies: names, Variants: variants,
 		Name: filepath.Base(*tracePath),
 	})
 	if err != nil {

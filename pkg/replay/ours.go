@@ -35,6 +35,8 @@ type Ours struct {
 	wake     time.Time
 	byName   map[string]*Worker
 
+	// Label names the run in reports; empty means "ours".
+	Label string
 	// Last is the last decision.
 	Last scaling.Decision
 }
@@ -52,7 +54,12 @@ func NewOurs(set *gputaskv1.GPUTaskSet, load LoadKind) (*Ours, error) {
 }
 
 // Name implements Policy.
-func (o *Ours) Name() string { return PolicyOurs }
+func (o *Ours) Name() string {
+	if o.Label != "" {
+		return o.Label
+	}
+	return PolicyOurs
+}
 
 // Start begins with Initial Ready workers, within [minReplicas,
 // maxReplicas], as a set that has run at that count: its status holds a

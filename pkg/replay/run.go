@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"embed"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -56,6 +57,45 @@ func ParsePolicies(s string) ([]string, error) {
 
 //go:embed inference-pool.yaml
 var defaultSetYAML []byte
+
+//go:embed variants/*.yaml
+var variantFiles embed.FS
+
+// Variant is one more run of ours, reported as "ours+Name", with the
+// autoscaling block of its own set.
+type Variant struct {
+	Name string
+	Set  *gputaskv1.GPUTaskSet
+}
+
+// BuiltinVariants are the variants that --variant names without a file:
+// the inference pool with burst, predictive or a scheduled floor.
+var BuiltinVariants = []string{"burst", "predictive", "schedule"}
+
+// ParseVariant reads a --variant value: a built-in name, or NAME=FILE for a
+// GPUTaskSet of one's own.
+func ParseVariant(v string) (Variant, error) {
+	name, path, withFile := strings.Cut(v, "=")
+	if name == "" || strings.ContainsAny(name, " ,") {
+		return Variant{}, fmt.Errorf("variant %q: want a name of %s, or NAME=FILE", v, strings.Join(BuiltinVariants, ", "))
+	}
+	if withFile {
+		set, err := LoadSet(path)
+		if err != nil {
+			return Variant{}, fmt.Errorf("variant %s: %w", name, err)
+		}
+		return Variant{Name: name, Set: set}, nil
+	}
+	b, err := variantFiles.ReadFile("variants/" + name + ".yaml")
+	if err != nil {
+		return Variant{}, fmt.Errorf("unknown variant %q: want one of %s, or NAME=FILE", name, strings.Join(BuiltinVariants, ", "))
+	}
+	set, err := ParseSet(b)
+	if err != nil {
+		return Variant{}, fmt.Errorf("the built-in variant %s is invalid: %w", name, err)
+	}
+	return Variant{Name: name, Set: set}, nil
+}
 
 // DefaultSet is the inference pool ours scales when --set is not given.
 func DefaultSet() *gputaskv1.GPUTaskSet {
@@ -119,6 +159,8 @@ type Config struct {
 	// of a value target.
 	HPAAverageValue bool
 	Policies        []string
+	// Variants are more runs of ours, after the policies.
+	Variants []Variant
 	// SampleEvery is the time between samples of the series; 0 picks one
 	// that gives about 2000 samples.
 	SampleEvery time.Duration
@@ -196,6 +238,21 @@ func Run(tr Trace, c Config) (Report, error) {
 		}
 		report.Policies = append(report.Policies, res)
 		report.Series[name] = res.Series
+	}
+	seen := map[string]bool{}
+	for _, v := range c.Variants {
+		if seen[v.Name] {
+			return Report{}, fmt.Errorf("variant %s given twice", v.Name)
+		}
+		seen[v.Name] = true
+		ours, err := NewOurs(v.Set, c.Load)
+		if err != nil {
+			return Report{}, fmt.Errorf("variant %s: %w", v.Name, err)
+		}
+		ours.Initial, ours.Label = InitialWorkers(tr, c.Concurrency), PolicyOurs+"+"+v.Name
+		res := Play(NewPool(tr, c.Start, c.Concurrency, c.Startup), ours, PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO})
+		report.Policies = append(report.Policies, res)
+		report.Series[ours.Label] = res.Series
 	}
 	return report, nil
 }

@@ -199,3 +199,38 @@ func TestParsePolicies(t *testing.T) {
 		t.Error("unknown policy: no error")
 	}
 }
+
+func TestVariants(t *testing.T) {
+	for _, name := range BuiltinVariants {
+		v, err := ParseVariant(name)
+		if err != nil || v.Name != name || v.Set.Spec.Autoscaling == nil {
+			t.Errorf("ParseVariant(%q) = %+v, %v", name, v, err)
+		}
+	}
+	for _, bad := range []string{"", "nope", "a b", "x=/nonexistent.yaml"} {
+		if _, err := ParseVariant(bad); err == nil {
+			t.Errorf("ParseVariant(%q): want an error", bad)
+		}
+	}
+	burst, err := ParseVariant("burst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if burst.Set.Spec.Autoscaling.Burst == nil {
+		t.Error("the burst variant has no burst block")
+	}
+	var tr Trace
+	for i := range 600 {
+		tr.Requests = append(tr.Requests, Request{Arrival: time.Duration(i) * time.Second, Service: 5 * time.Second})
+	}
+	report, err := Run(tr, Config{Concurrency: 2, Startup: time.Minute, Policies: []string{PolicyOurs}, Variants: []Variant{burst}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(report.Policies) != 2 || report.Policies[1].Name != "ours+burst" || len(report.Series["ours+burst"]) == 0 {
+		t.Errorf("policies %d, second %q, series %d; want ours then ours+burst with a series", len(report.Policies), report.Policies[1].Name, len(report.Series["ours+burst"]))
+	}
+	if _, err := Run(tr, Config{Concurrency: 2, Policies: []string{PolicyOurs}, Variants: []Variant{burst, burst}}); err == nil {
+		t.Error("a variant given twice: want an error")
+	}
+}
