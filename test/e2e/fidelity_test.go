@@ -20,6 +20,7 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/replay"
 	"github.com/gputask/gputask-controller/pkg/scaling"
+	"github.com/gputask/gputask-controller/test/framework"
 	"github.com/gputask/gputask-controller/test/kwok"
 )
 
@@ -275,4 +276,158 @@ func (h *fidelityHarness) summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d workers, %d busy-mark patches, %.3f GPU-hours", len(h.pool.AllWorkers()), h.patches, h.pool.GPUHours(h.pool.Now()))
 	return b.String()
+}
+
+// TestReplayIsTheControllerForFloors: the schedule and forecast floors the
+// replay plays are the controller's. A quiet trace is played twice, in
+// virtual time by the replay and in real time against the controller, on a
+// set that gains, as the trace starts, a scheduled window in force
+// (minReplicas 3), or predictive pre-warming in Active mode over a history
+// that asks for 3 tasks at every hour of the week. Before that, in Preview
+// mode, the controller reports the forecast and acts on nothing. Both runs
+// must make the same decisions, each in the same interval give or take one.
+func TestReplayIsTheControllerForFloors(t *testing.T) {
+	const floor = 3
+	tests := []struct {
+		name string
+		// floorOn turns the floor on in a set's autoscaling spec.
+		floorOn func(*gputaskv1.AutoscalingSpec)
+		// predictive seeds a learned history, and starts in Preview.
+		predictive bool
+		wantFrom   string
+	}{{
+		name: "schedule",
+		floorOn: func(a *gputaskv1.AutoscalingSpec) {
+			a.Schedules = []gputaskv1.ScheduleSpec{{Name: "always", Start: "* * * * *", Duration: gputaskv1.Duration{Duration: time.Hour}, MinReplicas: floor}}
+		},
+		wantFrom: "of schedule always",
+	}, {
+		name:       "predictive",
+		predictive: true,
+		floorOn: func(a *gputaskv1.AutoscalingSpec) {
+			a.Predictive = &gputaskv1.PredictiveSpec{Mode: gputaskv1.PredictiveActive, LeadTime: &gputaskv1.Duration{Duration: time.Minute}}
+		},
+		wantFrom: "of the predictive forecast",
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ns := cp.NamespaceT(t)
+			model := createGPUNodes(t, ns, 2, 2)
+			rec := recordPool(t, ns)
+			trace := replay.Trace{Requests: []replay.Request{
+				{Arrival: 0, Service: 4 * time.Second}, {Arrival: 20 * time.Second, Service: 4 * time.Second}, {Arrival: 40 * time.Second, Service: 4 * time.Second},
+			}}
+			h := newFidelityHarness(t, ns, rec, trace)
+			srv := httptest.NewServer(h.index)
+			t.Cleanup(srv.Close)
+			set := fidelitySet(model, srv.URL)
+			set.Spec.Autoscaling.Burst = nil
+			ctx := context.Background()
+			sets := cp.GPUTask.GputaskV1().GPUTaskSets(ns)
+
+			// A history that asks for the floor at every quarter hour of
+			// the week, learned on the days before today.
+			var history scaling.History
+			week := time.Now().Add(-8 * 24 * time.Hour)
+			for i := range 7 * 96 {
+				history.Learn(week.Add(time.Duration(i)*15*time.Minute), floor)
+			}
+			if tc.predictive {
+				set.Spec.Autoscaling.Predictive = &gputaskv1.PredictiveSpec{Mode: gputaskv1.PredictivePreview, LeadTime: &gputaskv1.Duration{Duration: time.Minute}}
+			}
+			if _, err := sets.Create(ctx, set, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.predictive {
+				// The history a new leader would find in the status.
+				framework.Poll(t, time.Minute, "the history written", func(ctx context.Context) (bool, string) {
+					cur, err := sets.Get(ctx, poolName, metav1.GetOptions{})
+					if err != nil {
+						return false, err.Error()
+					}
+					cur.Status.Predictive = &gputaskv1.PredictiveStatus{History: history.Encode()}
+					if _, err := sets.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+						return false, err.Error()
+					}
+					return true, ""
+				})
+				// Preview: the forecast is reported, nothing is acted on.
+				rec.waitSetWithin(t, time.Minute, "the forecast previewed", func(s *gputaskv1.GPUTaskSet) bool {
+					p := s.Status.Predictive
+					return p != nil && ptr.Deref(p.ForecastReplicas, 0) == floor && strings.Contains(p.Message, "preview: not acting on it")
+				})
+			}
+			rec.waitSetWithin(t, 2*time.Minute, "the first task Ready", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.ReadyReplicas == 1 })
+			if steps, _ := rec.snapshot(); len(steps) != 1 {
+				t.Fatalf("spec.replicas changed before the floor was on: %v", steps)
+			}
+
+			// The floor goes on as the trace starts.
+			t0 := h.start()
+			framework.Poll(t, 30*time.Second, "the floor turned on", func(ctx context.Context) (bool, string) {
+				cur, err := sets.Get(ctx, poolName, metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				tc.floorOn(cur.Spec.Autoscaling)
+				if _, err := sets.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+					return false, err.Error()
+				}
+				return true, ""
+			})
+			end := t0.Add(trace.Duration() + 15*time.Second)
+			h.run(t, end)
+
+			// The replay's run: the floor on from the start, the same
+			// history in the status.
+			replaySet := set.DeepCopy()
+			tc.floorOn(replaySet.Spec.Autoscaling)
+			if tc.predictive {
+				replaySet.Status.Predictive = &gputaskv1.PredictiveStatus{History: history.Encode()}
+			}
+			ours, err := replay.NewOurs(replaySet, replay.LoadDemand)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sim := replay.NewSim(replay.NewPool(trace, t0, fidelityConcurrency, fidelityStartup), ours)
+			var virtual []decision
+			var firstMsg string
+			last := int32(1)
+			for k := 1; !t0.Add(time.Duration(k) * fidelityInterval).After(end); k++ {
+				if r := sim.Step(t0.Add(time.Duration(k) * fidelityInterval)); r != last {
+					if len(virtual) == 0 {
+						firstMsg = ours.Last.Message
+					}
+					virtual = append(virtual, decision{k: k, replicas: r})
+					last = r
+				}
+			}
+			var real []decision
+			steps, reasons := rec.snapshot()
+			for _, s := range steps[1:] {
+				k := int((s.at.Sub(t0) + fidelityInterval - 1) / fidelityInterval)
+				real = append(real, decision{k: k, replicas: s.replicas})
+			}
+			t.Logf("decisions (replicas@interval), replay: %v (%q); controller: %v (reasons %v)", virtual, firstMsg, real, reasons)
+			final, err := sets.Get(ctx, poolName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := final.Status.LastDecision; d == nil || !strings.Contains(d.Message, tc.wantFrom) {
+				t.Errorf("the controller's last decision %+v, want the floor %s", d, tc.wantFrom)
+			}
+			if len(virtual) == 0 || virtual[0].replicas != floor || !strings.Contains(firstMsg, tc.wantFrom) {
+				t.Fatalf("the replay made decisions %v (%q), want the floor of %d %s first", virtual, firstMsg, floor, tc.wantFrom)
+			}
+			if len(real) != len(virtual) {
+				t.Fatalf("the controller made %d decisions %v, the replay %d %v", len(real), real, len(virtual), virtual)
+			}
+			for i := range virtual {
+				if real[i].replicas != virtual[i].replicas || abs(real[i].k-virtual[i].k) > 1 {
+					t.Errorf("decision %d: controller %v, replay %v; want the same replicas within one interval", i, real[i], virtual[i])
+				}
+			}
+		})
+	}
 }
