@@ -117,31 +117,8 @@ func TestReplayIsTheController(t *testing.T) {
 	h.run(t, end)
 
 	// The replay's run of the same trace and set.
-	pool := replay.NewPool(trace, t0, fidelityConcurrency, fidelityStartup)
-	ours, err := replay.NewOurs(set, replay.LoadDemand)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim := replay.NewSim(pool, ours)
-	var virtual []decision
-	var burstMsg string
-	last := int32(1)
-	for k := 1; !t0.Add(time.Duration(k) * fidelityInterval).After(end); k++ {
-		if r := sim.Step(t0.Add(time.Duration(k) * fidelityInterval)); r != last {
-			if len(virtual) == 0 {
-				burstMsg = ours.Last.Message
-			}
-			virtual = append(virtual, decision{k: k, replicas: r})
-			last = r
-		}
-	}
-
-	var real []decision
-	steps, reasons := rec.snapshot()
-	for _, s := range steps[1:] { // the first is the set as created
-		k := int((s.at.Sub(t0) + fidelityInterval - 1) / fidelityInterval)
-		real = append(real, decision{k: k, replicas: s.replicas})
-	}
+	virtual, burstMsg := replayDecisions(t, set, trace, t0, end)
+	real, reasons := rec.decisionsSince(t0)
 	t.Logf("decisions (replicas@interval), replay: %v; controller: %v (reasons %v)", virtual, real, reasons)
 	t.Logf("controller's run: %s", h.summary())
 	if len(virtual) < 3 || virtual[0].replicas != 4 {
@@ -155,6 +132,50 @@ func TestReplayIsTheController(t *testing.T) {
 	if !strings.Contains(burstMsg, "a burst") {
 		t.Errorf("the replay's scale-up said %q, want a burst", burstMsg)
 	}
+	sameDecisions(t, real, virtual)
+}
+
+// replayDecisions plays trace through the replay's model of set from t0 to
+// end, one evaluation per interval, and returns the changes of the count
+// it made and the message of the first.
+func replayDecisions(t *testing.T, set *gputaskv1.GPUTaskSet, trace replay.Trace, t0, end time.Time) ([]decision, string) {
+	t.Helper()
+	ours, err := replay.NewOurs(set, replay.LoadDemand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := replay.NewSim(replay.NewPool(trace, t0, fidelityConcurrency, fidelityStartup), ours)
+	var virtual []decision
+	var firstMsg string
+	last := int32(1)
+	for k := 1; !t0.Add(time.Duration(k) * fidelityInterval).After(end); k++ {
+		if r := sim.Step(t0.Add(time.Duration(k) * fidelityInterval)); r != last {
+			if len(virtual) == 0 {
+				firstMsg = ours.Last.Message
+			}
+			virtual = append(virtual, decision{k: k, replicas: r})
+			last = r
+		}
+	}
+	return virtual, firstMsg
+}
+
+// decisionsSince returns the changes of spec.replicas the recorder saw
+// after the set as created, by interval from t0, and the decision reasons.
+func (r *poolRecorder) decisionsSince(t0 time.Time) ([]decision, []string) {
+	var real []decision
+	steps, reasons := r.snapshot()
+	for _, s := range steps[1:] {
+		k := int((s.at.Sub(t0) + fidelityInterval - 1) / fidelityInterval)
+		real = append(real, decision{k: k, replicas: s.replicas})
+	}
+	return real, reasons
+}
+
+// sameDecisions checks that the controller made the replay's decisions,
+// each in the same interval give or take one.
+func sameDecisions(t *testing.T, real, virtual []decision) {
+	t.Helper()
 	if len(real) != len(virtual) {
 		t.Fatalf("the controller made %d decisions %v, the replay %d %v", len(real), real, len(virtual), virtual)
 	}
@@ -386,29 +407,8 @@ func TestReplayIsTheControllerForFloors(t *testing.T) {
 			if tc.predictive {
 				replaySet.Status.Predictive = &gputaskv1.PredictiveStatus{History: history.Encode()}
 			}
-			ours, err := replay.NewOurs(replaySet, replay.LoadDemand)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sim := replay.NewSim(replay.NewPool(trace, t0, fidelityConcurrency, fidelityStartup), ours)
-			var virtual []decision
-			var firstMsg string
-			last := int32(1)
-			for k := 1; !t0.Add(time.Duration(k) * fidelityInterval).After(end); k++ {
-				if r := sim.Step(t0.Add(time.Duration(k) * fidelityInterval)); r != last {
-					if len(virtual) == 0 {
-						firstMsg = ours.Last.Message
-					}
-					virtual = append(virtual, decision{k: k, replicas: r})
-					last = r
-				}
-			}
-			var real []decision
-			steps, reasons := rec.snapshot()
-			for _, s := range steps[1:] {
-				k := int((s.at.Sub(t0) + fidelityInterval - 1) / fidelityInterval)
-				real = append(real, decision{k: k, replicas: s.replicas})
-			}
+			virtual, firstMsg := replayDecisions(t, replaySet, trace, t0, end)
+			real, reasons := rec.decisionsSince(t0)
 			t.Logf("decisions (replicas@interval), replay: %v (%q); controller: %v (reasons %v)", virtual, firstMsg, real, reasons)
 			final, err := sets.Get(ctx, poolName, metav1.GetOptions{})
 			if err != nil {
@@ -420,14 +420,7 @@ func TestReplayIsTheControllerForFloors(t *testing.T) {
 			if len(virtual) == 0 || virtual[0].replicas != floor || !strings.Contains(firstMsg, tc.wantFrom) {
 				t.Fatalf("the replay made decisions %v (%q), want the floor of %d %s first", virtual, firstMsg, floor, tc.wantFrom)
 			}
-			if len(real) != len(virtual) {
-				t.Fatalf("the controller made %d decisions %v, the replay %d %v", len(real), real, len(virtual), virtual)
-			}
-			for i := range virtual {
-				if real[i].replicas != virtual[i].replicas || abs(real[i].k-virtual[i].k) > 1 {
-					t.Errorf("decision %d: controller %v, replay %v; want the same replicas within one interval", i, real[i], virtual[i])
-				}
-			}
+			sameDecisions(t, real, virtual)
 		})
 	}
 }
