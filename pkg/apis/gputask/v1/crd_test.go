@@ -205,7 +205,7 @@ func TestCRDNames(t *testing.T) {
 		scale       bool
 		columns     []string
 	}{
-		{"gputask.io_gputasks.yaml", "gt", false, []string{"GPU", "AMOUNT", "PHASE", "NODE", "AGE"}},
+		{"gputask.io_gputasks.yaml", "gt", false, []string{"GPU", "AMOUNT", "PHASE", "NODE", "SCHEDULED", "AGE"}},
 		{"gputask.io_gputasksets.yaml", "gts", true, []string{"DESIRED", "CURRENT", "READY", "RUNNING", "STARTING", "DRAINING", "LOAD", "STOPPED", "ABLE", "AGE"}},
 	} {
 		crd, _, _ := crdSchema(t, tc.file)
