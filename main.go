@@ -125,6 +125,7 @@ func newControllers(ctx context.Context, cc app.ControllerContext) ([]app.Contro
 		autoscaler.Options{
 			GPUResourceName: corev1.ResourceName(o.GPUResourceName),
 			GPULabelKey:     o.GPULabelKey,
+			Quotas:          inf.Quotas,
 			NewSource: loadindex.Factory{Secrets: loadindex.KubeSecrets{Client: scalerClients.Kube}, Destinations: cc.Destinations,
 				AllowPOST: o.LoadIndexAllowPOST}.New,
 		})

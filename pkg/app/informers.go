@@ -35,13 +35,16 @@ type Informers struct {
 	// Workloads is Kueue's Workloads, nil where Kueue is not installed
 	// (DiscoverKueue).
 	Workloads *kueue.Workloads
+	// Quotas is Kueue's LocalQueues and ClusterQueues, nil where Kueue is
+	// not installed, for capacity-aware sets whose tasks name a queue.
+	Quotas *kueue.Quotas
 
-	workloadsStarted sync.Once
-	workloadsDone    sync.WaitGroup
+	kueueStarted sync.Once
+	kueueDone    sync.WaitGroup
 }
 
-// DiscoverKueue sets Workloads when the API server serves Kueue's
-// Workloads. Kueue installed later is seen after a restart.
+// DiscoverKueue sets Workloads and Quotas when the API server serves
+// Kueue's Workloads. Kueue installed later is seen after a restart.
 func (s *Informers) DiscoverKueue(ctx context.Context, cl Clients, resync time.Duration) {
 	rc := cl.Kube.Discovery().RESTClient()
 	if rc == nil {
@@ -64,8 +67,21 @@ func (s *Informers) DiscoverKueue(ctx context.Context, cl Clients, resync time.D
 		logger.Error(err, "Kueue's Workloads not read")
 		return
 	}
-	logger.Info("Reading Kueue's Workloads", "resource", gvr.String())
-	s.Workloads = w
+	q, err := kueue.NewQuotas(cl.Dynamic, gvr.GroupVersion(), resync)
+	if err != nil {
+		logger.Error(err, "Kueue's queues not read")
+		return
+	}
+	logger.Info("Reading Kueue's Workloads and queues", "groupVersion", gvr.GroupVersion().String())
+	s.Workloads, s.Quotas = w, q
+}
+
+// kueueInformers are the Kueue informers DiscoverKueue found.
+func (s *Informers) kueueInformers() []cache.SharedIndexInformer {
+	if s.Workloads == nil {
+		return nil
+	}
+	return append([]cache.SharedIndexInformer{s.Workloads.Informer()}, s.Quotas.Informers()...)
 }
 
 // NewInformers builds the factories on the informers' own clients.
@@ -152,11 +168,11 @@ func (s *Informers) Start(ctx context.Context) {
 	s.TaskPods.Start(ctx.Done())
 	s.Cluster.Start(ctx.Done())
 	s.GPUTask.Start(ctx.Done())
-	if s.Workloads != nil {
-		s.workloadsStarted.Do(func() {
-			s.workloadsDone.Go(func() { s.Workloads.Informer().RunWithContext(ctx) })
-		})
-	}
+	s.kueueStarted.Do(func() {
+		for _, inf := range s.kueueInformers() {
+			s.kueueDone.Go(func() { inf.RunWithContext(ctx) })
+		}
+	})
 }
 
 // Shutdown stops the informers and waits for their goroutines.
@@ -166,7 +182,7 @@ func (s *Informers) Shutdown(stop context.CancelFunc) {
 	s.Cluster.Shutdown()
 	s.GPUTask.Shutdown()
 	s.ActivePods.Stop()
-	s.workloadsDone.Wait()
+	s.kueueDone.Wait()
 }
 
 // WaitForSync reports whether every started informer has synced.
@@ -181,8 +197,8 @@ func (s *Informers) WaitForSync(ctx context.Context) bool {
 	for _, ok := range s.GPUTask.WaitForCacheSync(ctx.Done()) {
 		synced = synced && ok
 	}
-	if s.Workloads != nil {
-		synced = synced && cache.WaitForCacheSync(ctx.Done(), s.Workloads.Informer().HasSynced)
+	for _, inf := range s.kueueInformers() {
+		synced = synced && cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
 	}
 	return synced
 }

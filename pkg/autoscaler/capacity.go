@@ -11,32 +11,48 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/kueue"
 	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/taskindex"
 )
+
+// Capacity is how many of a capacity-aware set's tasks fit, and what
+// limits them.
+type Capacity struct {
+	// Tasks is how many of the set's tasks fit.
+	Tasks int32
+	// Limit names what Tasks counts, for the decision's message; empty
+	// means the GPU nodes.
+	Limit string
+	// waitsForAdmission reports whether a task's pod is gated: it waits for
+	// a queueing system's admission.
+	waitsForAdmission func(task *gputaskv1.GPUTask) bool
+}
 
 // capacity is how many of the set's tasks fit: on each schedulable node with
 // one of the template's GPU models (gpu or one of gpuAlternatives; any GPU
 // node when the template names none), the free GPUs divided by the GPUs per
 // task, plus the set's tasks already bound to a node (their GPUs are already
-// counted as used).
-func (c *Controller) capacity(ctx context.Context, set *gputaskv1.GPUTaskSet) (int32, error) {
+// counted as used). For a set whose tasks name a Kueue LocalQueue, it is at
+// most what the queue's ClusterQueue can still admit, plus the set's tasks
+// already admitted (their quota is already counted as reserved).
+func (c *Controller) capacity(ctx context.Context, set *gputaskv1.GPUTaskSet) (Capacity, error) {
 	perTask, err := podspec.GPUAmount(set.Spec.Template.Spec.GPUAmount)
 	if err != nil {
 		// The set's tasks cannot be built either; they report InvalidSpec.
-		return 0, fmt.Errorf("template: %w", err)
+		return Capacity{}, fmt.Errorf("template: %w", err)
 	}
 	nodes, err := c.nodesLister.List(labels.Everything())
 	if err != nil {
-		return 0, fmt.Errorf("listing nodes: %w", err)
+		return Capacity{}, fmt.Errorf("listing nodes: %w", err)
 	}
 	podsLister, err := c.pods.Lister(ctx)
 	if err != nil {
-		return 0, err
+		return Capacity{}, err
 	}
 	pods, err := podsLister.List(labels.Everything())
 	if err != nil {
-		return 0, fmt.Errorf("listing pods: %w", err)
+		return Capacity{}, fmt.Errorf("listing pods: %w", err)
 	}
 	used := gpusInUseByNode(pods, c.opts.GPUResourceName)
 
@@ -52,11 +68,70 @@ func (c *Controller) capacity(ctx context.Context, set *gputaskv1.GPUTaskSet) (i
 		}
 	}
 
-	bound, err := c.boundTasks(set)
+	tasks, err := taskindex.OfSet(c.tasksIndexer, set)
 	if err != nil {
-		return 0, err
+		return Capacity{}, fmt.Errorf("listing tasks: %w", err)
 	}
-	return int32(min(fit+bound, math.MaxInt32)), nil
+	// A task's pod holds quota once it is admitted: it is in the cache of
+	// non-terminal pods and no longer gated.
+	gated := func(t *gputaskv1.GPUTask) (gated, found bool) {
+		pod, err := podsLister.Pods(t.Namespace).Get(t.Name)
+		if err != nil {
+			return false, false
+		}
+		return len(pod.Spec.SchedulingGates) > 0, true
+	}
+	var bound, admitted int64
+	for _, t := range tasks {
+		if t.Status.NodeName != "" {
+			bound++
+		}
+		if g, found := gated(t); found && !g {
+			admitted++
+		}
+	}
+	out := Capacity{Tasks: clampInt32(fit + bound), waitsForAdmission: func(t *gputaskv1.GPUTask) bool {
+		g, _ := gated(t)
+		return g
+	}}
+	if quota, queue, ok := c.queueQuota(set); ok {
+		if n := quota.Fit(perTask) + admitted; n < fit+bound {
+			out.Tasks = clampInt32(n)
+			out.Limit = fmt.Sprintf("the quota of ClusterQueue %s (LocalQueue %s: %d %s not reserved)",
+				quota.ClusterQueue, queue, quota.Free(), c.opts.GPUResourceName)
+		}
+	}
+	return out, nil
+}
+
+// queueQuota is the GPU quota of the Kueue queue the set's tasks name, if
+// Kueue is installed and the queue has one.
+func (c *Controller) queueQuota(set *gputaskv1.GPUTaskSet) (kueue.Quota, string, bool) {
+	if c.opts.Quotas == nil {
+		return kueue.Quota{}, "", false
+	}
+	queue := QueueName(set)
+	if queue == "" {
+		return kueue.Quota{}, "", false
+	}
+	q, ok := c.opts.Quotas.For(set.Namespace, queue, c.opts.GPUResourceName)
+	return q, queue, ok
+}
+
+// QueueName is the Kueue LocalQueue the set's pods name, from the task
+// template's labels or its pod template's (podspec copies both to the pod).
+func QueueName(set *gputaskv1.GPUTaskSet) string {
+	if q := set.Spec.Template.Metadata.Labels[kueue.LabelQueueName]; q != "" {
+		return q
+	}
+	if t := set.Spec.Template.Spec.Template; t != nil {
+		return t.Metadata.Labels[kueue.LabelQueueName]
+	}
+	return ""
+}
+
+func clampInt32(n int64) int32 {
+	return int32(min(max(n, 0), math.MaxInt32))
 }
 
 // nodeMatches reports whether new tasks of a set accepting models (gpu,
@@ -71,21 +146,6 @@ func (c *Controller) nodeMatches(node *corev1.Node, models []string) bool {
 	}
 	allocatable, ok := node.Status.Allocatable[c.opts.GPUResourceName]
 	return ok && allocatable.Sign() > 0
-}
-
-// boundTasks counts the set's live tasks that have a node.
-func (c *Controller) boundTasks(set *gputaskv1.GPUTaskSet) (int64, error) {
-	tasks, err := taskindex.OfSet(c.tasksIndexer, set)
-	if err != nil {
-		return 0, fmt.Errorf("listing tasks: %w", err)
-	}
-	var n int64
-	for _, t := range tasks {
-		if t.Status.NodeName != "" {
-			n++
-		}
-	}
-	return n, nil
 }
 
 // gpusInUseByNode sums the GPUs of the non-terminal pods bound to each node.

@@ -27,6 +27,7 @@ import (
 	gputaskscheme "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/scheme"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions/gputask/v1"
 	gputasklisters "github.com/gputask/gputask-controller/pkg/generated/listers/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/kueue"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/metrics"
 	"github.com/gputask/gputask-controller/pkg/podspec"
@@ -65,6 +66,10 @@ type Options struct {
 	// Clock stamps decisions and drives the queue's delays. Nil means the
 	// real clock; tests pass a fake one.
 	Clock clock.WithTicker
+	// Quotas is Kueue's queues, nil where Kueue is not installed: a
+	// capacity-aware set whose tasks name a LocalQueue is capped at what
+	// its ClusterQueue can still admit.
+	Quotas *kueue.Quotas
 	// ReadsPerNamespace bounds the load-index reads in flight for one
 	// namespace's sets. Zero means DefaultReadsPerNamespace.
 	ReadsPerNamespace int

@@ -31,6 +31,7 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/controllertest"
 	applyv1 "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/kueue"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/scaling"
@@ -69,6 +70,8 @@ type fixture struct {
 	// noPreload leaves the informer caches empty, for tests that start the
 	// informers: objects already cached would arrive as no-op updates.
 	noPreload bool
+	// quotas is Kueue's queues, nil as where Kueue is not installed.
+	quotas *kueue.Quotas
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -107,7 +110,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	c := NewController(ctx, f.KubeClient, f.Client,
 		f.Informers.Gputask().V1().GPUTaskSets(), f.Informers.Gputask().V1().GPUTasks(),
 		f.KubeInformers.Core().V1().Nodes(), cachedPods{f.KubeInformers.Core().V1().Pods().Lister()},
-		Options{Clock: f.Clock, Recorder: f.Recorder, NewSource: f.newSource})
+		Options{Clock: f.Clock, Recorder: f.Recorder, NewSource: f.newSource, Quotas: f.quotas})
 	c.workqueue = f.RecordQueue(c.workqueue)
 	if !f.noPreload {
 		f.Preload()
@@ -511,8 +514,8 @@ func TestCapacityCountsGPUAmountAndAnyModel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("capacity: %v", err)
 	}
-	if n != 4 { // floor(5/2) + floor(4/2)
-		t.Errorf("capacity = %d, want 4", n)
+	if n.Tasks != 4 { // floor(5/2) + floor(4/2)
+		t.Errorf("capacity = %d, want 4", n.Tasks)
 	}
 
 	// An amount the tasks cannot be built with has no capacity to compute.
@@ -537,8 +540,8 @@ func TestCapacityCountsEveryAcceptedModel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("capacity: %v", err)
 	}
-	if n != 5 { // 2 A100 + 3 H100, never the L40S
-		t.Errorf("capacity = %d, want 5", n)
+	if n.Tasks != 5 { // 2 A100 + 3 H100, never the L40S
+		t.Errorf("capacity = %d, want 5", n.Tasks)
 	}
 }
 

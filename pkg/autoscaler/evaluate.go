@@ -51,25 +51,26 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 	}
 
 	var capacity *int32
+	var fit Capacity
 	if set.Spec.Autoscaling.CapacityAware {
-		n, err := c.capacity(ctx, set)
-		if err != nil {
+		var err error
+		if fit, err = c.capacity(ctx, set); err != nil {
 			return fmt.Errorf("computing GPU capacity: %w", err)
 		}
-		capacity = &n
+		capacity = &fit.Tasks
 	}
 
 	// The last step gates every change of the count, so it is read before
 	// anything is decided; see scaling.NextStep.
 	last := lastStep(set, state.lastStep)
-	st, err := c.startup(set, last, now)
+	st, err := c.startup(set, last, now, fit.waitsForAdmission)
 	if err != nil {
 		return fmt.Errorf("counting starting tasks: %w", err)
 	}
 	c.warnExpired(set, state, st.Expired)
 
 	in := scaling.InputsFor(set, now, readings, capacity, state.recommendations)
-	in.LastScaleTime, in.Starting = last, st.Starting
+	in.LastScaleTime, in.Starting, in.CapacityLimit = last, st.Starting, fit.Limit
 	d := scaling.Decide(in)
 	state.recommendations = d.Recommendations
 	state.retryAfter = d.RetryAfter
@@ -94,7 +95,7 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 	}
 	c.emitEvents(set, in, d, configErrs, scaled, scaleErr)
 	want := desiredStatus(set, in, d, now, configErrs, scaledAt, scaleErr)
-	want.StartingReplicas = st.Starting
+	want.StartingReplicas, want.QueuedReplicas = st.Starting, st.Queued
 	if err := c.updateStatus(ctx, set, want); err != nil {
 		return errors.Join(scaleErr, err)
 	}

@@ -16,13 +16,24 @@ import (
 const ReasonTaskStartupTimeout = "TaskStartupTimeout"
 
 // startup counts the set's tasks that are on their way. Tasks that finished,
-// are being deleted or are draining are not capacity the set is waiting for.
-func (c *Controller) startup(set *gputaskv1.GPUTaskSet, lastStep, now time.Time) (scaling.Startup, error) {
+// are being deleted or are draining are not capacity the set is waiting for;
+// tasks whose pods wait for a queue's admission (queued, known only to
+// capacity-aware sets, which read pods) wait for quota, not for a start.
+func (c *Controller) startup(set *gputaskv1.GPUTaskSet, lastStep, now time.Time, queued func(*gputaskv1.GPUTask) bool) (scaling.Startup, error) {
 	tasks, err := taskindex.OfSet(c.tasksIndexer, set)
 	if err != nil {
 		return scaling.Startup{}, fmt.Errorf("listing tasks: %w", err)
 	}
 	starts := scaling.TaskStarts(tasks)
+	if queued != nil {
+		waiting := map[string]bool{}
+		for _, t := range tasks {
+			waiting[t.Name] = queued(t)
+		}
+		for i := range starts {
+			starts[i].Queued = waiting[starts[i].Name]
+		}
+	}
 	current := currentReplicas(set)
 	if gputaskv1.IsStopped(set) {
 		current = 0

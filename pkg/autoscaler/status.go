@@ -206,6 +206,7 @@ func statusApplyConfiguration(status *gputaskv1.GPUTaskSetStatus) (*applyv1.GPUT
 		DesiredReplicas:     all.DesiredReplicas,
 		CapacityReplicas:    all.CapacityReplicas,
 		StartingReplicas:    all.StartingReplicas,
+		QueuedReplicas:      all.QueuedReplicas,
 		LastScaleTime:       all.LastScaleTime,
 		LastDecision:        all.LastDecision,
 		Metrics:             all.Metrics,
@@ -231,6 +232,7 @@ func applyAutoscalerStatus(dst, src *gputaskv1.GPUTaskSetStatus) {
 	dst.DesiredReplicas = src.DesiredReplicas
 	dst.CapacityReplicas = src.CapacityReplicas
 	dst.StartingReplicas = src.StartingReplicas
+	dst.QueuedReplicas = src.QueuedReplicas
 	dst.LastScaleTime = src.LastScaleTime
 	dst.LastDecision = src.LastDecision
 	dst.Metrics = src.Metrics

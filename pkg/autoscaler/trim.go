@@ -10,7 +10,8 @@ import (
 // cluster, so it keeps only what the count and the informer itself need:
 // the pod's identity, its node, its phase and what the scheduler charges it
 // (the containers' resources, init containers' restart policy, overhead and
-// pod-level resources). Anything else, such as a tombstone, passes as it is.
+// pod-level resources), and its scheduling gates, which tell a pod that waits
+// for a queue's admission. Anything else, such as a tombstone, passes as it is.
 func TrimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -30,6 +31,8 @@ func TrimPod(obj any) (any, error) {
 			InitContainers: trimContainers(pod.Spec.InitContainers),
 			Overhead:       pod.Spec.Overhead,
 			Resources:      pod.Spec.Resources,
+			// A gated pod waits for a queue's admission and holds no quota.
+			SchedulingGates: pod.Spec.SchedulingGates,
 		},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase},
 	}

@@ -143,6 +143,9 @@ type Inputs struct {
 	// Capacity is how many of the set's tasks fit the GPU nodes, or nil when
 	// capacityAware is off.
 	Capacity *int32
+	// CapacityLimit says what Capacity counts, for the decision's message:
+	// empty means the GPU nodes; a queue's quota is named here.
+	CapacityLimit string
 	// HeldBack is status.heldBackReplicas: tasks a previous scale-in kept
 	// because they were too young.
 	HeldBack int32
@@ -682,8 +685,12 @@ func capAtCapacity(in Inputs, d *Decision, s step) step {
 	}
 	capped := max(in.Current, *in.Capacity)
 	d.addLimit(ReasonCapacityLimited)
+	limit := in.CapacityLimit
+	if limit == "" {
+		limit = "the GPU nodes"
+	}
 	return s.limited(capped, ReasonCapacityLimited,
-		fmt.Sprintf("capped at %d: only %d tasks fit the GPU nodes", capped, *in.Capacity))
+		fmt.Sprintf("capped at %d: only %d tasks fit %s", capped, *in.Capacity, limit))
 }
 
 // holdYoungTasks waits for the last scale-in to finish: while it keeps

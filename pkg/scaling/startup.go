@@ -17,6 +17,9 @@ type TaskStart struct {
 	Created time.Time
 	// Ready is true when the task's Ready condition is True.
 	Ready bool
+	// Queued is true when the task's pod waits for a queueing system's
+	// admission (it is gated): it waits for quota, not for a start.
+	Queued bool
 }
 
 // Startup is how much of a set's capacity is still on its way.
@@ -26,6 +29,9 @@ type Startup struct {
 	Starting int32
 	// Ready counts the Ready tasks.
 	Ready int32
+	// Queued counts the tasks that wait for a queue's admission. They do
+	// not hold scale-up back: quota, not start-up, keeps them waiting.
+	Queued int32
 	// Expired names the tasks that were not Ready within the startup
 	// timeout, sorted. They no longer hold scale-up back.
 	Expired []string
@@ -49,6 +55,10 @@ func CountStarting(tasks []TaskStart, current int32, lastScale time.Time, timeou
 	for _, t := range tasks {
 		if t.Ready {
 			s.Ready++
+			continue
+		}
+		if t.Queued {
+			s.Queued++
 			continue
 		}
 		deadline := t.Created.Add(timeout)

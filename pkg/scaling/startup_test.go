@@ -37,6 +37,9 @@ func TestCountStarting(t *testing.T) {
 			want: Startup{Ready: 1}},
 		{name: "more tasks than current (scale-in under way)", tasks: []TaskStart{task("a", time.Hour, true), task("b", time.Minute, false)}, current: 1, lastScale: t0,
 			want: Startup{Ready: 1, Starting: 1, NextExpiry: 9 * time.Minute}},
+		{name: "queued tasks wait for quota, not for a start", tasks: []TaskStart{task("a", time.Hour, true), {Name: "q", Created: t0.Add(-time.Minute), Queued: true},
+			{Name: "old", Created: t0.Add(-time.Hour), Queued: true}, task("b", time.Minute, false)}, current: 4,
+			want: Startup{Ready: 1, Queued: 2, Starting: 1, NextExpiry: 9 * time.Minute}},
 		{name: "zero timeout means the default", tasks: []TaskStart{task("a", 5*time.Minute, false)}, current: 1, timeout: -1,
 			want: Startup{Starting: 1, NextExpiry: 5 * time.Minute}},
 	}

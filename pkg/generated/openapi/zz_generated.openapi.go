@@ -861,6 +861,13 @@ func schema_pkg_apis_gputask_v1_GPUTaskSetStatus(ref common.ReferenceCallback) c
 							Format:      "int32",
 						},
 					},
+					"queuedReplicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "QueuedReplicas is the number of tasks of a capacity-aware set whose pods wait for a queueing system's admission (they are gated). They are not counted as starting: quota, not start-up, keeps them waiting.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
 					"drainingReplicas": {
 						SchemaProps: spec.SchemaProps{
 							Description: "DrainingReplicas is the number of tasks marked gputask.io/draining, waiting for their work to finish before they are deleted.",

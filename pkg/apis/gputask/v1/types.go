@@ -787,6 +787,11 @@ type GPUTaskSetStatus struct {
 	// plus tasks asked for but not created yet.
 	// +optional
 	StartingReplicas int32 `json:"startingReplicas,omitempty"`
+	// QueuedReplicas is the number of tasks of a capacity-aware set whose
+	// pods wait for a queueing system's admission (they are gated). They are
+	// not counted as starting: quota, not start-up, keeps them waiting.
+	// +optional
+	QueuedReplicas int32 `json:"queuedReplicas,omitempty"`
 	// DrainingReplicas is the number of tasks marked gputask.io/draining,
 	// waiting for their work to finish before they are deleted.
 	// +optional

@@ -233,6 +233,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: predictive
       type:
         namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.PredictiveStatus
+    - name: queuedReplicas
+      type:
+        scalar: numeric
     - name: readyReplicas
       type:
         scalar: numeric

@@ -40,6 +40,10 @@ type GPUTaskSetStatusApplyConfiguration struct {
 	// starting: not yet Ready and younger than autoscaling.startupTimeout,
 	// plus tasks asked for but not created yet.
 	StartingReplicas *int32 `json:"startingReplicas,omitempty"`
+	// QueuedReplicas is the number of tasks of a capacity-aware set whose
+	// pods wait for a queueing system's admission (they are gated). They are
+	// not counted as starting: quota, not start-up, keeps them waiting.
+	QueuedReplicas *int32 `json:"queuedReplicas,omitempty"`
 	// DrainingReplicas is the number of tasks marked gputask.io/draining,
 	// waiting for their work to finish before they are deleted.
 	DrainingReplicas *int32 `json:"drainingReplicas,omitempty"`
@@ -123,6 +127,14 @@ func (b *GPUTaskSetStatusApplyConfiguration) WithReadyReplicas(value int32) *GPU
 // If called multiple times, the StartingReplicas field is set to the value of the last call.
 func (b *GPUTaskSetStatusApplyConfiguration) WithStartingReplicas(value int32) *GPUTaskSetStatusApplyConfiguration {
 	b.StartingReplicas = &value
+	return b
+}
+
+// WithQueuedReplicas sets the QueuedReplicas field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the QueuedReplicas field is set to the value of the last call.
+func (b *GPUTaskSetStatusApplyConfiguration) WithQueuedReplicas(value int32) *GPUTaskSetStatusApplyConfiguration {
+	b.QueuedReplicas = &value
 	return b
 }
 
