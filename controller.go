@@ -17,10 +17,12 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	resourceinformers "k8s.io/client-go/informers/resource/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -108,6 +110,17 @@ type Options struct {
 	// Workloads, when set, is Kueue's Workloads: the Scheduled condition of
 	// a task whose pod waits for admission carries the queue's reason.
 	Workloads *kueue.Workloads
+	// GPUAllocation is how tasks that do not choose ask for GPUs; empty means
+	// ExtendedResource. DeviceClass and ModelAttribute shape DRA claims
+	// (podspec.DefaultDeviceClass, podspec.DefaultModelAttribute).
+	GPUAllocation  gputaskv1.GPUAllocationMode
+	DeviceClass    string
+	ModelAttribute string
+	// ClaimTemplates and Claims, where the API server serves DRA, are the
+	// ResourceClaimTemplates and ResourceClaims that carry a task's label:
+	// DRA tasks' templates, and the claims made from them.
+	ClaimTemplates resourceinformers.ResourceClaimTemplateInformer
+	Claims         resourceinformers.ResourceClaimInformer
 }
 
 // maxRetryDelay bounds the backoff of a task whose sync keeps failing, so
@@ -132,6 +145,9 @@ func (o Options) podOptions() podspec.Options {
 		GPULabelKey:        o.GPULabelKey,
 		DefaultImage:       o.DefaultImage,
 		GPUTaintToleration: o.GPUTaintToleration,
+		GPUAllocation:      o.GPUAllocation,
+		DeviceClass:        o.DeviceClass,
+		ModelAttribute:     o.ModelAttribute,
 	}
 }
 
@@ -171,6 +187,11 @@ type Controller struct {
 	// workloads is Kueue's Workloads, nil without Kueue.
 	workloads       *kueue.Workloads
 	workloadsSynced cache.InformerSynced
+	// claimTemplatesLister and claimsLister are nil where the API server
+	// serves no DRA.
+	claimTemplatesLister resourcelisters.ResourceClaimTemplateLister
+	claimsLister         resourcelisters.ResourceClaimLister
+	claimsSynced         cache.InformerSynced
 
 	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// broadcaster is nil when Options.Recorder was given.
@@ -335,6 +356,20 @@ func NewController(
 		utilruntime.Must(err)
 		c.workloadsSynced = workloadsReg.HasSynced
 	}
+	c.claimsSynced = func() bool { return true }
+	if opts.ClaimTemplates != nil && opts.Claims != nil {
+		c.claimTemplatesLister, c.claimsLister = opts.ClaimTemplates.Lister(), opts.Claims.Lister()
+		handler := cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.enqueueTaskOfClaim(logger, obj) },
+			UpdateFunc: func(_, cur any) { c.enqueueTaskOfClaim(logger, cur) },
+			DeleteFunc: func(obj any) { c.enqueueTaskOfClaim(logger, obj) },
+		}
+		templatesReg, err := opts.ClaimTemplates.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: handler.DeleteFunc})
+		utilruntime.Must(err)
+		claimsReg, err := opts.Claims.Informer().AddEventHandler(handler)
+		utilruntime.Must(err)
+		c.claimsSynced = func() bool { return templatesReg.HasSynced() && claimsReg.HasSynced() }
+	}
 	return c
 }
 
@@ -350,7 +385,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	logger := klog.FromContext(ctx)
 
 	logger.Info("Starting GPUTask controller")
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.tasksSynced, c.podsSynced, c.nodesSynced, c.workloadsSynced) {
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.tasksSynced, c.podsSynced, c.nodesSynced, c.workloadsSynced, c.claimsSynced) {
 		if ctx.Err() != nil {
 			// Asked to stop before the caches synced: a normal shutdown.
 			return nil
@@ -560,22 +595,6 @@ func (c *Controller) enqueueTaskOfPod(logger klog.Logger, obj any) {
 // concerns the task of the same name, which it blocks (PodConflict). A pod
 // controlled by a task that is not in the cache concerns its own name, whose
 // sync deletes it if that task is gone (orphans.go).
-// addWorkload queues the tasks of the pods that own a Kueue Workload, so
-// that their Scheduled condition follows what the queue says.
-func (c *Controller) addWorkload(logger klog.Logger, obj any) {
-	ns, pods := kueue.OwnerPods(obj)
-	for _, name := range pods {
-		pod, err := c.podsLister.Pods(ns).Get(name)
-		if err != nil {
-			continue
-		}
-		if key, _ := c.taskOfPod(pod); key != nil {
-			logger.V(4).Info("Workload of a task's pod changed", "pod", klog.KObj(pod))
-			c.workqueue.Add(*key)
-		}
-	}
-}
-
 func (c *Controller) taskOfPod(pod *corev1.Pod) (key *cache.ObjectName, owned bool) {
 	if ref := metav1.GetControllerOf(pod); ref != nil && isTaskRef(ref) {
 		task, err := c.tasksLister.GPUTasks(pod.Namespace).Get(ref.Name)
@@ -597,10 +616,26 @@ func (c *Controller) taskOfPod(pod *corev1.Pod) (key *cache.ObjectName, owned bo
 	return nil, false
 }
 
+// addWorkload queues the tasks of the pods that own a Kueue Workload, so
+// that their Scheduled condition follows what the queue says.
+func (c *Controller) addWorkload(logger klog.Logger, obj any) {
+	ns, pods := kueue.OwnerPods(obj)
+	for _, name := range pods {
+		pod, err := c.podsLister.Pods(ns).Get(name)
+		if err != nil {
+			continue
+		}
+		if key, _ := c.taskOfPod(pod); key != nil {
+			logger.V(4).Info("Workload of a task's pod changed", "pod", klog.KObj(pod))
+			c.workqueue.Add(*key)
+		}
+	}
+}
+
 // isControlledBy checks the controller reference's kind and group as well as
 // its UID: metav1.IsControlledBy checks the UID alone.
-func isControlledBy(pod *corev1.Pod, task *gputaskv1.GPUTask) bool {
-	ref := metav1.GetControllerOf(pod)
+func isControlledBy(obj metav1.Object, task *gputaskv1.GPUTask) bool {
+	ref := metav1.GetControllerOf(obj)
 	return ref != nil && ref.UID == task.UID && isTaskRef(ref)
 }
 

@@ -43,6 +43,9 @@ type fixture struct {
 
 	opts Options
 	c    *Controller
+	// dra gives the controller the caches of ResourceClaimTemplates and
+	// ResourceClaims, as where the API server serves DRA.
+	dra bool
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -60,6 +63,9 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	f.Start()
 	opts := f.opts
 	opts.Recorder, opts.Clock = f.Recorder, f.Clock
+	if f.dra {
+		opts.ClaimTemplates, opts.Claims = f.KubeInformers.Resource().V1().ResourceClaimTemplates(), f.KubeInformers.Resource().V1().ResourceClaims()
+	}
 	c := NewController(ctx, f.KubeClient, f.Client,
 		f.Informers.Gputask().V1().GPUTasks(), f.KubeInformers.Core().V1().Pods(), f.KubeInformers.Core().V1().Nodes(), opts)
 	c.tasksSynced, c.podsSynced, c.nodesSynced = controllertest.AlwaysReady, controllertest.AlwaysReady, controllertest.AlwaysReady

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/app"
 	"github.com/gputask/gputask-controller/pkg/autoscaler"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
@@ -76,6 +77,9 @@ func taskOptions(o *app.Options) Options {
 		GPULabelKey:              o.GPULabelKey,
 		DefaultImage:             o.DefaultImage,
 		GPUTaintToleration:       o.GPUTaintToleration,
+		GPUAllocation:            gputaskv1.GPUAllocationMode(o.GPUAllocation),
+		DeviceClass:              o.DRADeviceClass,
+		ModelAttribute:           o.DRAModelAttribute,
 		RescheduleInterval:       o.RescheduleInterval,
 		PendingTimeout:           o.PendingTimeout,
 		NodeNotReadyTimeout:      o.NodeNotReadyTimeout,
@@ -100,6 +104,10 @@ func newControllers(ctx context.Context, cc app.ControllerContext) ([]app.Contro
 	}
 	taskOpts := taskOptions(o)
 	taskOpts.Workloads = inf.Workloads
+	if inf.DRA {
+		taskOpts.ClaimTemplates = inf.TaskPods.Resource().V1().ResourceClaimTemplates()
+		taskOpts.Claims = inf.TaskPods.Resource().V1().ResourceClaims()
+	}
 	taskController := NewController(ctx, taskClients.Kube, taskClients.GPUTask, tasks,
 		inf.TaskPods.Core().V1().Pods(), inf.Cluster.Core().V1().Nodes(), taskOpts)
 

@@ -46,6 +46,13 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 		return nil
 	}
 
+	if podspec.UsesDRA(&task.Spec, c.podOpts) {
+		if err := c.ensureClaimTemplate(ctx, task); err != nil {
+			c.recorder.Eventf(task, corev1.EventTypeWarning, ReasonFailedCreate, "Error preparing the GPU claim of pod %s: %v", desired.Name, err)
+			err = fmt.Errorf("preparing the GPU claim of gputask %s: %w", key, err)
+			return errors.Join(err, c.writeStatus(ctx, task, c.status(task, taskstatus.View{CreateErr: err})))
+		}
+	}
 	podspec.Stamp(desired)
 	c.expectations.ExpectCreations(key.String(), 1)
 	created, err := c.kubeclientset.CoreV1().Pods(task.Namespace).Create(ctx, desired, metav1.CreateOptions{})
@@ -346,6 +353,15 @@ func (c *Controller) status(task *gputaskv1.GPUTask, view taskstatus.View) gputa
 	if view.Pod != nil {
 		if node := c.nodeOf(view.Pod); node != nil {
 			view.GPUModel = node.Labels[c.opts.GPULabelKey]
+		}
+		if podspec.UsesDRA(&task.Spec, c.podOpts) {
+			// The claim's allocation, not the node's label, says which
+			// devices the pod got.
+			var model string
+			view.Devices, model = c.allocatedDevices(task, view.Pod)
+			if model != "" || view.Devices != nil {
+				view.GPUModel = model
+			}
 		}
 		view.UntoleratedTaints = func() []string {
 			nodes, err := c.nodesLister.List(labels.Everything())

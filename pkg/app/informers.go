@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
@@ -19,6 +20,7 @@ import (
 	"github.com/gputask/gputask-controller/pkg/intern"
 	"github.com/gputask/gputask-controller/pkg/kueue"
 	"github.com/gputask/gputask-controller/pkg/podspec"
+	"github.com/gputask/gputask-controller/pkg/served"
 )
 
 // Informers holds the informer factories; controllers register their
@@ -35,6 +37,11 @@ type Informers struct {
 	// Workloads is Kueue's Workloads, nil where Kueue is not installed
 	// (DiscoverKueue).
 	Workloads *kueue.Workloads
+	// DRA is true where the API server serves Dynamic Resource
+	// Allocation's ResourceClaimTemplates (DiscoverDRA): the GPUTask
+	// controller then caches, from TaskPods, the templates and claims that
+	// carry a task's label.
+	DRA bool
 	// Quotas is Kueue's LocalQueues and ClusterQueues, nil where Kueue is
 	// not installed, for capacity-aware sets whose tasks name a queue.
 	Quotas *kueue.Quotas
@@ -82,6 +89,24 @@ func (s *Informers) kueueInformers() []cache.SharedIndexInformer {
 		return nil
 	}
 	return append([]cache.SharedIndexInformer{s.Workloads.Informer()}, s.Quotas.Informers()...)
+}
+
+// DiscoverDRA sets DRA when the API server serves resource.k8s.io/v1's
+// ResourceClaimTemplates.
+func (s *Informers) DiscoverDRA(ctx context.Context, cl Clients) {
+	rc := cl.Kube.Discovery().RESTClient()
+	if rc == nil {
+		return
+	}
+	ok, err := served.Resource(ctx, rc, resourcev1.SchemeGroupVersion, "resourceclaimtemplates")
+	switch {
+	case ctx.Err() != nil:
+		return
+	case err != nil:
+		klog.FromContext(ctx).Error(err, "Dynamic Resource Allocation not found: discovery failed; DRA tasks report their pods' create errors")
+		return
+	}
+	s.DRA = ok
 }
 
 // NewInformers builds the factories on the informers' own clients.

@@ -24,6 +24,7 @@ import (
 	componentbaseoptions "k8s.io/component-base/config/options"
 	componentbasevalidation "k8s.io/component-base/config/validation"
 
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/podspec"
 )
@@ -60,6 +61,9 @@ type Options struct {
 	GPULabelKey              string
 	DefaultImage             string
 	GPUTaintToleration       bool
+	GPUAllocation            string
+	DRADeviceClass           string
+	DRAModelAttribute        string
 	RescheduleInterval       time.Duration
 	PendingTimeout           time.Duration
 	NodeNotReadyTimeout      time.Duration
@@ -97,6 +101,9 @@ func NewOptions() *Options {
 		GPULabelKey:              podspec.DefaultGPULabelKey,
 		DefaultImage:             podspec.DefaultImage,
 		GPUTaintToleration:       true,
+		GPUAllocation:            string(gputaskv1.GPUAllocationExtendedResource),
+		DRADeviceClass:           podspec.DefaultDeviceClass,
+		DRAModelAttribute:        podspec.DefaultModelAttribute,
 		RescheduleInterval:       10 * time.Minute,
 		PendingTimeout:           5 * time.Minute,
 		NodeNotReadyTimeout:      time.Minute,
@@ -128,6 +135,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.GPUResourceName, "gpu-resource-name", o.GPUResourceName, "Extended resource a task's pod asks for, as its limit.")
 	fs.StringVar(&o.GPULabelKey, "gpu-label-key", o.GPULabelKey, "Node label whose value is the GPU model; spec.gpu becomes a node selector on it.")
 	fs.StringVar(&o.DefaultImage, "default-image", o.DefaultImage, "Container image of a task that names none.")
+	fs.StringVar(&o.GPUAllocation, "gpu-allocation", o.GPUAllocation, "How a task's pod asks for GPUs when its spec.gpuAllocation does not say: ExtendedResource (a limit on --gpu-resource-name, placed by --gpu-label-key) or DRA (a ResourceClaim of devices of --dra-device-class, selected by --dra-model-attribute).")
+	fs.StringVar(&o.DRADeviceClass, "dra-device-class", o.DRADeviceClass, "The DeviceClass of a DRA task's GPUs.")
+	fs.StringVar(&o.DRAModelAttribute, "dra-model-attribute", o.DRAModelAttribute, "The device attribute, domain/name, that holds the GPU model: spec.gpu and spec.gpuAlternatives become CEL selectors on it in DRA mode.")
 	fs.BoolVar(&o.GPUTaintToleration, "gpu-taint-toleration", o.GPUTaintToleration, "Give a task's pod a toleration for the taint GPU node pools carry (key --gpu-resource-name, effect NoSchedule), as the ExtendedResourceToleration admission plugin does. The template's own tolerations are always kept.")
 	fs.DurationVar(&o.RescheduleInterval, "reschedule-interval", o.RescheduleInterval, "Turns rescheduling on when > 0 (failed, evicted, lost-node and long-unschedulable pods are placed again), and is the pod age after which a Periodic task's pod is placed again. 0 turns rescheduling off; restarts asked for with gputask.io/restartedAt still happen.")
 	fs.DurationVar(&o.PendingTimeout, "pending-timeout", o.PendingTimeout, "How long a pod may stay unschedulable before it is placed again. 0 turns that case off.")
@@ -213,6 +223,15 @@ func (o *Options) Validate() error {
 	for _, msg := range validation.IsQualifiedName(o.GPULabelKey) {
 		errs = append(errs, fmt.Errorf("--gpu-label-key %q: %s", o.GPULabelKey, msg))
 	}
+	check(o.GPUAllocation != string(gputaskv1.GPUAllocationExtendedResource) && o.GPUAllocation != string(gputaskv1.GPUAllocationDRA),
+		"--gpu-allocation must be %s or %s, got %q", gputaskv1.GPUAllocationExtendedResource, gputaskv1.GPUAllocationDRA, o.GPUAllocation)
+	for _, msg := range validation.IsDNS1123Subdomain(o.DRADeviceClass) {
+		errs = append(errs, fmt.Errorf("--dra-device-class %q: %s", o.DRADeviceClass, msg))
+	}
+	for _, msg := range validation.IsQualifiedName(o.DRAModelAttribute) {
+		errs = append(errs, fmt.Errorf("--dra-model-attribute %q: %s", o.DRAModelAttribute, msg))
+	}
+	check(!strings.Contains(o.DRAModelAttribute, "/"), "--dra-model-attribute %q: must be domain/name, such as %s", o.DRAModelAttribute, podspec.DefaultModelAttribute)
 	check(strings.TrimSpace(o.DefaultImage) == "", "--default-image must not be empty")
 	check(o.RescheduleInterval < 0, "--reschedule-interval must not be negative, got %v", o.RescheduleInterval)
 	check(o.PendingTimeout < 0, "--pending-timeout must not be negative, got %v", o.PendingTimeout)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubeinformers "k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
@@ -168,6 +169,10 @@ func (f *Fixture) indexer(o runtime.Object) cache.Indexer {
 		return f.KubeInformers.Core().V1().Pods().Informer().GetIndexer()
 	case *corev1.Node:
 		return f.KubeInformers.Core().V1().Nodes().Informer().GetIndexer()
+	case *resourcev1.ResourceClaimTemplate:
+		return f.KubeInformers.Resource().V1().ResourceClaimTemplates().Informer().GetIndexer()
+	case *resourcev1.ResourceClaim:
+		return f.KubeInformers.Resource().V1().ResourceClaims().Informer().GetIndexer()
 	}
 	f.T.Fatalf("no informer for %T", o)
 	return nil

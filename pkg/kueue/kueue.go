@@ -12,11 +12,9 @@ package kueue
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,6 +22,8 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/gputask/gputask-controller/pkg/served"
 )
 
 // Group is Kueue's API group.
@@ -46,18 +46,9 @@ const (
 func Resource(ctx context.Context, rc rest.Interface) (schema.GroupVersionResource, bool, error) {
 	for _, v := range versions {
 		gv := schema.GroupVersion{Group: Group, Version: v}
-		list := &metav1.APIResourceList{}
-		err := rc.Get().AbsPath("/apis", Group, v).Do(ctx).Into(list)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return schema.GroupVersionResource{}, false, fmt.Errorf("discovering %s: %w", gv, err)
-		}
-		for _, r := range list.APIResources {
-			if r.Name == "workloads" {
-				return gv.WithResource("workloads"), true, nil
-			}
+		ok, err := served.Resource(ctx, rc, gv, "workloads")
+		if err != nil || ok {
+			return gv.WithResource("workloads"), ok, err
 		}
 	}
 	return schema.GroupVersionResource{}, false, nil

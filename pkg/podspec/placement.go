@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
@@ -38,6 +39,10 @@ func PreferenceWeight(i, n int) int32 {
 // terms are ORed) plus preferred terms weighted in the order given. The
 // template must not place by the model label itself: the controller owns it.
 func mergePlacement(spec *corev1.PodSpec, task *gputaskv1.GPUTaskSpec, opts Options) error {
+	if UsesDRA(task, opts) {
+		// The claim's selectors pick the model, device by device.
+		return nil
+	}
 	key := opts.GPULabelKey
 	if v, ok := spec.NodeSelector[key]; ok {
 		if task.GPU == "" || v != task.GPU || len(task.GPUAlternatives) > 0 {
@@ -48,6 +53,15 @@ func mergePlacement(spec *corev1.PodSpec, task *gputaskv1.GPUTaskSpec, opts Opti
 		return err
 	}
 	models := Models(task)
+	for i, m := range models {
+		if errs := validation.IsValidLabelValue(m); len(errs) > 0 {
+			field := "spec.gpu"
+			if i > 0 {
+				field = fmt.Sprintf("spec.gpuAlternatives[%d]", slices.Index(task.GPUAlternatives, m))
+			}
+			return fmt.Errorf("%s: %q is not a value of the node label %s (%s); a model with spaces is matched in DRA mode only", field, m, key, strings.Join(errs, "; "))
+		}
+	}
 	switch len(models) {
 	case 0:
 		return nil

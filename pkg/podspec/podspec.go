@@ -42,6 +42,15 @@ type Options struct {
 	GPULabelKey string
 	// DefaultImage runs when neither the task nor its template names an image.
 	DefaultImage string
+	// GPUAllocation is how tasks that do not choose ask for GPUs; empty
+	// means ExtendedResource.
+	GPUAllocation gputaskv1.GPUAllocationMode
+	// DeviceClass is the DeviceClass of the GPUs in DRA mode; empty means
+	// DefaultDeviceClass.
+	DeviceClass string
+	// ModelAttribute is the device attribute, domain/name, that holds the
+	// GPU model in DRA mode; empty means DefaultModelAttribute.
+	ModelAttribute string
 	// GPUTaintToleration adds a toleration for the taint GPU node pools carry
 	// (key GPUResourceName, effect NoSchedule), as the ExtendedResourceToleration
 	// admission plugin does.
@@ -79,6 +88,9 @@ func Build(task *gputaskv1.GPUTask, opts Options) (*corev1.Pod, error) {
 		if err := step(&pod.Spec, &task.Spec, opts); err != nil {
 			return nil, err
 		}
+	}
+	if err := mergeClaims(&pod.Spec, task, opts); err != nil {
+		return nil, err
 	}
 	return pod, nil
 }
@@ -172,7 +184,12 @@ func mergeMainContainer(spec *corev1.PodSpec, task *gputaskv1.GPUTaskSpec, opts 
 	if c.Env, err = mergeEnv(task.Env, path+".env", c.Env); err != nil {
 		return err
 	}
-	return mergeResources(&c.Resources, task, path+".resources", opts.GPUResourceName)
+	gpuResource := opts.GPUResourceName
+	if UsesDRA(task, opts) {
+		// The GPUs come from the claim mergeClaims adds.
+		gpuResource = ""
+	}
+	return mergeResources(&c.Resources, task, path+".resources", gpuResource)
 }
 
 // checkOtherContainers keeps the GPUs with the main container: the GPU count
@@ -207,9 +224,11 @@ func mergeResources(r *corev1.ResourceRequirements, task *gputaskv1.GPUTaskSpec,
 		return err
 	}
 	// Extended resources cannot be overcommitted: a limit alone is enough and
-	// the API server copies it into the request.
-	if err := setResource(r, gpuResource, *resource.NewQuantity(gpus, resource.DecimalSI), "spec.gpu-amount", path, false); err != nil {
-		return err
+	// the API server copies it into the request. No GPU resource means DRA.
+	if gpuResource != "" {
+		if err := setResource(r, gpuResource, *resource.NewQuantity(gpus, resource.DecimalSI), "spec.gpu-amount", path, false); err != nil {
+			return err
+		}
 	}
 	for _, s := range []struct {
 		field string

@@ -11,7 +11,7 @@ import (
 // task's status, rescheduling and the orphan and delete handling read: the
 // metadata but managedFields; the node; until the pod is bound, its
 // tolerations and scheduling gates (what keeps it from a node); the phase,
-// reason, message and start time; and the PodScheduled, Ready,
+// reason, message and start time; the names of its ResourceClaims; and the PodScheduled, Ready,
 // DisruptionTarget and Kueue's TerminationTarget conditions. Drift is then found by the hash, and its first
 // differing field from a read of the pod when the hash differs. A pod made
 // before pods carried a hash keeps its spec, so that its drift is still found
@@ -39,6 +39,8 @@ func Trim(obj any) (any, error) {
 			Message:           intern.String(pod.Status.Message),
 			StartTime:         pod.Status.StartTime,
 			NominatedNodeName: pod.Status.NominatedNodeName,
+			// The claims made for the pod, where the task's devices are.
+			ResourceClaimStatuses: pod.Status.ResourceClaimStatuses,
 		},
 	}
 	if pod.Spec.NodeName == "" {

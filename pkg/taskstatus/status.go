@@ -29,7 +29,9 @@ type View struct {
 	GPUModel string
 	// Conflict, when set, is why the pod of the task's name is not the task's.
 	Conflict string
-	SpecErr  error
+	// Devices are the devices allocated to the pod's GPU claim in DRA mode.
+	Devices []string
+	SpecErr error
 	// Stale is the first field where the pod differs from the pod the spec
 	// asks for now; empty when it is up to date.
 	Stale string
@@ -89,9 +91,10 @@ func Compute(task *gputaskv1.GPUTask, view View, at time.Time) gputaskv1.GPUTask
 	status.ObservedGeneration = task.Generation
 	status.Phase = Phase(view.Pod)
 	prevNode, prevModel := status.NodeName, status.GPUModel
-	status.PodName, status.NodeName, status.GPUModel = "", "", ""
+	status.PodName, status.NodeName, status.GPUModel, status.Devices = "", "", "", nil
 	if view.Pod != nil {
 		status.PodName = view.Pod.Name
+		status.Devices = view.Devices
 		status.NodeName = view.Pod.Spec.NodeName
 		status.GPUModel = view.GPUModel
 		if status.GPUModel == "" && status.NodeName == prevNode {

@@ -272,10 +272,14 @@ func TestAutoscalerScalesToZeroAndBack(t *testing.T) {
 // control plane, when the scale-down stabilization window starts: the first
 // step comes one window after the last reading at or above downThreshold
 // (the last high reading), which is one interval less than a window after
-// the first low reading. README's rule says the same.
+// the first low reading. README's rule says the same. The window is not a
+// multiple of the interval: the step then comes at the first evaluation a
+// window after the last high reading, half an interval clear of the one a
+// window after the first low reading would give, so an evaluation a few
+// milliseconds late cannot move it to the next one.
 func TestStabilizationWindowStartsAtLastHighReading(t *testing.T) {
 	t.Parallel()
-	const interval, window = 2 * time.Second, 10 * time.Second
+	const interval, window = 2 * time.Second, 9 * time.Second
 	ns, model, load, rec := setupPool(t, 1, 8, loadMid)
 	createPool(t, ns, poolSpec{replicas: 3, min: 1, max: 6, interval: interval, model: model, url: load.URL()})
 	patchPool(t, ns, fmt.Sprintf(`{"spec":{"autoscaling":{"scaleDownStabilizationWindow":%q}}}`, window.String()))

@@ -59,6 +59,9 @@ var DefaultControllers = []string{
 	"serviceaccount-controller",
 	"root-ca-certificate-publisher-controller",
 	"pod-garbage-collector-controller",
+	// Makes the ResourceClaims of pods that refer to ResourceClaimTemplates
+	// (Dynamic Resource Allocation) and removes them with their pods.
+	"resourceclaim-controller",
 }
 
 // Options says which components to run besides etcd and kube-apiserver.

@@ -91,6 +91,9 @@ its error. extraArgs come last, so they win over the chart's own.
 {{- $args = append $args (printf "--kube-api-content-type=%s" $c.kubeAPIContentType) }}
 {{- $args = append $args (printf "--gpu-resource-name=%s" $c.gpuResourceName) }}
 {{- $args = append $args (printf "--gpu-label-key=%s" $c.gpuLabelKey) }}
+{{- $args = append $args (printf "--gpu-allocation=%s" $c.gpuAllocation) }}
+{{- $args = append $args (printf "--dra-device-class=%s" $c.draDeviceClass) }}
+{{- $args = append $args (printf "--dra-model-attribute=%s" $c.draModelAttribute) }}
 {{- $args = append $args (printf "--default-image=%s" $c.defaultImage) }}
 {{- $args = append $args (printf "--gpu-taint-toleration=%t" $c.gpuTaintToleration) }}
 {{- $args = append $args (printf "--reschedule-interval=%s" $c.rescheduleInterval) }}

@@ -1025,7 +1025,7 @@ func schema_pkg_apis_gputask_v1_GPUTaskSpec(ref common.ReferenceCallback) common
 				Properties: map[string]spec.Schema{
 					"gpu": {
 						SchemaProps: spec.SchemaProps{
-							Description: "GPU is the GPU model, such as \"NVIDIA-A100-SXM4-80GB\". The pod only runs on nodes whose GPU model label (nvidia.com/gpu.product by default) has this value. Empty means any GPU node.",
+							Description: "GPU is the GPU model, such as \"NVIDIA-A100-SXM4-80GB\". The pod only runs on nodes whose GPU model label (nvidia.com/gpu.product by default) has this value; in DRA mode, only on devices whose model attribute has it, which may contain spaces (\"NVIDIA A100-SXM4-80GB\"). Empty means any GPU.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -1038,6 +1038,32 @@ func schema_pkg_apis_gputask_v1_GPUTaskSpec(ref common.ReferenceCallback) common
 						},
 						SchemaProps: spec.SchemaProps{
 							Description: "GPUAlternatives are other GPU models the task accepts, in order of preference after gpu. With them the pod requires the GPU model label to be gpu or one of these, and prefers them in the order given.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"gpuAllocation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "GPUAllocation is how the pod asks for its GPUs: ExtendedResource (a limit on the controller's --gpu-resource-name, placed by the node's GPU model label) or DRA (a ResourceClaim of exactly gpu-amount devices of the controller's --dra-device-class, with gpu and gpuAlternatives as CEL selectors on the device's model attribute, the alternatives as a firstAvailable list). Empty means the controller's --gpu-allocation.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"deviceSelectors": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "DeviceSelectors are further CEL expressions that each device must match in DRA mode, such as device.capacity[\"gpu.nvidia.com\"].memory.compareTo(quantity(\"40Gi\")) >= 0.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -1191,9 +1217,28 @@ func schema_pkg_apis_gputask_v1_GPUTaskStatus(ref common.ReferenceCallback) comm
 					},
 					"gpuModel": {
 						SchemaProps: spec.SchemaProps{
-							Description: "GPUModel is the GPU model label of that node, so a task with gpuAlternatives shows which model it got.",
+							Description: "GPUModel is the GPU model the pod got, so a task with gpuAlternatives shows which: the node's GPU model label, or in DRA mode the model of the firstAvailable entry its claim was allocated.",
 							Type:        []string{"string"},
 							Format:      "",
+						},
+					},
+					"devices": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Devices are the devices allocated to the pod's GPU claim in DRA mode, as driver/pool/device.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
 						},
 					},
 					"reschedules": {

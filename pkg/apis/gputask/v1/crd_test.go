@@ -170,9 +170,15 @@ func TestCRDSchemaValidation(t *testing.T) {
 		{"cpu word", `{"cpu":"abc"}`, false},
 		{"memory word", `{"memory":"lots"}`, false},
 		{"reschedule policy", `{"reschedulePolicy":"Sometimes"}`, false},
-		{"gpu model with spaces", `{"gpu":"A 100"}`, false},
+		{"gpu model with spaces (a DRA model attribute)", `{"gpu":"NVIDIA A100-SXM4-80GB"}`, true},
+		{"gpu model with a space at the end", `{"gpu":"A100 "}`, false},
+		{"gpu model with a slash", `{"gpu":"A/100"}`, false},
+		{"gpu allocation", `{"gpuAllocation":"DRA","deviceSelectors":["device.attributes[\"gpu.nvidia.com\"].index < 4"]}`, true},
+		{"gpu allocation unknown", `{"gpuAllocation":"Magic"}`, false},
+		{"empty device selector", `{"gpuAllocation":"DRA","deviceSelectors":[""]}`, false},
 		{"gpu alternatives", `{"gpu":"A100","gpuAlternatives":["H100","L40S"]}`, true},
-		{"gpu alternative with spaces", `{"gpu":"A100","gpuAlternatives":["H 100"]}`, false},
+		{"gpu alternative with spaces", `{"gpu":"A100","gpuAlternatives":["NVIDIA H100 80GB HBM3"]}`, true},
+		{"gpu alternative with a tab", `{"gpu":"A100","gpuAlternatives":["H\t100"]}`, false},
 		{"template", `{"template":{"metadata":{"labels":{"kueue.x-k8s.io/queue-name":"q"}},"spec":{"restartPolicy":"OnFailure","volumes":[{"name":"shm","emptyDir":{"medium":"Memory"}}]}}}`, true},
 		{"template container without name", `{"template":{"spec":{"containers":[{"image":"x"}]}}}`, false},
 		{"template volume of wrong type", `{"template":{"spec":{"volumes":{"name":"shm"}}}}`, false},
@@ -261,12 +267,19 @@ func TestStoppedAndAbleColumns(t *testing.T) {
 }
 
 // TestWorkloadExamples checks that every example in
-// artifacts/examples/workloads passes the schema and loses no field to pruning.
+// artifacts/examples/workloads, and the DRA examples' tasks and sets, pass
+// the schema and lose no field to pruning.
 func TestWorkloadExamples(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "..", "..", "..", "artifacts", "examples", "workloads", "*.yaml"))
+	examples := filepath.Join("..", "..", "..", "..", "artifacts", "examples")
+	files, err := filepath.Glob(filepath.Join(examples, "workloads", "*.yaml"))
 	if err != nil || len(files) < 4 {
 		t.Fatalf("want at least 4 workload examples, got %v (%v)", files, err)
 	}
+	dra, err := filepath.Glob(filepath.Join(examples, "dra", "gputask*.yaml"))
+	if err != nil || len(dra) != 2 {
+		t.Fatalf("want the DRA task and set examples, got %v (%v)", dra, err)
+	}
+	files = append(files, dra...)
 	crds := map[string]string{"GPUTask": "gputask.io_gputasks.yaml", "GPUTaskSet": "gputask.io_gputasksets.yaml"}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {

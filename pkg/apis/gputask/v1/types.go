@@ -139,10 +139,11 @@ type GPUTask struct {
 type GPUTaskSpec struct {
 	// GPU is the GPU model, such as "NVIDIA-A100-SXM4-80GB". The pod only runs on
 	// nodes whose GPU model label (nvidia.com/gpu.product by default) has this
-	// value. Empty means any GPU node.
+	// value; in DRA mode, only on devices whose model attribute has it, which
+	// may contain spaces ("NVIDIA A100-SXM4-80GB"). Empty means any GPU.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+	// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_. ]*)?[A-Za-z0-9])?$`
 	GPU string `json:"gpu,omitempty"`
 
 	// GPUAlternatives are other GPU models the task accepts, in order of
@@ -152,8 +153,28 @@ type GPUTaskSpec struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=8
 	// +kubebuilder:validation:items:MaxLength=63
-	// +kubebuilder:validation:items:Pattern=`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`
+	// +kubebuilder:validation:items:Pattern=`^([A-Za-z0-9][-A-Za-z0-9_. ]*)?[A-Za-z0-9]$`
 	GPUAlternatives []string `json:"gpuAlternatives,omitempty"`
+
+	// GPUAllocation is how the pod asks for its GPUs: ExtendedResource (a
+	// limit on the controller's --gpu-resource-name, placed by the node's
+	// GPU model label) or DRA (a ResourceClaim of exactly gpu-amount devices
+	// of the controller's --dra-device-class, with gpu and gpuAlternatives
+	// as CEL selectors on the device's model attribute, the alternatives as
+	// a firstAvailable list). Empty means the controller's --gpu-allocation.
+	// +optional
+	// +kubebuilder:validation:Enum=ExtendedResource;DRA
+	GPUAllocation GPUAllocationMode `json:"gpuAllocation,omitempty"`
+
+	// DeviceSelectors are further CEL expressions that each device must
+	// match in DRA mode, such as
+	// device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=10240
+	// +kubebuilder:validation:items:MinLength=1
+	DeviceSelectors []string `json:"deviceSelectors,omitempty"`
 
 	// GPUAmount is how many GPUs the pod asks for, an integer of at least 1,
 	// written as 2 or "2". It becomes the pod's limit on the GPU resource
@@ -239,6 +260,17 @@ type PodTemplateMeta struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
+// GPUAllocationMode is how a task's pod asks for GPUs.
+type GPUAllocationMode string
+
+const (
+	// GPUAllocationExtendedResource asks for an extended resource, such as
+	// nvidia.com/gpu, and places the pod by the node's GPU model label.
+	GPUAllocationExtendedResource GPUAllocationMode = "ExtendedResource"
+	// GPUAllocationDRA asks for devices through Dynamic Resource Allocation.
+	GPUAllocationDRA GPUAllocationMode = "DRA"
+)
+
 // GPUTaskStatus is what the controller last observed of the task's pod.
 type GPUTaskStatus struct {
 	// Phase is the task's phase, derived from its pod.
@@ -250,10 +282,16 @@ type GPUTaskStatus struct {
 	// NodeName is the node the pod is bound to.
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
-	// GPUModel is the GPU model label of that node, so a task with
-	// gpuAlternatives shows which model it got.
+	// GPUModel is the GPU model the pod got, so a task with
+	// gpuAlternatives shows which: the node's GPU model label, or in DRA
+	// mode the model of the firstAvailable entry its claim was allocated.
 	// +optional
 	GPUModel string `json:"gpuModel,omitempty"`
+	// Devices are the devices allocated to the pod's GPU claim in DRA mode,
+	// as driver/pool/device.
+	// +optional
+	// +listType=atomic
+	Devices []string `json:"devices,omitempty"`
 	// Reschedules counts how often the controller has replaced the pod.
 	// +optional
 	Reschedules int32 `json:"reschedules,omitempty"`

@@ -276,6 +276,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: cpu
       type:
         namedType: io.k8s.apimachinery.pkg.util.intstr.IntOrString
+    - name: deviceSelectors
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
     - name: env
       type:
         list:
@@ -290,6 +296,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: gpu-amount
       type:
         namedType: io.k8s.apimachinery.pkg.util.intstr.IntOrString
+    - name: gpuAllocation
+      type:
+        scalar: string
     - name: gpuAlternatives
       type:
         list:
@@ -322,6 +331,12 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: devices
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
     - name: gpuModel
       type:
         scalar: string

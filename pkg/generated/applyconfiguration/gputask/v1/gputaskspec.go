@@ -31,12 +31,24 @@ import (
 type GPUTaskSpecApplyConfiguration struct {
 	// GPU is the GPU model, such as "NVIDIA-A100-SXM4-80GB". The pod only runs on
 	// nodes whose GPU model label (nvidia.com/gpu.product by default) has this
-	// value. Empty means any GPU node.
+	// value; in DRA mode, only on devices whose model attribute has it, which
+	// may contain spaces ("NVIDIA A100-SXM4-80GB"). Empty means any GPU.
 	GPU *string `json:"gpu,omitempty"`
 	// GPUAlternatives are other GPU models the task accepts, in order of
 	// preference after gpu. With them the pod requires the GPU model label to be
 	// gpu or one of these, and prefers them in the order given.
 	GPUAlternatives []string `json:"gpuAlternatives,omitempty"`
+	// GPUAllocation is how the pod asks for its GPUs: ExtendedResource (a
+	// limit on the controller's --gpu-resource-name, placed by the node's
+	// GPU model label) or DRA (a ResourceClaim of exactly gpu-amount devices
+	// of the controller's --dra-device-class, with gpu and gpuAlternatives
+	// as CEL selectors on the device's model attribute, the alternatives as
+	// a firstAvailable list). Empty means the controller's --gpu-allocation.
+	GPUAllocation *gputaskv1.GPUAllocationMode `json:"gpuAllocation,omitempty"`
+	// DeviceSelectors are further CEL expressions that each device must
+	// match in DRA mode, such as
+	// device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0.
+	DeviceSelectors []string `json:"deviceSelectors,omitempty"`
 	// GPUAmount is how many GPUs the pod asks for, an integer of at least 1,
 	// written as 2 or "2". It becomes the pod's limit on the GPU resource
 	// (nvidia.com/gpu by default).
@@ -90,6 +102,24 @@ func (b *GPUTaskSpecApplyConfiguration) WithGPU(value string) *GPUTaskSpecApplyC
 func (b *GPUTaskSpecApplyConfiguration) WithGPUAlternatives(values ...string) *GPUTaskSpecApplyConfiguration {
 	for i := range values {
 		b.GPUAlternatives = append(b.GPUAlternatives, values[i])
+	}
+	return b
+}
+
+// WithGPUAllocation sets the GPUAllocation field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the GPUAllocation field is set to the value of the last call.
+func (b *GPUTaskSpecApplyConfiguration) WithGPUAllocation(value gputaskv1.GPUAllocationMode) *GPUTaskSpecApplyConfiguration {
+	b.GPUAllocation = &value
+	return b
+}
+
+// WithDeviceSelectors adds the given value to the DeviceSelectors field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the DeviceSelectors field.
+func (b *GPUTaskSpecApplyConfiguration) WithDeviceSelectors(values ...string) *GPUTaskSpecApplyConfiguration {
+	for i := range values {
+		b.DeviceSelectors = append(b.DeviceSelectors, values[i])
 	}
 	return b
 }

@@ -35,9 +35,13 @@ type GPUTaskStatusApplyConfiguration struct {
 	PodName *string `json:"podName,omitempty"`
 	// NodeName is the node the pod is bound to.
 	NodeName *string `json:"nodeName,omitempty"`
-	// GPUModel is the GPU model label of that node, so a task with
-	// gpuAlternatives shows which model it got.
+	// GPUModel is the GPU model the pod got, so a task with
+	// gpuAlternatives shows which: the node's GPU model label, or in DRA
+	// mode the model of the firstAvailable entry its claim was allocated.
 	GPUModel *string `json:"gpuModel,omitempty"`
+	// Devices are the devices allocated to the pod's GPU claim in DRA mode,
+	// as driver/pool/device.
+	Devices []string `json:"devices,omitempty"`
 	// Reschedules counts how often the controller has replaced the pod.
 	Reschedules *int32 `json:"reschedules,omitempty"`
 	// LastRescheduleTime is when the pod was last replaced.
@@ -83,6 +87,16 @@ func (b *GPUTaskStatusApplyConfiguration) WithNodeName(value string) *GPUTaskSta
 // If called multiple times, the GPUModel field is set to the value of the last call.
 func (b *GPUTaskStatusApplyConfiguration) WithGPUModel(value string) *GPUTaskStatusApplyConfiguration {
 	b.GPUModel = &value
+	return b
+}
+
+// WithDevices adds the given value to the Devices field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Devices field.
+func (b *GPUTaskStatusApplyConfiguration) WithDevices(values ...string) *GPUTaskStatusApplyConfiguration {
+	for i := range values {
+		b.Devices = append(b.Devices, values[i])
+	}
 	return b
 }
 
