@@ -128,15 +128,21 @@ func newControllers(ctx context.Context, cc app.ControllerContext) ([]app.Contro
 	if err != nil {
 		return nil, err
 	}
+	scalerOpts := autoscaler.Options{
+		GPUResourceName: corev1.ResourceName(o.GPUResourceName),
+		GPULabelKey:     o.GPULabelKey,
+		GPUAllocation:   taskOpts.GPUAllocation,
+		DeviceClass:     o.DRADeviceClass,
+		ModelAttribute:  o.DRAModelAttribute,
+		Quotas:          inf.Quotas,
+		NewSource: loadindex.Factory{Secrets: loadindex.KubeSecrets{Client: scalerClients.Kube}, Destinations: cc.Destinations,
+			AllowPOST: o.LoadIndexAllowPOST}.New,
+	}
+	if inf.Devices != nil {
+		scalerOpts.Devices = inf.Devices
+	}
 	scaler := autoscaler.NewController(ctx, scalerClients.Kube, scalerClients.GPUTask, sets, tasks,
-		inf.Cluster.Core().V1().Nodes(), inf.ActivePods,
-		autoscaler.Options{
-			GPUResourceName: corev1.ResourceName(o.GPUResourceName),
-			GPULabelKey:     o.GPULabelKey,
-			Quotas:          inf.Quotas,
-			NewSource: loadindex.Factory{Secrets: loadindex.KubeSecrets{Client: scalerClients.Kube}, Destinations: cc.Destinations,
-				AllowPOST: o.LoadIndexAllowPOST}.New,
-		})
+		inf.Cluster.Core().V1().Nodes(), inf.ActivePods, scalerOpts)
 
 	return []app.Controller{
 		{Name: ControllerName, Run: func(ctx context.Context) error { return taskController.Run(ctx, o.TaskWorkers) }},

@@ -42,6 +42,10 @@ type Informers struct {
 	// controller then caches, from TaskPods, the templates and claims that
 	// carry a task's label.
 	DRA bool
+	// Devices is the cache of DeviceClasses, ResourceSlices and
+	// ResourceClaims for capacity-aware DRA sets, nil without DRA: it runs
+	// while such a set reads it.
+	Devices *autoscaler.LazyDevices
 	// Quotas is Kueue's LocalQueues and ClusterQueues, nil where Kueue is
 	// not installed, for capacity-aware sets whose tasks name a queue.
 	Quotas *kueue.Quotas
@@ -93,7 +97,7 @@ func (s *Informers) kueueInformers() []cache.SharedIndexInformer {
 
 // DiscoverDRA sets DRA when the API server serves resource.k8s.io/v1's
 // ResourceClaimTemplates.
-func (s *Informers) DiscoverDRA(ctx context.Context, cl Clients) {
+func (s *Informers) DiscoverDRA(ctx context.Context, cl Clients, resync time.Duration) {
 	rc := cl.Kube.Discovery().RESTClient()
 	if rc == nil {
 		return
@@ -107,6 +111,9 @@ func (s *Informers) DiscoverDRA(ctx context.Context, cl Clients) {
 		return
 	}
 	s.DRA = ok
+	if ok {
+		s.Devices = autoscaler.NewLazyDevices(cl.Kube, resync, clock.RealClock{})
+	}
 }
 
 // NewInformers builds the factories on the informers' own clients.
@@ -207,6 +214,9 @@ func (s *Informers) Shutdown(stop context.CancelFunc) {
 	s.Cluster.Shutdown()
 	s.GPUTask.Shutdown()
 	s.ActivePods.Stop()
+	if s.Devices != nil {
+		s.Devices.Stop()
+	}
 	s.kueueDone.Wait()
 }
 

@@ -69,7 +69,7 @@ func Run(ctx context.Context, o *Options, newControllers NewControllersFunc) err
 	}
 	inf := NewInformers(informerClients, o.InformerResync)
 	inf.DiscoverKueue(ctx, informerClients, o.InformerResync)
-	inf.DiscoverDRA(ctx, informerClients)
+	inf.DiscoverDRA(ctx, informerClients, o.InformerResync)
 
 	// Controllers are built before the factories start, so that their
 	// informers are part of what starts and syncs.

@@ -2,11 +2,13 @@ package autoscaler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	resourcehelper "k8s.io/component-helpers/resource"
 
@@ -50,21 +52,27 @@ func (c *Controller) capacity(ctx context.Context, set *gputaskv1.GPUTaskSet) (C
 	if err != nil {
 		return Capacity{}, err
 	}
-	pods, err := podsLister.List(labels.Everything())
-	if err != nil {
-		return Capacity{}, fmt.Errorf("listing pods: %w", err)
-	}
-	used := gpusInUseByNode(pods, c.opts.GPUResourceName)
-
+	dra := podspec.UsesDRA(&set.Spec.Template.Spec, c.podOpts)
 	var fit int64
-	for _, node := range nodes {
-		if !c.nodeMatches(node, podspec.Models(&set.Spec.Template.Spec)) {
-			continue
+	if dra {
+		if fit, err = c.deviceFit(ctx, set); err != nil {
+			return Capacity{}, err
 		}
-		allocatable := node.Status.Allocatable[c.opts.GPUResourceName]
-		free := allocatable.Value() - used[node.Name]
-		if free > 0 {
-			fit += free / perTask
+	} else {
+		pods, err := podsLister.List(labels.Everything())
+		if err != nil {
+			return Capacity{}, fmt.Errorf("listing pods: %w", err)
+		}
+		used := gpusInUseByNode(pods, c.opts.GPUResourceName)
+		for _, node := range nodes {
+			if !c.nodeMatches(node, podspec.Models(&set.Spec.Template.Spec)) {
+				continue
+			}
+			allocatable := node.Status.Allocatable[c.opts.GPUResourceName]
+			free := allocatable.Value() - used[node.Name]
+			if free > 0 {
+				fit += free / perTask
+			}
 		}
 	}
 
@@ -94,7 +102,12 @@ func (c *Controller) capacity(ctx context.Context, set *gputaskv1.GPUTaskSet) (C
 		g, _ := gated(t)
 		return g
 	}}
-	if quota, queue, ok := c.queueQuota(set); ok {
+	if dra {
+		out.Limit = "the free devices of the ResourceSlices"
+	}
+	// Kueue charges DRA devices by its own mapping of device classes, which
+	// this count does not read: a DRA set's cap is its devices only.
+	if quota, queue, ok := c.queueQuota(set); ok && !dra {
 		if n := quota.Fit(perTask) + admitted; n < fit+bound {
 			out.Tasks = clampInt32(n)
 			out.Limit = fmt.Sprintf("the quota of ClusterQueue %s (LocalQueue %s: %d %s not reserved)",
@@ -102,6 +115,32 @@ func (c *Controller) capacity(ctx context.Context, set *gputaskv1.GPUTaskSet) (C
 		}
 	}
 	return out, nil
+}
+
+// deviceFit is how many more of a DRA set's tasks the free devices hold:
+// its template's claim request counted against the ResourceSlices.
+func (c *Controller) deviceFit(ctx context.Context, set *gputaskv1.GPUTaskSet) (int64, error) {
+	if c.opts.Devices == nil {
+		return 0, errors.New("the template asks for GPUs by DRA, and the API server serves no resource.k8s.io/v1")
+	}
+	devices, err := c.opts.Devices.Devices(ctx)
+	if err != nil {
+		return 0, err
+	}
+	task := &gputaskv1.GPUTask{ObjectMeta: metav1.ObjectMeta{Name: set.Name, Namespace: set.Namespace}, Spec: set.Spec.Template.Spec}
+	tmpl, err := podspec.ClaimTemplate(task, c.podOpts)
+	if err != nil {
+		return 0, fmt.Errorf("template: %w", err)
+	}
+	schedulable := func(name string) bool {
+		node, err := c.nodesLister.Get(name)
+		return err == nil && !node.Spec.Unschedulable
+	}
+	fit, err := DeviceFit(ctx, tmpl.Spec.Spec.Devices.Requests[0], devices, schedulable)
+	if err != nil {
+		return 0, fmt.Errorf("counting free devices: %w", err)
+	}
+	return fit, nil
 }
 
 // queueQuota is the GPU quota of the Kueue queue the set's tasks name, if

@@ -66,6 +66,15 @@ type Options struct {
 	// Clock stamps decisions and drives the queue's delays. Nil means the
 	// real clock; tests pass a fake one.
 	Clock clock.WithTicker
+	// GPUAllocation, DeviceClass and ModelAttribute are the GPUTask
+	// controller's: they tell whether a set's tasks ask for GPUs by DRA, and
+	// for which devices.
+	GPUAllocation  gputaskv1.GPUAllocationMode
+	DeviceClass    string
+	ModelAttribute string
+	// Devices is the DRA device cache, nil where the API server serves no
+	// DRA: capacity-aware DRA sets count the free devices it holds.
+	Devices DeviceCache
 	// Quotas is Kueue's queues, nil where Kueue is not installed: a
 	// capacity-aware set whose tasks name a LocalQueue is capped at what
 	// its ClusterQueue can still admit.
@@ -112,6 +121,8 @@ type Controller struct {
 	nodesSynced  cache.InformerSynced
 	// pods is read only by capacity-aware sets.
 	pods PodCache
+	// podOpts tell whether a set's tasks ask for GPUs by DRA, and how.
+	podOpts podspec.Options
 
 	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// broadcaster is nil when Options.Recorder was given.
@@ -195,6 +206,8 @@ func NewController(
 		nodesLister:      nodeInformer.Lister(),
 		nodesSynced:      nodeInformer.Informer().HasSynced,
 		pods:             pods,
+		podOpts: podspec.Options{GPUResourceName: opts.GPUResourceName, GPULabelKey: opts.GPULabelKey,
+			GPUAllocation: opts.GPUAllocation, DeviceClass: opts.DeviceClass, ModelAttribute: opts.ModelAttribute},
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName, Clock: opts.Clock},
@@ -228,6 +241,9 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	defer c.workqueue.ShutDown()
 	defer c.pods.Stop()
+	if c.opts.Devices != nil {
+		defer c.opts.Devices.Stop()
+	}
 	if c.broadcaster != nil {
 		defer c.broadcaster.Shutdown()
 	}

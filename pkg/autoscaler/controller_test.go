@@ -72,6 +72,8 @@ type fixture struct {
 	noPreload bool
 	// quotas is Kueue's queues, nil as where Kueue is not installed.
 	quotas *kueue.Quotas
+	// devices is the DRA device cache, nil as where DRA is not served.
+	devices DeviceCache
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -110,7 +112,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	c := NewController(ctx, f.KubeClient, f.Client,
 		f.Informers.Gputask().V1().GPUTaskSets(), f.Informers.Gputask().V1().GPUTasks(),
 		f.KubeInformers.Core().V1().Nodes(), cachedPods{f.KubeInformers.Core().V1().Pods().Lister()},
-		Options{Clock: f.Clock, Recorder: f.Recorder, NewSource: f.newSource, Quotas: f.quotas})
+		Options{Clock: f.Clock, Recorder: f.Recorder, NewSource: f.newSource, Quotas: f.quotas, Devices: f.devices})
 	c.workqueue = f.RecordQueue(c.workqueue)
 	if !f.noPreload {
 		f.Preload()

@@ -46,9 +46,36 @@ var NonTerminalPods = fields.AndSelectors(
 // the first capacity-aware evaluation and stops once none has happened for
 // PodCacheIdleStop.
 type LazyPods struct {
-	client kubernetes.Interface
-	resync time.Duration
-	clock  clock.WithDelayedExecution
+	lazyInformer
+}
+
+// NewLazyPods returns a LazyPods that lists and watches through client.
+func NewLazyPods(client kubernetes.Interface, resync time.Duration, clk clock.WithDelayedExecution) *LazyPods {
+	return &LazyPods{lazyInformer{what: "cluster-wide pod cache", clock: clk, newInformer: func() cache.SharedIndexInformer {
+		informer := coreinformers.NewFilteredPodInformer(client, metav1.NamespaceAll, resync, cache.Indexers{},
+			func(o *metav1.ListOptions) { o.FieldSelector = NonTerminalPods })
+		// The informer has not started, so the transform is always accepted.
+		_ = informer.SetTransform(TrimPod)
+		return informer
+	}}}
+}
+
+// Lister starts the cache if it does not run, and waits until it has synced.
+func (p *LazyPods) Lister(ctx context.Context) (corelisters.PodLister, error) {
+	indexer, err := p.indexer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return corelisters.NewPodLister(indexer), nil
+}
+
+// lazyInformer runs an informer only while it is read: it starts with the
+// first read and stops once none has come for PodCacheIdleStop.
+type lazyInformer struct {
+	// what names the cache in logs and errors.
+	what        string
+	newInformer func() cache.SharedIndexInformer
+	clock       clock.WithDelayedExecution
 
 	mu       sync.Mutex
 	informer cache.SharedIndexInformer
@@ -58,17 +85,16 @@ type LazyPods struct {
 	timer clock.Timer
 }
 
-// NewLazyPods returns a LazyPods that lists and watches through client.
-func NewLazyPods(client kubernetes.Interface, resync time.Duration, clk clock.WithDelayedExecution) *LazyPods {
-	return &LazyPods{client: client, resync: resync, clock: clk}
-}
-
-// Lister starts the cache if it does not run, and waits until it has synced.
-func (p *LazyPods) Lister(ctx context.Context) (corelisters.PodLister, error) {
+// indexer starts the informer if it does not run, and waits until it has
+// synced.
+func (p *lazyInformer) indexer(ctx context.Context) (cache.Indexer, error) {
 	p.mu.Lock()
 	if p.informer == nil {
-		klog.FromContext(ctx).Info("Starting the cluster-wide pod cache for capacity-aware sets")
-		p.startLocked()
+		klog.FromContext(ctx).Info("Starting the " + p.what + " for capacity-aware sets")
+		p.informer = p.newInformer()
+		var informerCtx context.Context
+		informerCtx, p.stop = context.WithCancel(context.Background())
+		go p.informer.RunWithContext(informerCtx)
 	}
 	p.uses++
 	uses := p.uses
@@ -82,42 +108,32 @@ func (p *LazyPods) Lister(ctx context.Context) (corelisters.PodLister, error) {
 	ctx, cancel := context.WithTimeout(ctx, podCacheSyncTimeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		return nil, fmt.Errorf("waiting for the cluster-wide pod cache to sync: %w", ctx.Err())
+		return nil, fmt.Errorf("waiting for the %s to sync: %w", p.what, ctx.Err())
 	}
-	return corelisters.NewPodLister(informer.GetIndexer()), nil
-}
-
-func (p *LazyPods) startLocked() {
-	informer := coreinformers.NewFilteredPodInformer(p.client, metav1.NamespaceAll, p.resync, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.FieldSelector = NonTerminalPods })
-	// The informer has not started, so the transform is always accepted.
-	_ = informer.SetTransform(TrimPod)
-	ctx, cancel := context.WithCancel(context.Background())
-	go informer.RunWithContext(ctx)
-	p.informer, p.stop = informer, cancel
+	return informer.GetIndexer(), nil
 }
 
 // stopIfIdle stops the cache PodCacheIdleStop after read number uses, unless
 // a later read came.
-func (p *LazyPods) stopIfIdle(uses int) {
+func (p *lazyInformer) stopIfIdle(uses int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.informer == nil || p.uses != uses {
 		return
 	}
-	klog.Background().Info("Stopping the cluster-wide pod cache: no capacity-aware set used it", "idle", PodCacheIdleStop)
+	klog.Background().Info("Stopping the "+p.what+": no capacity-aware set used it", "idle", PodCacheIdleStop)
 	p.timer = nil // it has fired
 	p.stopLocked()
 }
 
-// Stop stops the cache; a later Lister starts it again.
-func (p *LazyPods) Stop() {
+// Stop stops the cache; a later read starts it again.
+func (p *lazyInformer) Stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stopLocked()
 }
 
-func (p *LazyPods) stopLocked() {
+func (p *lazyInformer) stopLocked() {
 	if p.timer != nil {
 		p.timer.Stop()
 	}
@@ -128,7 +144,7 @@ func (p *LazyPods) stopLocked() {
 }
 
 // running reports whether the cache runs, for tests.
-func (p *LazyPods) running() bool {
+func (p *lazyInformer) running() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.informer != nil

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -230,6 +231,28 @@ func TestDRATasks(t *testing.T) {
 		slices.Sort(left)
 		return len(left) == 0, strings.Join(left, ", ")
 	})
+	// A capacity-aware DRA set under high load stops at the free A100
+	// devices (2), whatever the nodes' extended resources say (none).
+	load := newLoadServer(t, loadHigh)
+	elastic := httpSet("elastic", a100, load.URL(), 8, time.Second)
+	elastic.Spec.Template.Spec = draTask("", a100, 1).Spec
+	elastic.Spec.Autoscaling.CapacityAware = true
+	elastic.Spec.Autoscaling.Policy.StepUp = ptr.To[int32](4)
+	if _, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Create(ctx, elastic, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Poll(t, waitTimeout, "the elastic set capped at the 2 free A100s", func(ctx context.Context) (bool, string) {
+		s, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, "elastic", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return ptr.Deref(s.Spec.Replicas, 0) == 2 && ptr.Deref(s.Status.CapacityReplicas, -1) == 2 && s.Status.ReadyReplicas == 2 &&
+			conditionIs(s, gputaskv1.ConditionScalingLimited, metav1.ConditionTrue, "CapacityLimited"), describeStatus(s)
+	})
+	if err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Delete(ctx, "elastic", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	// The example task runs as it is written: an A100 of at least 40Gi.
 	cp.KubectlT(t, "apply", "-n", ns, "-f", draExample(t, "gputask.yaml"))
 	example := waitTask(t, cp, ns, "dra-task", "Running on an A100", func(tk *gputaskv1.GPUTask) bool {
