@@ -4,8 +4,10 @@
 // controller into bin/.
 //
 // It starts etcd, kube-apiserver, kube-scheduler, kube-controller-manager and
-// kwok on 127.0.0.1, creates three fake GPU nodes, installs the CRDs and the
-// manifests of artifacts/examples, and runs bin/gputask-controller. It also
+// kwok on 127.0.0.1, creates three fake GPU nodes and one whose GPUs are
+// handed out by Dynamic Resource Allocation, installs the CRDs and the
+// manifests of artifacts/examples (and the DRA task of
+// artifacts/examples/dra), and runs bin/gputask-controller. It also
 // serves a scripted load index on 127.0.0.1 and applies an autoscaled
 // GPUTaskSet that reads it (artifacts/examples/autoscaling/gputaskset-demo.yaml),
 // so the view shows the set growing and shrinking with the load. The set's
@@ -44,6 +46,17 @@ var demoNodes = []demoNode{
 	{"gpu-a100-2", "A100", 8},
 	{"gpu-h100-1", "H100", 4},
 }
+
+// draNodes are the demo's DRA node pool: their GPUs are published as
+// ResourceSlices, as a DRA driver does, not as nvidia.com/gpu. The model
+// is the device attribute's, as NVIDIA's driver writes it; the node's
+// model label only marks the pool.
+var draNodes = []demoNode{
+	{"gpu-dra-1", "NVIDIA A100-SXM4-80GB", 4},
+}
+
+// draNodeLabel is the GPU model label of the DRA nodes.
+const draNodeLabel = "dra"
 
 type options struct {
 	kubeconfig string
@@ -168,6 +181,12 @@ func setUp(ctx context.Context, cp *framework.ControlPlane, opts options, loadUR
 		}
 		logf("node %s ready with %d %s GPUs", n.name, n.gpus, n.model)
 	}
+	for _, n := range draNodes {
+		if _, err := cp.CreateDRANode(ctx, n.name, draNodeLabel, n.model, n.gpus); err != nil {
+			return err
+		}
+		logf("node %s ready with %d %s GPUs published as a ResourceSlice (DRA)", n.name, n.gpus, n.model)
+	}
 	// The ServiceAccount controller would make the default ServiceAccount
 	// soon; making it now saves the first pods a rejected create.
 	if err := cp.CreateNamespace(ctx, "default"); err != nil {
@@ -182,7 +201,10 @@ func setUp(ctx context.Context, cp *framework.ControlPlane, opts options, loadUR
 	examples := filepath.Join(cp.Root, "artifacts", "examples")
 	// The PriorityClass goes first: a pod naming a missing one is rejected,
 	// and the task would wait for the controller's retry.
-	for _, path := range []string{filepath.Join(examples, "priorityclass.yaml"), examples} {
+	// Then the DRA examples: the DeviceClass, and a task whose GPU comes
+	// from a ResourceClaim.
+	for _, path := range []string{filepath.Join(examples, "priorityclass.yaml"), examples,
+		filepath.Join(examples, "dra", "deviceclass.yaml"), filepath.Join(examples, "dra", "gputask.yaml")} {
 		out, err := cp.Kubectl(ctx, "apply", "-f", path)
 		if err != nil {
 			return err

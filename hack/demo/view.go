@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -248,8 +249,12 @@ func (v *view) renderPods(ctx context.Context, w io.Writer) error {
 		if pod.DeletionTimestamp != nil {
 			phase = "Terminating"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", pod.Namespace, pod.Name, phase,
-			orDash(pod.Spec.NodeName), podGPUs(&pod), orDash(pod.Status.PodIP))
+		gpus := strconv.FormatInt(podGPUs(&pod), 10)
+		if len(pod.Spec.ResourceClaims) > 0 {
+			gpus = "claim"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", pod.Namespace, pod.Name, phase,
+			orDash(pod.Spec.NodeName), gpus, orDash(pod.Status.PodIP))
 	}
 	return nil
 }
@@ -269,14 +274,66 @@ func (v *view) renderNodes(ctx context.Context, w io.Writer) error {
 			used[pod.Spec.NodeName] += podGPUs(&pod)
 		}
 	}
+	devices, allocated, err := v.draDevices(ctx)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintln(w, "NAME\tMODEL\tREADY\tGPUS\tUSED\tFREE\t")
 	for _, node := range nodes.Items {
-		total := node.Status.Allocatable[framework.GPUResourceName]
-		n := used[node.Name]
-		fmt.Fprintf(w, "%s\t%s\t%v\t%d\t%d\t%d\t%s\n", node.Name, node.Labels[framework.GPUProductLabel],
-			framework.NodeReady(&node), total.Value(), n, total.Value()-n, bar(n, total.Value()))
+		allocatable := node.Status.Allocatable[framework.GPUResourceName]
+		total, n, model := allocatable.Value(), used[node.Name], node.Labels[framework.GPUProductLabel]
+		if d, ok := devices[node.Name]; ok {
+			total, n, model = d.count, allocated[node.Name], "DRA: "+d.model
+		}
+		fmt.Fprintf(w, "%s\t%s\t%v\t%d\t%d\t%d\t%s\n", node.Name, model,
+			framework.NodeReady(&node), total, n, total-n, bar(n, total))
 	}
 	return nil
+}
+
+// nodeDevices are the DRA devices a node's ResourceSlices publish.
+type nodeDevices struct {
+	count int64
+	model string
+}
+
+// draDevices counts, per node, the devices of the ResourceSlices and those
+// that ResourceClaims' allocations hold.
+func (v *view) draDevices(ctx context.Context) (map[string]nodeDevices, map[string]int64, error) {
+	slices, err := v.cp.Kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	devices, poolNode := map[string]nodeDevices{}, map[string]string{}
+	for _, s := range slices.Items {
+		if s.Spec.NodeName == nil {
+			continue
+		}
+		node := *s.Spec.NodeName
+		d := devices[node]
+		d.count += int64(len(s.Spec.Devices))
+		for _, dev := range s.Spec.Devices {
+			if a, ok := dev.Attributes["productName"]; ok && a.StringValue != nil {
+				d.model = *a.StringValue
+			}
+		}
+		devices[node] = d
+		poolNode[s.Spec.Driver+"/"+s.Spec.Pool.Name] = node
+	}
+	claims, err := v.cp.Kube.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	allocated := map[string]int64{}
+	for _, c := range claims.Items {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			allocated[poolNode[r.Driver+"/"+r.Pool]]++
+		}
+	}
+	return devices, allocated, nil
 }
 
 // podGPUs is what the scheduler counts for a pod: its containers' GPU limits.

@@ -10,9 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -23,43 +21,21 @@ import (
 // draDriver is the driver, and the DeviceClass, of the test's devices, and
 // a100 and h100 their models, as NVIDIA's DRA driver names them.
 const (
-	draDriver = "gpu.nvidia.com"
+	draDriver = framework.DRADriver
 	a100      = "NVIDIA A100-SXM4-80GB"
 	h100      = "NVIDIA H100 80GB HBM3"
 )
 
-// createDRANode creates a kwok node without extended GPU resources and a
-// ResourceSlice publishing its devices, each with the productName model
-// and 80Gi of memory, as a DRA driver would. Both are removed when the
-// test ends.
+// createDRANode creates a kwok node whose devices models are published
+// in a ResourceSlice (framework.CreateDRANode), with a model label of the
+// test's own, and removes both when the test ends.
 func createDRANode(t *testing.T, name, ns, model string, devices int) {
 	t.Helper()
-	ctx := context.Background()
-	cp.CreateGPUNodeT(t, name, "dra-"+ns, 0)
-	slice := &resourcev1.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + draDriver},
-		Spec: resourcev1.ResourceSliceSpec{
-			Driver:   draDriver,
-			Pool:     resourcev1.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: 1},
-			NodeName: ptr.To(name),
-		},
-	}
-	for i := range devices {
-		slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{
-			Name: fmt.Sprintf("gpu-%d", i),
-			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
-				"productName": {StringValue: ptr.To(model)},
-			},
-			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
-				"memory": {Value: resource.MustParse("80Gi")},
-			},
-		})
-	}
-	if _, err := cp.Kube.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating ResourceSlice of %s: %v", name, err)
+	if _, err := cp.CreateDRANode(context.Background(), name, "dra-"+ns, model, devices); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := cp.Kube.ResourceV1().ResourceSlices().Delete(context.Background(), slice.Name, metav1.DeleteOptions{}); err != nil {
+		if err := cp.DeleteDRANode(context.Background(), name); err != nil {
 			t.Logf("cleanup: %v", err)
 		}
 	})
