@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func TestReschedule(t *testing.T) {
 	// The namespaces are made here, before the watch, so that their deletion
 	// at the end (which deletes pods for good) comes after the watch stopped.
 	ns := map[string]string{}
-	for _, name := range []string{"failed", "node-lost", "unschedulable", "periodic"} {
+	for _, name := range []string{"failed", "node-lost", "unschedulable", "periodic", "dra"} {
 		ns[name] = c.NamespaceT(t)
 	}
 	inflight := &inflightTracker{}
@@ -56,6 +57,7 @@ func TestReschedule(t *testing.T) {
 		t.Run("NodeLost", func(t *testing.T) { t.Parallel(); testRescheduleNodeLost(t, c, ns["node-lost"], rec) })
 		t.Run("Unschedulable", func(t *testing.T) { t.Parallel(); testRescheduleUnschedulable(t, c, ns["unschedulable"], rec) })
 		t.Run("Periodic", func(t *testing.T) { t.Parallel(); testReschedulePeriodic(t, c, ns["periodic"], rec) })
+		t.Run("DRAUnallocatable", func(t *testing.T) { t.Parallel(); testRescheduleDRA(t, c, ns["dra"], rec) })
 	})
 
 	rec.Stop()
@@ -164,6 +166,62 @@ func testRescheduleUnschedulable(t *testing.T, c *framework.ControlPlane, ns str
 		t.Errorf("rescheduled %s after the first pod appeared, before the pending timeout %s", waited, reschedulePendingTimeout)
 	}
 	t.Logf("unschedulable pod replaced %s after it appeared (pending timeout %s)", waited.Round(100*time.Millisecond), reschedulePendingTimeout)
+}
+
+// testRescheduleDRA: a DRA task whose claim cannot be allocated (the one
+// device is held) shows the scheduler's reason, is placed again after the
+// pending timeout with a claim of its own each time, and runs once a
+// device is there.
+func testRescheduleDRA(t *testing.T, c *framework.ControlPlane, ns string, rec *podRecorder) {
+	ctx := context.Background()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.KubectlT(t, "apply", "-f", filepath.Join(root, "artifacts", "examples", "dra", "deviceclass.yaml"))
+	const model = "NVIDIA A100-SXM4-80GB"
+	if _, err := c.CreateDRANode(ctx, "dra-1", "dra", model, 1); err != nil {
+		t.Fatal(err)
+	}
+	dra := func(s *gputaskv1.GPUTaskSpec) { s.GPUAllocation = gputaskv1.GPUAllocationDRA }
+	createTask(t, c, ns, newTask("holder", model, 1, dra))
+	waitTask(t, c, ns, "holder", "Running", taskRunning)
+	createTask(t, c, ns, newTask("waiting", model, 1, dra))
+	claims := map[string]bool{}
+	framework.Poll(t, waitTimeout, "waiting placed again with a claim of its own", func(context.Context) (bool, string) {
+		if pod := taskPod(t, c, ns, "waiting"); pod != nil {
+			for _, s := range pod.Status.ResourceClaimStatuses {
+				if s.ResourceClaimName != nil {
+					claims[*s.ResourceClaimName] = true
+				}
+			}
+		}
+		task, err := c.GPUTask.GputaskV1().GPUTasks(ns).Get(ctx, "waiting", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return task.Status.Reschedules >= 1 && len(claims) >= 2, fmt.Sprintf("reschedules %d, claims %v", task.Status.Reschedules, claims)
+	})
+	waitTask(t, c, ns, "waiting", "showing the scheduler's reason", waitingForDevices)
+	// The driver publishes a second device (deleting the holder would look,
+	// to the pod watch of TestReschedule, like a replacement never made).
+	slice := framework.NewDRASlice("dra-1", model, 2)
+	slice.Spec.Pool.Generation = 2
+	current, err := c.Kube.ResourceV1().ResourceSlices().Get(ctx, slice.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slice.ResourceVersion = current.ResourceVersion
+	if _, err := c.Kube.ResourceV1().ResourceSlices().Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	task := waitTask(t, c, ns, "waiting", "Running with the new device", func(tk *gputaskv1.GPUTask) bool {
+		return taskRunning(tk) && tk.Status.GPUModel == model && len(tk.Status.Devices) == 1
+	})
+	if uids := recordedPodUIDs(rec, ns, "waiting"); len(uids) < 2 {
+		t.Errorf("pods seen %v, want a new pod after the pending timeout", uids)
+	}
+	t.Logf("DRA task placed again %d times, claims %d, then Running on %v", task.Status.Reschedules, len(claims), task.Status.Devices)
 }
 
 // testReschedulePeriodic: a Periodic task's pod is placed again every
