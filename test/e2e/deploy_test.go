@@ -57,6 +57,7 @@ func TestDeployRBAC(t *testing.T) {
 	})
 
 	runDeployScenario(t, c)
+	runDeployDRAScenario(t, c)
 
 	if bad := forbiddenLines(controller); len(bad) > 0 {
 		t.Errorf("the controller was refused something as its ServiceAccount:\n%s", strings.Join(bad, "\n"))
@@ -69,6 +70,8 @@ func TestDeployRBAC(t *testing.T) {
 	}
 	refused := map[string]error{
 		"delete a node": sa.CoreV1().Nodes().Delete(ctx, "a100-1", metav1.DeleteOptions{}),
+		"delete a ResourceSlice": sa.ResourceV1().ResourceSlices().Delete(ctx, "dra-1-"+framework.DRADriver, metav1.DeleteOptions{}),
+		"delete a ResourceClaim": sa.ResourceV1().ResourceClaims("default").Delete(ctx, "any", metav1.DeleteOptions{}),
 		"list secrets": func() error {
 			_, err := sa.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
 			return err
@@ -136,6 +139,39 @@ func dryRunDeploy(t *testing.T, c *framework.ControlPlane, dir string) {
 }
 
 var kindDeployment = regexp.MustCompile(`(?m)^kind: Deployment$`)
+
+// runDeployDRAScenario is the DRA part of the job, for the rights it
+// needs: a DRA task (its ResourceClaimTemplate made, its claim read) and a
+// capacity-aware DRA set (DeviceClasses, ResourceSlices and claims read),
+// on a node of two devices.
+func runDeployDRAScenario(t *testing.T, c *framework.ControlPlane) {
+	t.Helper()
+	ctx := context.Background()
+	ns := c.NamespaceT(t)
+	const model = "NVIDIA A100-SXM4-80GB"
+	c.KubectlT(t, "apply", "-f", filepath.Join(c.Root, "artifacts", "examples", "dra", "deviceclass.yaml"))
+	if _, err := c.CreateDRANode(ctx, "dra-1", "dra", model, 2); err != nil {
+		t.Fatal(err)
+	}
+	createTask(t, c, ns, newTask("dra-job", model, 1, func(s *gputaskv1.GPUTaskSpec) { s.GPUAllocation = gputaskv1.GPUAllocationDRA }))
+	waitTask(t, c, ns, "dra-job", "Running with its device", func(tk *gputaskv1.GPUTask) bool {
+		return taskRunning(tk) && len(tk.Status.Devices) == 1
+	})
+	load := newLoadServer(t, loadHigh)
+	set := httpSet("dra-pool", model, load.URL(), 4, time.Second)
+	set.Spec.Template.Spec.GPUAllocation = gputaskv1.GPUAllocationDRA
+	set.Spec.Autoscaling.CapacityAware = true
+	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Poll(t, waitTimeout, "the DRA set capped at the one free device", func(ctx context.Context) (bool, string) {
+		s, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, "dra-pool", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return ptr.Deref(s.Status.CapacityReplicas, -1) == 1 && s.Status.ReadyReplicas == 1, describeStatus(s)
+	})
+}
 
 // runDeployScenario is the end-to-end job: tasks that fill the GPUs with
 // the overflow Pending, a set of three, deletes that free GPUs and remove
