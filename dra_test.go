@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -118,20 +119,27 @@ func TestDRATemplateOfSomeoneElseIsNotTouched(t *testing.T) {
 	theirs := expectedTemplate(task)
 	theirs.OwnerReferences = nil
 	f.Add(task, theirs)
+	f.expectNoPod(ctx, task, "ResourceClaimTemplate default/render-gpus exists and is not controlled by this GPUTask")
+}
+
+// expectNoPod syncs task, which must fail without creating or deleting
+// anything, and with PodCreateFailed True saying why.
+func (f *fixture) expectNoPod(ctx context.Context, task *gputaskv1.GPUTask, why string) {
+	f.T.Helper()
 	if err := f.Sync(ctx, f.newController(ctx).syncHandler, key(task)); err == nil {
-		t.Fatal("sync succeeded, want the template's conflict as an error")
+		f.T.Fatal("sync succeeded, want an error")
 	}
 	got, err := f.Client.GputaskV1().GPUTasks(task.Namespace).Get(ctx, task.Name, metav1.GetOptions{})
 	if err != nil {
-		t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	c := meta.FindStatusCondition(got.Status.Conditions, gputaskv1.ConditionPodCreateFailed)
-	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "ResourceClaimTemplate default/render-gpus exists and is not controlled by this GPUTask") {
-		t.Errorf("PodCreateFailed = %+v, want it naming the template", c)
+	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, why) {
+		f.T.Errorf("PodCreateFailed = %+v, want it saying %q", c, why)
 	}
 	for _, a := range f.KubeClient.Actions() {
 		if a.GetVerb() == "create" || a.GetVerb() == "delete" {
-			t.Errorf("unexpected %s of %s", a.GetVerb(), a.GetResource().Resource)
+			f.T.Errorf("unexpected %s of %s", a.GetVerb(), a.GetResource().Resource)
 		}
 	}
 }
@@ -174,19 +182,5 @@ func TestDRAWithoutTheAPI(t *testing.T) {
 	f := newFixture(t)
 	task := newTask("render", controllertest.TaskFunc(func(tk *gputaskv1.GPUTask) { tk.Spec.GPUAllocation = gputaskv1.GPUAllocationDRA }))
 	f.Add(task)
-	if err := f.Sync(ctx, f.newController(ctx).syncHandler, key(task)); err == nil {
-		t.Fatal("sync succeeded, want an error")
-	}
-	got, err := f.Client.GputaskV1().GPUTasks(task.Namespace).Get(ctx, task.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := meta.FindStatusCondition(got.Status.Conditions, gputaskv1.ConditionPodCreateFailed); c == nil || !strings.Contains(c.Message, errNoDRA.Error()) {
-		t.Errorf("PodCreateFailed = %+v, want %q", c, errNoDRA)
-	}
-	for _, a := range f.KubeClient.Actions() {
-		if a.GetVerb() == "create" {
-			t.Errorf("unexpected create of %s", a.GetResource().Resource)
-		}
-	}
+	f.expectNoPod(ctx, task, errNoDRA.Error())
 }

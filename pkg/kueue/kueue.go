@@ -131,13 +131,7 @@ func Trim(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	out := &unstructured.Unstructured{Object: map[string]any{}}
-	out.SetAPIVersion(u.GetAPIVersion())
-	out.SetKind(u.GetKind())
-	out.SetName(u.GetName())
-	out.SetNamespace(u.GetNamespace())
-	out.SetUID(u.GetUID())
-	out.SetResourceVersion(u.GetResourceVersion())
+	out := identity(u)
 	out.SetOwnerReferences(u.GetOwnerReferences())
 	if conds, found, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); found {
 		var kept []any
@@ -154,6 +148,20 @@ func Trim(obj any) (any, error) {
 		}
 	}
 	return out, nil
+}
+
+// identity is a copy of u with only its kind, name, namespace, UID and
+// resourceVersion: what an informer needs of an object, for the trims to
+// add what they read.
+func identity(u *unstructured.Unstructured) *unstructured.Unstructured {
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetName(u.GetName())
+	out.SetNamespace(u.GetNamespace())
+	out.SetUID(u.GetUID())
+	out.SetResourceVersion(u.GetResourceVersion())
+	return out
 }
 
 // Condition is the part of a Workload condition WaitingReason reads.

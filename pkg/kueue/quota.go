@@ -189,13 +189,7 @@ func TrimQueue(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	out := &unstructured.Unstructured{Object: map[string]any{}}
-	out.SetAPIVersion(u.GetAPIVersion())
-	out.SetKind(u.GetKind())
-	out.SetName(u.GetName())
-	out.SetNamespace(u.GetNamespace())
-	out.SetUID(u.GetUID())
-	out.SetResourceVersion(u.GetResourceVersion())
+	out := identity(u)
 	for _, path := range [][]string{{"spec", "clusterQueue"}, {"spec", "resourceGroups"}, {"status", "flavorsReservation"}} {
 		if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, path...); found {
 			_ = unstructured.SetNestedField(out.Object, v, path...)

@@ -69,7 +69,7 @@ func TestDeployRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused := map[string]error{
-		"delete a node": sa.CoreV1().Nodes().Delete(ctx, "a100-1", metav1.DeleteOptions{}),
+		"delete a node":          sa.CoreV1().Nodes().Delete(ctx, "a100-1", metav1.DeleteOptions{}),
 		"delete a ResourceSlice": sa.ResourceV1().ResourceSlices().Delete(ctx, "dra-1-"+framework.DRADriver, metav1.DeleteOptions{}),
 		"delete a ResourceClaim": sa.ResourceV1().ResourceClaims("default").Delete(ctx, "any", metav1.DeleteOptions{}),
 		"list secrets": func() error {
