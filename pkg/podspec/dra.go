@@ -1,6 +1,7 @@
 package podspec
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/utils/lru"
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
@@ -126,22 +128,41 @@ func ModelSelector(attribute, model string) string {
 	return fmt.Sprintf("device.attributes[%s].%s == %s", strconv.Quote(domain), name, strconv.Quote(model))
 }
 
-// selectorCache keeps the compiled device selectors: every sync of a task
-// checks its selectors, and the tasks of a set share theirs.
-var selectorCache = dracel.NewCache(256, dracel.Features{})
+// selectorChecks keeps what checkSelector found of each expression: every
+// sync of a task checks its selectors, and the tasks of a set share them.
+var selectorChecks = lru.New(256)
 
 // DeviceSelectors turns spec.deviceSelectors into device selectors, and
 // refuses an expression that the scheduler's CEL environment for device
-// selectors does not compile to a bool.
+// selectors does not compile to a bool, or whose estimated cost is above
+// the limit the API server sets for a claim's selectors (capacity-aware
+// sets evaluate it on every device, too).
 func DeviceSelectors(exprs []string) ([]resourcev1.DeviceSelector, error) {
 	var out []resourcev1.DeviceSelector
 	for i, expr := range exprs {
-		if r := selectorCache.GetOrCompile(expr); r.Error != nil {
-			return nil, fmt.Errorf("spec.deviceSelectors[%d]: %s", i, r.Error.Detail)
+		if err := checkSelector(expr); err != nil {
+			return nil, fmt.Errorf("spec.deviceSelectors[%d]: %w", i, err)
 		}
 		out = append(out, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{Expression: expr}})
 	}
 	return out, nil
+}
+
+func checkSelector(expr string) error {
+	if found, ok := selectorChecks.Get(expr); ok {
+		err, _ := found.(error)
+		return err
+	}
+	var err error
+	r := dracel.GetCompiler(dracel.Features{}).CompileCELExpression(expr, dracel.Options{})
+	switch {
+	case r.Error != nil:
+		err = errors.New(r.Error.Detail)
+	case r.MaxCost > resourcev1.CELSelectorExpressionMaxCost:
+		err = fmt.Errorf("estimated cost %d exceeds the limit of %d; make it simpler", r.MaxCost, resourcev1.CELSelectorExpressionMaxCost)
+	}
+	selectorChecks.Add(expr, err)
+	return err
 }
 
 // AllocatedModel is the model that a claim's allocation result for request

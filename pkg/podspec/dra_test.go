@@ -144,6 +144,9 @@ func TestClaimTemplate(t *testing.T) {
 			}}},
 		{name: "a selector that does not compile", mutate: func(tk *gputaskv1.GPUTask) { tk.Spec.DeviceSelectors = []string{"true", "device.nope("} },
 			wantErr: "spec.deviceSelectors[1]"},
+		{name: "a selector too costly to evaluate", mutate: func(tk *gputaskv1.GPUTask) {
+			tk.Spec.DeviceSelectors = []string{`device.attributes["gpu.nvidia.com"].all(k, device.attributes["gpu.nvidia.com"].all(j, device.attributes["gpu.nvidia.com"].all(i, device.attributes["gpu.nvidia.com"].all(h, true))))`}
+		}, wantErr: "exceeds the limit"},
 		{name: "a selector that is not a bool", mutate: func(tk *gputaskv1.GPUTask) { tk.Spec.DeviceSelectors = []string{`device.driver`} },
 			wantErr: "spec.deviceSelectors[0]"},
 		{name: "a bad amount", mutate: func(tk *gputaskv1.GPUTask) { tk.Spec.GPUAmount = ios("x") }, wantErr: "spec.gpu-amount"},
