@@ -32,6 +32,7 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/app"
+	"github.com/gputask/gputask-controller/pkg/claims"
 	"github.com/gputask/gputask-controller/pkg/expectations"
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned"
 	gputaskscheme "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/scheme"
@@ -187,11 +188,11 @@ type Controller struct {
 	// workloads is Kueue's Workloads, nil without Kueue.
 	workloads       *kueue.Workloads
 	workloadsSynced cache.InformerSynced
-	// claimTemplatesLister and claimsLister are nil where the API server
-	// serves no DRA.
-	claimTemplatesLister resourcelisters.ResourceClaimTemplateLister
-	claimsLister         resourcelisters.ResourceClaimLister
-	claimsSynced         cache.InformerSynced
+	// templates and claimsLister are nil where the API server serves no
+	// DRA.
+	templates    *claims.Templates
+	claimsLister resourcelisters.ResourceClaimLister
+	claimsSynced cache.InformerSynced
 
 	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// broadcaster is nil when Options.Recorder was given.
@@ -358,7 +359,8 @@ func NewController(
 	}
 	c.claimsSynced = func() bool { return true }
 	if opts.ClaimTemplates != nil && opts.Claims != nil {
-		c.claimTemplatesLister, c.claimsLister = opts.ClaimTemplates.Lister(), opts.Claims.Lister()
+		c.templates = &claims.Templates{Client: kubeclientset, Lister: opts.ClaimTemplates.Lister(), PodOpts: c.podOpts}
+		c.claimsLister = opts.Claims.Lister()
 		handler := cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.enqueueTaskOfClaim(logger, obj) },
 			UpdateFunc: func(_, cur any) { c.enqueueTaskOfClaim(logger, cur) },
@@ -632,10 +634,26 @@ func (c *Controller) addWorkload(logger klog.Logger, obj any) {
 	}
 }
 
+// enqueueTaskOfClaim queues the task whose label a ResourceClaimTemplate or
+// a ResourceClaim carries: a claim's allocation is the task's status, and a
+// template deleted by someone else is made again for the next pod.
+func (c *Controller) enqueueTaskOfClaim(logger klog.Logger, obj any) {
+	meta, ok := tombstone.Unwrap[metav1.Object](obj)
+	if !ok {
+		return
+	}
+	name := meta.GetLabels()[gputaskv1.LabelTask]
+	if name == "" {
+		return
+	}
+	logger.V(4).Info("Claim of a task changed", "object", klog.KObj(meta), "task", name)
+	c.workqueue.Add(cache.ObjectName{Namespace: meta.GetNamespace(), Name: name})
+}
+
 // isControlledBy checks the controller reference's kind and group as well as
 // its UID: metav1.IsControlledBy checks the UID alone.
-func isControlledBy(obj metav1.Object, task *gputaskv1.GPUTask) bool {
-	ref := metav1.GetControllerOf(obj)
+func isControlledBy(pod *corev1.Pod, task *gputaskv1.GPUTask) bool {
+	ref := metav1.GetControllerOf(pod)
 	return ref != nil && ref.UID == task.UID && isTaskRef(ref)
 }
 

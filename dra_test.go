@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/claims"
 	"github.com/gputask/gputask-controller/pkg/controllertest"
 	"github.com/gputask/gputask-controller/pkg/podspec"
 )
@@ -182,5 +183,5 @@ func TestDRAWithoutTheAPI(t *testing.T) {
 	f := newFixture(t)
 	task := newTask("render", controllertest.TaskFunc(func(tk *gputaskv1.GPUTask) { tk.Spec.GPUAllocation = gputaskv1.GPUAllocationDRA }))
 	f.Add(task)
-	f.expectNoPod(ctx, task, errNoDRA.Error())
+	f.expectNoPod(ctx, task, claims.ErrNotServed.Error())
 }

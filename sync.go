@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/claims"
 	"github.com/gputask/gputask-controller/pkg/expectations"
 	"github.com/gputask/gputask-controller/pkg/orphans"
 	"github.com/gputask/gputask-controller/pkg/podspec"
@@ -47,7 +48,7 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 	}
 
 	if podspec.UsesDRA(&task.Spec, c.podOpts) {
-		if err := c.ensureClaimTemplate(ctx, task); err != nil {
+		if err := c.templates.Ensure(ctx, task); err != nil {
 			c.recorder.Eventf(task, corev1.EventTypeWarning, ReasonFailedCreate, "Error preparing the GPU claim of pod %s: %v", desired.Name, err)
 			err = fmt.Errorf("preparing the GPU claim of gputask %s: %w", key, err)
 			return errors.Join(err, c.writeStatus(ctx, task, c.status(task, taskstatus.View{CreateErr: err})))
@@ -358,7 +359,7 @@ func (c *Controller) status(task *gputaskv1.GPUTask, view taskstatus.View) gputa
 			// The claim's allocation, not the node's label, says which
 			// devices the pod got.
 			var model string
-			view.Devices, model = c.allocatedDevices(task, view.Pod)
+			view.Devices, model = claims.Allocated(c.claimsLister, task, view.Pod)
 			if model != "" || view.Devices != nil {
 				view.GPUModel = model
 			}

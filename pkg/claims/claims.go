@@ -1,4 +1,8 @@
-package main
+// Package claims makes the ResourceClaimTemplate that a DRA task's pod
+// refers to, and reads from the claim made for the pod which devices, and
+// so which model, it was allocated. The template itself is built by
+// podspec.ClaimTemplate, from the task's spec alone.
+package claims
 
 import (
 	"context"
@@ -10,34 +14,42 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/kubernetes"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/podspec"
-	"github.com/gputask/gputask-controller/pkg/tombstone"
 )
 
-// errNoDRA is the create error of a DRA task where the API server serves no
-// ResourceClaimTemplates.
-var errNoDRA = errors.New("spec.gpuAllocation is DRA, but the API server does not serve resource.k8s.io/v1 ResourceClaimTemplates")
+// ErrNotServed is the create error of a DRA task where the API server
+// serves no ResourceClaimTemplates.
+var ErrNotServed = errors.New("spec.gpuAllocation is DRA, but the API server does not serve resource.k8s.io/v1 ResourceClaimTemplates")
 
-// ensureClaimTemplate makes sure that the ResourceClaimTemplate a DRA task's
-// new pod refers to exists and asks for what the spec asks for now. It is
-// owned by the task, never shared, and removed with it by the garbage
-// collector. A template of that name that is not the task's is never
-// touched: it is an error the task reports.
-func (c *Controller) ensureClaimTemplate(ctx context.Context, task *gputaskv1.GPUTask) error {
-	if c.claimTemplatesLister == nil {
-		return errNoDRA
+// Templates makes the ResourceClaimTemplates of DRA tasks.
+type Templates struct {
+	Client kubernetes.Interface
+	// Lister holds the templates that carry a task's label.
+	Lister  resourcelisters.ResourceClaimTemplateLister
+	PodOpts podspec.Options
+}
+
+// Ensure makes sure that the ResourceClaimTemplate a DRA task's new pod
+// refers to exists and asks for what the spec asks for now. It is owned by
+// the task, never shared, and removed with it by the garbage collector. A
+// template of that name that is not the task's is never touched: it is an
+// error the task reports. A nil Templates means DRA is not served.
+func (t *Templates) Ensure(ctx context.Context, task *gputaskv1.GPUTask) error {
+	if t == nil {
+		return ErrNotServed
 	}
-	want, err := podspec.ClaimTemplate(task, c.podOpts)
+	want, err := podspec.ClaimTemplate(task, t.PodOpts)
 	if err != nil {
 		return err
 	}
-	templates := c.kubeclientset.ResourceV1().ResourceClaimTemplates(task.Namespace)
-	have, err := c.claimTemplatesLister.ResourceClaimTemplates(task.Namespace).Get(want.Name)
+	templates := t.Client.ResourceV1().ResourceClaimTemplates(task.Namespace)
+	have, err := t.Lister.ResourceClaimTemplates(task.Namespace).Get(want.Name)
 	if apierrors.IsNotFound(err) {
 		_, err = templates.Create(ctx, want, metav1.CreateOptions{})
 		if !apierrors.IsAlreadyExists(err) {
@@ -49,7 +61,7 @@ func (c *Controller) ensureClaimTemplate(ctx context.Context, task *gputaskv1.GP
 	if err != nil {
 		return fmt.Errorf("reading ResourceClaimTemplate %s/%s: %w", task.Namespace, want.Name, err)
 	}
-	if !isControlledBy(have, task) {
+	if !metav1.IsControlledBy(have, task) {
 		return fmt.Errorf("ResourceClaimTemplate %s/%s exists and is not controlled by this GPUTask", task.Namespace, want.Name)
 	}
 	if equality.Semantic.DeepEqual(have.Spec, want.Spec) {
@@ -69,29 +81,32 @@ func (c *Controller) ensureClaimTemplate(ctx context.Context, task *gputaskv1.GP
 	return nil
 }
 
-// allocatedDevices reads, from the claim made for the pod's GPU claim, the
+// Allocated reads, from the claim made for the pod's GPU claim, the
 // devices allocated to it (driver/pool/device) and the model they stand
-// for; nothing while the claim is not allocated or not in the cache.
-func (c *Controller) allocatedDevices(task *gputaskv1.GPUTask, pod *corev1.Pod) (devices []string, model string) {
-	if c.claimsLister == nil {
+// for; nothing while the claim is not allocated or not in lister.
+func Allocated(lister resourcelisters.ResourceClaimLister, task *gputaskv1.GPUTask, pod *corev1.Pod) (devices []string, model string) {
+	if lister == nil {
 		return nil, ""
 	}
 	for _, s := range pod.Status.ResourceClaimStatuses {
 		if s.Name != podspec.ClaimName || s.ResourceClaimName == nil {
 			continue
 		}
-		claim, err := c.claimsLister.ResourceClaims(pod.Namespace).Get(*s.ResourceClaimName)
+		claim, err := lister.ResourceClaims(pod.Namespace).Get(*s.ResourceClaimName)
 		if err != nil || claim.Status.Allocation == nil {
 			return nil, ""
 		}
-		return claimDevices(&task.Spec, claim)
+		return Devices(&task.Spec, claim)
 	}
 	return nil, ""
 }
 
-// claimDevices are the devices of claim's allocation that the task's GPU
+// Devices are the devices of claim's allocation that the task's GPU
 // request got, and their model.
-func claimDevices(spec *gputaskv1.GPUTaskSpec, claim *resourcev1.ResourceClaim) (devices []string, model string) {
+func Devices(spec *gputaskv1.GPUTaskSpec, claim *resourcev1.ResourceClaim) (devices []string, model string) {
+	if claim.Status.Allocation == nil {
+		return nil, ""
+	}
 	for _, r := range claim.Status.Allocation.Devices.Results {
 		m := podspec.AllocatedModel(spec, r.Request)
 		if r.Request != podspec.ClaimName && m == "" {
@@ -103,20 +118,4 @@ func claimDevices(spec *gputaskv1.GPUTaskSpec, claim *resourcev1.ResourceClaim) 
 		}
 	}
 	return devices, model
-}
-
-// enqueueTaskOfClaim queues the task whose label a ResourceClaimTemplate or
-// a ResourceClaim carries: a claim's allocation is the task's status, and a
-// template deleted by someone else is made again for the next pod.
-func (c *Controller) enqueueTaskOfClaim(logger klog.Logger, obj any) {
-	meta, ok := tombstone.Unwrap[metav1.Object](obj)
-	if !ok {
-		return
-	}
-	name := meta.GetLabels()[gputaskv1.LabelTask]
-	if name == "" {
-		return
-	}
-	logger.V(4).Info("Claim of a task changed", "object", klog.KObj(meta), "task", name)
-	c.workqueue.Add(cache.ObjectName{Namespace: meta.GetNamespace(), Name: name})
 }

@@ -1,0 +1,201 @@
+package scaling
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+)
+
+// The rules that bound, hold or cap the count Decide computed from the
+// metrics, in the order Decide applies them.
+
+// bound applies [Min, Max] and notes the limit that applied.
+func bound(in Inputs, d *Decision, s step) step {
+	switch {
+	case s.desired < in.Min:
+		d.addLimit(ReasonTooFewReplicas)
+		return s.limited(in.Min, ReasonTooFewReplicas, fmt.Sprintf("raised to minReplicas %d%s", in.Min, ofSchedule(in.floorFrom)))
+	case s.desired > in.Max:
+		d.addLimit(ReasonTooManyReplicas)
+		return s.limited(in.Max, ReasonTooManyReplicas, fmt.Sprintf("capped at maxReplicas %d%s", in.Max, ofSchedule(in.ceilingFrom)))
+	}
+	return s
+}
+
+func ofSchedule(from string) string {
+	if from == "" {
+		return ""
+	}
+	return " of " + from
+}
+
+// stabilize keeps a scale-down at or above the highest recommendation within
+// the window, so a short dip in load removes nothing.
+func stabilize(in Inputs, d *Decision, s step) step {
+	if s.desired >= in.Current || in.StabilizationWindow == 0 {
+		return s
+	}
+	highest := s.desired
+	for _, r := range d.Recommendations {
+		highest = max(highest, r.Replicas)
+	}
+	floor := min(highest, in.Current)
+	if floor <= s.desired {
+		return s
+	}
+	d.Stabilized = true
+	return s.limited(floor, ReasonScaleDownStabilized,
+		fmt.Sprintf("scale-down held at %d, the highest recommendation within the last %v", floor, in.StabilizationWindow))
+}
+
+// waitForStartingTasks holds a scale-up while tasks added earlier are still
+// starting. GPU workers load a model for minutes; a load index that has not
+// felt them yet would otherwise ask for the same tasks again every interval.
+func waitForStartingTasks(in Inputs, d *Decision, s step) step {
+	if in.Starting == 0 || s.desired <= in.Current {
+		return s
+	}
+	if in.Policy.Type == gputaskv1.ProportionalPolicy {
+		serving := in.Current - in.Starting
+		fromServing := proportionalFromServing(in, d, serving)
+		if fromServing > in.Current {
+			return step{desired: min(fromServing, s.desired), reason: s.reason,
+				message: fmt.Sprintf("%s; computed from the %d serving tasks, as %d are starting", s.message, serving, in.Starting)}
+		}
+	}
+	return s.limited(in.Current, ReasonWaitingForStartingTasks,
+		fmt.Sprintf("scale-up to %d waits: %d tasks are starting", s.desired, in.Starting))
+}
+
+// burst is rule 14: the fast path for bursts, and the scale-down it holds.
+func burst(in Inputs, d *Decision, s step) step {
+	if in.Burst == nil {
+		return s
+	}
+	if in.Now.Before(in.BurstUntil) {
+		d.BurstUntil = in.BurstUntil
+	}
+	serving := max(in.Current-in.Starting, 1)
+	var want int32
+	var why string
+	for i, m := range d.Metrics {
+		level, name := in.Metrics[i].UpThreshold, "upThreshold"
+		if in.Policy.Type == gputaskv1.ProportionalPolicy {
+			level, name = in.Metrics[i].Target, "target"
+		}
+		if m.Err != nil || !(level > 0) || math.IsInf(level, 0) || m.Value < in.Burst.Factor*level {
+			continue
+		}
+		if n := ceilSat(float64(serving) * m.Value / level); n > want || why == "" {
+			want = max(want, n)
+			why = fmt.Sprintf("%s %s is at least %s× its %s %s: a burst", m.Name, FormatValue(m.Value), FormatValue(in.Burst.Factor), name, FormatValue(level))
+		}
+	}
+	if why != "" {
+		d.BurstUntil = in.Now.Add(in.Burst.Window)
+		if want >= s.desired && want > in.Current {
+			return step{desired: want, reason: ReasonBurst,
+				message: fmt.Sprintf("%s; %d tasks from the %d serving", why, want, serving)}
+		}
+	}
+	if s.desired < in.Current && in.Now.Before(d.BurstUntil) {
+		return s.limited(in.Current, ReasonHeldDuringBurst,
+			fmt.Sprintf("scale-down to %d waits for the burst to pass at %s", s.desired, d.BurstUntil.UTC().Format(time.RFC3339)))
+	}
+	return s
+}
+
+// proportionalFromServing is the largest ceil(serving × value / target)
+// over the metrics that were read.
+func proportionalFromServing(in Inputs, d *Decision, serving int32) int32 {
+	var best int32
+	for i, m := range d.Metrics {
+		target := in.Metrics[i].Target
+		if m.Err != nil || !(target > 0) || math.IsInf(target, 0) {
+			continue
+		}
+		best = max(best, ceilSat(float64(serving)*m.Value/target))
+	}
+	return best
+}
+
+// oneStepPerInterval holds any change of the count within Interval of the
+// last one. Evaluations may come sooner than every interval (a spec edit is
+// evaluated at once, an error is retried); the steps may not.
+func oneStepPerInterval(in Inputs, d *Decision, s step) step {
+	if s.desired == in.Current {
+		return s
+	}
+	ok, wait := NextStep(in.LastScaleTime, in.Interval, in.Now)
+	if ok {
+		return s
+	}
+	d.RetryAfter = wait
+	return s.limited(in.Current, ReasonWaitingForInterval,
+		fmt.Sprintf("change to %d waits %v: at most one step per interval of %v", s.desired, wait, in.Interval))
+}
+
+// limitScaleUp allows at most Tasks more per Period: one scale-up of at most
+// Tasks, then none until Period has passed since the last scale.
+func limitScaleUp(in Inputs, d *Decision, s step) step {
+	limit := in.ScaleUpLimit
+	if limit == nil || s.desired <= in.Current {
+		return s
+	}
+	if !in.LastScaleTime.IsZero() {
+		if wait := in.LastScaleTime.Add(limit.Period).Sub(in.Now); wait > 0 {
+			d.addLimit(ReasonScaleUpLimited)
+			return s.limited(in.Current, ReasonScaleUpLimited,
+				fmt.Sprintf("scale-up to %d waits %v: at most %d tasks per %v", s.desired, wait, limit.Tasks, limit.Period))
+		}
+	}
+	if ceiling := addSat(in.Current, int64(limit.Tasks)); s.desired > ceiling {
+		d.addLimit(ReasonScaleUpLimited)
+		return s.limited(ceiling, ReasonScaleUpLimited,
+			fmt.Sprintf("scale-up limited to %d: at most %d tasks per %v", ceiling, limit.Tasks, limit.Period))
+	}
+	return s
+}
+
+// capAtCapacity stops a scale-up at the tasks that fit. It never lowers the
+// count below Current: tasks that already run keep their GPUs.
+func capAtCapacity(in Inputs, d *Decision, s step) step {
+	if in.Capacity == nil || s.desired <= in.Current || s.desired <= *in.Capacity {
+		return s
+	}
+	capped := max(in.Current, *in.Capacity)
+	d.addLimit(ReasonCapacityLimited)
+	limit := in.CapacityLimit
+	if limit == "" {
+		limit = "the GPU nodes"
+	}
+	return s.limited(capped, ReasonCapacityLimited,
+		fmt.Sprintf("capped at %d: only %d tasks fit %s", capped, *in.Capacity, limit))
+}
+
+// holdYoungTasks waits for the last scale-in to finish: while it keeps
+// tasks younger than minTaskAge, lowering the count further only piles up
+// removals that cannot happen yet.
+func holdYoungTasks(in Inputs, s step) step {
+	if in.HeldBack == 0 || s.desired >= in.Current {
+		return s
+	}
+	return s.limited(in.Current, ReasonTasksTooYoung,
+		fmt.Sprintf("scale-down to %d waits: %d tasks are younger than minTaskAge", s.desired, in.HeldBack))
+}
+
+func applyPauseAndStop(in Inputs, d *Decision) {
+	var reason, why string
+	switch {
+	case in.Stopped:
+		reason, why = ReasonStopped, "set is stopped ("+gputaskv1.AnnotationStopped+"=true)"
+	case in.Paused:
+		reason, why = ReasonPaused, "autoscaling is paused ("+gputaskv1.AnnotationPaused+"=true)"
+	default:
+		return
+	}
+	d.Message = fmt.Sprintf("%s; would scale to %d: %s", why, d.Desired, d.Message)
+	d.Desired, d.Reason = in.Current, reason
+}
