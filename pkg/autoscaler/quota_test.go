@@ -1,6 +1,8 @@
 package autoscaler
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,6 +15,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/kueue"
@@ -155,5 +158,21 @@ func TestQuotaOnlyWhereTasksNameAQueue(t *testing.T) {
 				t.Errorf("capacity = %+v, want the nodes' 4", n)
 			}
 		})
+	}
+}
+
+// TestQueueNameOfTheExample: the Kueue example's set names its LocalQueue
+// where the autoscaler reads it.
+func TestQueueNameOfTheExample(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "artifacts", "examples", "kueue", "gputaskset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set gputaskv1.GPUTaskSet
+	if err := yaml.UnmarshalStrict(raw, &set); err != nil {
+		t.Fatal(err)
+	}
+	if got := QueueName(&set); got != "gpus" || !set.Spec.Autoscaling.CapacityAware {
+		t.Errorf("QueueName = %q, capacityAware %v; want gpus, true", got, set.Spec.Autoscaling.CapacityAware)
 	}
 }

@@ -267,8 +267,8 @@ func TestStoppedAndAbleColumns(t *testing.T) {
 }
 
 // TestWorkloadExamples checks that every example in
-// artifacts/examples/workloads, and the DRA examples' tasks and sets, pass
-// the schema and lose no field to pruning.
+// artifacts/examples/workloads, the DRA examples' tasks and sets, and the
+// Kueue example's set, pass the schema and lose no field to pruning.
 func TestWorkloadExamples(t *testing.T) {
 	examples := filepath.Join("..", "..", "..", "..", "artifacts", "examples")
 	files, err := filepath.Glob(filepath.Join(examples, "workloads", "*.yaml"))
@@ -280,6 +280,7 @@ func TestWorkloadExamples(t *testing.T) {
 		t.Fatalf("want the DRA task and set examples, got %v (%v)", dra, err)
 	}
 	files = append(files, dra...)
+	files = append(files, filepath.Join(examples, "kueue", "gputaskset.yaml"))
 	crds := map[string]string{"GPUTask": "gputask.io_gputasks.yaml", "GPUTaskSet": "gputask.io_gputasksets.yaml"}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
