@@ -3,6 +3,7 @@ package autoscaler
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
@@ -153,8 +154,9 @@ type deviceEntry struct {
 }
 
 // celCache keeps the compiled selectors of the DeviceClasses and templates
-// the count evaluates every interval.
-var celCache = dracel.NewCache(256, dracel.Features{})
+// the count evaluates every interval. It is made on first use: a cluster
+// without capacity-aware DRA sets never builds the CEL environment.
+var celCache = sync.OnceValue(func() *dracel.Cache { return dracel.NewCache(256, dracel.Features{}) })
 
 // deviceEntries are the ways request can be met (its exact request, or its
 // firstAvailable list in order), with their selectors compiled.
@@ -175,7 +177,7 @@ func deviceEntries(request resourcev1.DeviceRequest, classes resourcelisters.Dev
 			if sel.CEL == nil {
 				continue
 			}
-			compiled := celCache.GetOrCompile(sel.CEL.Expression)
+			compiled := celCache().GetOrCompile(sel.CEL.Expression)
 			if compiled.Error != nil {
 				return nil, fmt.Errorf("selector %q: %s", sel.CEL.Expression, compiled.Error.Detail)
 			}
