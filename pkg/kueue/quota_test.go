@@ -1,13 +1,18 @@
 package kueue
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"sigs.k8s.io/yaml"
 )
 
 const gpu = "nvidia.com/gpu"
@@ -162,4 +167,45 @@ func newTestQuotas(t testing.TB, objs ...*unstructured.Unstructured) *Quotas {
 		}
 	}
 	return q
+}
+
+// TestQueuesExample reads the Kueue example (artifacts/examples/kueue),
+// which a control plane without Kueue's CRDs cannot validate, as Quotas
+// reads it: the LocalQueue "gpus" of team-a leads to 4 GPUs of the flavor
+// gpu-a100, which hold two 2-GPU tasks.
+func TestQueuesExample(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "artifacts", "examples", "kueue", "queues.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	kinds := map[string]bool{}
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatalf("queues.yaml: %v", err)
+		}
+		if gv := u.GroupVersionKind().GroupVersion(); gv.Group != Group || !slices.Contains(versions, gv.Version) {
+			t.Errorf("%s %s: apiVersion %s is not one this controller reads", u.GetKind(), u.GetName(), u.GetAPIVersion())
+		}
+		kinds[u.GetKind()] = true
+		objs = append(objs, u)
+	}
+	if !kinds["ResourceFlavor"] || !kinds["ClusterQueue"] || !kinds["LocalQueue"] {
+		t.Errorf("queues.yaml kinds %v, want a ResourceFlavor, a ClusterQueue and a LocalQueue", kinds)
+	}
+	var queues []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() != "ResourceFlavor" {
+			queues = append(queues, o)
+		}
+	}
+	q, ok := newTestQuotas(t, queues...).For("team-a", "gpus", gpu)
+	want := Quota{ClusterQueue: "team-a", Flavors: []FlavorQuota{{Flavor: "gpu-a100", Nominal: 4}}}
+	if !ok || !reflect.DeepEqual(q, want) {
+		t.Fatalf("For(team-a, gpus) = %+v, %v; want %+v", q, ok, want)
+	}
+	if n := q.Fit(2); n != 2 {
+		t.Errorf("Fit(2) = %d, want 2", n)
+	}
 }
