@@ -52,15 +52,29 @@ func New(c clock.PassiveClock, timeout time.Duration) *Expectations {
 }
 
 // entry returns the owner's record, creating it and restarting its expiry
-// clock. The caller holds mu.
+// clock. The caller holds mu. A record's set and map are made when first
+// written: most owners only ever expect a creation.
 func (e *Expectations) entry(key string) *pending {
 	p, ok := e.byKey[key]
 	if !ok {
-		p = &pending{deletions: sets.New[string](), annotations: map[string]string{}}
+		p = &pending{}
 		e.byKey[key] = p
 	}
 	p.since = e.clock.Now()
 	return p
+}
+
+// fulfilled reports whether nothing of p is pending.
+func (p *pending) fulfilled() bool {
+	return p.creations <= 0 && p.deletions.Len() == 0 && len(p.annotations) == 0
+}
+
+// observed drops the owner's record once an observation fulfilled it: an
+// owner whose writes are all seen keeps no memory here. The caller holds mu.
+func (e *Expectations) observed(key string, p *pending) {
+	if p.fulfilled() {
+		delete(e.byKey, key)
+	}
 }
 
 // ExpectCreations records that n objects are about to be created for the owner.
@@ -77,6 +91,7 @@ func (e *Expectations) CreationObserved(key string) {
 	defer e.mu.Unlock()
 	if p, ok := e.byKey[key]; ok && p.creations > 0 {
 		p.creations--
+		e.observed(key, p)
 	}
 }
 
@@ -84,7 +99,11 @@ func (e *Expectations) CreationObserved(key string) {
 func (e *Expectations) ExpectDeletions(key string, names ...string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.entry(key).deletions.Insert(names...)
+	p := e.entry(key)
+	if p.deletions == nil {
+		p.deletions = sets.New[string]()
+	}
+	p.deletions.Insert(names...)
 }
 
 // DeletionObserved forgets every expectation on the named object: it is gone
@@ -95,6 +114,7 @@ func (e *Expectations) DeletionObserved(key, name string) {
 	if p, ok := e.byKey[key]; ok {
 		p.deletions.Delete(name)
 		delete(p.annotations, name)
+		e.observed(key, p)
 	}
 }
 
@@ -103,7 +123,11 @@ func (e *Expectations) DeletionObserved(key, name string) {
 func (e *Expectations) ExpectAnnotation(key, name, value string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.entry(key).annotations[name] = value
+	p := e.entry(key)
+	if p.annotations == nil {
+		p.annotations = map[string]string{}
+	}
+	p.annotations[name] = value
 }
 
 // AnnotationObserved forgets the annotation expectation on the object once
@@ -111,8 +135,11 @@ func (e *Expectations) ExpectAnnotation(key, name, value string) {
 func (e *Expectations) AnnotationObserved(key, name, value string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if p, ok := e.byKey[key]; ok && p.annotations[name] == value {
-		delete(p.annotations, name)
+	if p, ok := e.byKey[key]; ok {
+		if v, found := p.annotations[name]; found && v == value {
+			delete(p.annotations, name)
+			e.observed(key, p)
+		}
 	}
 }
 
@@ -122,6 +149,7 @@ func (e *Expectations) ForgetAnnotation(key, name string) {
 	defer e.mu.Unlock()
 	if p, ok := e.byKey[key]; ok {
 		delete(p.annotations, name)
+		e.observed(key, p)
 	}
 }
 
@@ -136,8 +164,7 @@ func (e *Expectations) Satisfied(key string) bool {
 	if !ok {
 		return true
 	}
-	fulfilled := p.creations <= 0 && p.deletions.Len() == 0 && len(p.annotations) == 0
-	if fulfilled || e.clock.Since(p.since) > e.timeout {
+	if p.fulfilled() || e.clock.Since(p.since) > e.timeout {
 		delete(e.byKey, key)
 		return true
 	}

@@ -115,3 +115,31 @@ func TestDeletionsAndAnnotations(t *testing.T) {
 		t.Fatal("Delete must drop the record")
 	}
 }
+
+// TestObservedRecordsDropped proves an owner whose writes are all seen
+// keeps no record, whichever observation came last.
+func TestObservedRecordsDropped(t *testing.T) {
+	e := New(nil, time.Minute)
+	e.ExpectCreations("ns/a", 2)
+	e.ExpectDeletions("ns/b", "pod-1")
+	e.ExpectAnnotation("ns/c", "task-1", "v1")
+	e.ExpectAnnotation("ns/d", "task-2", "v1")
+	if len(e.byKey) != 4 {
+		t.Fatalf("%d records, want 4", len(e.byKey))
+	}
+	e.CreationObserved("ns/a")
+	if _, ok := e.byKey["ns/a"]; !ok || e.Satisfied("ns/a") {
+		t.Error("ns/a dropped with a creation still pending")
+	}
+	e.CreationObserved("ns/a")
+	e.DeletionObserved("ns/b", "pod-1")
+	e.AnnotationObserved("ns/c", "task-1", "v0")
+	if _, ok := e.byKey["ns/c"]; !ok {
+		t.Error("ns/c dropped on another value")
+	}
+	e.AnnotationObserved("ns/c", "task-1", "v1")
+	e.ForgetAnnotation("ns/d", "task-2")
+	if len(e.byKey) != 0 {
+		t.Errorf("records left after every write was seen: %v", e.byKey)
+	}
+}

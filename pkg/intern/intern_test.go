@@ -1,6 +1,8 @@
 package intern
 
 import (
+	"reflect"
+	"strconv"
 	"testing"
 	"unsafe"
 
@@ -60,5 +62,41 @@ func TestLongAndEmptyValuesKept(t *testing.T) {
 	Conditions(other)
 	if !same(conds[0].Reason, other[0].Reason) || !same(string(conds[0].Status), string(other[0].Status)) {
 		t.Error("condition strings not shared")
+	}
+}
+
+func TestMapSharesEqualContent(t *testing.T) {
+	a := Map(map[string]string{decoded("gputask.io/taskset"): decoded("render"), "tier": "gpu"})
+	b := Map(map[string]string{"tier": decoded("gpu"), decoded("gputask.io/taskset"): "render"})
+	if reflect.ValueOf(a).UnsafePointer() != reflect.ValueOf(b).UnsafePointer() {
+		t.Error("equal maps not shared")
+	}
+	c := Map(map[string]string{"gputask.io/taskset": "render", "tier": "cpu"})
+	if reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(c).UnsafePointer() || c["tier"] != "cpu" {
+		t.Errorf("different maps shared: %v %v", a, c)
+	}
+	// Keys and values that could run together in the content key.
+	d := Map(map[string]string{"a": "b\x00c"})
+	e := Map(map[string]string{"a": "b", "c": ""})
+	if reflect.DeepEqual(d, e) || len(d) != 1 || len(e) != 2 {
+		t.Errorf("maps of different content mixed: %v %v", d, e)
+	}
+	long := map[string]string{"k": string(make([]byte, maxMapKey))}
+	if got := Map(long); !reflect.DeepEqual(got, long) {
+		t.Error("a long map changed")
+	}
+	if _, ok := mapKey(long); ok {
+		t.Error("a map over maxMapKey is kept for sharing")
+	}
+}
+
+// TestSharedMapsBounded proves that objects that each carry their own
+// labels leave at most maxSharedMaps maps behind.
+func TestSharedMapsBounded(t *testing.T) {
+	for i := range 3 * maxSharedMaps {
+		Map(map[string]string{"gputask.io/task": "task-" + strconv.Itoa(i)})
+	}
+	if n := sharedMaps.Len(); n > maxSharedMaps {
+		t.Errorf("%d shared maps kept, want at most %d", n, maxSharedMaps)
 	}
 }
