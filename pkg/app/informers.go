@@ -78,7 +78,7 @@ func (s *Informers) DiscoverKueue(ctx context.Context, cl Clients, resync time.D
 		logger.Error(err, "Kueue's Workloads not read")
 		return
 	}
-	q, err := kueue.NewQuotas(cl.Dynamic, gvr.GroupVersion(), resync)
+	q, err := kueue.NewQuotas(cl.Dynamic, gvr.GroupVersion(), resync, w)
 	if err != nil {
 		logger.Error(err, "Kueue's queues not read")
 		return

@@ -27,7 +27,7 @@ import (
 // of them in use.
 func quotas(t *testing.T, nominal, reserved int64) *kueue.Quotas {
 	t.Helper()
-	q, err := kueue.NewQuotas(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), schema.GroupVersion{Group: kueue.Group, Version: "v1beta2"}, 0)
+	q, err := kueue.NewQuotas(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), schema.GroupVersion{Group: kueue.Group, Version: "v1beta2"}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,13 @@
 // quota for nvidia.com/gpu in flavor gpu-a100, 2 more needed" is on the
 // pod's Workload, not on the pod, whose gate only says that it waits.
 //
-// It reads Workloads through the dynamic client, so the project does not
-// depend on Kueue's module, and keeps of each only its owners and the
-// conditions it reads. It needs get, list and watch on workloads in
-// kueue.x-k8s.io, nothing else.
+// It also reads, for a set's quota (quota.go), what Workloads reserve and
+// what LocalQueues and ClusterQueues allow. It reads them through the
+// dynamic client, so the project does not depend on Kueue's module, and
+// keeps of each only what it reads: of a Workload its owners, the
+// conditions it reads and what its admission reserves. It needs get, list
+// and watch on workloads, localqueues and clusterqueues in kueue.x-k8s.io,
+// nothing else.
 package kueue
 
 import (
@@ -37,6 +40,7 @@ const (
 	conditionQuotaReserved = "QuotaReserved"
 	conditionAdmitted      = "Admitted"
 	conditionEvicted       = "Evicted"
+	conditionFinished      = "Finished"
 )
 
 // Resource returns the Workload resource of the newest version the API
@@ -54,8 +58,12 @@ func Resource(ctx context.Context, rc rest.Interface) (schema.GroupVersionResour
 	return schema.GroupVersionResource{}, false, nil
 }
 
-// podIndex indexes Workloads by the UID of each pod that owns them.
-const podIndex = "pod"
+// podIndex indexes Workloads by the UID of each pod that owns them, and
+// queueIndex by the ClusterQueue that admitted them.
+const (
+	podIndex   = "pod"
+	queueIndex = "clusterQueue"
+)
 
 // Workloads is the cache of Kueue's Workloads, indexed by owner pod.
 type Workloads struct {
@@ -66,7 +74,7 @@ type Workloads struct {
 // the informer starts.
 func NewWorkloads(client dynamic.Interface, gvr schema.GroupVersionResource, resync time.Duration) (*Workloads, error) {
 	inf := dynamicinformer.NewFilteredDynamicInformer(client, gvr, metav1.NamespaceAll, resync,
-		cache.Indexers{podIndex: ownerPods}, nil).Informer()
+		cache.Indexers{podIndex: ownerPods, queueIndex: admittedBy}, nil).Informer()
 	if err := inf.SetTransform(Trim); err != nil {
 		return nil, err
 	}
@@ -125,7 +133,9 @@ func ownerPods(obj any) ([]string, error) {
 }
 
 // Trim is the Workload informer's transform: it keeps the name, namespace,
-// UID, resourceVersion and owners, and the conditions WaitingReason reads.
+// UID, resourceVersion and owners, the conditions WaitingReason and
+// Reserved read, and of an admission its ClusterQueue and each pod set's
+// flavors and resource usage.
 func Trim(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -138,7 +148,7 @@ func Trim(obj any) (any, error) {
 		for _, c := range conds {
 			if m, ok := c.(map[string]any); ok {
 				switch m["type"] {
-				case conditionQuotaReserved, conditionAdmitted, conditionEvicted:
+				case conditionQuotaReserved, conditionAdmitted, conditionEvicted, conditionFinished:
 					kept = append(kept, map[string]any{"type": m["type"], "status": m["status"], "reason": m["reason"], "message": m["message"]})
 				}
 			}
@@ -147,7 +157,71 @@ func Trim(obj any) (any, error) {
 			_ = unstructured.SetNestedSlice(out.Object, kept, "status", "conditions")
 		}
 	}
+	if cq, found, _ := unstructured.NestedString(u.Object, "status", "admission", "clusterQueue"); found {
+		_ = unstructured.SetNestedField(out.Object, cq, "status", "admission", "clusterQueue")
+		list, _, _ := unstructured.NestedSlice(u.Object, "status", "admission", "podSetAssignments")
+		var kept []any
+		for _, a := range maps(list) {
+			kept = append(kept, map[string]any{"flavors": a["flavors"], "resourceUsage": a["resourceUsage"]})
+		}
+		_ = unstructured.SetNestedSlice(out.Object, kept, "status", "admission", "podSetAssignments")
+	}
 	return out, nil
+}
+
+// admittedBy indexes a Workload that holds quota by its ClusterQueue.
+func admittedBy(obj any) ([]string, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, errors.New("not a Workload")
+	}
+	if cq, _, _ := unstructured.NestedString(u.Object, "status", "admission", "clusterQueue"); cq != "" && holdsQuota(conditions(u)) {
+		return []string{cq}, nil
+	}
+	return nil, nil
+}
+
+// holdsQuota reports whether a Workload with conds has quota reserved and
+// has not finished (a finished Workload keeps its admission, but Kueue has
+// released its quota).
+func holdsQuota(conds []Condition) bool {
+	reserved, finished := false, false
+	for _, c := range conds {
+		switch {
+		case c.Type == conditionQuotaReserved && c.Status == string(metav1.ConditionTrue):
+			reserved = true
+		case c.Type == conditionFinished && c.Status == string(metav1.ConditionTrue):
+			finished = true
+		}
+	}
+	return reserved && !finished
+}
+
+// Reserved returns, by flavor, how much of r the Workloads in the cache
+// that clusterQueue admitted reserve. It is as fresh as the Workloads
+// themselves: Kueue reserves a Workload's quota before it lifts its pods'
+// gates, and sums the reservations into the ClusterQueue's status later.
+func (w *Workloads) Reserved(clusterQueue string, r corev1.ResourceName) map[string]int64 {
+	objs, err := w.informer.GetIndexer().ByIndex(queueIndex, clusterQueue)
+	if err != nil {
+		return nil
+	}
+	out := map[string]int64{}
+	for _, obj := range objs {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		list, _, _ := unstructured.NestedSlice(u.Object, "status", "admission", "podSetAssignments")
+		for _, a := range maps(list) {
+			flavors, _ := a["flavors"].(map[string]any)
+			usage, _ := a["resourceUsage"].(map[string]any)
+			if flavor, _ := flavors[string(r)].(string); flavor != "" {
+				out[flavor] += quantity(usage[string(r)])
+			}
+		}
+	}
+	return out
 }
 
 // identity is a copy of u with only its kind, name, namespace, UID and

@@ -22,12 +22,16 @@ const LabelQueueName = "kueue.x-k8s.io/queue-name"
 // keeps only the fields FlavorQuotas reads.
 type Quotas struct {
 	local, cluster cache.SharedIndexInformer
+	workloads      *Workloads
 }
 
 // NewQuotas builds the LocalQueue and ClusterQueue informers of gv, the
 // group version Resource found. Nothing is read until they start.
-func NewQuotas(client dynamic.Interface, gv schema.GroupVersion, resync time.Duration) (*Quotas, error) {
+// workloads, if not nil, adds the reservations of the Workloads to those
+// of the ClusterQueue's status, which Kueue updates later.
+func NewQuotas(client dynamic.Interface, gv schema.GroupVersion, resync time.Duration, workloads *Workloads) (*Quotas, error) {
 	q := &Quotas{
+		workloads: workloads,
 		local: dynamicinformer.NewFilteredDynamicInformer(client, gv.WithResource("localqueues"), metav1.NamespaceAll, resync,
 			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer(),
 		cluster: dynamicinformer.NewFilteredDynamicInformer(client, gv.WithResource("clusterqueues"), metav1.NamespaceAll, resync,
@@ -89,7 +93,8 @@ func (q Quota) Free() int64 {
 }
 
 // For returns the quota of r in the ClusterQueue behind the LocalQueue
-// localQueue of namespace, and false when either queue is not in the cache
+// localQueue of namespace, each flavor's reservation the larger of the
+// ClusterQueue's status and its Workloads' admissions, and false when either queue is not in the cache
 // or the ClusterQueue has no quota for r: then the queue sets no limit
 // this controller can count.
 func (q *Quotas) For(namespace, localQueue string, r corev1.ResourceName) (Quota, bool) {
@@ -114,6 +119,14 @@ func (q *Quotas) For(namespace, localQueue string, r corev1.ResourceName) (Quota
 		return Quota{}, false
 	}
 	flavors := FlavorQuotas(cq, r)
+	if q.workloads != nil {
+		// The status lags behind the admissions: a pod whose gate was just
+		// lifted would count both as admitted and as quota still free.
+		reserved := q.workloads.Reserved(name, r)
+		for i := range flavors {
+			flavors[i].Reserved = max(flavors[i].Reserved, reserved[flavors[i].Flavor])
+		}
+	}
 	return Quota{ClusterQueue: name, Flavors: flavors}, len(flavors) > 0
 }
 

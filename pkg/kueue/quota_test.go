@@ -153,7 +153,7 @@ func TestTrimQueue(t *testing.T) {
 // ClusterQueues), for tests of what reads it.
 func newTestQuotas(t testing.TB, objs ...*unstructured.Unstructured) *Quotas {
 	t.Helper()
-	q, err := NewQuotas(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), schema.GroupVersion{Group: Group, Version: "v1beta2"}, 0)
+	q, err := NewQuotas(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), schema.GroupVersion{Group: Group, Version: "v1beta2"}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,5 +207,77 @@ func TestQueuesExample(t *testing.T) {
 	}
 	if n := q.Fit(2); n != 2 {
 		t.Errorf("Fit(2) = %d, want 2", n)
+	}
+}
+
+// admittedWorkload is a Workload of cq with one pod set of gpus GPUs in
+// flavor, whose QuotaReserved (and, if finished, Finished) condition is
+// True; the rest of the status as Kueue writes it.
+func admittedWorkload(name, cq, flavor string, gpus int64, finished bool) *unstructured.Unstructured {
+	conds := []any{map[string]any{"type": conditionQuotaReserved, "status": "True", "reason": "QuotaReserved", "message": "Quota reserved in ClusterQueue " + cq}}
+	if finished {
+		conds = append(conds, map[string]any{"type": conditionFinished, "status": "True", "reason": "Succeeded"})
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+		"metadata": map[string]any{"namespace": "team-a", "name": name, "uid": "wl-" + name},
+		"status": map[string]any{
+			"conditions": conds,
+			"admission": map[string]any{"clusterQueue": cq, "podSetAssignments": []any{map[string]any{
+				"name": "main", "count": int64(1),
+				"flavors":       map[string]any{"cpu": flavor, gpu: flavor},
+				"resourceUsage": map[string]any{"cpu": "4", gpu: runtime.DeepCopyJSONValue(gpus)},
+			}}},
+		},
+	}}
+}
+
+// TestQuotaReservedByWorkloads: a ClusterQueue's status lags behind the
+// admissions of its Workloads; each flavor's reservation is the larger of
+// the two, and a finished Workload (which keeps its admission) or one of
+// another ClusterQueue reserves nothing here.
+func TestQuotaReservedByWorkloads(t *testing.T) {
+	tests := []struct {
+		name      string
+		status    int64
+		workloads []*unstructured.Unstructured
+		reserved  int64
+	}{
+		{name: "status behind the admissions", status: 0,
+			workloads: []*unstructured.Unstructured{admittedWorkload("a", "team-a-cq", "a100", 2, false), admittedWorkload("b", "team-a-cq", "a100", 2, false)},
+			reserved:  4},
+		{name: "status ahead (a Workload not yet in the cache)", status: 4,
+			workloads: []*unstructured.Unstructured{admittedWorkload("a", "team-a-cq", "a100", 2, false)},
+			reserved:  4},
+		{name: "finished and other queues' Workloads do not count", status: 0,
+			workloads: []*unstructured.Unstructured{
+				admittedWorkload("done", "team-a-cq", "a100", 2, true),
+				admittedWorkload("other", "team-b-cq", "a100", 2, false),
+				admittedWorkload("h100", "team-a-cq", "h100", 2, false),
+			},
+			reserved: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := newTestQuotas(t, localQueue("team-a", "gpus", "team-a-cq"), clusterQueue("team-a-cq", FlavorQuota{Flavor: "a100", Nominal: 4, Reserved: tt.status}))
+			w, err := NewWorkloads(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), schema.GroupVersionResource{Group: Group, Version: "v1beta2", Resource: "workloads"}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, wl := range tt.workloads {
+				trimmed, err := Trim(wl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Informer().GetIndexer().Add(trimmed); err != nil {
+					t.Fatal(err)
+				}
+			}
+			q.workloads = w
+			got, ok := q.For("team-a", "gpus", gpu)
+			if !ok || len(got.Flavors) != 1 || got.Flavors[0].Reserved != tt.reserved {
+				t.Fatalf("For = %+v, %v; want a100 with %d reserved", got, ok, tt.reserved)
+			}
+		})
 	}
 }

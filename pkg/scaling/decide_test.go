@@ -169,7 +169,7 @@ func TestDecide(t *testing.T) {
 			in.Capacity, in.CapacityLimit = ptr.To[int32](6), "the quota of ClusterQueue team-a"
 		}), want: 6, reason: ReasonCapacityLimited, limits: []string{ReasonCapacityLimited}, msg: "only 6 tasks fit the quota of ClusterQueue team-a"},
 		{name: "capacity below current holds", in: with(base(load(0.9)), func(in *Inputs) { in.Capacity = ptr.To[int32](2) }),
-			want: 5, reason: ReasonCapacityLimited, limits: []string{ReasonCapacityLimited}},
+			want: 5, reason: ReasonCapacityLimited, limits: []string{ReasonCapacityLimited}, msg: "held at 5: only 2 tasks fit the GPU nodes"},
 		{name: "capacity never forces scale-down", in: with(base(load(0.6)), func(in *Inputs) { in.Capacity = ptr.To[int32](2) }),
 			want: 5, reason: ReasonWithinThresholds},
 		{name: "capacity above desired", in: with(base(load(0.9)), func(in *Inputs) { in.Capacity = ptr.To[int32](100) }),

@@ -171,8 +171,12 @@ func capAtCapacity(in Inputs, d *Decision, s step) step {
 	if limit == "" {
 		limit = "the GPU nodes"
 	}
+	verb := "capped"
+	if capped > *in.Capacity {
+		verb = "held"
+	}
 	return s.limited(capped, ReasonCapacityLimited,
-		fmt.Sprintf("capped at %d: only %d tasks fit %s", capped, *in.Capacity, limit))
+		fmt.Sprintf("%s at %d: only %d tasks fit %s", verb, capped, *in.Capacity, limit))
 }
 
 // holdYoungTasks waits for the last scale-in to finish: while it keeps
