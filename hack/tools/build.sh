@@ -2,8 +2,9 @@
 # Builds the local control plane into bin/ (or $BIN_DIR): etcd, kube-apiserver,
 # kube-scheduler, kube-controller-manager, kubectl and kwok; Helm, for the
 # chart's tests; and the Prometheus server that the tests of the Prometheus
-# load-index source query, with its promtool. A binary that is already there
-# is left alone, so a second run does nothing.
+# load-index source query, with its promtool; and Kueue, for the tests that
+# run the controller under it. A binary that is already there is left alone,
+# so a second run does nothing.
 set -euo pipefail
 
 TOOLS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -80,3 +81,36 @@ version="$((minor / 100)).$((minor % 100)).${release#*.}"
 build "${PROM_DIR}" "-s -w -X github.com/prometheus/common/version.Version=${version}" remove_all_sd \
   prometheus=github.com/prometheus/prometheus/cmd/prometheus \
   promtool=github.com/prometheus/prometheus/cmd/promtool
+
+# Kueue, for the tests that run the controller under a real Kueue, comes from
+# a module of its own (hack/tools/kueue) at the release go.mod pins, on the
+# Kubernetes libraries of that release. Two things are taken from its source
+# next to the binary, into bin/kueue-manifests: its CRDs and its webhook
+# configurations, which the tests install with the webhooks pointed at
+# 127.0.0.1. One line of its main changes in the copy that is built: the
+# directory of the metrics certificate, fixed at /etc/kueue/metrics/certs, is
+# read from KUEUE_METRICS_CERT_DIR, so that the tests serve Kueue's metrics
+# with a certificate of their own directory instead of writing to /etc.
+KUEUE_DIR=${TOOLS_DIR}/kueue
+if [[ ! -x "${BIN_DIR}/kueue" || ! -d "${BIN_DIR}/kueue-manifests" ]]; then
+  kueue_version=$(cd "${KUEUE_DIR}" && go list -m -f '{{.Version}}' sigs.k8s.io/kueue)
+  kueue_src=$(cd "${KUEUE_DIR}" && go mod download -json sigs.k8s.io/kueue | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  fixed='metricsCertPath := "/etc/kueue/metrics/certs"'
+  if ! grep -qF "${fixed}" "${kueue_src}/cmd/kueue/main.go"; then
+    echo "kueue ${kueue_version}: cmd/kueue/main.go has no line ${fixed}; update $0" >&2
+    exit 1
+  fi
+  main_dir=$(mktemp -d "${KUEUE_DIR}/kueue.XXXXXX")
+  trap 'rm -rf "${main_dir}"' EXIT
+  mkdir "${main_dir}/kueue"
+  sed "s|${fixed}|metricsCertPath := os.Getenv(\"KUEUE_METRICS_CERT_DIR\")|" \
+    "${kueue_src}/cmd/kueue/main.go" > "${main_dir}/kueue/main.go"
+  rm -f "${BIN_DIR}/kueue"
+  build "${KUEUE_DIR}" "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=${kueue_version}" "" \
+    kueue="./${main_dir##*/}/kueue"
+  rm -rf "${BIN_DIR}/kueue-manifests"
+  mkdir -p "${BIN_DIR}/kueue-manifests/crds"
+  cp "${kueue_src}"/config/components/crd/bases/*.yaml "${BIN_DIR}/kueue-manifests/crds/"
+  cp "${kueue_src}/config/components/webhook/manifests.yaml" "${BIN_DIR}/kueue-manifests/webhooks.yaml"
+  chmod -R u+w "${BIN_DIR}/kueue-manifests"
+fi

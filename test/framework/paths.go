@@ -22,6 +22,9 @@ const (
 	// BinPrometheus is started by the tests of the Prometheus load-index
 	// source only, through StartPrometheus.
 	BinPrometheus = "prometheus"
+	// BinKueue is started by the tests that run under Kueue, through
+	// StartKueue.
+	BinKueue      = "kueue"
 	BinController = "gputask-controller"
 )
 
