@@ -34,6 +34,10 @@ build: ## Build the controller and gputask-replay into bin/.
 tools: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, kwok, prometheus, promtool, helm and kueue into bin/ (only what is missing).
 	hack/tools/build.sh
 
+.PHONY: control-plane
+control-plane: ## Build only what the demo and the benchmarks run: the control plane, kwok and helm (only what is missing).
+	hack/tools/build.sh control-plane
+
 .PHONY: test-unit
 test-unit: ## Unit tests: pure logic and fake-clientset controller tests.
 	$(GO) test -count=1 $(UNIT_PKGS)
@@ -56,7 +60,7 @@ BENCH_N ?= 1000
 export BENCH_N
 
 .PHONY: bench
-bench: tools build ## Benchmarks: decision, ranking, sources, throughput, and the GPUTaskSet against the ReplicaSet controller on the real control plane.
+bench: control-plane build ## Benchmarks: decision, ranking, sources, throughput, and the GPUTaskSet against the ReplicaSet controller on the real control plane.
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./test/bench/
 	$(GO) run ./test/bench/sidebyside
@@ -97,7 +101,7 @@ DEMO_FLAGS ?=
 # the demo is make's own child: it gets make's SIGTERM, and make reports its
 # exit status.
 .PHONY: demo
-demo: tools build ## Local control plane with fake GPU nodes, the controller, the examples and a live view.
+demo: control-plane build ## Local control plane with fake GPU nodes, the controller, the examples and a live view.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/gputask-demo ./hack/demo
 	exec $(BIN_DIR)/gputask-demo $(DEMO_FLAGS)
 
@@ -114,7 +118,7 @@ image: ## Build the container image (docker or podman; CONTAINER_TOOL=...).
 	$(CONTAINER_TOOL) build -t $(IMAGE) .
 
 .PHONY: test-image
-test-image: tools ## Build the image with podman on base images assembled here, and run it as artifacts/deploy does on the local control plane.
+test-image: control-plane ## Build the image with podman on base images assembled here, and run it as artifacts/deploy does on the local control plane.
 	hack/image/ensure-tools.sh
 	$(GO) test -tags image -count=1 -v -timeout 40m ./test/image/
 

@@ -64,6 +64,11 @@ build "${TOOLS_DIR}" "${LDFLAGS}" "" \
   kubectl=k8s.io/kubernetes/cmd/kubectl \
   kwok=sigs.k8s.io/kwok/cmd/kwok \
   helm=helm.sh/helm/v3/cmd/helm
+# `build.sh control-plane` stops here: the demo and the benchmarks need
+# nothing more.
+if [[ "${1:-}" == control-plane ]]; then
+  exit 0
+fi
 
 # Prometheus comes from a module of its own (hack/tools/prometheus), so that its
 # dependencies never meet the Kubernetes ones: the server for the tests of the
