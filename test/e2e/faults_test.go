@@ -148,6 +148,9 @@ func TestFaultQuotaLoopBacksOff(t *testing.T) {
 // environment variable name gets a 422) shows PodCreateFailed with the
 // API's message, and its retries back off: a bounded number of creates.
 func TestFaultPodRefused(t *testing.T) {
+	// Beside the others: no other test makes a pod the API server refuses
+	// as invalid.
+	t.Parallel()
 	ns := cp.NamespaceT(t)
 	ctx := context.Background()
 	before := apiRequests(t, cp, map[string]string{"resource": "pods", "verb": "POST", "code": "422"})
@@ -295,6 +298,8 @@ func apiRequests(t *testing.T, c *framework.ControlPlane, want map[string]string
 // recovers on its own each time and converges to exactly the wanted tasks,
 // one pod each, never a duplicate.
 func TestFaultAPIServerRestart(t *testing.T) {
+	// Its own control plane: it runs beside the package's other tests.
+	t.Parallel()
 	c := framework.StartT(t, framework.Options{})
 	ns := c.NamespaceT(t)
 	ctx := context.Background()

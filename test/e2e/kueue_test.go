@@ -67,6 +67,8 @@ type queue struct {
 }
 
 func TestKueue(t *testing.T) {
+	// Its own control plane: it runs beside the package's other tests.
+	t.Parallel()
 	c := startCluster(t)
 	k, err := c.StartKueue(context.Background())
 	if err != nil {
@@ -190,6 +192,21 @@ func (q *queue) workloads(t *testing.T) map[string][]*unstructured.Unstructured 
 	return byPod
 }
 
+// checkPods checks that the recorder saw pods pods of the task, all but the
+// last deleted, and that its status counts reschedules.
+func checkPods(t *testing.T, rec *podRecorder, task *gputaskv1.GPUTask, pods int, reschedules int32) {
+	t.Helper()
+	events, err := rec.Events()
+	if err != nil {
+		t.Fatal(err)
+	}
+	uids, deleted := podUIDs(events, task.Name), deletions(events, task.Name)
+	if len(uids) != pods || deleted != pods-1 || task.Status.Reschedules != reschedules {
+		t.Errorf("task %s: pods %v, %d deleted, reschedules %d; want %d pods, %d deleted, %d reschedules",
+			task.Name, uids, deleted, task.Status.Reschedules, pods, pods-1, reschedules)
+	}
+}
+
 // podUIDs returns the UIDs of every pod of the task the recorder saw.
 func podUIDs(events []podEvent, task string) []string {
 	var uids []string
@@ -244,17 +261,16 @@ func (e *kueueEnv) testWaiting(t *testing.T) {
 	if err := e.cp.GPUTask.GputaskV1().GPUTasks(q.ns).Delete(context.Background(), "first", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	task := q.waitTask(t, "second", "running", taskRunning)
-	events, err := rec.Events()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if uids := podUIDs(events, "second"); len(uids) != 1 || deletions(events, "second") != 0 || task.Status.Reschedules != 0 {
-		t.Errorf("task second: pods %v, %d deleted, reschedules %d; want one pod, none deleted, no reschedule",
-			uids, deletions(events, "second"), task.Status.Reschedules)
-	}
-	if wls := q.workloads(t)["second"]; len(wls) != 1 {
-		t.Errorf("pod second has %d Workloads; want 1", len(wls))
+	q.onePodOneWorkload(t, rec, q.waitTask(t, "second", "running", taskRunning))
+}
+
+// onePodOneWorkload checks that the task ran on the one pod it started
+// with, which nobody deleted, admitted once: one Workload, no reschedule.
+func (q *queue) onePodOneWorkload(t *testing.T, rec *podRecorder, task *gputaskv1.GPUTask) {
+	t.Helper()
+	checkPods(t, rec, task, 1, 0)
+	if wls := q.workloads(t)[task.Name]; len(wls) != 1 {
+		t.Errorf("pod %s has %d Workloads; want 1 (its admission kept)", task.Name, len(wls))
 	}
 }
 
@@ -288,18 +304,7 @@ func (e *kueueEnv) testAdmittedNotPlaced(t *testing.T) {
 	if err := e.cp.Kube.CoreV1().Pods(q.ns).Delete(context.Background(), "blocker", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}
-	task := q.waitTask(t, "big", "running", taskRunning)
-	events, err := rec.Events()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if uids := podUIDs(events, "big"); len(uids) != 1 || deletions(events, "big") != 0 || task.Status.Reschedules != 0 {
-		t.Errorf("task big: pods %v, %d deleted, reschedules %d; want one pod, none deleted, no reschedule",
-			uids, deletions(events, "big"), task.Status.Reschedules)
-	}
-	if wls := q.workloads(t)["big"]; len(wls) != 1 {
-		t.Errorf("pod big has %d Workloads; want 1 (its admission kept)", len(wls))
-	}
+	q.onePodOneWorkload(t, rec, q.waitTask(t, "big", "running", taskRunning))
 }
 
 // testFlavorNotDrift: item 3. The flavor's node selector and toleration,
@@ -319,13 +324,7 @@ func (e *kueueEnv) testFlavorNotDrift(t *testing.T) {
 	task := q.waitTask(t, "flavored", "PodUpToDate True", func(task *gputaskv1.GPUTask) bool {
 		return meta.IsStatusConditionTrue(task.Status.Conditions, gputaskv1.ConditionPodUpToDate)
 	})
-	events, err := rec.Events()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if uids := podUIDs(events, "flavored"); len(uids) != 1 || task.Status.Reschedules != 0 {
-		t.Errorf("task flavored: pods %v, reschedules %d; want one pod", uids, task.Status.Reschedules)
-	}
+	checkPods(t, rec, task, 1, 0)
 }
 
 // testWebhookDown: item 4. While Kueue's pod webhook is down, the task's
@@ -507,13 +506,8 @@ func (e *kueueEnv) testEviction(t *testing.T) {
 		}
 		return slices.ContainsFunc(messages, func(m string) bool { return strings.Contains(m, "by Kueue") }), strings.Join(messages, "; ")
 	})
-	events, err := rec.Events()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if uids := podUIDs(events, "low"); len(uids) != 2 || task.Status.Reschedules != 1 {
-		t.Errorf("task low: pods %v, reschedules %d; want the evicted pod and one replacement, one reschedule", uids, task.Status.Reschedules)
-	}
+	// The evicted pod and its replacement, queued.
+	checkPods(t, rec, task, 2, 1)
 }
 
 // testFinalizer: item 7. A task's pod that someone deletes while Kueue's

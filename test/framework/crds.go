@@ -27,6 +27,11 @@ func (cp *ControlPlane) InstallCRDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return cp.installCRDs(ctx, crds)
+}
+
+// installCRDs creates or updates crds and waits until each is served.
+func (cp *ControlPlane) installCRDs(ctx context.Context, crds []*apiextensionsv1.CustomResourceDefinition) error {
 	for _, crd := range crds {
 		if err := cp.applyCRD(ctx, crd); err != nil {
 			return err

@@ -166,16 +166,8 @@ func (cp *ControlPlane) installKueueCRDs(ctx context.Context, dir, url string) e
 				},
 			}
 		}
-		if err := cp.applyCRD(ctx, crd); err != nil {
-			return err
-		}
 	}
-	for _, crd := range crds {
-		if err := cp.waitCRDServed(ctx, crd); err != nil {
-			return err
-		}
-	}
-	return nil
+	return cp.installCRDs(ctx, crds)
 }
 
 // installKueueWebhooks creates Kueue's admission webhooks for pods and for
@@ -199,13 +191,9 @@ func (cp *ControlPlane) installKueueWebhooks(ctx context.Context, path, url stri
 				return fmt.Errorf("decoding %s: %w", path, err)
 			}
 			cfg.Name = "kueue-" + cfg.Name
-			var keep []admissionregistrationv1.MutatingWebhook
-			for _, w := range cfg.Webhooks {
-				if cp.kueueWebhook(&w.ClientConfig, &w.NamespaceSelector, w.Rules, url) {
-					keep = append(keep, w)
-				}
-			}
-			cfg.Webhooks = keep
+			cfg.Webhooks = keepKueueWebhooks(cp, cfg.Webhooks, url, func(w *admissionregistrationv1.MutatingWebhook) kueueWebhook {
+				return kueueWebhook{&w.ClientConfig, &w.NamespaceSelector, w.Rules}
+			})
 			_, err = cp.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{})
 		case "ValidatingWebhookConfiguration":
 			cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
@@ -213,13 +201,9 @@ func (cp *ControlPlane) installKueueWebhooks(ctx context.Context, path, url stri
 				return fmt.Errorf("decoding %s: %w", path, err)
 			}
 			cfg.Name = "kueue-" + cfg.Name
-			var keep []admissionregistrationv1.ValidatingWebhook
-			for _, w := range cfg.Webhooks {
-				if cp.kueueWebhook(&w.ClientConfig, &w.NamespaceSelector, w.Rules, url) {
-					keep = append(keep, w)
-				}
-			}
-			cfg.Webhooks = keep
+			cfg.Webhooks = keepKueueWebhooks(cp, cfg.Webhooks, url, func(w *admissionregistrationv1.ValidatingWebhook) kueueWebhook {
+				return kueueWebhook{&w.ClientConfig, &w.NamespaceSelector, w.Rules}
+			})
 			_, err = cp.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{})
 		default:
 			continue
@@ -231,9 +215,31 @@ func (cp *ControlPlane) installKueueWebhooks(ctx context.Context, path, url stri
 	return nil
 }
 
-// kueueWebhook reports whether a webhook of Kueue's is one to keep (it
-// watches pods or Kueue's own API) and, if so, points it at url.
-func (cp *ControlPlane) kueueWebhook(cc *admissionregistrationv1.WebhookClientConfig, sel **metav1.LabelSelector, rules []admissionregistrationv1.RuleWithOperations, url string) bool {
+// kueueWebhook is what keepKueueWebhooks reads and changes of a mutating
+// or validating webhook.
+type kueueWebhook struct {
+	cc    *admissionregistrationv1.WebhookClientConfig
+	sel   **metav1.LabelSelector
+	rules []admissionregistrationv1.RuleWithOperations
+}
+
+// keepKueueWebhooks returns the webhooks of Kueue's to keep (those that
+// watch pods or Kueue's own API), each pointed at url.
+func keepKueueWebhooks[W any](cp *ControlPlane, webhooks []W, url string, fields func(*W) kueueWebhook) []W {
+	var keep []W
+	for i := range webhooks {
+		f := fields(&webhooks[i])
+		if cp.pointKueueWebhook(f, url) {
+			keep = append(keep, webhooks[i])
+		}
+	}
+	return keep
+}
+
+// pointKueueWebhook reports whether a webhook of Kueue's is one to keep
+// and, if so, points it at url.
+func (cp *ControlPlane) pointKueueWebhook(w kueueWebhook, url string) bool {
+	cc, rules := w.cc, w.rules
 	pods := slices.ContainsFunc(rules, func(r admissionregistrationv1.RuleWithOperations) bool {
 		return slices.Contains(r.APIGroups, "") && slices.Contains(r.Resources, "pods")
 	})
@@ -247,7 +253,7 @@ func (cp *ControlPlane) kueueWebhook(cc *admissionregistrationv1.WebhookClientCo
 	cc.Service = nil
 	cc.CABundle = cp.pki.CACertPEM
 	if pods {
-		*sel = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		*w.sel = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 			Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{metav1.NamespaceSystem, KueueNamespace},
 		}}}
 	}
