@@ -9,6 +9,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -91,6 +93,7 @@ func TestKueue(t *testing.T) {
 	t.Run("QueueReasonOnTheTask", env.testQueueReason)
 	t.Run("QuotaAwareCapacity", env.testQuotaCapacity)
 	t.Run("EvictionCounted", env.testEviction)
+	t.Run("QueuedGPUTaskSetExample", env.testExample)
 }
 
 // newQueue makes a namespace with nodes of a GPU model of its own, and a
@@ -562,4 +565,65 @@ func (e *kueueEnv) testFinalizer(t *testing.T) {
 		pod := taskPod(t, e.cp, q.ns, "held")
 		return taskRunning(task) && pod != nil && pod.UID != old.UID
 	})
+}
+
+// testExample: the queued GPUTaskSet of docs/kueue.md, as
+// artifacts/examples/kueue has it (Kueue's queues.yaml and
+// gputaskset.yaml in the namespace team-a, on A100 nodes), with its load
+// index served here at a high load: Kueue's 4 GPUs hold 2 of its 2-GPU
+// tasks, and the set says so in the words of the example.
+func (e *kueueEnv) testExample(t *testing.T) {
+	const ns = "team-a"
+	ctx := context.Background()
+	if err := e.cp.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.cp.DeleteNamespace(context.Background(), ns) })
+	for i := range 2 {
+		e.cp.CreateGPUNodeT(t, fmt.Sprintf("example-a100-%d", i), "A100", 8)
+	}
+	dir := filepath.Join(e.cp.Root, "artifacts", "examples", "kueue")
+	raw, err := os.ReadFile(filepath.Join(dir, "queues.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvrs := map[string]schema.GroupVersionResource{"ResourceFlavor": flavorsGVR, "ClusterQueue": clusterQueuesGVR, "LocalQueue": localQueuesGVR}
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		var obj struct {
+			Kind     string            `json:"kind"`
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		e.apply(t, gvrs[obj.Kind], obj.Metadata.Namespace, doc)
+	}
+	raw, err = os.ReadFile(filepath.Join(dir, "gputaskset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := &gputaskv1.GPUTaskSet{}
+	if err := yaml.UnmarshalStrict(raw, set); err != nil {
+		t.Fatal(err)
+	}
+	// The example's router is a Service of the cluster; here the load
+	// index is served on 127.0.0.1.
+	set.Spec.Autoscaling.Metrics[0].HTTP.URL = newLoadServer(t, 0.95).URL()
+	sets := e.cp.GPUTask.GputaskV1().GPUTaskSets(ns)
+	if _, err := sets.Create(ctx, set, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "only 2 tasks fit the quota of ClusterQueue team-a (LocalQueue gpus: 0 nvidia.com/gpu not reserved)"
+	framework.Poll(t, waitTimeout, "the example's set capped at its quota", func(ctx context.Context) (bool, string) {
+		s, err := sets.Get(ctx, set.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return ptr.Deref(s.Spec.Replicas, 0) == 2 && s.Status.RunningReplicas == 2 && decisionReason(s) == "CapacityLimited" &&
+			strings.Contains(s.Status.LastDecision.Message, want), describeStatus(s)
+	})
+	out := e.cp.KubectlT(t, "get", "gt", "-n", ns, "--no-headers")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || strings.Count(out, "Running") != 2 {
+		t.Errorf("kubectl get gt -n team-a:\n%s\nwant the example's 2 tasks Running", out)
+	}
 }
