@@ -94,9 +94,9 @@ func (q Quota) Free() int64 {
 
 // For returns the quota of r in the ClusterQueue behind the LocalQueue
 // localQueue of namespace, each flavor's reservation the larger of the
-// ClusterQueue's status and its Workloads' admissions, and false when either queue is not in the cache
-// or the ClusterQueue has no quota for r: then the queue sets no limit
-// this controller can count.
+// ClusterQueue's status and its Workloads' admissions. It is false when
+// either queue is not in the cache or the ClusterQueue has no quota for r:
+// then the queue sets no limit this controller can count.
 func (q *Quotas) For(namespace, localQueue string, r corev1.ResourceName) (Quota, bool) {
 	obj, ok, err := q.local.GetIndexer().GetByKey(namespace + "/" + localQueue)
 	if err != nil || !ok {

@@ -134,7 +134,11 @@ spec: {clusterQueue: %s}`, localQueue, ns))
 			return false, err.Error()
 		}
 		conds, _, _ := unstructured.NestedSlice(lq.Object, "status", "conditions")
-		return fmt.Sprint(conds) != "" && strings.Contains(fmt.Sprint(conds), "type:Active") && strings.Contains(fmt.Sprint(conds), "status:True"), fmt.Sprint(conds)
+		active := slices.ContainsFunc(conds, func(c any) bool {
+			m, _ := c.(map[string]any)
+			return m["type"] == "Active" && m["status"] == string(metav1.ConditionTrue)
+		})
+		return active, fmt.Sprint(conds)
 	})
 	return q
 }
