@@ -213,13 +213,20 @@ func (h *HPA) normalizeDesiredReplicas(now time.Time, current, proposal int32) i
 // stabilizeRecommendation follows horizontal.go's function of the same
 // name: the result is the highest recommendation within the window,
 // including this one; this one replaces one sample older than the window
-// (the last found), or is appended.
+// (the last found), or is appended. A sample exactly one window old is
+// out of it. In virtual time the syncs fall exactly every period, and the
+// sample of 20 syncs ago sits on the cutoff, where horizontal.go's
+// rec.timestamp.Before(cutoff) would keep it; on a cluster it never does:
+// each sync starts a full period after the last one ended (the queue's
+// FixedItemIntervalRateLimiter) and reads time.Now() for the cutoff before
+// it stamps its own sample, so 20 syncs always span more than the window.
+// Kept, the model would give the HPA a window one sync longer than it has.
 func (h *HPA) stabilizeRecommendation(now time.Time, proposal int32) int32 {
 	maxRec := proposal
 	foundOld, oldIndex := false, 0
 	cutoff := now.Add(-h.cfg.DownscaleStabilization)
 	for i, rec := range h.recs {
-		if rec.timestamp.Before(cutoff) {
+		if !rec.timestamp.After(cutoff) {
 			foundOld, oldIndex = true, i
 		} else if rec.recommendation > maxRec {
 			maxRec = rec.recommendation

@@ -132,6 +132,17 @@ func TestHPAScaleDownStabilization(t *testing.T) {
 	}
 }
 
+// horizontal.go: on a cluster, the sample of 20 syncs ago is always
+// older than the 5-minute window when the 21st sync reads the clock, so a
+// sample exactly one window old is out of it in virtual time too.
+func TestHPAStabilizationWindowIsTwentySyncs(t *testing.T) {
+	h := newTestHPA(1, 100, 0.5)
+	h.recs = []timestampedRecommendation{{9, t0}, {3, t0.Add(15 * time.Second)}}
+	if got := h.stabilizeRecommendation(t0.Add(5*time.Minute), 2); got != 3 {
+		t.Errorf("got %d, want 3: the 9 of exactly 300 s ago is out of the window", got)
+	}
+}
+
 // horizontal.go: stabilizeRecommendation replaces one sample older than
 // the window (the last one found) instead of appending, and otherwise
 // appends.

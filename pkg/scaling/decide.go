@@ -229,7 +229,9 @@ func (d Decision) Direction(current int32) string {
 //
 //  1. Each metric that was read asks for a count: Step adds StepUp above
 //     UpThreshold and removes StepDown below DownThreshold; Proportional asks
-//     for ceil(current × value / target) unless |value/target − 1| ≤ Tolerance.
+//     for ceil(serving × value / target) unless |value/target − 1| ≤ Tolerance,
+//     where serving is Current − Starting while some of the tasks start and
+//     one serves (the HPA's Ready pods), and Current otherwise.
 //     A metric that failed, or whose value is not finite and ≥ 0, asks nothing.
 //     With Current == 0 Proportional has no per-task base, so it reads the
 //     value as total load and asks for ceil(value / target) tasks (0 for 0).
@@ -258,9 +260,9 @@ func (d Decision) Direction(current int32) string {
 //     load throughout before the first step, and each further low reading
 //     steps again, until a hold or scale-up ask starts a new window.
 //  12. While tasks are starting (Starting > 0), a scale-up waits: Step adds
-//     nothing, and Proportional asks for ceil((Current − Starting) × value /
-//     target), as the HPA ignores unready pods on scale-up, and scales up
-//     only if that is still above Current. A fallback is not held.
+//     nothing, and Proportional, which counts only the serving tasks (rule
+//     1), scales up only if what they ask for is still above Current. A
+//     fallback is not held.
 //  13. The count changes at most once per Interval: a change within Interval
 //     of LastScaleTime is held at Current, whatever its cause (a reading,
 //     a spec edit, a bound), and RetryAfter says when it may happen.
@@ -422,7 +424,7 @@ func evaluateMetrics(in Inputs) []MetricOutcome {
 			continue
 		}
 		if in.Policy.Type == gputaskv1.ProportionalPolicy {
-			out[i].Desired, out[i].Reason, out[i].Err = proportional(in.Current, m, in.Policy.Tolerance)
+			out[i].Desired, out[i].Reason, out[i].Err = proportional(in.Current, perTaskBase(in), m, in.Policy.Tolerance)
 		} else {
 			out[i].Desired, out[i].Reason = stepDesired(in.Current, m, in.Policy)
 		}
@@ -450,7 +452,24 @@ func stepDesired(current int32, m MetricInput, p Policy) (int32, string) {
 	}
 }
 
-func proportional(current int32, m MetricInput, tolerance float64) (int32, string, error) {
+// perTaskBase is the task count a Proportional reading is multiplied by:
+// the tasks that serve. A load index is measured over the workers that
+// take work, so while tasks are starting the HPA's rule for a metric of
+// the Ready pods applies (getUsageRatioReplicaCount multiplies by the
+// Ready pods, not by spec.replicas). Multiplied by Current instead, a
+// reading taken while half the set is still loading would ask for twice
+// the tasks the load needs, and that ask, recorded as a recommendation,
+// would hold the overshoot through the whole stabilization window. With no
+// task serving yet the reading says nothing per task, and Current stays
+// the base.
+func perTaskBase(in Inputs) int32 {
+	if serving := in.Current - in.Starting; in.Starting > 0 && serving > 0 {
+		return serving
+	}
+	return in.Current
+}
+
+func proportional(current, base int32, m MetricInput, tolerance float64) (int32, string, error) {
 	if !(m.Target > 0) || math.IsInf(m.Target, 0) {
 		return 0, "", fmt.Errorf("target must be a finite number above 0, got %v", m.Target)
 	}
@@ -467,7 +486,7 @@ func proportional(current int32, m MetricInput, tolerance float64) (int32, strin
 	if math.Abs(ratio-1) <= tolerance {
 		return current, ReasonWithinTolerance, nil
 	}
-	desired := ceilSat(float64(current) * ratio)
+	desired := ceilSat(float64(base) * ratio)
 	switch {
 	case desired > current:
 		return desired, ReasonProportionalScaleUp, nil

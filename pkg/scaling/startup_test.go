@@ -80,8 +80,16 @@ func TestDecideStartupAware(t *testing.T) {
 		// Proportional at 5 tasks, target 0.5: load 0.9 asks ceil(5 × 1.8) = 9.
 		{name: "proportional from serving tasks", in: with(proportionalBase(load(0.9)), func(in *Inputs) { in.Starting = 1 }),
 			want: 8, reason: ReasonProportionalScaleUp, msg: "computed from the 4 serving tasks, as 1 are starting"},
-		{name: "proportional waits when serving tasks suffice", in: with(proportionalBase(load(0.6)), func(in *Inputs) { in.Starting = 2 }),
-			want: 5, reason: ReasonWaitingForStartingTasks, msg: "2 tasks are starting"},
+		// The 3 serving tasks at 0.6 against 0.5 need 4: one of the 2
+		// starting tasks is not needed (the HPA's Ready-pods rule).
+		{name: "proportional scales down from the serving tasks", in: with(proportionalBase(load(0.6)), func(in *Inputs) { in.Starting = 2 }),
+			want: 4, reason: ReasonProportionalScaleDown, msg: "asks for 4 tasks"},
+		{name: "a recommendation still holds that scale-down", in: with(proportionalBase(load(0.6)), func(in *Inputs) {
+			in.Starting, in.StabilizationWindow = 2, time.Minute
+			in.Recommendations = []gputaskv1.Recommendation{rec(30*time.Second, 5)}
+		}), want: 5, reason: ReasonScaleDownStabilized},
+		{name: "proportional within tolerance of the serving tasks holds", in: with(proportionalBase(load(0.54)), func(in *Inputs) { in.Starting = 2 }),
+			want: 5, reason: ReasonWithinTolerance},
 		{name: "proportional with every task starting waits", in: with(proportionalBase(load(2)), func(in *Inputs) { in.Starting = 5 }),
 			want: 5, reason: ReasonWaitingForStartingTasks},
 		{name: "starting above current is clamped", in: with(base(load(0.9)), func(in *Inputs) { in.Starting = 50 }),
@@ -97,6 +105,22 @@ func TestDecideStartupAware(t *testing.T) {
 				t.Errorf("Message %q does not contain %q", d.Message, tt.msg)
 			}
 		})
+	}
+}
+
+// TestDecideRecordsWhatTheServingTasksAsk: a reading taken while half the
+// set loads is recorded as what the serving tasks ask for. Multiplied by
+// spec.replicas it would record twice the need, and the window would keep
+// that overshoot for its whole length once the load falls.
+func TestDecideRecordsWhatTheServingTasksAsk(t *testing.T) {
+	in := proportionalBase(load(1))
+	in.Current, in.Starting, in.Max, in.StabilizationWindow = 10, 5, 100, 5*time.Minute
+	d := Decide(in)
+	if d.Desired != 10 {
+		t.Fatalf("Desired = %d (%s), want 10: the 5 serving tasks at 1 against 0.5 ask for 10", d.Desired, d.Message)
+	}
+	if n := len(d.Recommendations); n == 0 || d.Recommendations[n-1].Replicas != 10 {
+		t.Fatalf("Recommendations = %v, want the last one 10", d.Recommendations)
 	}
 }
 
