@@ -66,7 +66,7 @@ type GenerateOptions struct {
 func DefaultGenerateOptions(shape string) GenerateOptions {
 	o := GenerateOptions{
 		Shape:              shape,
-		Duration:           48 * time.Hour,
+		Duration:           72 * time.Hour,
 		PeakRate:           8,
 		PeakToTrough:       6,
 		Weekend:            0.6,

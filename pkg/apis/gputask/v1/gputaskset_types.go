@@ -127,8 +127,10 @@ const (
 	// StepPolicy adds stepUp tasks above upThreshold, removes stepDown below
 	// downThreshold, and holds in between.
 	StepPolicy ScalingPolicyType = "Step"
-	// ProportionalPolicy follows the HPA rule: ceil(current × value / target),
-	// held while |value/target − 1| is within the tolerance.
+	// ProportionalPolicy follows the HPA rule: ceil(serving × value / target),
+	// where serving is the Ready tasks while others start (the HPA's Ready
+	// pods) and the current count otherwise, held while |value/target − 1|
+	// is within the tolerance.
 	ProportionalPolicy ScalingPolicyType = "Proportional"
 )
 
