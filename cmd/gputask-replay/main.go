@@ -22,6 +22,8 @@ import (
 	"strings"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+
 	"github.com/gputask/gputask-controller/pkg/replay"
 )
 
@@ -55,12 +57,13 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		seed         = fs.Uint64("seed", 1, "seed of resampling and drawn service times")
 		concurrency  = fs.Int("concurrency", 0, "requests one worker serves at once (required)")
 		startup      = fs.Duration("startup", 2*time.Minute, "time from a worker's creation until it is Ready")
+		behaviorPath = fs.String("hpa-behavior", "", "spec.behavior of hpa and keda, in the HPA's YAML (a behavior block or a whole HorizontalPodAutoscaler; default: the GPU serving preset)")
 		load         = fs.String("load", string(replay.LoadDemand), "load index the backend reports: demand or utilization")
 		slo          = fs.Duration("slo", 10*time.Second, "wait a request should not exceed")
 		setPath      = fs.String("set", "", "GPUTaskSet YAML whose autoscaling block ours uses (default: the embedded inference pool)")
 		hpaTarget    = fs.Float64("hpa-target", 0, "load index target of hpa and keda (default: the set's target, or the middle of its thresholds)")
 		hpaType      = fs.String("hpa-target-type", "Value", "target type of hpa and keda: Value or AverageValue")
-		policies     = fs.String("policies", "ours,hpa,keda,seed,static,oracle", "policies to replay, comma-separated")
+		policies     = fs.String("policies", "ours,hpa,hpa-default,keda,seed,static,oracle", "policies to replay, comma-separated")
 		jsonPath     = fs.String("json", "", "write the figures and time series as JSON to this file")
 		plotPath     = fs.String("plot", "", "write a plot of demand, replicas and queue per policy to this file (.png, .svg or .pdf)")
 		markdown     = fs.Bool("markdown", false, "print the table as Markdown")
@@ -105,6 +108,12 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if *hpaType != "Value" && *hpaType != "AverageValue" {
 		return fmt.Errorf("--hpa-target-type must be Value or AverageValue, got %q", *hpaType)
 	}
+	var behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
+	if *behaviorPath != "" {
+		if behavior, err = replay.LoadHPABehavior(*behaviorPath); err != nil {
+			return fmt.Errorf("--hpa-behavior: %w", err)
+		}
+	}
 	if !(*rateScale > 0) {
 		return fmt.Errorf("--rate-scale must be above 0, got %v", *rateScale)
 	}
@@ -126,7 +135,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	}
 	report, err := replay.Run(tr, replay.Config{
 		Concurrency: *concurrency, Startup: *startup, Load: loadKind, SLO: *slo, Set: set,
-		HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", Policies: names, Variants: variants,
+		HPABehavior: behavior, HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", Policies: names, Variants: variants,
 		Name: filepath.Base(*tracePath),
 	})
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 )
 
 // This file models what users run instead of our autoscaler: a
@@ -25,7 +27,7 @@ const (
 	hpaScaleUpLimitMinimum = 4.0
 )
 
-// HPAConfig is an HPA with one External metric and no spec.behavior.
+// HPAConfig is an HPA with one External metric.
 type HPAConfig struct {
 	Min, Max int32
 	// Initial is the count the Deployment starts with; 0 means Min.
@@ -41,6 +43,9 @@ type HPAConfig struct {
 	SyncPeriod             time.Duration
 	DownscaleStabilization time.Duration
 	Load                   LoadKind
+	// Behavior is spec.behavior as written (the API server's defaults
+	// fill what it leaves out); nil is an HPA without one.
+	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
 }
 
 func (c HPAConfig) withDefaults() HPAConfig {
@@ -55,6 +60,9 @@ func (c HPAConfig) withDefaults() HPAConfig {
 	}
 	c.Min = max(c.Min, 1) // the HPA's minReplicas is at least 1
 	c.Max = max(c.Max, c.Min)
+	if c.Behavior != nil {
+		c.Behavior = defaultBehavior(c.Behavior, c.DownscaleStabilization)
+	}
 	return c
 }
 
@@ -70,11 +78,19 @@ type HPA struct {
 	name     string
 	replicas int32
 	recs     []timestampedRecommendation
+	// scaleUpEvents and scaleDownEvents are horizontal.go's, kept only
+	// with a behavior.
+	scaleUpEvents, scaleDownEvents []timestampedScaleEvent
 }
 
-// NewHPA models an HPA with cfg.
+// NewHPA models an HPA with cfg: the hpa row with a behavior, the
+// hpa-default row without.
 func NewHPA(cfg HPAConfig) *HPA {
-	return &HPA{cfg: cfg.withDefaults(), name: PolicyHPA}
+	name := PolicyHPA
+	if cfg.Behavior == nil {
+		name = PolicyHPADefault
+	}
+	return &HPA{cfg: cfg.withDefaults(), name: name}
 }
 
 // Name implements Policy.
@@ -118,12 +134,22 @@ func (h *HPA) metric(o Observation) float64 {
 }
 
 // reconcile follows horizontal.go's reconcileAutoscaler for one External
-// metric and no behavior: recordInitialRecommendation; a count outside
-// [min, max] is brought back without metrics; otherwise the metric's
-// proposal is normalized by normalizeDesiredReplicas. A count of 0 disables
-// scaling (the HPAScaleToZero gate is off by default).
+// metric: recordInitialRecommendation; a count outside [min, max] is
+// brought back without metrics; otherwise the metric's proposal is
+// normalized by normalizeDesiredReplicas, or with a behavior by
+// normalizeDesiredReplicasWithBehaviors; a rescale is then stored as a
+// scale event (storeScaleEvent). A count of 0 disables scaling (the
+// HPAScaleToZero gate is off by default).
 func (h *HPA) reconcile(now time.Time, current, statusReplicas, ready int32, metric float64) int32 {
 	h.recordInitialRecommendation(now, current)
+	desired := h.desiredReplicas(now, current, statusReplicas, ready, metric)
+	if desired != current {
+		h.storeScaleEvent(now, current, desired)
+	}
+	return desired
+}
+
+func (h *HPA) desiredReplicas(now time.Time, current, statusReplicas, ready int32, metric float64) int32 {
 	switch {
 	case current == 0:
 		return 0
@@ -135,6 +161,9 @@ func (h *HPA) reconcile(now time.Time, current, statusReplicas, ready int32, met
 	proposal, ok := h.externalReplicas(current, statusReplicas, ready, metric)
 	if !ok {
 		return current // FailedComputeMetricsReplicas: nothing changes
+	}
+	if h.cfg.Behavior != nil {
+		return h.normalizeDesiredReplicasWithBehaviors(now, current, proposal)
 	}
 	return h.normalizeDesiredReplicas(now, current, proposal)
 }
@@ -156,29 +185,24 @@ func (h *HPA) externalReplicas(current, statusReplicas, ready int32, metric floa
 	if target <= 0 {
 		return 0, false
 	}
+	tol := h.cfg.tolerances()
 	if h.cfg.AverageValue {
-		return externalPerPodReplicas(statusReplicas, usage, target, h.cfg.Tolerance), true
+		return externalPerPodReplicas(statusReplicas, usage, target, tol), true
 	}
-	return usageRatioReplicaCount(current, ready, float64(usage)/float64(target), h.cfg.Tolerance)
+	return usageRatioReplicaCount(current, ready, float64(usage)/float64(target), tol)
 }
 
 func milli(v float64) int64 { return int64(math.Round(v * 1000)) }
-
-// withinTolerance follows replica_calculator.go's Tolerances.isWithin with
-// the same tolerance up and down.
-func withinTolerance(ratio, tolerance float64) bool {
-	return 1-tolerance <= ratio && ratio <= 1+tolerance
-}
 
 // usageRatioReplicaCount follows replica_calculator.go's
 // getUsageRatioReplicaCount: within the tolerance the count stays;
 // otherwise it is ceil(ratio × Ready pods), not × the current count. No
 // pod at all is an error.
-func usageRatioReplicaCount(current, ready int32, ratio, tolerance float64) (int32, bool) {
+func usageRatioReplicaCount(current, ready int32, ratio float64, tolerance hpaTolerances) (int32, bool) {
 	if current == 0 {
 		return int32(math.Ceil(ratio)), true
 	}
-	if withinTolerance(ratio, tolerance) {
+	if tolerance.isWithin(ratio) {
 		return current, true
 	}
 	f := ratio * float64(ready)
@@ -192,12 +216,12 @@ func usageRatioReplicaCount(current, ready int32, ratio, tolerance float64) (int
 // GetExternalPerPodMetricReplicas: the ratio is usage over target × the
 // pods of the scale's status; outside the tolerance the count is
 // ceil(usage / target).
-func externalPerPodReplicas(statusReplicas int32, usage, target int64, tolerance float64) int32 {
+func externalPerPodReplicas(statusReplicas int32, usage, target int64, tolerance hpaTolerances) int32 {
 	if statusReplicas <= 0 {
 		return int32(math.Ceil(float64(usage) / float64(target)))
 	}
 	ratio := float64(usage) / (float64(target) * float64(statusReplicas))
-	if withinTolerance(ratio, tolerance) {
+	if tolerance.isWithin(ratio) {
 		return statusReplicas
 	}
 	return int32(min(math.Ceil(float64(usage)/float64(target)), math.MaxInt32))

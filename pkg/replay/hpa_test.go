@@ -10,6 +10,8 @@ import (
 
 var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 
+var symmetricTolerance = hpaTolerances{HPATolerance, HPATolerance}
+
 func newTestHPA(min, max int32, target float64) *HPA {
 	return NewHPA(HPAConfig{Min: min, Max: max, Target: target, Load: LoadDemand})
 }
@@ -37,7 +39,7 @@ func TestHPAToleranceKeepsCount(t *testing.T) {
 		{0.89, 4}, // ceil(3.56) = 4: outside, but rounds back
 		{0.5, 2},
 	} {
-		got, _ := usageRatioReplicaCount(4, 4, tc.ratio, HPATolerance)
+		got, _ := usageRatioReplicaCount(4, 4, tc.ratio, symmetricTolerance)
 		if got != tc.want {
 			t.Errorf("ratio %v: got %d, want %d", tc.ratio, got, tc.want)
 		}
@@ -65,7 +67,7 @@ func TestHPAValueTargetScalesFromReadyPods(t *testing.T) {
 // replica_calculator.go: getUsageRatioReplicaCount with currentReplicas 0
 // asks for ceil(ratio).
 func TestHPAFromZeroAsksCeilRatio(t *testing.T) {
-	if got, _ := usageRatioReplicaCount(0, 0, 2.3, HPATolerance); got != 3 {
+	if got, _ := usageRatioReplicaCount(0, 0, 2.3, symmetricTolerance); got != 3 {
 		t.Errorf("got %d, want 3", got)
 	}
 }
@@ -74,10 +76,10 @@ func TestHPAFromZeroAsksCeilRatio(t *testing.T) {
 // target) compares usage with target × the scale's status replicas, and
 // outside the tolerance asks for ceil(usage / target).
 func TestHPAAverageValueTarget(t *testing.T) {
-	if got := externalPerPodReplicas(4, 4000, 1000, HPATolerance); got != 4 {
+	if got := externalPerPodReplicas(4, 4000, 1000, symmetricTolerance); got != 4 {
 		t.Errorf("on target: got %d, want 4", got)
 	}
-	if got := externalPerPodReplicas(4, 9500, 1000, HPATolerance); got != 10 {
+	if got := externalPerPodReplicas(4, 9500, 1000, symmetricTolerance); got != 10 {
 		t.Errorf("above: got %d, want ceil(9.5) = 10", got)
 	}
 	h := NewHPA(HPAConfig{Min: 1, Max: 100, Target: 0.5, AverageValue: true, Load: LoadDemand})

@@ -2,6 +2,8 @@ package replay
 
 import (
 	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 )
 
 // KEDA's documented ScaledObject defaults (keda.sh, ScaledObject spec).
@@ -28,6 +30,9 @@ type KEDAConfig struct {
 	// PollingInterval and CooldownPeriod: zero means KEDA's defaults.
 	PollingInterval, CooldownPeriod time.Duration
 	Load                            LoadKind
+	// Behavior is advanced.horizontalPodAutoscalerConfig.behavior, which
+	// KEDA copies into the HPA it creates; nil for none.
+	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
 }
 
 // KEDA models KEDA's scale loop (pkg/scaling/executor,
@@ -59,6 +64,7 @@ func NewKEDA(cfg KEDAConfig) *KEDA {
 	hpa := NewHPA(HPAConfig{
 		Min: max(cfg.MinReplicas, 1), Max: cfg.MaxReplicas,
 		Target: cfg.Target, AverageValue: cfg.AverageValue, Load: cfg.Load,
+		Behavior: cfg.Behavior,
 	})
 	hpa.name = PolicyKEDA
 	return &KEDA{cfg: cfg, hpa: hpa}

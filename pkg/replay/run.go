@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"sigs.k8s.io/yaml"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
@@ -17,16 +18,19 @@ import (
 
 // Policy names, as --policies takes them.
 const (
-	PolicyOurs   = "ours"
-	PolicyHPA    = "hpa"
-	PolicyKEDA   = "keda"
-	PolicySeed   = "seed"
-	PolicyStatic = "static"
-	PolicyOracle = "oracle"
+	PolicyOurs = "ours"
+	// PolicyHPA is the HPA with a behavior (GPUServingBehavior unless
+	// given); PolicyHPADefault the HPA without one.
+	PolicyHPA        = "hpa"
+	PolicyHPADefault = "hpa-default"
+	PolicyKEDA       = "keda"
+	PolicySeed       = "seed"
+	PolicyStatic     = "static"
+	PolicyOracle     = "oracle"
 )
 
 // AllPolicies are every policy, in the order of the table.
-var AllPolicies = []string{PolicyOurs, PolicyHPA, PolicyKEDA, PolicySeed, PolicyStatic, PolicyOracle}
+var AllPolicies = []string{PolicyOurs, PolicyHPA, PolicyHPADefault, PolicyKEDA, PolicySeed, PolicyStatic, PolicyOracle}
 
 // ParsePolicies reads --policies.
 func ParsePolicies(s string) ([]string, error) {
@@ -158,7 +162,10 @@ type Config struct {
 	// HPAAverageValue gives hpa and keda an averageValue target instead
 	// of a value target.
 	HPAAverageValue bool
-	Policies        []string
+	// HPABehavior is spec.behavior of hpa and of the HPA keda creates;
+	// nil means GPUServingBehavior. hpa-default has none.
+	HPABehavior *autoscalingv2.HorizontalPodAutoscalerBehavior
+	Policies    []string
 	// Variants are more runs of ours, after the policies.
 	Variants []Variant
 	// SampleEvery is the time between samples of the series; 0 picks one
@@ -216,6 +223,9 @@ func Run(tr Trace, c Config) (Report, error) {
 	if c.Start.IsZero() {
 		c.Start = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	}
+	if c.HPABehavior == nil {
+		c.HPABehavior = GPUServingBehavior()
+	}
 	if c.SampleEvery <= 0 {
 		c.SampleEvery = max(tr.Duration()/2000, 10*time.Second).Round(time.Second)
 	}
@@ -250,7 +260,8 @@ func Run(tr Trace, c Config) (Report, error) {
 			return Report{}, fmt.Errorf("variant %s: %w", v.Name, err)
 		}
 		ours.Initial, ours.Label = InitialWorkers(tr, c.Concurrency), PolicyOurs+"+"+v.Name
-		res := Play(NewPool(tr, c.Start, c.Concurrency, c.Startup), ours, PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO})
+		pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
+		res := Play(pool, ours, PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO})
 		report.Policies = append(report.Policies, res)
 		report.Series[ours.Label] = res.Series
 	}
@@ -271,9 +282,11 @@ func (c Config) policy(name string, tr Trace) (Policy, error) {
 		ours.Initial = initial
 		return ours, nil
 	case PolicyHPA:
+		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.HPABehavior}), nil
+	case PolicyHPADefault:
 		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load}), nil
 	case PolicyKEDA:
-		return NewKEDA(KEDAConfig{MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load}), nil
+		return NewKEDA(KEDAConfig{MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.HPABehavior}), nil
 	case PolicySeed:
 		return &Seed{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Interval: scaling.IntervalOf(spec), Load: c.Load}, nil
 	case PolicyStatic:
