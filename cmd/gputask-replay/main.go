@@ -57,6 +57,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		seed         = fs.Uint64("seed", 1, "seed of resampling and drawn service times")
 		concurrency  = fs.Int("concurrency", 0, "requests one worker serves at once (required)")
 		startup      = fs.Duration("startup", 2*time.Minute, "time from a worker's creation until it is Ready")
+		grace        = fs.Duration("grace", 30*time.Second, "terminationGracePeriodSeconds of the pods: a deleted worker finishes the requests that end within it and loses the rest")
 		behaviorPath = fs.String("hpa-behavior", "", "spec.behavior of hpa and keda, in the HPA's YAML (a behavior block or a whole HorizontalPodAutoscaler; default: the GPU serving preset)")
 		load         = fs.String("load", string(replay.LoadDemand), "load index the backend reports: demand or utilization")
 		slo          = fs.Duration("slo", 10*time.Second, "wait a request should not exceed")
@@ -108,6 +109,9 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if *hpaType != "Value" && *hpaType != "AverageValue" {
 		return fmt.Errorf("--hpa-target-type must be Value or AverageValue, got %q", *hpaType)
 	}
+	if *grace < 0 {
+		return fmt.Errorf("--grace must not be negative, got %v", *grace)
+	}
 	var behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
 	if *behaviorPath != "" {
 		if behavior, err = replay.LoadHPABehavior(*behaviorPath); err != nil {
@@ -134,15 +138,15 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: %w", *tracePath, err)
 	}
 	report, err := replay.Run(tr, replay.Config{
-		Concurrency: *concurrency, Startup: *startup, Load: loadKind, SLO: *slo, Set: set,
+		Concurrency: *concurrency, Startup: *startup, Grace: *grace, Load: loadKind, SLO: *slo, Set: set,
 		HPABehavior: behavior, HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", Policies: names, Variants: variants,
 		Name: filepath.Base(*tracePath),
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: %d requests over %v, %d slots per worker, %v startup, %s load index, SLO %v\n",
-		filepath.Base(*tracePath), len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, *startup, loadKind, *slo)
+	fmt.Fprintf(stdout, "%s: %d requests over %v, %d slots per worker, %v startup, %v grace, %s load index, SLO %v\n",
+		filepath.Base(*tracePath), len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, *startup, *grace, loadKind, *slo)
 	if *markdown {
 		err = report.WriteMarkdown(stdout)
 	} else {

@@ -67,6 +67,9 @@ func TestReplayFlagErrors(t *testing.T) {
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--policies", "vpa"}, "unknown policy"},
 		{[]string{"--trace", trace, "--time-column", "x", "--concurrency", "1", "--service", "1s"}, `line 1: no column "x"`},
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--set", filepath.Join(dir, "none.yaml")}, "reading the GPUTaskSet"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--grace", "-1s"}, "--grace must not be negative"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--hpa-behavior", filepath.Join(dir, "none.yaml")}, "--hpa-behavior: reading the HPA behavior"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--hpa-behavior", trace}, "--hpa-behavior"},
 		{[]string{"generate", "--shape", "sine"}, "unknown shape"},
 	} {
 		var out, errOut bytes.Buffer

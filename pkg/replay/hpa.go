@@ -288,8 +288,9 @@ func calculateScaleUpLimit(current int32) int32 {
 
 // scaleDeployment makes the pool match replicas as a Deployment's
 // ReplicaSet does: new pods at once, and on scale-in the pods that
-// replicaSetVictims ranks first are deleted whatever they are doing, so
-// the requests in flight on them are lost.
+// replicaSetVictims ranks first are deleted whatever they are doing; each
+// gets the pods' grace period to finish its requests (Pool.Delete) and
+// loses what it cannot finish within it.
 func scaleDeployment(p *Pool, replicas int32) {
 	live := len(p.Workers())
 	switch diff := int(replicas) - live; {
@@ -297,7 +298,7 @@ func scaleDeployment(p *Pool, replicas int32) {
 		p.Add(diff)
 	case diff < 0:
 		for _, w := range replicaSetVictims(p.Workers(), p.Now())[:-diff] {
-			p.Remove(w)
+			p.Delete(w)
 		}
 	}
 }

@@ -242,3 +242,27 @@ func TestHPAPlaysEverySyncPeriod(t *testing.T) {
 		t.Errorf("peak = %d, want 40 (400 requests / 10 slots at target 1)", res.PeakReplicas)
 	}
 }
+
+// scaleDeployment deletes its victims through Pool.Delete: with a grace
+// long enough, a scale-in loses no request, and the victim holds its GPU
+// until its last request ends.
+func TestScaleDeploymentGivesTheGrace(t *testing.T) {
+	for _, tc := range []struct {
+		grace    time.Duration
+		wantLost bool
+	}{{0, true}, {time.Minute, false}} {
+		tr := Trace{Requests: []Request{{Arrival: 0, Service: 30 * time.Second}, {Arrival: 0, Service: 30 * time.Second}}}
+		p := NewPool(tr, t0, 1, 0)
+		p.SetGrace(tc.grace)
+		p.AddReady(2)
+		p.Advance(t0.Add(time.Second))
+		scaleDeployment(p, 1)
+		if len(p.Workers()) != 1 {
+			t.Fatalf("grace %v: %d workers counted, want 1", tc.grace, len(p.Workers()))
+		}
+		p.Advance(t0.Add(time.Minute))
+		if lost := p.failed[0] || p.failed[1]; lost != tc.wantLost {
+			t.Errorf("grace %v: lost %v, want %v", tc.grace, lost, tc.wantLost)
+		}
+	}
+}

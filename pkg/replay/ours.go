@@ -139,7 +139,7 @@ func (o *Ours) Sync(p *Pool) {
 		p.Drain(o.byName[t.Name])
 	}
 	for _, t := range plan.Delete {
-		p.Remove(o.byName[t.Name])
+		p.Delete(o.byName[t.Name])
 		delete(o.byName, t.Name)
 	}
 	for _, w := range p.Add(plan.Create) {

@@ -149,7 +149,10 @@ func ParseSet(b []byte) (*gputaskv1.GPUTaskSet, error) {
 type Config struct {
 	Concurrency int
 	Startup     time.Duration
-	Load        LoadKind
+	// Grace is the pods' termination grace period (see Pool.Delete); 0
+	// kills a deleted pod with its requests at once.
+	Grace time.Duration
+	Load  LoadKind
 	// SLO is the wait a request should not exceed; 0 means 10 s.
 	SLO time.Duration
 	// Set gives ours its autoscaling block, and the others their bounds
@@ -202,6 +205,9 @@ func Run(tr Trace, c Config) (Report, error) {
 	if c.Concurrency < 1 {
 		return Report{}, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency)
 	}
+	if c.Grace < 0 {
+		return Report{}, fmt.Errorf("grace must not be negative, got %v", c.Grace)
+	}
 	if c.Startup < 0 {
 		return Report{}, fmt.Errorf("startup must not be negative, got %v", c.Startup)
 	}
@@ -244,6 +250,7 @@ func Run(tr Trace, c Config) (Report, error) {
 				return Report{}, err
 			}
 			pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
+			pool.SetGrace(c.Grace)
 			res = Play(pool, pol, PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO})
 		}
 		report.Policies = append(report.Policies, res)
@@ -261,6 +268,7 @@ func Run(tr Trace, c Config) (Report, error) {
 		}
 		ours.Initial, ours.Label = InitialWorkers(tr, c.Concurrency), PolicyOurs+"+"+v.Name
 		pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
+		pool.SetGrace(c.Grace)
 		res := Play(pool, ours, PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO})
 		report.Policies = append(report.Policies, res)
 		report.Series[ours.Label] = res.Series
