@@ -63,8 +63,11 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		slo          = fs.Duration("slo", 10*time.Second, "wait a request should not exceed")
 		setPath      = fs.String("set", "", "GPUTaskSet YAML whose autoscaling block ours uses (default: the embedded inference pool)")
 		hpaTarget    = fs.Float64("hpa-target", 0, "load index target of hpa and keda (default: the set's target, or the middle of its thresholds)")
-		hpaType      = fs.String("hpa-target-type", "Value", "target type of hpa and keda: Value or AverageValue")
-		policies     = fs.String("policies", "ours,hpa,hpa-default,keda,seed,static,oracle", "policies to replay, comma-separated")
+		hpaType      = fs.String("hpa-target-type", "Value", "target type of hpa and hpa-default: Value or AverageValue")
+		kedaType     = fs.String("keda-metric-type", "AverageValue", "metricType of keda's trigger: AverageValue (KEDA's default) or Value")
+		source       = fs.String("source", "http", "where every row reads its metrics: http (fresh at each read) or prometheus (the last scrape)")
+		scrape       = fs.Duration("scrape-interval", 15*time.Second, "Prometheus scrape interval, with --source prometheus")
+		policies     = fs.String("policies", strings.Join(replay.AllPolicies, ","), "policies to replay, comma-separated")
 		jsonPath     = fs.String("json", "", "write the figures and time series as JSON to this file")
 		plotPath     = fs.String("plot", "", "write a plot of demand, replicas and queue per policy to this file (.png, .svg or .pdf)")
 		markdown     = fs.Bool("markdown", false, "print the table as Markdown")
@@ -109,6 +112,20 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if *hpaType != "Value" && *hpaType != "AverageValue" {
 		return fmt.Errorf("--hpa-target-type must be Value or AverageValue, got %q", *hpaType)
 	}
+	if *kedaType != "Value" && *kedaType != "AverageValue" {
+		return fmt.Errorf("--keda-metric-type must be Value or AverageValue, got %q", *kedaType)
+	}
+	var scrapeEvery time.Duration
+	switch *source {
+	case "http":
+	case "prometheus":
+		if *scrape <= 0 {
+			return fmt.Errorf("--scrape-interval must be above 0, got %v", *scrape)
+		}
+		scrapeEvery = *scrape
+	default:
+		return fmt.Errorf("--source must be http or prometheus, got %q", *source)
+	}
 	if *grace < 0 {
 		return fmt.Errorf("--grace must not be negative, got %v", *grace)
 	}
@@ -139,14 +156,18 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	}
 	report, err := replay.Run(tr, replay.Config{
 		Concurrency: *concurrency, Startup: *startup, Grace: *grace, Load: loadKind, SLO: *slo, Set: set,
-		HPABehavior: behavior, HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", Policies: names, Variants: variants,
+		HPABehavior: behavior, HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", KEDAValue: *kedaType == "Value", Scrape: scrapeEvery, Policies: names, Variants: variants,
 		Name: filepath.Base(*tracePath),
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: %d requests over %v, %d slots per worker, %v startup, %v grace, %s load index, SLO %v\n",
-		filepath.Base(*tracePath), len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, *startup, *grace, loadKind, *slo)
+	metrics := "fresh metrics"
+	if scrapeEvery > 0 {
+		metrics = fmt.Sprintf("metrics scraped every %v", scrapeEvery)
+	}
+	fmt.Fprintf(stdout, "%s: %d requests over %v, %d slots per worker, %v startup, %v grace, %s load index, %s, SLO %v\n",
+		filepath.Base(*tracePath), len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, *startup, *grace, loadKind, metrics, *slo)
 	if *markdown {
 		err = report.WriteMarkdown(stdout)
 	} else {

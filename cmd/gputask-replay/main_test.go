@@ -70,6 +70,9 @@ func TestReplayFlagErrors(t *testing.T) {
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--grace", "-1s"}, "--grace must not be negative"},
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--hpa-behavior", filepath.Join(dir, "none.yaml")}, "--hpa-behavior: reading the HPA behavior"},
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--hpa-behavior", trace}, "--hpa-behavior"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--source", "statsd"}, "--source must be http or prometheus"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--source", "prometheus", "--scrape-interval", "0s"}, "--scrape-interval must be above 0"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--keda-metric-type", "Utilization"}, "--keda-metric-type must be Value or AverageValue"},
 		{[]string{"generate", "--shape", "sine"}, "unknown shape"},
 	} {
 		var out, errOut bytes.Buffer

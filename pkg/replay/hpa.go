@@ -33,9 +33,12 @@ type HPAConfig struct {
 	// Initial is the count the Deployment starts with; 0 means Min.
 	Initial int32
 	// Target is the metric's target: target.value, or target.averageValue
-	// when AverageValue is set.
+	// when AverageValue is set. They, with Load, make the one External
+	// metric on the load index that the HPA has when Metrics is empty.
 	Target       float64
 	AverageValue bool
+	// Metrics are the HPA's External metrics when it has others.
+	Metrics []ExternalMetric
 	// Tolerance, SyncPeriod and DownscaleStabilization are the
 	// kube-controller-manager flags --horizontal-pod-autoscaler-*; zero
 	// means their defaults.
@@ -63,7 +66,35 @@ func (c HPAConfig) withDefaults() HPAConfig {
 	if c.Behavior != nil {
 		c.Behavior = defaultBehavior(c.Behavior, c.DownscaleStabilization)
 	}
+	if len(c.Metrics) == 0 {
+		c.Metrics = []ExternalMetric{LoadIndexMetric(c.Load, c.Target, c.AverageValue)}
+	}
 	return c
+}
+
+// ExternalMetric is one External metric of an HPA: its target and the
+// value its adapter serves.
+type ExternalMetric struct {
+	Name string
+	// Target is target.value, or target.averageValue when AverageValue.
+	Target       float64
+	AverageValue bool
+	// Read is the value served when the workers are as o says.
+	Read func(o Observation) float64
+}
+
+// LoadIndexMetric is the load index as an External metric: the index for
+// a value target; for an averageValue target, which the HPA divides by
+// the pods, the index summed over the serving workers, a total as a KEDA
+// metrics-api scaler would report it.
+func LoadIndexMetric(load LoadKind, target float64, averageValue bool) ExternalMetric {
+	return ExternalMetric{Name: "load-index", Target: target, AverageValue: averageValue, Read: func(o Observation) float64 {
+		v := o.LoadIndex(load)
+		if averageValue {
+			v *= float64(max(o.Serving, 1))
+		}
+		return v
+	}}
 }
 
 // timestampedRecommendation is horizontal.go's type of the same name.
@@ -114,23 +145,22 @@ func (h *HPA) Wake() time.Time { return time.Time{} }
 // Sync implements Policy: the Deployment matches its replicas at once.
 func (h *HPA) Sync(p *Pool) { scaleDeployment(p, h.replicas) }
 
-// Step is one reconcileAutoscaler.
+// Step is one reconcileAutoscaler: the counts come from the scale and the
+// pod informer, fresh; the metrics from their source (Pool.Metrics).
 func (h *HPA) Step(p *Pool) {
 	o := p.Observe()
-	h.replicas = h.reconcile(p.Now(), h.replicas, int32(o.Workers()), int32(o.Ready()), h.metric(o))
+	h.replicas = h.reconcile(p.Now(), h.replicas, int32(o.Workers()), int32(o.Ready()), h.metricValues(p.Metrics())...)
 	scaleDeployment(p, h.replicas)
 }
 
-// metric is the External metric's value: the load index for a value
-// target; for an averageValue target, which the HPA divides by the pods,
-// the index summed over the serving workers, a total as a KEDA
-// metrics-api scaler would report it.
-func (h *HPA) metric(o Observation) float64 {
-	v := o.LoadIndex(h.cfg.Load)
-	if h.cfg.AverageValue {
-		v *= float64(max(o.Serving, 1))
+// metricValues are the values of the HPA's metrics when the workers are
+// as o says.
+func (h *HPA) metricValues(o Observation) []float64 {
+	out := make([]float64, len(h.cfg.Metrics))
+	for i, m := range h.cfg.Metrics {
+		out[i] = m.Read(o)
 	}
-	return v
+	return out
 }
 
 // reconcile follows horizontal.go's reconcileAutoscaler for one External
@@ -140,16 +170,16 @@ func (h *HPA) metric(o Observation) float64 {
 // normalizeDesiredReplicasWithBehaviors; a rescale is then stored as a
 // scale event (storeScaleEvent). A count of 0 disables scaling (the
 // HPAScaleToZero gate is off by default).
-func (h *HPA) reconcile(now time.Time, current, statusReplicas, ready int32, metric float64) int32 {
+func (h *HPA) reconcile(now time.Time, current, statusReplicas, ready int32, values ...float64) int32 {
 	h.recordInitialRecommendation(now, current)
-	desired := h.desiredReplicas(now, current, statusReplicas, ready, metric)
+	desired := h.desiredReplicas(now, current, statusReplicas, ready, values)
 	if desired != current {
 		h.storeScaleEvent(now, current, desired)
 	}
 	return desired
 }
 
-func (h *HPA) desiredReplicas(now time.Time, current, statusReplicas, ready int32, metric float64) int32 {
+func (h *HPA) desiredReplicas(now time.Time, current, statusReplicas, ready int32, values []float64) int32 {
 	switch {
 	case current == 0:
 		return 0
@@ -158,7 +188,7 @@ func (h *HPA) desiredReplicas(now time.Time, current, statusReplicas, ready int3
 	case current < h.cfg.Min:
 		return h.cfg.Min
 	}
-	proposal, ok := h.externalReplicas(current, statusReplicas, ready, metric)
+	proposal, ok := h.computeReplicasForMetrics(current, statusReplicas, ready, values)
 	if !ok {
 		return current // FailedComputeMetricsReplicas: nothing changes
 	}
@@ -176,17 +206,43 @@ func (h *HPA) recordInitialRecommendation(now time.Time, current int32) {
 	}
 }
 
+// computeReplicasForMetrics follows horizontal.go's function of the same
+// name: the largest proposal of the valid metrics; when all are invalid,
+// or some are and the largest would scale down, nothing is proposed.
+func (h *HPA) computeReplicasForMetrics(current, statusReplicas, ready int32, values []float64) (int32, bool) {
+	var replicas int32
+	invalid := 0
+	for i, m := range h.cfg.Metrics {
+		if i >= len(values) {
+			invalid++
+			continue
+		}
+		proposal, ok := h.externalReplicas(m, current, statusReplicas, ready, values[i])
+		if !ok {
+			invalid++
+			continue
+		}
+		if replicas == 0 || proposal > replicas {
+			replicas = proposal
+		}
+	}
+	if invalid >= len(h.cfg.Metrics) || (invalid > 0 && replicas < current) {
+		return 0, false
+	}
+	return replicas, true
+}
+
 // externalReplicas follows replica_calculator.go: GetExternalMetricReplicas
 // for a value target, GetExternalPerPodMetricReplicas for an averageValue
 // target. Values go through milli-units, as the metrics API's quantities do.
-func (h *HPA) externalReplicas(current, statusReplicas, ready int32, metric float64) (int32, bool) {
+func (h *HPA) externalReplicas(m ExternalMetric, current, statusReplicas, ready int32, metric float64) (int32, bool) {
 	usage := milli(metric)
-	target := milli(h.cfg.Target)
+	target := milli(m.Target)
 	if target <= 0 {
 		return 0, false
 	}
 	tol := h.cfg.tolerances()
-	if h.cfg.AverageValue {
+	if m.AverageValue {
 		return externalPerPodReplicas(statusReplicas, usage, target, tol), true
 	}
 	return usageRatioReplicaCount(current, ready, float64(usage)/float64(target), tol)

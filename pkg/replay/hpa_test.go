@@ -53,12 +53,12 @@ func TestHPAToleranceKeepsCount(t *testing.T) {
 func TestHPAValueTargetScalesFromReadyPods(t *testing.T) {
 	h := newTestHPA(1, 100, 0.5)
 	// 10 pods asked for, 4 Ready; the index is 1.0 against a target of 0.5.
-	got, ok := h.externalReplicas(10, 10, 4, 1.0)
+	got, ok := h.externalReplicas(h.cfg.Metrics[0], 10, 10, 4, 1.0)
 	if !ok || got != 8 {
 		t.Errorf("got %d, want ceil(2 × 4 Ready) = 8", got)
 	}
 	// No Ready pod yet: ceil(ratio × 0) = 0, which minReplicas then raises.
-	got, _ = h.externalReplicas(3, 3, 0, 5.0)
+	got, _ = h.externalReplicas(h.cfg.Metrics[0], 3, 3, 0, 5.0)
 	if got != 0 {
 		t.Errorf("with no Ready pod got %d, want 0", got)
 	}
@@ -84,7 +84,7 @@ func TestHPAAverageValueTarget(t *testing.T) {
 	}
 	h := NewHPA(HPAConfig{Min: 1, Max: 100, Target: 0.5, AverageValue: true, Load: LoadDemand})
 	// The metric of an averageValue target is the index summed over the serving workers.
-	if got := h.metric(Observation{InFlight: 16, Waiting: 8, Serving: 3, Concurrency: 8}); got != 3 {
+	if got := h.metricValues(Observation{InFlight: 16, Waiting: 8, Serving: 3, Concurrency: 8})[0]; got != 3 {
 		t.Errorf("metric = %v, want (16+8)/8 = 3", got)
 	}
 }

@@ -125,6 +125,12 @@ type Pool struct {
 	startup     time.Duration
 	grace       time.Duration
 
+	// scrape is the interval of a Prometheus scrape in front of the
+	// metrics; 0 reads them fresh. scraped is the last scrape's.
+	scrape     time.Duration
+	nextScrape time.Time
+	scraped    Observation
+
 	next    int   // next arrival
 	queue   []int // waiting requests, FIFO from queueHead
 	qHead   int
@@ -161,6 +167,39 @@ func (p *Pool) SetGrace(grace time.Duration) { p.grace = max(grace, 0) }
 
 // Grace is the pods' termination grace period.
 func (p *Pool) Grace() time.Duration { return p.grace }
+
+// SetScrape puts a Prometheus scrape every interval in front of the
+// metrics (see Metrics); 0 reads them fresh. The scrapes fall half an
+// interval after the first arrival and every interval on, so that they
+// sit midway between the syncs of a policy with the same period, not on
+// them: a value read is then half an interval old, on average what an
+// unaligned scrape gives.
+func (p *Pool) SetScrape(interval time.Duration) {
+	p.scrape = max(interval, 0)
+	p.nextScrape = p.start.Add(p.scrape / 2)
+	p.scraped = p.Observe()
+}
+
+// Metrics is what a metrics source serves now: the workers as they are
+// with a fresh read, or as they were at the last scrape.
+func (p *Pool) Metrics() Observation {
+	if p.scrape <= 0 {
+		return p.Observe()
+	}
+	return p.scraped
+}
+
+// scrapeUntil takes the scrapes due before t (or at t, when inclusive),
+// each of the pool as it was at its time.
+func (p *Pool) scrapeUntil(t time.Time, inclusive bool) {
+	for p.scrape > 0 && (p.nextScrape.Before(t) || inclusive && p.nextScrape.Equal(t)) {
+		if p.nextScrape.After(p.now) {
+			p.now = p.nextScrape
+		}
+		p.scraped = p.Observe()
+		p.nextScrape = p.nextScrape.Add(p.scrape)
+	}
+}
 
 // Now is the pool's virtual time.
 func (p *Pool) Now() time.Time { return p.now }
@@ -312,11 +351,14 @@ func (p *Pool) Advance(to time.Time) (stopped time.Time, drainIdle bool) {
 	for {
 		next, kind := p.nextEvent()
 		if kind == eventNone || next.After(to) {
+			p.scrapeUntil(to, true)
 			if to.After(p.now) {
 				p.now = to
 			}
 			return p.now, false
 		}
+		// A scrape at an event's instant sees the pool after it.
+		p.scrapeUntil(next, false)
 		p.now = next
 		switch kind {
 		case eventCompletion:

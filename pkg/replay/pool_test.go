@@ -182,3 +182,35 @@ func TestPoolDeleteIdle(t *testing.T) {
 		t.Errorf("removed %v, terminating %v", w.Removed, w.Terminating)
 	}
 }
+
+// Pool.Metrics: without a scrape the workers as they are; with one, as
+// they were at the last scrape, half an interval after the start and
+// every interval on.
+func TestPoolScrape(t *testing.T) {
+	tr := Trace{Requests: []Request{
+		{Arrival: 0, Service: time.Hour},
+		{Arrival: 10 * time.Second, Service: time.Hour},
+		{Arrival: 20 * time.Second, Service: time.Hour},
+		{Arrival: 30 * time.Second, Service: time.Hour},
+	}}
+	for _, tc := range []struct {
+		scrape time.Duration
+		at     time.Duration
+		want   int
+	}{
+		{0, 25 * time.Second, 3},                // fresh
+		{15 * time.Second, 5 * time.Second, 0},  // nothing scraped since the start
+		{15 * time.Second, 15 * time.Second, 1}, // scraped at 7.5 s
+		{15 * time.Second, 25 * time.Second, 3}, // scraped at 22.5 s
+		{15 * time.Second, 30 * time.Second, 3}, // still that one; fresh says 4
+		{15 * time.Second, 40 * time.Second, 4}, // scraped at 37.5 s
+	} {
+		p := NewPool(tr, t0, 8, 0)
+		p.SetScrape(tc.scrape)
+		p.AddReady(1)
+		p.Advance(t0.Add(tc.at))
+		if got := p.Metrics().InFlight; got != tc.want {
+			t.Errorf("scrape %v at %v: %d in flight, want %d (fresh %d)", tc.scrape, tc.at, got, tc.want, p.Observe().InFlight)
+		}
+	}
+}

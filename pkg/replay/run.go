@@ -24,13 +24,15 @@ const (
 	PolicyHPA        = "hpa"
 	PolicyHPADefault = "hpa-default"
 	PolicyKEDA       = "keda"
-	PolicySeed       = "seed"
-	PolicyStatic     = "static"
-	PolicyOracle     = "oracle"
+	// PolicyKEDAQueue is KEDA on the requests running and waiting per pod.
+	PolicyKEDAQueue = "keda-queue"
+	PolicySeed      = "seed"
+	PolicyStatic    = "static"
+	PolicyOracle    = "oracle"
 )
 
 // AllPolicies are every policy, in the order of the table.
-var AllPolicies = []string{PolicyOurs, PolicyHPA, PolicyHPADefault, PolicyKEDA, PolicySeed, PolicyStatic, PolicyOracle}
+var AllPolicies = []string{PolicyOurs, PolicyHPA, PolicyHPADefault, PolicyKEDA, PolicyKEDAQueue, PolicySeed, PolicyStatic, PolicyOracle}
 
 // ParsePolicies reads --policies.
 func ParsePolicies(s string) ([]string, error) {
@@ -162,9 +164,15 @@ type Config struct {
 	// the set: its metric target (Proportional) or the middle of its
 	// thresholds (Step).
 	HPATarget float64
-	// HPAAverageValue gives hpa and keda an averageValue target instead
-	// of a value target.
+	// HPAAverageValue gives hpa an averageValue target instead of a value
+	// target.
 	HPAAverageValue bool
+	// KEDAValue gives keda metricType Value instead of KEDA's default,
+	// AverageValue.
+	KEDAValue bool
+	// Scrape puts a Prometheus scrape of that interval in front of every
+	// row's metrics (Pool.SetScrape); 0 reads them fresh.
+	Scrape time.Duration
 	// HPABehavior is spec.behavior of hpa and of the HPA keda creates;
 	// nil means GPUServingBehavior. hpa-default has none.
 	HPABehavior *autoscalingv2.HorizontalPodAutoscalerBehavior
@@ -205,6 +213,9 @@ func Run(tr Trace, c Config) (Report, error) {
 	if c.Concurrency < 1 {
 		return Report{}, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency)
 	}
+	if c.Scrape < 0 {
+		return Report{}, fmt.Errorf("scrape interval must not be negative, got %v", c.Scrape)
+	}
 	if c.Grace < 0 {
 		return Report{}, fmt.Errorf("grace must not be negative, got %v", c.Grace)
 	}
@@ -229,9 +240,6 @@ func Run(tr Trace, c Config) (Report, error) {
 	if c.Start.IsZero() {
 		c.Start = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	}
-	if c.HPABehavior == nil {
-		c.HPABehavior = GPUServingBehavior()
-	}
 	if c.SampleEvery <= 0 {
 		c.SampleEvery = max(tr.Duration()/2000, 10*time.Second).Round(time.Second)
 	}
@@ -249,9 +257,7 @@ func Run(tr Trace, c Config) (Report, error) {
 			if err != nil {
 				return Report{}, err
 			}
-			pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
-			pool.SetGrace(c.Grace)
-			res = Play(pool, pol, PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO})
+			res = Play(c.newPool(tr), pol, PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO})
 		}
 		report.Policies = append(report.Policies, res)
 		report.Series[name] = res.Series
@@ -267,9 +273,7 @@ func Run(tr Trace, c Config) (Report, error) {
 			return Report{}, fmt.Errorf("variant %s: %w", v.Name, err)
 		}
 		ours.Initial, ours.Label = InitialWorkers(tr, c.Concurrency), PolicyOurs+"+"+v.Name
-		pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
-		pool.SetGrace(c.Grace)
-		res := Play(pool, ours, PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO})
+		res := Play(c.newPool(tr), ours, PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO})
 		report.Policies = append(report.Policies, res)
 		report.Series[ours.Label] = res.Series
 	}
@@ -290,17 +294,43 @@ func (c Config) policy(name string, tr Trace) (Policy, error) {
 		ours.Initial = initial
 		return ours, nil
 	case PolicyHPA:
-		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.HPABehavior}), nil
+		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.behavior()}), nil
 	case PolicyHPADefault:
 		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load}), nil
 	case PolicyKEDA:
-		return NewKEDA(KEDAConfig{MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.HPABehavior}), nil
+		return NewKEDA(KEDAConfig{MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: !c.KEDAValue, Load: c.Load, Behavior: c.behavior()}), nil
+	case PolicyKEDAQueue:
+		return NewKEDA(KEDAConfig{
+			Name: PolicyKEDAQueue, MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Behavior: c.behavior(),
+			Triggers: []ExternalMetric{RunningRequestsMetric(c.Target() * float64(c.Concurrency)), WaitingRequestsMetric(KEDAQueueWaitingPerPod)},
+		}), nil
 	case PolicySeed:
 		return &Seed{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Interval: scaling.IntervalOf(spec), Load: c.Load}, nil
 	case PolicyStatic:
 		return &Static{Size: max(PeakWorkers(tr, c.Concurrency), 1)}, nil
 	}
 	return nil, fmt.Errorf("unknown policy %q", name)
+}
+
+// behavior is spec.behavior of hpa and of the HPAs keda creates.
+func (c Config) behavior() *autoscalingv2.HorizontalPodAutoscalerBehavior {
+	if c.HPABehavior == nil {
+		return GPUServingBehavior()
+	}
+	return c.HPABehavior
+}
+
+// KEDAQueueWaitingPerPod is the keda-queue row's target of requests
+// waiting per pod (averageValue 1): the HPA asks for as many pods as
+// requests wait, and any queue above that adds workers.
+const KEDAQueueWaitingPerPod = 1
+
+// newPool is the pool every row plays on.
+func (c Config) newPool(tr Trace) *Pool {
+	pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
+	pool.SetGrace(c.Grace)
+	pool.SetScrape(c.Scrape)
+	return pool
 }
 
 // InitialWorkers is the pool every autoscaled policy starts with: the
