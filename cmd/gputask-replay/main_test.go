@@ -98,3 +98,36 @@ func TestReplayWithService(t *testing.T) {
 		t.Errorf("markdown table:\n%s", out.String())
 	}
 }
+
+// Several --trace flags: one table per trace, hpa-best's target searched
+// over all of them, and each trace's JSON beside the path given.
+func TestReplaySeveralTraces(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	for _, shape := range []string{"step", "flash"} {
+		path := filepath.Join(dir, shape+".csv")
+		var out, errOut bytes.Buffer
+		if err := run([]string{"generate", "--shape", shape, "--duration", "1h", "--surge-at", "20m", "--out", path}, &out, &errOut); err != nil {
+			t.Fatalf("generate: %v\n%s", err, errOut.String())
+		}
+		paths = append(paths, path)
+	}
+	var out, errOut bytes.Buffer
+	err := run([]string{
+		"--trace", paths[0], "--trace", paths[1], "--time-column", "Timestamp", "--service", "20s",
+		"--concurrency", "8", "--policies", "hpa,hpa-best", "--json", filepath.Join(dir, "out.json"),
+	}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"step.csv:", "flash.csv:", "\nhpa-best: ", "over 2 traces"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, name := range []string{"out-step.json", "out-flash.json"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ const (
 )
 
 // AllPolicies are every policy, in the order of the table.
-var AllPolicies = []string{PolicyOurs, PolicyHPA, PolicyHPADefault, PolicyKEDA, PolicyKEDAQueue, PolicySeed, PolicyStatic, PolicyOracle}
+var AllPolicies = []string{PolicyOurs, PolicyHPA, PolicyHPADefault, PolicyHPABest, PolicyKEDA, PolicyKEDAQueue, PolicySeed, PolicyStatic, PolicyOracle}
 
 // ParsePolicies reads --policies.
 func ParsePolicies(s string) ([]string, error) {
@@ -190,6 +191,9 @@ type Config struct {
 	Start time.Time
 	// Name labels the report.
 	Name string
+
+	// hpaBestTarget is the target hpa-best plays at, once searched.
+	hpaBestTarget float64
 }
 
 // Target is the load index value hpa and keda aim for.
@@ -208,19 +212,19 @@ func (c Config) Target() float64 {
 	return (m.UpThreshold + m.DownThreshold) / 2
 }
 
-// Run replays tr under every policy of the config.
-func Run(tr Trace, c Config) (Report, error) {
+// withDefaults checks the config and fills what it leaves out.
+func (c Config) withDefaults() (Config, error) {
 	if c.Concurrency < 1 {
-		return Report{}, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency)
-	}
-	if c.Scrape < 0 {
-		return Report{}, fmt.Errorf("scrape interval must not be negative, got %v", c.Scrape)
-	}
-	if c.Grace < 0 {
-		return Report{}, fmt.Errorf("grace must not be negative, got %v", c.Grace)
+		return c, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency)
 	}
 	if c.Startup < 0 {
-		return Report{}, fmt.Errorf("startup must not be negative, got %v", c.Startup)
+		return c, fmt.Errorf("startup must not be negative, got %v", c.Startup)
+	}
+	if c.Scrape < 0 {
+		return c, fmt.Errorf("scrape interval must not be negative, got %v", c.Scrape)
+	}
+	if c.Grace < 0 {
+		return c, fmt.Errorf("grace must not be negative, got %v", c.Grace)
 	}
 	if c.Set == nil {
 		c.Set = DefaultSet()
@@ -240,8 +244,34 @@ func Run(tr Trace, c Config) (Report, error) {
 	if c.Start.IsZero() {
 		c.Start = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	}
+	return c, nil
+}
+
+// defaultSampleEvery gives about 2000 samples of tr.
+func defaultSampleEvery(tr Trace) time.Duration {
+	return max(tr.Duration()/2000, 10*time.Second).Round(time.Second)
+}
+
+func (c Config) playOptions() PlayOptions {
+	return PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO}
+}
+
+// Run replays tr under every policy of the config. hpa-best, unless
+// RunTraces searched its target over several traces, is searched on tr.
+func Run(tr Trace, c Config) (Report, error) {
+	c, err := c.withDefaults()
+	if err != nil {
+		return Report{}, err
+	}
 	if c.SampleEvery <= 0 {
-		c.SampleEvery = max(tr.Duration()/2000, 10*time.Second).Round(time.Second)
+		c.SampleEvery = defaultSampleEvery(tr)
+	}
+	if slices.Contains(c.Policies, PolicyHPABest) && c.hpaBestTarget == 0 {
+		best, err := SearchHPATarget([]NamedTrace{{c.Name, tr}}, c)
+		if err != nil {
+			return Report{}, err
+		}
+		c.hpaBestTarget = best.Target
 	}
 	report := Report{
 		Trace: c.Name, Requests: len(tr.Requests), Concurrency: c.Concurrency,
@@ -257,7 +287,7 @@ func Run(tr Trace, c Config) (Report, error) {
 			if err != nil {
 				return Report{}, err
 			}
-			res = Play(c.newPool(tr), pol, PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO})
+			res = Play(c.newPool(tr), pol, c.playOptions())
 		}
 		report.Policies = append(report.Policies, res)
 		report.Series[name] = res.Series
@@ -273,7 +303,7 @@ func Run(tr Trace, c Config) (Report, error) {
 			return Report{}, fmt.Errorf("variant %s: %w", v.Name, err)
 		}
 		ours.Initial, ours.Label = InitialWorkers(tr, c.Concurrency), PolicyOurs+"+"+v.Name
-		res := Play(c.newPool(tr), ours, PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO})
+		res := Play(c.newPool(tr), ours, c.playOptions())
 		report.Policies = append(report.Policies, res)
 		report.Series[ours.Label] = res.Series
 	}
@@ -295,6 +325,14 @@ func (c Config) policy(name string, tr Trace) (Policy, error) {
 		return ours, nil
 	case PolicyHPA:
 		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.behavior()}), nil
+	case PolicyHPABest:
+		if c.hpaBestTarget <= 0 {
+			return nil, errors.New("hpa-best has no target: search it with SearchHPATarget")
+		}
+		c.HPATarget = c.hpaBestTarget
+		h := NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.behavior()})
+		h.name = PolicyHPABest
+		return h, nil
 	case PolicyHPADefault:
 		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load}), nil
 	case PolicyKEDA:
