@@ -197,19 +197,21 @@ func TestConvertDesiredReplicasWithBehaviorRate(t *testing.T) {
 		desired           int32
 		up                []timestampedScaleEvent
 		want              int32
+		down              []timestampedScaleEvent
 	}{
-		{"up within the policies", 1, 100, 4, 10, nil, 10},
-		{"up limited by Pods 8", 1, 100, 4, 30, nil, 12},
-		{"up limited by Percent 100", 1, 100, 10, 30, nil, 20},
-		{"up limited by maxReplicas", 1, 15, 10, 30, nil, 15},
-		{"up never below current after a burst", 1, 100, 20, 30, []timestampedScaleEvent{ev(16, 5*time.Second)}, 20},
-		{"down limited by Pods 2", 1, 100, 10, 3, nil, 8},
-		{"down limited by minReplicas", 9, 100, 10, 3, nil, 9},
-		{"same count stays", 1, 100, 10, 10, nil, 10},
+		{"up within the policies", 1, 100, 4, 10, nil, 10, nil},
+		{"up limited by Pods 8", 1, 100, 4, 30, nil, 12, nil},
+		{"up limited by Percent 100", 1, 100, 10, 30, nil, 20, nil},
+		{"up limited by maxReplicas", 1, 15, 10, 30, nil, 15, nil},
+		{"up never below current after a burst", 1, 100, 20, 30, []timestampedScaleEvent{ev(16, 5*time.Second)}, 20, nil},
+		{"down limited by Pods 2", 1, 100, 10, 3, nil, 8, nil},
+		{"down limited by minReplicas", 9, 100, 10, 3, nil, 9, nil},
+		{"same count stays", 1, 100, 10, 10, nil, 10, nil},
+		{"down never above current after removals", 1, 100, 10, 3, nil, 10, []timestampedScaleEvent{ev(4, 30*time.Second)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := NewHPA(HPAConfig{Min: tc.min, Max: tc.max, Target: 1, Behavior: GPUServingBehavior()})
-			h.scaleUpEvents = tc.up
+			h.scaleUpEvents, h.scaleDownEvents = tc.up, tc.down
 			if got := h.convertDesiredReplicasWithBehaviorRate(t0, tc.current, tc.desired); got != tc.want {
 				t.Errorf("got %d, want %d", got, tc.want)
 			}
