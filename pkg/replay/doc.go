@@ -8,9 +8,11 @@
 // a startup after it is created. Requests wait in one FIFO queue and run on
 // a free slot of the least loaded serving worker. A worker with a request
 // in flight is busy (gputask.io/busy); a draining one takes no new request
-// and finishes its own; a worker removed while busy loses its requests. The
-// backend reports a load index (demand or utilization) computed from the
-// pool, and LoadIndexServer serves it over HTTP as a backend does.
+// and finishes its own; a deleted one (Pool.Delete) leaves the router,
+// finishes what ends within the pods' grace and loses the rest. The backend
+// reports a load index (demand or utilization) computed from the pool,
+// fresh or through a Prometheus scrape (Pool.Metrics), and LoadIndexServer
+// serves it over HTTP as a backend does.
 //
 // The policies, on the same trace and workers:
 //
@@ -18,8 +20,11 @@
 //	                  scaling.Decide each interval, taskset.PlanScale for
 //	                  victims, minTaskAge and draining
 //	hpa     hpa.go    autoscaling/v2 External metric, after
-//	                  pkg/controller/podautoscaler
-//	keda    keda.go   KEDA's metrics-api trigger feeding that HPA
+//	                  pkg/controller/podautoscaler, with a behavior
+//	                  (hpa_behavior.go); hpa-default without one
+//	hpa-best best.go  hpa at the best fixed target in hindsight
+//	keda    keda.go   KEDA's metrics-api trigger feeding that HPA;
+//	                  keda-queue on running and waiting requests
 //	seed    simple.go the step script the project grew from
 //	static  simple.go a fixed pool sized for the trace's peak
 //	oracle  oracle.go the lower bound, which knows every arrival
