@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/client-go/util/jsonpath"
@@ -373,6 +374,92 @@ func TestLoadIndexSourceRules(t *testing.T) {
 			}
 			if !tc.valid && len(errs) == 0 {
 				t.Fatalf("want invalid, the CRD accepted %s", tc.http)
+			}
+		})
+	}
+}
+
+// TestSLOPolicyRules runs the GPUTaskSet schema and its CEL rules on the
+// SLO policy: the objective's bounds, and the roles its metrics must have.
+func TestSLOPolicyRules(t *testing.T) {
+	_, structural, validator := crdSchema(t, "gputask.io_gputasksets.yaml")
+	celValidator := cel.NewValidator(structural, true, celconfig.PerCallLimit)
+	metric := func(name, role string) string {
+		m := `{"name":"` + name + `","prometheus":{"serverAddress":"http://p","query":"q"}`
+		if role != "" {
+			m += `,"role":"` + role + `"`
+		}
+		return m + `}`
+	}
+	roles := `[` + metric("arrivals", "Arrivals") + `,` + metric("running", "Running") + `]`
+	slo := func(s string) string { return `{"type":"SLO","slo":` + s + `}` }
+	const ok = `{"wait":"10s","percentile":95,"slotsPerTask":8}`
+	for _, tc := range []struct {
+		name, policy, metrics, extra string
+		wantErr                      string // empty: valid
+	}{
+		{name: "the documented example", policy: slo(ok), metrics: roles},
+		{name: "percentile as a string with a fraction", policy: slo(`{"wait":"1s","percentile":"99.9","slotsPerTask":1}`), metrics: roles},
+		{name: "percentile 50, variability set", policy: slo(`{"wait":"1h","percentile":"50","slotsPerTask":100000,"serviceTimeVariability":"2.5"}`), metrics: roles},
+		{name: "defaults", policy: slo(`{"wait":"10s","slotsPerTask":8}`), metrics: roles},
+		{name: "all five roles", policy: slo(ok), metrics: `[` + metric("done", "Completions") + `,` + metric("a", "Arrivals") + `,` +
+			metric("running", "Running") + `,` + metric("waiting", "Waiting") + `,` + metric("p95", "WaitPercentile") + `]`},
+		{name: "completions instead of arrivals", policy: slo(ok), metrics: `[` + metric("done", "Completions") + `,` + metric("running", "Running") + `]`},
+		{name: "wait under 1s", policy: slo(`{"wait":"500ms","slotsPerTask":8}`), metrics: roles, wantErr: "wait must be between 1s and 1h"},
+		{name: "wait over 1h", policy: slo(`{"wait":"2h","slotsPerTask":8}`), metrics: roles, wantErr: "wait must be between 1s and 1h"},
+		{name: "wait missing", policy: slo(`{"slotsPerTask":8}`), metrics: roles, wantErr: "wait"},
+		{name: "percentile under 50", policy: slo(`{"wait":"10s","percentile":49,"slotsPerTask":8}`), metrics: roles, wantErr: "percentile must be between 50 and 99.9"},
+		{name: "percentile over 99.9", policy: slo(`{"wait":"10s","percentile":"99.95","slotsPerTask":8}`), metrics: roles, wantErr: "percentile must be between 50 and 99.9"},
+		{name: "percentile 100", policy: slo(`{"wait":"10s","percentile":100,"slotsPerTask":8}`), metrics: roles, wantErr: "percentile must be between 50 and 99.9"},
+		{name: "percentile not a number", policy: slo(`{"wait":"10s","percentile":"high","slotsPerTask":8}`), metrics: roles, wantErr: "percentile"},
+		{name: "slotsPerTask 0", policy: slo(`{"wait":"10s","slotsPerTask":0}`), metrics: roles, wantErr: "slotsPerTask"},
+		{name: "slotsPerTask missing", policy: slo(`{"wait":"10s"}`), metrics: roles, wantErr: "slotsPerTask"},
+		{name: "variability negative", policy: slo(`{"wait":"10s","slotsPerTask":8,"serviceTimeVariability":"-1"}`), metrics: roles, wantErr: "serviceTimeVariability must be between 0 and 100"},
+		{name: "variability over 100", policy: slo(`{"wait":"10s","slotsPerTask":8,"serviceTimeVariability":101}`), metrics: roles, wantErr: "serviceTimeVariability must be between 0 and 100"},
+		{name: "SLO without slo", policy: `{"type":"SLO"}`, metrics: roles, wantErr: "slo is required by the SLO policy and read by it only"},
+		{name: "slo on Step", policy: `{"type":"Step","slo":` + ok + `}`, metrics: `[` + metric("load", "") + `]`, wantErr: "slo is required by the SLO policy and read by it only"},
+		{name: "a metric without a role", policy: slo(ok), metrics: `[` + metric("arrivals", "Arrivals") + `,` + metric("running", "Running") + `,` + metric("load", "") + `]`, wantErr: "every metric needs a role with the SLO policy"},
+		{name: "a role on Step", policy: `{"type":"Step"}`, metrics: `[` + metric("load", "Running") + `]`, wantErr: "metric roles are read by the SLO policy only"},
+		{name: "a role on the default policy", policy: `{}`, metrics: `[` + metric("load", "Arrivals") + `]`, wantErr: "metric roles are read by the SLO policy only"},
+		{name: "no Running", policy: slo(ok), metrics: `[` + metric("arrivals", "Arrivals") + `,` + metric("waiting", "Waiting") + `]`, wantErr: "needs a metric of role Running and one of role Arrivals or Completions"},
+		{name: "no arrivals or completions", policy: slo(ok), metrics: `[` + metric("running", "Running") + `,` + metric("p95", "WaitPercentile") + `]`, wantErr: "needs a metric of role Running and one of role Arrivals or Completions"},
+		{name: "a role twice", policy: slo(ok), metrics: `[` + metric("arrivals", "Arrivals") + `,` + metric("running", "Running") + `,` + metric("again", "Running") + `]`, wantErr: "each role may be given to one metric only"},
+		{name: "an unknown role", policy: slo(ok), metrics: `[` + metric("arrivals", "Arrivals") + `,` + metric("running", "Running") + `,` + metric("load", "Load") + `]`, wantErr: "Unsupported value"},
+		{name: "burst with SLO", policy: slo(ok), metrics: roles, extra: `"burst":{"factor":"2"}`, wantErr: "burst applies to the Step and Proportional policies"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			autoscaling := `{"maxReplicas":10,"policy":` + tc.policy + `,"metrics":` + tc.metrics
+			if tc.extra != "" {
+				autoscaling += `,` + tc.extra
+			}
+			autoscaling += `}`
+			// As the API server decodes: whole numbers are int64.
+			var as map[string]any
+			if err := utiljson.Unmarshal([]byte(autoscaling), &as); err != nil {
+				t.Fatal(err)
+			}
+			obj := map[string]any{
+				"apiVersion": "gputask.io/v1", "kind": "GPUTaskSet",
+				"metadata": map[string]any{"name": "s"},
+				"spec": map[string]any{
+					"template":    map[string]any{"spec": map[string]any{"gpu": "A100"}},
+					"autoscaling": as,
+				},
+			}
+			errs := apivalidation.ValidateCustomResource(nil, obj, validator)
+			celErrs, _ := celValidator.Validate(context.Background(), nil, structural, obj, nil, celconfig.RuntimeCELCostBudget)
+			errs = append(errs, celErrs...)
+			if tc.wantErr == "" {
+				if len(errs) > 0 {
+					t.Fatalf("want valid, got %v", errs.ToAggregate())
+				}
+				return
+			}
+			if len(errs) == 0 {
+				t.Fatalf("want %q, the CRD accepted %s", tc.wantErr, autoscaling)
+			}
+			if msg := errs.ToAggregate().Error(); !strings.Contains(msg, tc.wantErr) {
+				t.Fatalf("want %q, got %s", tc.wantErr, msg)
 			}
 		})
 	}
