@@ -464,3 +464,50 @@ func TestSLOPolicyRules(t *testing.T) {
 		})
 	}
 }
+
+// TestSLODocExample checks that the SLO policy's example in
+// docs/autoscaling.md passes the schema and its CEL rules, and loses no
+// field to pruning.
+func TestSLODocExample(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "docs", "autoscaling.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	start := strings.Index(doc, "## Scaling to a wait SLO")
+	if start < 0 {
+		t.Fatal("docs/autoscaling.md has no SLO section")
+	}
+	block := doc[start:]
+	open := strings.Index(block, "```yaml\n")
+	if open < 0 {
+		t.Fatal("the SLO section has no YAML example")
+	}
+	block = block[open+len("```yaml\n"):]
+	block = block[:strings.Index(block, "```")]
+	var spec map[string]any
+	if err := yaml.Unmarshal([]byte(block), &spec); err != nil {
+		t.Fatalf("the example is not YAML: %v", err)
+	}
+	spec["template"] = map[string]any{"spec": map[string]any{"gpu": "A100"}}
+	obj := map[string]any{"apiVersion": "gputask.io/v1", "kind": "GPUTaskSet", "metadata": map[string]any{"name": "s"}, "spec": spec}
+	// As the API server decodes: whole numbers are int64.
+	js, _ := json.Marshal(obj)
+	obj = nil
+	if err := utiljson.Unmarshal(js, &obj); err != nil {
+		t.Fatal(err)
+	}
+	_, structural, validator := crdSchema(t, "gputask.io_gputasksets.yaml")
+	errs := apivalidation.ValidateCustomResource(nil, obj, validator)
+	celErrs, _ := cel.NewValidator(structural, true, celconfig.PerCallLimit).Validate(context.Background(), nil, structural, obj, nil, celconfig.RuntimeCELCostBudget)
+	if errs = append(errs, celErrs...); len(errs) > 0 {
+		t.Fatalf("invalid: %v", errs.ToAggregate())
+	}
+	if pruned := pruning.PruneWithOptions(obj, structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}); len(pruned) > 0 {
+		t.Fatalf("the CRD schema drops fields: %v", pruned)
+	}
+	as := obj["spec"].(map[string]any)["autoscaling"].(map[string]any)
+	if p := as["policy"].(map[string]any); p["type"] != "SLO" || len(as["metrics"].([]any)) != 4 {
+		t.Fatalf("the example is not the SLO policy with four metrics: %v", as)
+	}
+}
