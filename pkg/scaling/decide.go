@@ -337,8 +337,8 @@ func Decide(in Inputs) Decision {
 	s = oneStepPerInterval(in, &d, s)
 
 	d.Desired, d.Reason, d.Message = s.desired, s.reason, s.message
-	finishSLO(in, &d)
 	applyPauseAndStop(in, &d)
+	finishSLO(in, &d)
 	restartStepWindow(in, &d)
 	return d
 }

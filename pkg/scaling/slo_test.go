@@ -296,6 +296,13 @@ func TestDecideSLO(t *testing.T) {
 			name: "paused reports what it would do",
 			in:   with(sloBase(10, 100), func(in *Inputs) { in.Paused = true }),
 			want: 5, reason: ReasonPaused, msg: "would scale to 13",
+			check: func(t *testing.T, d Decision) {
+				// The prediction is for the count that runs: 5 tasks are
+				// 40 slots for 100 busy ones.
+				if d.SLO.Tasks != 13 || !math.IsInf(d.SLO.PredictedWait, 1) {
+					t.Errorf("tasks %d predicted %v", d.SLO.Tasks, d.SLO.PredictedWait)
+				}
+			},
 		},
 	}
 	for _, tc := range tests {
