@@ -159,3 +159,15 @@ func FuzzTasks(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkTasks sizes a pool of about 1,300 tasks of 8 slots (10,000
+// busy slots): the warm-started recursion makes it cost O(√a), not O(a).
+func BenchmarkTasks(b *testing.B) {
+	m := Model{ServiceTime: 10, Slots: 8, Ca2: 2, Cs2: 1}
+	slo := SLO{Wait: 10, Percentile: 99}
+	for b.Loop() {
+		if n, met := m.Tasks(1000, slo, 100000); !met || n < 1250 {
+			b.Fatalf("%d tasks, met %v", n, met)
+		}
+	}
+}
