@@ -17,6 +17,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apivalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -26,6 +27,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/client-go/util/jsonpath"
 	"sigs.k8s.io/randfill"
 	"sigs.k8s.io/yaml"
@@ -509,5 +511,64 @@ func TestSLODocExample(t *testing.T) {
 	as := obj["spec"].(map[string]any)["autoscaling"].(map[string]any)
 	if p := as["policy"].(map[string]any); p["type"] != "SLO" || len(as["metrics"].([]any)) != 4 {
 		t.Fatalf("the example is not the SLO policy with four metrics: %v", as)
+	}
+}
+
+// TestCELRuleCosts compiles every CEL rule of each CRD as the API server
+// does when the CRD is created, and checks each rule's estimated cost,
+// times the most times it can run (the maxItems of the lists around it),
+// against the API server's per-rule and per-CRD limits: a rule over them
+// would make the API server refuse the CRD.
+func TestCELRuleCosts(t *testing.T) {
+	const perRuleLimit, perCRDLimit = 10_000_000, 100_000_000
+	envSet := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
+	for _, file := range []string{"gputask.io_gputasks.yaml", "gputask.io_gputasksets.yaml"} {
+		_, structural, _ := crdSchema(t, file)
+		var total uint64
+		var walk func(s *structuralschema.Structural, path string, cardinality uint64, root bool)
+		walk = func(s *structuralschema.Structural, path string, cardinality uint64, root bool) {
+			if s == nil {
+				return
+			}
+			if len(s.XValidations) > 0 {
+				results, err := cel.Compile(s, model.SchemaDeclType(s, root), celconfig.PerCallLimit, envSet, cel.NewExpressionsEnvLoader())
+				if err != nil {
+					t.Fatalf("%s %s: %v", file, path, err)
+				}
+				for i, r := range results {
+					if r.Error != nil {
+						t.Errorf("%s %s rule %d: %v", file, path, i, r.Error)
+						continue
+					}
+					runs := cardinality
+					if runs == 0 {
+						runs = r.MaxCardinality
+					}
+					cost := r.MaxCost * runs
+					if runs != 0 && cost/runs != r.MaxCost || cost > perRuleLimit {
+						t.Errorf("%s %s rule %q: estimated cost %d × %d runs is over the API server's limit of %d", file, path, s.XValidations[i].Rule, r.MaxCost, runs, perRuleLimit)
+					}
+					total += cost
+				}
+			}
+			for name, p := range s.Properties {
+				walk(&p, path+"."+name, cardinality, false)
+			}
+			if s.Items != nil {
+				c := uint64(0)
+				if s.ValueValidation != nil && s.ValueValidation.MaxItems != nil && cardinality != 0 {
+					c = cardinality * uint64(*s.ValueValidation.MaxItems)
+				}
+				walk(s.Items, path+"[]", c, false)
+			}
+			if s.AdditionalProperties != nil && s.AdditionalProperties.Structural != nil {
+				walk(s.AdditionalProperties.Structural, path+"{}", 0, false)
+			}
+		}
+		walk(structural, "", 1, true)
+		if total > perCRDLimit {
+			t.Errorf("%s: estimated cost of all rules %d is over the API server's limit of %d", file, total, perCRDLimit)
+		}
+		t.Logf("%s: estimated cost of all rules %d", file, total)
 	}
 }
