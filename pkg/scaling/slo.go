@@ -90,8 +90,12 @@ type SLOOutcome struct {
 	// Backlog is the rate standing for the waiting requests that the
 	// serving tasks cannot clear before a new task is Ready.
 	Backlog float64
-	// ServiceTime is the mean time a request holds a slot; 0 while unknown.
+	// ServiceTime is the mean time a request holds a slot, to the
+	// millisecond; 0 while unknown.
 	ServiceTime time.Duration
+	// service is the service time in seconds, unrounded, as the model
+	// used it.
+	service float64
 	// Slots, Ca2 and Cs2 complete the model.
 	Slots    int32
 	Ca2, Cs2 float64
@@ -262,7 +266,7 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		return step{desired: o.Tasks, reason: ReasonServiceTimeUnknown,
 			message: fmt.Sprintf("no request has finished yet, so the service time is unknown; %d tasks for the %s requests in the pool", o.Tasks, FormatValue(inPool))}
 	}
-	o.ServiceTime = seconds(service)
+	o.ServiceTime, o.service = seconds(service), service
 	o.Ca2 = queueing.ArrivalVariability(countsOf(state.Rates))
 	model := queueing.Model{ServiceTime: service, Slots: slo.SlotsPerTask, Ca2: o.Ca2, Cs2: slo.ServiceVariability}
 	objective := queueing.SLO{Wait: slo.Wait.Seconds(), Percentile: slo.Percentile}
@@ -325,11 +329,11 @@ func sloReason(tasks, current int32) string {
 // whether maxReplicas or the capacity keep it from the SLO.
 func finishSLO(in Inputs, d *Decision) {
 	o := d.SLO
-	if o == nil || o.ServiceTime == 0 {
+	if o == nil || o.service == 0 {
 		return
 	}
 	slo := in.Policy.SLO
-	model := queueing.Model{ServiceTime: o.ServiceTime.Seconds(), Slots: slo.SlotsPerTask, Ca2: o.Ca2, Cs2: slo.ServiceVariability}
+	model := queueing.Model{ServiceTime: o.service, Slots: slo.SlotsPerTask, Ca2: o.Ca2, Cs2: slo.ServiceVariability}
 	objective := queueing.SLO{Wait: slo.Wait.Seconds(), Percentile: slo.Percentile}
 	o.PredictedWait = model.WaitPercentile(d.Desired, o.Expected, objective)
 	o.Reachable = in.Max
@@ -338,18 +342,23 @@ func finishSLO(in Inputs, d *Decision) {
 		o.Reachable = max(*in.Capacity, in.Current)
 		limit = fmt.Sprintf("the capacity of %d tasks", o.Reachable)
 	}
-	if need, _ := model.Tasks(o.Expected, objective, MaxSLOTasks); need > o.Reachable {
+	need, met := model.Tasks(o.Expected, objective, MaxSLOTasks)
+	if !met || need > o.Reachable {
 		o.Unmet = true
 		at := model.WaitPercentile(o.Reachable, o.Expected, objective)
-		o.Message = fmt.Sprintf("the SLO needs %d tasks, %d more than %s; with %d the p%s wait is %s, above the SLO of %v",
-			need, need-o.Reachable, limit, o.Reachable, FormatValue(slo.Percentile), formatWait(at), slo.Wait)
+		needs := fmt.Sprintf("%d tasks, %d more than %s", need, need-o.Reachable, limit)
+		if !met {
+			needs = fmt.Sprintf("more than %d tasks", need)
+		}
+		o.Message = fmt.Sprintf("the SLO needs %s; with %d the p%s wait is %s, above the SLO of %v",
+			needs, o.Reachable, FormatValue(slo.Percentile), formatWait(at), slo.Wait)
 	}
 }
 
 // inputs renders the model's inputs for status.lastDecision.inputs.
 func (o *SLOOutcome) inputs() string {
 	service := "unknown"
-	if o.ServiceTime > 0 {
+	if o.service > 0 {
 		service = o.ServiceTime.String()
 	}
 	return fmt.Sprintf("arrivals=%s/s expected=%s/s backlog=%s/s service=%s slots=%d ca2=%s cs2=%s correction=%s startup=%v",

@@ -180,6 +180,17 @@ func TestDecideSLO(t *testing.T) {
 			},
 		},
 		{
+			// 1,000,000/s × 10 s keep 10 million slots busy: more than
+			// the 100,000 tasks the API allows.
+			name: "out of reach of any count", in: with(sloBase(1e6, 1e7), func(in *Inputs) { in.Max = 100000 }),
+			want: 100000, reason: ReasonTooManyReplicas,
+			check: func(t *testing.T, d Decision) {
+				if o := d.SLO; !o.Unmet || o.Message != "the SLO needs more than 100000 tasks; with 100000 the p95 wait is unbounded (the slots cannot keep up), above the SLO of 10s" {
+					t.Errorf("outcome %+v", *o)
+				}
+			},
+		},
+		{
 			name: "no load scales to the floor", in: with(sloBase(0, 0), func(in *Inputs) { in.Queue = steady(0, 0) }),
 			want: 1, reason: ReasonTooFewReplicas,
 			check: func(t *testing.T, d Decision) {
@@ -433,6 +444,11 @@ func FuzzDecideSLO(f *testing.F) {
 			}
 		}
 		norm := normalize(in)
+		// A count at or above the model's meets the SLO by the model's own
+		// prediction.
+		if wait := norm.Policy.SLO.Wait.Seconds(); o.service > 0 && !o.Unmet && d.Desired >= o.Tasks && o.PredictedWait > wait*(1+1e-9) {
+			t.Fatalf("%d tasks for %v/s predict a wait of %v, over the SLO of %v", d.Desired, o.Expected, o.PredictedWait, wait)
+		}
 		occupied := ceilSat(running / float64(norm.Policy.SLO.SlotsPerTask))
 		if o.Tasks < occupied || d.Desired < min(occupied, norm.Max) {
 			t.Fatalf("%d tasks (desired %d) for %v running requests in %d slots a task", o.Tasks, d.Desired, running, norm.Policy.SLO.SlotsPerTask)
