@@ -65,12 +65,16 @@ bench: control-plane build ## Benchmarks: decision, ranking, sources, throughput
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./test/bench/
 	$(GO) run ./test/bench/sidebyside
 
-# The autoscaling benchmark: each synthetic trace replayed in virtual time
+# The autoscaling benchmark: the synthetic traces replayed in virtual time
 # under ours (and its variants with burst, predictive pre-warming and a
-# scheduled floor), an HPA, KEDA, the seed's step script, a static pool and the
-# oracle, with workers that start in 2 and in 5 minutes. Tables go to
-# standard output and _output/replay/*.txt, figures and time series to
-# _output/replay/*.json, plots to *.png. See docs/replay.md.
+# scheduled floor), an HPA with and without a behavior, the HPA at the best
+# fixed target found over all the traces (hpa-best), KEDA on the load index
+# and on the request queue, the seed's step script, a static pool and the
+# oracle; one run over all the traces per start-up time (2 and 5 minutes),
+# pods with a 30 s termination grace. Tables go to standard output and
+# _output/replay/STARTUP.txt, figures and time series to
+# _output/replay/STARTUP-SHAPE.json, plots to STARTUP-SHAPE.png. Add
+# flags with REPLAY_FLAGS+='--grace 120s'. See docs/replay.md.
 REPLAY_SHAPES ?= diurnal bursty step flash
 REPLAY_STARTUPS ?= 2m 5m
 REPLAY_FLAGS ?= --time-column Timestamp \
@@ -84,12 +88,13 @@ bench-autoscaling: ## Replay synthetic request traces through every autoscaling 
 	@mkdir -p _output/replay
 	@set -eo pipefail; for shape in $(REPLAY_SHAPES); do \
 		$(BIN_DIR)/gputask-replay generate --shape $$shape --out _output/replay/$$shape.csv; \
-		for startup in $(REPLAY_STARTUPS); do \
-			echo; echo "== $$shape, $$startup startup"; \
-			$(BIN_DIR)/gputask-replay --trace _output/replay/$$shape.csv $(REPLAY_FLAGS) --startup $$startup \
-				--json _output/replay/$$shape-$$startup.json --plot _output/replay/$$shape-$$startup.png \
-				| tee _output/replay/$$shape-$$startup.txt; \
-		done; \
+	done; \
+	for startup in $(REPLAY_STARTUPS); do \
+		echo; echo "== $$startup startup"; \
+		$(BIN_DIR)/gputask-replay $(foreach shape,$(REPLAY_SHAPES),--trace _output/replay/$(shape).csv) \
+			$(REPLAY_FLAGS) --startup $$startup \
+			--json _output/replay/$$startup.json --plot _output/replay/$$startup.png \
+			| tee _output/replay/$$startup.txt; \
 	done
 
 # Flags for the demo, for example DEMO_FLAGS='-for=5m -plain'; see bin/gputask-demo -help.

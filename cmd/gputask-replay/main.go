@@ -22,6 +22,8 @@ import (
 	"strings"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+
 	"github.com/gputask/gputask-controller/pkg/replay"
 )
 
@@ -43,7 +45,6 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("gputask-replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		tracePath    = fs.String("trace", "", "CSV request trace with a header row (required)")
 		timeColumn   = fs.String("time-column", "", "column of arrival times: a timestamp (2006-01-02 15:04:05.9999999 or RFC 3339) or seconds from the start (required)")
 		inputColumn  = fs.String("input-tokens-column", "", "column of prompt tokens; service time adds tokens / --prefill-tokens-per-second")
 		outputColumn = fs.String("output-tokens-column", "", "column of generated tokens; service time adds tokens / --decode-tokens-per-second")
@@ -55,17 +56,30 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		seed         = fs.Uint64("seed", 1, "seed of resampling and drawn service times")
 		concurrency  = fs.Int("concurrency", 0, "requests one worker serves at once (required)")
 		startup      = fs.Duration("startup", 2*time.Minute, "time from a worker's creation until it is Ready")
+		grace        = fs.Duration("grace", 30*time.Second, "terminationGracePeriodSeconds of the pods: a deleted worker finishes the requests that end within it and loses the rest")
+		behaviorPath = fs.String("hpa-behavior", "", "spec.behavior of hpa and keda, in the HPA's YAML (a behavior block or a whole HorizontalPodAutoscaler; default: the GPU serving preset)")
 		load         = fs.String("load", string(replay.LoadDemand), "load index the backend reports: demand or utilization")
 		slo          = fs.Duration("slo", 10*time.Second, "wait a request should not exceed")
 		setPath      = fs.String("set", "", "GPUTaskSet YAML whose autoscaling block ours uses (default: the embedded inference pool)")
 		hpaTarget    = fs.Float64("hpa-target", 0, "load index target of hpa and keda (default: the set's target, or the middle of its thresholds)")
-		hpaType      = fs.String("hpa-target-type", "Value", "target type of hpa and keda: Value or AverageValue")
-		policies     = fs.String("policies", "ours,hpa,keda,seed,static,oracle", "policies to replay, comma-separated")
+		hpaType      = fs.String("hpa-target-type", "Value", "target type of hpa and hpa-default: Value or AverageValue")
+		kedaType     = fs.String("keda-metric-type", "AverageValue", "metricType of keda's trigger: AverageValue (KEDA's default) or Value")
+		source       = fs.String("source", "http", "where every row reads its metrics: http (fresh at each read) or prometheus (the last scrape)")
+		scrape       = fs.Duration("scrape-interval", 15*time.Second, "Prometheus scrape interval, with --source prometheus")
+		policies     = fs.String("policies", strings.Join(replay.AllPolicies, ","), "policies to replay, comma-separated")
 		jsonPath     = fs.String("json", "", "write the figures and time series as JSON to this file")
 		plotPath     = fs.String("plot", "", "write a plot of demand, replicas and queue per policy to this file (.png, .svg or .pdf)")
 		markdown     = fs.Bool("markdown", false, "print the table as Markdown")
 		variants     []replay.Variant
+		tracePaths   []string
 	)
+	fs.Func("trace", "CSV request trace with a header row (required); repeatable: each gets its table, and hpa-best's target is searched over all", func(v string) error {
+		if v == "" {
+			return errors.New("empty path")
+		}
+		tracePaths = append(tracePaths, v)
+		return nil
+	})
 	fs.Func("variant", "one more run of ours, as ours+NAME: a built-in NAME ("+strings.Join(replay.BuiltinVariants, ", ")+") or NAME=FILE (a GPUTaskSet); repeatable", func(v string) error {
 		variant, err := replay.ParseVariant(v)
 		if err != nil {
@@ -80,7 +94,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if *tracePath == "" || *timeColumn == "" || *concurrency < 1 {
+	if len(tracePaths) == 0 || *timeColumn == "" || *concurrency < 1 {
 		return fmt.Errorf("--trace, --time-column and --concurrency (at least 1) are required")
 	}
 	model := replay.ServiceModel{
@@ -105,6 +119,29 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if *hpaType != "Value" && *hpaType != "AverageValue" {
 		return fmt.Errorf("--hpa-target-type must be Value or AverageValue, got %q", *hpaType)
 	}
+	if *kedaType != "Value" && *kedaType != "AverageValue" {
+		return fmt.Errorf("--keda-metric-type must be Value or AverageValue, got %q", *kedaType)
+	}
+	var scrapeEvery time.Duration
+	switch *source {
+	case "http":
+	case "prometheus":
+		if *scrape <= 0 {
+			return fmt.Errorf("--scrape-interval must be above 0, got %v", *scrape)
+		}
+		scrapeEvery = *scrape
+	default:
+		return fmt.Errorf("--source must be http or prometheus, got %q", *source)
+	}
+	if *grace < 0 {
+		return fmt.Errorf("--grace must not be negative, got %v", *grace)
+	}
+	var behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
+	if *behaviorPath != "" {
+		if behavior, err = replay.LoadHPABehavior(*behaviorPath); err != nil {
+			return fmt.Errorf("--hpa-behavior: %w", err)
+		}
+	}
 	if !(*rateScale > 0) {
 		return fmt.Errorf("--rate-scale must be above 0, got %v", *rateScale)
 	}
@@ -115,44 +152,79 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	f, err := os.Open(*tracePath)
-	if err != nil {
-		return err
+	var traces []replay.NamedTrace
+	for _, path := range tracePaths {
+		tr, err := readTrace(path, replay.TraceOptions{TimeColumn: *timeColumn, Service: model, RateScale: *rateScale, Seed: *seed})
+		if err != nil {
+			return err
+		}
+		traces = append(traces, replay.NamedTrace{Name: filepath.Base(path), Trace: tr})
 	}
-	tr, err := replay.ReadTrace(f, replay.TraceOptions{TimeColumn: *timeColumn, Service: model, RateScale: *rateScale, Seed: *seed})
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("%s: %w", *tracePath, err)
-	}
-	report, err := replay.Run(tr, replay.Config{
-		Concurrency: *concurrency, Startup: *startup, Load: loadKind, SLO: *slo, Set: set,
-		HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", Policies: names, Variants: variants,
-		Name: filepath.Base(*tracePath),
+	reports, best, err := replay.RunTraces(traces, replay.Config{
+		Concurrency: *concurrency, Startup: *startup, Grace: *grace, Load: loadKind, SLO: *slo, Set: set,
+		HPABehavior: behavior, HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", KEDAValue: *kedaType == "Value", Scrape: scrapeEvery, Policies: names, Variants: variants,
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: %d requests over %v, %d slots per worker, %v startup, %s load index, SLO %v\n",
-		filepath.Base(*tracePath), len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, *startup, loadKind, *slo)
-	if *markdown {
-		err = report.WriteMarkdown(stdout)
-	} else {
-		err = report.WriteTable(stdout)
+	metrics := "fresh metrics"
+	if scrapeEvery > 0 {
+		metrics = fmt.Sprintf("metrics scraped every %v", scrapeEvery)
 	}
-	if err != nil {
-		return err
-	}
-	if *jsonPath != "" {
-		if err := writeFile(*jsonPath, report.WriteJSON); err != nil {
+	for i, report := range reports {
+		tr := traces[i].Trace
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		fmt.Fprintf(stdout, "%s: %d requests over %v, %d slots per worker, %v startup, %v grace, %s load index, %s, SLO %v\n",
+			traces[i].Name, len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, *startup, *grace, loadKind, metrics, *slo)
+		if *markdown {
+			err = report.WriteMarkdown(stdout)
+		} else {
+			err = report.WriteTable(stdout)
+		}
+		if err != nil {
 			return err
 		}
-	}
-	if *plotPath != "" {
-		if err := replay.Plot(report, *plotPath); err != nil {
-			return fmt.Errorf("plotting: %w", err)
+		if *jsonPath != "" {
+			if err := writeFile(perTrace(*jsonPath, traces[i].Name, len(traces)), report.WriteJSON); err != nil {
+				return err
+			}
+		}
+		if *plotPath != "" {
+			if err := replay.Plot(report, perTrace(*plotPath, traces[i].Name, len(traces))); err != nil {
+				return fmt.Errorf("plotting: %w", err)
+			}
 		}
 	}
+	if best != nil {
+		fmt.Fprintf(stdout, "\n%s\n", best.Summary(len(traces)))
+	}
 	return nil
+}
+
+func readTrace(path string, o replay.TraceOptions) (replay.Trace, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return replay.Trace{}, err
+	}
+	defer f.Close()
+	tr, err := replay.ReadTrace(f, o)
+	if err != nil {
+		return replay.Trace{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return tr, nil
+}
+
+// perTrace is where the file of one trace goes: path itself with one
+// trace, else path with the trace's name before its extension
+// (out.json, diurnal.csv: out-diurnal.json).
+func perTrace(path, trace string, traces int) string {
+	if traces == 1 {
+		return path
+	}
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "-" + strings.TrimSuffix(trace, filepath.Ext(trace)) + ext
 }
 
 func generate(args []string, stdout, stderr io.Writer) error {

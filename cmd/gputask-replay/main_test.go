@@ -67,6 +67,12 @@ func TestReplayFlagErrors(t *testing.T) {
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--policies", "vpa"}, "unknown policy"},
 		{[]string{"--trace", trace, "--time-column", "x", "--concurrency", "1", "--service", "1s"}, `line 1: no column "x"`},
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--set", filepath.Join(dir, "none.yaml")}, "reading the GPUTaskSet"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--grace", "-1s"}, "--grace must not be negative"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--hpa-behavior", filepath.Join(dir, "none.yaml")}, "--hpa-behavior: reading the HPA behavior"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--hpa-behavior", trace}, "--hpa-behavior"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--source", "statsd"}, "--source must be http or prometheus"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--source", "prometheus", "--scrape-interval", "0s"}, "--scrape-interval must be above 0"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--keda-metric-type", "Utilization"}, "--keda-metric-type must be Value or AverageValue"},
 		{[]string{"generate", "--shape", "sine"}, "unknown shape"},
 	} {
 		var out, errOut bytes.Buffer
@@ -90,5 +96,38 @@ func TestReplayWithService(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "| ours |") {
 		t.Errorf("markdown table:\n%s", out.String())
+	}
+}
+
+// Several --trace flags: one table per trace, hpa-best's target searched
+// over all of them, and each trace's JSON beside the path given.
+func TestReplaySeveralTraces(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	for _, shape := range []string{"step", "flash"} {
+		path := filepath.Join(dir, shape+".csv")
+		var out, errOut bytes.Buffer
+		if err := run([]string{"generate", "--shape", shape, "--duration", "1h", "--surge-at", "20m", "--out", path}, &out, &errOut); err != nil {
+			t.Fatalf("generate: %v\n%s", err, errOut.String())
+		}
+		paths = append(paths, path)
+	}
+	var out, errOut bytes.Buffer
+	err := run([]string{
+		"--trace", paths[0], "--trace", paths[1], "--time-column", "Timestamp", "--service", "20s",
+		"--concurrency", "8", "--policies", "hpa,hpa-best", "--json", filepath.Join(dir, "out.json"),
+	}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"step.csv:", "flash.csv:", "\nhpa-best: ", "over 2 traces"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, name := range []string{"out-step.json", "out-flash.json"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Error(err)
+		}
 	}
 }

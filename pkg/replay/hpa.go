@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 )
 
 // This file models what users run instead of our autoscaler: a
@@ -25,15 +27,18 @@ const (
 	hpaScaleUpLimitMinimum = 4.0
 )
 
-// HPAConfig is an HPA with one External metric and no spec.behavior.
+// HPAConfig is an HPA with one External metric.
 type HPAConfig struct {
 	Min, Max int32
 	// Initial is the count the Deployment starts with; 0 means Min.
 	Initial int32
 	// Target is the metric's target: target.value, or target.averageValue
-	// when AverageValue is set.
+	// when AverageValue is set. They, with Load, make the one External
+	// metric on the load index that the HPA has when Metrics is empty.
 	Target       float64
 	AverageValue bool
+	// Metrics are the HPA's External metrics when it has others.
+	Metrics []ExternalMetric
 	// Tolerance, SyncPeriod and DownscaleStabilization are the
 	// kube-controller-manager flags --horizontal-pod-autoscaler-*; zero
 	// means their defaults.
@@ -41,6 +46,9 @@ type HPAConfig struct {
 	SyncPeriod             time.Duration
 	DownscaleStabilization time.Duration
 	Load                   LoadKind
+	// Behavior is spec.behavior as written (the API server's defaults
+	// fill what it leaves out); nil is an HPA without one.
+	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
 }
 
 func (c HPAConfig) withDefaults() HPAConfig {
@@ -55,7 +63,38 @@ func (c HPAConfig) withDefaults() HPAConfig {
 	}
 	c.Min = max(c.Min, 1) // the HPA's minReplicas is at least 1
 	c.Max = max(c.Max, c.Min)
+	if c.Behavior != nil {
+		c.Behavior = defaultBehavior(c.Behavior, c.DownscaleStabilization)
+	}
+	if len(c.Metrics) == 0 {
+		c.Metrics = []ExternalMetric{LoadIndexMetric(c.Load, c.Target, c.AverageValue)}
+	}
 	return c
+}
+
+// ExternalMetric is one External metric of an HPA: its target and the
+// value its adapter serves.
+type ExternalMetric struct {
+	Name string
+	// Target is target.value, or target.averageValue when AverageValue.
+	Target       float64
+	AverageValue bool
+	// Read is the value served when the workers are as o says.
+	Read func(o Observation) float64
+}
+
+// LoadIndexMetric is the load index as an External metric: the index for
+// a value target; for an averageValue target, which the HPA divides by
+// the pods, the index summed over the serving workers, a total as a KEDA
+// metrics-api scaler would report it.
+func LoadIndexMetric(load LoadKind, target float64, averageValue bool) ExternalMetric {
+	return ExternalMetric{Name: "load-index", Target: target, AverageValue: averageValue, Read: func(o Observation) float64 {
+		v := o.LoadIndex(load)
+		if averageValue {
+			v *= float64(max(o.Serving, 1))
+		}
+		return v
+	}}
 }
 
 // timestampedRecommendation is horizontal.go's type of the same name.
@@ -70,11 +109,19 @@ type HPA struct {
 	name     string
 	replicas int32
 	recs     []timestampedRecommendation
+	// scaleUpEvents and scaleDownEvents are horizontal.go's, kept only
+	// with a behavior.
+	scaleUpEvents, scaleDownEvents []timestampedScaleEvent
 }
 
-// NewHPA models an HPA with cfg.
+// NewHPA models an HPA with cfg: the hpa row with a behavior, the
+// hpa-default row without.
 func NewHPA(cfg HPAConfig) *HPA {
-	return &HPA{cfg: cfg.withDefaults(), name: PolicyHPA}
+	name := PolicyHPA
+	if cfg.Behavior == nil {
+		name = PolicyHPADefault
+	}
+	return &HPA{cfg: cfg.withDefaults(), name: name}
 }
 
 // Name implements Policy.
@@ -98,32 +145,41 @@ func (h *HPA) Wake() time.Time { return time.Time{} }
 // Sync implements Policy: the Deployment matches its replicas at once.
 func (h *HPA) Sync(p *Pool) { scaleDeployment(p, h.replicas) }
 
-// Step is one reconcileAutoscaler.
+// Step is one reconcileAutoscaler: the counts come from the scale and the
+// pod informer, fresh; the metrics from their source (Pool.Metrics).
 func (h *HPA) Step(p *Pool) {
 	o := p.Observe()
-	h.replicas = h.reconcile(p.Now(), h.replicas, int32(o.Workers()), int32(o.Ready()), h.metric(o))
+	h.replicas = h.reconcile(p.Now(), h.replicas, int32(o.Workers()), int32(o.Ready()), h.metricValues(p.Metrics())...)
 	scaleDeployment(p, h.replicas)
 }
 
-// metric is the External metric's value: the load index for a value
-// target; for an averageValue target, which the HPA divides by the pods,
-// the index summed over the serving workers, a total as a KEDA
-// metrics-api scaler would report it.
-func (h *HPA) metric(o Observation) float64 {
-	v := o.LoadIndex(h.cfg.Load)
-	if h.cfg.AverageValue {
-		v *= float64(max(o.Serving, 1))
+// metricValues are the values of the HPA's metrics when the workers are
+// as o says.
+func (h *HPA) metricValues(o Observation) []float64 {
+	out := make([]float64, len(h.cfg.Metrics))
+	for i, m := range h.cfg.Metrics {
+		out[i] = m.Read(o)
 	}
-	return v
+	return out
 }
 
 // reconcile follows horizontal.go's reconcileAutoscaler for one External
-// metric and no behavior: recordInitialRecommendation; a count outside
-// [min, max] is brought back without metrics; otherwise the metric's
-// proposal is normalized by normalizeDesiredReplicas. A count of 0 disables
-// scaling (the HPAScaleToZero gate is off by default).
-func (h *HPA) reconcile(now time.Time, current, statusReplicas, ready int32, metric float64) int32 {
+// metric: recordInitialRecommendation; a count outside [min, max] is
+// brought back without metrics; otherwise the metric's proposal is
+// normalized by normalizeDesiredReplicas, or with a behavior by
+// normalizeDesiredReplicasWithBehaviors; a rescale is then stored as a
+// scale event (storeScaleEvent). A count of 0 disables scaling (the
+// HPAScaleToZero gate is off by default).
+func (h *HPA) reconcile(now time.Time, current, statusReplicas, ready int32, values ...float64) int32 {
 	h.recordInitialRecommendation(now, current)
+	desired := h.desiredReplicas(now, current, statusReplicas, ready, values)
+	if desired != current {
+		h.storeScaleEvent(now, current, desired)
+	}
+	return desired
+}
+
+func (h *HPA) desiredReplicas(now time.Time, current, statusReplicas, ready int32, values []float64) int32 {
 	switch {
 	case current == 0:
 		return 0
@@ -132,9 +188,12 @@ func (h *HPA) reconcile(now time.Time, current, statusReplicas, ready int32, met
 	case current < h.cfg.Min:
 		return h.cfg.Min
 	}
-	proposal, ok := h.externalReplicas(current, statusReplicas, ready, metric)
+	proposal, ok := h.computeReplicasForMetrics(current, statusReplicas, ready, values)
 	if !ok {
 		return current // FailedComputeMetricsReplicas: nothing changes
+	}
+	if h.cfg.Behavior != nil {
+		return h.normalizeDesiredReplicasWithBehaviors(now, current, proposal)
 	}
 	return h.normalizeDesiredReplicas(now, current, proposal)
 }
@@ -147,38 +206,59 @@ func (h *HPA) recordInitialRecommendation(now time.Time, current int32) {
 	}
 }
 
+// computeReplicasForMetrics follows horizontal.go's function of the same
+// name: the largest proposal of the valid metrics; when all are invalid,
+// or some are and the largest would scale down, nothing is proposed.
+func (h *HPA) computeReplicasForMetrics(current, statusReplicas, ready int32, values []float64) (int32, bool) {
+	var replicas int32
+	invalid := 0
+	for i, m := range h.cfg.Metrics {
+		if i >= len(values) {
+			invalid++
+			continue
+		}
+		proposal, ok := h.externalReplicas(m, current, statusReplicas, ready, values[i])
+		if !ok {
+			invalid++
+			continue
+		}
+		if replicas == 0 || proposal > replicas {
+			replicas = proposal
+		}
+	}
+	if invalid >= len(h.cfg.Metrics) || (invalid > 0 && replicas < current) {
+		return 0, false
+	}
+	return replicas, true
+}
+
 // externalReplicas follows replica_calculator.go: GetExternalMetricReplicas
 // for a value target, GetExternalPerPodMetricReplicas for an averageValue
 // target. Values go through milli-units, as the metrics API's quantities do.
-func (h *HPA) externalReplicas(current, statusReplicas, ready int32, metric float64) (int32, bool) {
+func (h *HPA) externalReplicas(m ExternalMetric, current, statusReplicas, ready int32, metric float64) (int32, bool) {
 	usage := milli(metric)
-	target := milli(h.cfg.Target)
+	target := milli(m.Target)
 	if target <= 0 {
 		return 0, false
 	}
-	if h.cfg.AverageValue {
-		return externalPerPodReplicas(statusReplicas, usage, target, h.cfg.Tolerance), true
+	tol := h.cfg.tolerances()
+	if m.AverageValue {
+		return externalPerPodReplicas(statusReplicas, usage, target, tol), true
 	}
-	return usageRatioReplicaCount(current, ready, float64(usage)/float64(target), h.cfg.Tolerance)
+	return usageRatioReplicaCount(current, ready, float64(usage)/float64(target), tol)
 }
 
 func milli(v float64) int64 { return int64(math.Round(v * 1000)) }
-
-// withinTolerance follows replica_calculator.go's Tolerances.isWithin with
-// the same tolerance up and down.
-func withinTolerance(ratio, tolerance float64) bool {
-	return 1-tolerance <= ratio && ratio <= 1+tolerance
-}
 
 // usageRatioReplicaCount follows replica_calculator.go's
 // getUsageRatioReplicaCount: within the tolerance the count stays;
 // otherwise it is ceil(ratio × Ready pods), not × the current count. No
 // pod at all is an error.
-func usageRatioReplicaCount(current, ready int32, ratio, tolerance float64) (int32, bool) {
+func usageRatioReplicaCount(current, ready int32, ratio float64, tolerance hpaTolerances) (int32, bool) {
 	if current == 0 {
 		return int32(math.Ceil(ratio)), true
 	}
-	if withinTolerance(ratio, tolerance) {
+	if tolerance.isWithin(ratio) {
 		return current, true
 	}
 	f := ratio * float64(ready)
@@ -192,12 +272,12 @@ func usageRatioReplicaCount(current, ready int32, ratio, tolerance float64) (int
 // GetExternalPerPodMetricReplicas: the ratio is usage over target × the
 // pods of the scale's status; outside the tolerance the count is
 // ceil(usage / target).
-func externalPerPodReplicas(statusReplicas int32, usage, target int64, tolerance float64) int32 {
+func externalPerPodReplicas(statusReplicas int32, usage, target int64, tolerance hpaTolerances) int32 {
 	if statusReplicas <= 0 {
 		return int32(math.Ceil(float64(usage) / float64(target)))
 	}
 	ratio := float64(usage) / (float64(target) * float64(statusReplicas))
-	if withinTolerance(ratio, tolerance) {
+	if tolerance.isWithin(ratio) {
 		return statusReplicas
 	}
 	return int32(min(math.Ceil(float64(usage)/float64(target)), math.MaxInt32))
@@ -264,8 +344,9 @@ func calculateScaleUpLimit(current int32) int32 {
 
 // scaleDeployment makes the pool match replicas as a Deployment's
 // ReplicaSet does: new pods at once, and on scale-in the pods that
-// replicaSetVictims ranks first are deleted whatever they are doing, so
-// the requests in flight on them are lost.
+// replicaSetVictims ranks first are deleted whatever they are doing; each
+// gets the pods' grace period to finish its requests (Pool.Delete) and
+// loses what it cannot finish within it.
 func scaleDeployment(p *Pool, replicas int32) {
 	live := len(p.Workers())
 	switch diff := int(replicas) - live; {
@@ -273,7 +354,7 @@ func scaleDeployment(p *Pool, replicas int32) {
 		p.Add(diff)
 	case diff < 0:
 		for _, w := range replicaSetVictims(p.Workers(), p.Now())[:-diff] {
-			p.Remove(w)
+			p.Delete(w)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 
+var symmetricTolerance = hpaTolerances{HPATolerance, HPATolerance}
+
 func newTestHPA(min, max int32, target float64) *HPA {
 	return NewHPA(HPAConfig{Min: min, Max: max, Target: target, Load: LoadDemand})
 }
@@ -37,7 +39,7 @@ func TestHPAToleranceKeepsCount(t *testing.T) {
 		{0.89, 4}, // ceil(3.56) = 4: outside, but rounds back
 		{0.5, 2},
 	} {
-		got, _ := usageRatioReplicaCount(4, 4, tc.ratio, HPATolerance)
+		got, _ := usageRatioReplicaCount(4, 4, tc.ratio, symmetricTolerance)
 		if got != tc.want {
 			t.Errorf("ratio %v: got %d, want %d", tc.ratio, got, tc.want)
 		}
@@ -51,12 +53,12 @@ func TestHPAToleranceKeepsCount(t *testing.T) {
 func TestHPAValueTargetScalesFromReadyPods(t *testing.T) {
 	h := newTestHPA(1, 100, 0.5)
 	// 10 pods asked for, 4 Ready; the index is 1.0 against a target of 0.5.
-	got, ok := h.externalReplicas(10, 10, 4, 1.0)
+	got, ok := h.externalReplicas(h.cfg.Metrics[0], 10, 10, 4, 1.0)
 	if !ok || got != 8 {
 		t.Errorf("got %d, want ceil(2 × 4 Ready) = 8", got)
 	}
 	// No Ready pod yet: ceil(ratio × 0) = 0, which minReplicas then raises.
-	got, _ = h.externalReplicas(3, 3, 0, 5.0)
+	got, _ = h.externalReplicas(h.cfg.Metrics[0], 3, 3, 0, 5.0)
 	if got != 0 {
 		t.Errorf("with no Ready pod got %d, want 0", got)
 	}
@@ -65,7 +67,7 @@ func TestHPAValueTargetScalesFromReadyPods(t *testing.T) {
 // replica_calculator.go: getUsageRatioReplicaCount with currentReplicas 0
 // asks for ceil(ratio).
 func TestHPAFromZeroAsksCeilRatio(t *testing.T) {
-	if got, _ := usageRatioReplicaCount(0, 0, 2.3, HPATolerance); got != 3 {
+	if got, _ := usageRatioReplicaCount(0, 0, 2.3, symmetricTolerance); got != 3 {
 		t.Errorf("got %d, want 3", got)
 	}
 }
@@ -74,15 +76,15 @@ func TestHPAFromZeroAsksCeilRatio(t *testing.T) {
 // target) compares usage with target × the scale's status replicas, and
 // outside the tolerance asks for ceil(usage / target).
 func TestHPAAverageValueTarget(t *testing.T) {
-	if got := externalPerPodReplicas(4, 4000, 1000, HPATolerance); got != 4 {
+	if got := externalPerPodReplicas(4, 4000, 1000, symmetricTolerance); got != 4 {
 		t.Errorf("on target: got %d, want 4", got)
 	}
-	if got := externalPerPodReplicas(4, 9500, 1000, HPATolerance); got != 10 {
+	if got := externalPerPodReplicas(4, 9500, 1000, symmetricTolerance); got != 10 {
 		t.Errorf("above: got %d, want ceil(9.5) = 10", got)
 	}
 	h := NewHPA(HPAConfig{Min: 1, Max: 100, Target: 0.5, AverageValue: true, Load: LoadDemand})
 	// The metric of an averageValue target is the index summed over the serving workers.
-	if got := h.metric(Observation{InFlight: 16, Waiting: 8, Serving: 3, Concurrency: 8}); got != 3 {
+	if got := h.metricValues(Observation{InFlight: 16, Waiting: 8, Serving: 3, Concurrency: 8})[0]; got != 3 {
 		t.Errorf("metric = %v, want (16+8)/8 = 3", got)
 	}
 }
@@ -238,5 +240,29 @@ func TestHPAPlaysEverySyncPeriod(t *testing.T) {
 	res := Play(p, h, PlayOptions{SampleEvery: 15 * time.Second, Limit: time.Hour, Load: LoadDemand, SLO: time.Minute})
 	if res.PeakReplicas != 40 {
 		t.Errorf("peak = %d, want 40 (400 requests / 10 slots at target 1)", res.PeakReplicas)
+	}
+}
+
+// scaleDeployment deletes its victims through Pool.Delete: with a grace
+// long enough, a scale-in loses no request, and the victim holds its GPU
+// until its last request ends.
+func TestScaleDeploymentGivesTheGrace(t *testing.T) {
+	for _, tc := range []struct {
+		grace    time.Duration
+		wantLost bool
+	}{{0, true}, {time.Minute, false}} {
+		tr := Trace{Requests: []Request{{Arrival: 0, Service: 30 * time.Second}, {Arrival: 0, Service: 30 * time.Second}}}
+		p := NewPool(tr, t0, 1, 0)
+		p.SetGrace(tc.grace)
+		p.AddReady(2)
+		p.Advance(t0.Add(time.Second))
+		scaleDeployment(p, 1)
+		if len(p.Workers()) != 1 {
+			t.Fatalf("grace %v: %d workers counted, want 1", tc.grace, len(p.Workers()))
+		}
+		p.Advance(t0.Add(time.Minute))
+		if lost := p.failed[0] || p.failed[1]; lost != tc.wantLost {
+			t.Errorf("grace %v: lost %v, want %v", tc.grace, lost, tc.wantLost)
+		}
 	}
 }

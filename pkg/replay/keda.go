@@ -2,6 +2,8 @@ package replay
 
 import (
 	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 )
 
 // KEDA's documented ScaledObject defaults (keda.sh, ScaledObject spec).
@@ -14,20 +16,29 @@ const (
 
 // KEDAConfig is a ScaledObject with one metrics-api trigger.
 type KEDAConfig struct {
+	// Name is the row's name; empty means keda.
+	Name string
 	// MinReplicas and MaxReplicas are minReplicaCount and maxReplicaCount.
 	MinReplicas, MaxReplicas int32
 	// Initial is the count the Deployment starts with.
 	Initial int32
 	// Target is the trigger's targetValue; AverageValue selects
-	// metricType AverageValue instead of Value.
+	// metricType AverageValue (KEDA's default) instead of Value. They, with
+	// Load, make the one trigger on the load index when Triggers is empty.
 	Target       float64
 	AverageValue bool
-	// ActivationThreshold is activationTargetValue: the trigger is active
-	// while the value is above it. Default 0.
+	// Triggers are the ScaledObject's triggers when it has others; the HPA
+	// takes the largest count they ask for.
+	Triggers []ExternalMetric
+	// ActivationThreshold is activationTargetValue of every trigger: a
+	// trigger is active while its value is above it. Default 0.
 	ActivationThreshold float64
 	// PollingInterval and CooldownPeriod: zero means KEDA's defaults.
 	PollingInterval, CooldownPeriod time.Duration
 	Load                            LoadKind
+	// Behavior is advanced.horizontalPodAutoscalerConfig.behavior, which
+	// KEDA copies into the HPA it creates; nil for none.
+	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
 }
 
 // KEDA models KEDA's scale loop (pkg/scaling/executor,
@@ -59,13 +70,17 @@ func NewKEDA(cfg KEDAConfig) *KEDA {
 	hpa := NewHPA(HPAConfig{
 		Min: max(cfg.MinReplicas, 1), Max: cfg.MaxReplicas,
 		Target: cfg.Target, AverageValue: cfg.AverageValue, Load: cfg.Load,
+		Metrics: cfg.Triggers, Behavior: cfg.Behavior,
 	})
 	hpa.name = PolicyKEDA
+	if cfg.Name != "" {
+		hpa.name = cfg.Name
+	}
 	return &KEDA{cfg: cfg, hpa: hpa}
 }
 
 // Name implements Policy.
-func (k *KEDA) Name() string { return PolicyKEDA }
+func (k *KEDA) Name() string { return k.hpa.name }
 
 // Start begins with Initial Ready pods, within [minReplicaCount, maxReplicaCount].
 func (k *KEDA) Start(p *Pool) {
@@ -92,17 +107,21 @@ func (k *KEDA) Step(p *Pool) {
 	now := p.Now()
 	if !now.Before(k.nextPoll) {
 		k.nextPoll = now.Add(k.cfg.PollingInterval)
-		value := k.hpa.metric(p.Observe())
-		k.hpa.replicas = k.poll(now, k.hpa.replicas, value)
+		values := k.hpa.metricValues(p.Metrics())
+		k.hpa.replicas = k.poll(now, k.hpa.replicas, values...)
 		scaleDeployment(p, k.hpa.replicas)
 	}
 	k.hpa.Step(p)
 }
 
-// poll follows the executor's RequestScale for one trigger and no
-// idleReplicaCount: it returns the count KEDA itself sets.
-func (k *KEDA) poll(now time.Time, current int32, value float64) int32 {
-	active := k.isActive(value)
+// poll follows the executor's RequestScale with no idleReplicaCount: the
+// ScaledObject is active when any trigger is; it returns the count KEDA
+// itself sets.
+func (k *KEDA) poll(now time.Time, current int32, values ...float64) int32 {
+	active := false
+	for _, v := range values {
+		active = active || k.isActive(v)
+	}
 	switch {
 	case current == 0 && active:
 		// scaleFromZeroOrIdle: to minReplicaCount, or 1 when that is 0.
@@ -127,4 +146,21 @@ func (k *KEDA) poll(now time.Time, current int32, value float64) int32 {
 // trigger is active while the value is above activationTargetValue.
 func (k *KEDA) isActive(value float64) bool {
 	return value > k.cfg.ActivationThreshold
+}
+
+// RunningRequestsMetric is a trigger on the requests the serving workers
+// run (vLLM's num_requests_running summed over the pods), AverageValue
+// perPod.
+func RunningRequestsMetric(perPod float64) ExternalMetric {
+	return ExternalMetric{Name: "num_requests_running", Target: perPod, AverageValue: true,
+		Read: func(o Observation) float64 { return float64(o.InFlight) }}
+}
+
+// WaitingRequestsMetric is a trigger on the requests waiting for a slot
+// (vLLM's num_requests_waiting summed over the pods), AverageValue
+// perPod. The modelled router holds one queue for the pool; its length is
+// what the pods' queues would sum to.
+func WaitingRequestsMetric(perPod float64) ExternalMetric {
+	return ExternalMetric{Name: "num_requests_waiting", Target: perPod, AverageValue: true,
+		Read: func(o Observation) float64 { return float64(o.Waiting) }}
 }

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -88,5 +89,80 @@ func TestKEDAColdStartWaitsForPollAndStartup(t *testing.T) {
 	}
 	if res.FailedRequests != 0 {
 		t.Errorf("failed = %d", res.FailedRequests)
+	}
+}
+
+// horizontal.go: computeReplicasForMetrics takes the largest proposal of
+// the valid metrics; with an invalid one it proposes nothing rather than
+// scale down.
+func TestComputeReplicasForMetrics(t *testing.T) {
+	h := NewHPA(HPAConfig{Min: 1, Max: 100, Metrics: []ExternalMetric{RunningRequestsMetric(5.6), WaitingRequestsMetric(1)}})
+	for _, tc := range []struct {
+		name   string
+		values []float64
+		want   int32
+		ok     bool
+	}{
+		{"running asks more", []float64{56, 2}, 10, true}, // ceil(56/5.6) = 10 > 2
+		{"waiting asks more", []float64{22.4, 9}, 9, true},
+		{"both within tolerance", []float64{22.4, 4}, 4, true},
+		{"a missing value with a scale-down", []float64{5.6}, 0, false},
+		{"a missing value with a scale-up", []float64{56}, 10, true},
+	} {
+		got, ok := h.computeReplicasForMetrics(4, 4, 4, tc.values)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: got %d %v, want %d %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// keda-queue's triggers read the requests running on the serving workers
+// and waiting for a slot; the ScaledObject is active when any trigger is.
+func TestKEDAQueueTriggers(t *testing.T) {
+	o := Observation{InFlight: 13, Waiting: 4, Serving: 2, Concurrency: 8}
+	if got := RunningRequestsMetric(5.6).Read(o); got != 13 {
+		t.Errorf("running = %v", got)
+	}
+	if got := WaitingRequestsMetric(1).Read(o); got != 4 {
+		t.Errorf("waiting = %v", got)
+	}
+	k := NewKEDA(KEDAConfig{Triggers: []ExternalMetric{RunningRequestsMetric(5.6), WaitingRequestsMetric(1)}})
+	if got := k.poll(t0, 0, 0, 3); got != 1 {
+		t.Errorf("one active trigger from zero: got %d, want 1", got)
+	}
+	if got := k.poll(t0, 0, 0, 0); got != 0 {
+		t.Errorf("no active trigger: got %d, want 0", got)
+	}
+}
+
+// The keda row runs KEDA's default metricType, AverageValue, unless told;
+// keda-queue has its two triggers at 0.7 × the slots and 1 waiting per pod.
+func TestKEDARows(t *testing.T) {
+	tr := Trace{Requests: []Request{{Arrival: 0, Service: time.Second}}}
+	c := Config{Concurrency: 8, Set: DefaultSet(), Load: LoadDemand}
+	pol, err := c.policy(PolicyKEDA, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := pol.(*KEDA).hpa.cfg.Metrics; len(m) != 1 || !m[0].AverageValue {
+		t.Errorf("keda metrics %+v, want one AverageValue", m)
+	}
+	c.KEDAValue = true
+	pol, _ = c.policy(PolicyKEDA, tr)
+	if m := pol.(*KEDA).hpa.cfg.Metrics; m[0].AverageValue {
+		t.Error("--keda-metric-type Value ignored")
+	}
+	pol, err = c.policy(PolicyKEDAQueue, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := pol.(*KEDA)
+	m := k.hpa.cfg.Metrics
+	if k.Name() != PolicyKEDAQueue || len(m) != 2 || m[0].Name != "num_requests_running" || math.Abs(m[0].Target-0.7*8) > 1e-9 ||
+		m[1].Name != "num_requests_waiting" || m[1].Target != 1 || !m[0].AverageValue || !m[1].AverageValue {
+		t.Errorf("keda-queue %s: %+v", k.Name(), m)
+	}
+	if k.hpa.cfg.Behavior == nil {
+		t.Error("keda-queue's HPA has no behavior")
 	}
 }

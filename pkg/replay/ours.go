@@ -89,7 +89,7 @@ func (o *Ours) Wake() time.Time { return o.wake }
 
 // Step implements Policy: one evaluation, then the set controller's sync.
 func (o *Ours) Step(p *Pool) {
-	o.Evaluate(p.Now(), p.Observe().LoadIndex(o.load), o.Tasks(p))
+	o.Evaluate(p.Now(), p.Metrics().LoadIndex(o.load), o.Tasks(p))
 	o.Sync(p)
 }
 
@@ -139,7 +139,7 @@ func (o *Ours) Sync(p *Pool) {
 		p.Drain(o.byName[t.Name])
 	}
 	for _, t := range plan.Delete {
-		p.Remove(o.byName[t.Name])
+		p.Delete(o.byName[t.Name])
 		delete(o.byName, t.Name)
 	}
 	for _, w := range p.Add(plan.Create) {

@@ -39,6 +39,10 @@ type Worker struct {
 	// ones in flight, and is deleted once idle.
 	Draining     bool
 	DrainStarted time.Time
+	// Terminating is set when its pod is deleted: it has left the
+	// router, finishes what it can until ExitBy, and then exits.
+	Terminating bool
+	ExitBy      time.Time
 
 	inFlight []int // indexes of the requests it serves
 }
@@ -119,6 +123,13 @@ type Pool struct {
 	trace       []Request
 	concurrency int
 	startup     time.Duration
+	grace       time.Duration
+
+	// scrape is the interval of a Prometheus scrape in front of the
+	// metrics; 0 reads them fresh. scraped is the last scrape's.
+	scrape     time.Duration
+	nextScrape time.Time
+	scraped    Observation
 
 	next    int   // next arrival
 	queue   []int // waiting requests, FIFO from queueHead
@@ -129,9 +140,10 @@ type Pool struct {
 	done    int // requests completed or failed
 	pending completions
 
-	workers []*Worker // live workers, in creation order
-	all     []*Worker // every worker ever created
-	seq     int
+	workers     []*Worker // live workers, in creation order
+	terminating []*Worker // deleted pods still finishing their requests
+	all         []*Worker // every worker ever created
+	seq         int
 
 	// drainIdle is set when a draining worker finishes its last request:
 	// its busy mark is gone, and the set controller deletes it.
@@ -146,6 +158,46 @@ func NewPool(trace Trace, start time.Time, concurrency int, startup time.Duratio
 		start: start, now: start, trace: trace.Requests,
 		concurrency: max(concurrency, 1), startup: max(startup, 0),
 		waits: make([]time.Duration, n), started: make([]bool, n), failed: make([]bool, n),
+	}
+}
+
+// SetGrace sets the pods' terminationGracePeriodSeconds: how long a
+// deleted worker may keep finishing its requests (see Delete).
+func (p *Pool) SetGrace(grace time.Duration) { p.grace = max(grace, 0) }
+
+// Grace is the pods' termination grace period.
+func (p *Pool) Grace() time.Duration { return p.grace }
+
+// SetScrape puts a Prometheus scrape every interval in front of the
+// metrics (see Metrics); 0 reads them fresh. The scrapes fall half an
+// interval after the first arrival and every interval on, so that they
+// sit midway between the syncs of a policy with the same period, not on
+// them: a value read is then half an interval old, on average what an
+// unaligned scrape gives.
+func (p *Pool) SetScrape(interval time.Duration) {
+	p.scrape = max(interval, 0)
+	p.nextScrape = p.start.Add(p.scrape / 2)
+	p.scraped = p.Observe()
+}
+
+// Metrics is what a metrics source serves now: the workers as they are
+// with a fresh read, or as they were at the last scrape.
+func (p *Pool) Metrics() Observation {
+	if p.scrape <= 0 {
+		return p.Observe()
+	}
+	return p.scraped
+}
+
+// scrapeUntil takes the scrapes due before t (or at t, when inclusive),
+// each of the pool as it was at its time.
+func (p *Pool) scrapeUntil(t time.Time, inclusive bool) {
+	for p.scrape > 0 && (p.nextScrape.Before(t) || inclusive && p.nextScrape.Equal(t)) {
+		if p.nextScrape.After(p.now) {
+			p.now = p.nextScrape
+		}
+		p.scraped = p.Observe()
+		p.nextScrape = p.nextScrape.Add(p.scrape)
 	}
 }
 
@@ -215,7 +267,7 @@ func (p *Pool) add(n int, readyAt time.Time) []*Worker {
 	return out
 }
 
-// Remove deletes a worker now. Requests in flight on it are lost and count
+// Remove kills a worker now. Requests in flight on it are lost and count
 // as failed.
 func (p *Pool) Remove(w *Worker) {
 	if !w.Removed.IsZero() {
@@ -227,12 +279,39 @@ func (p *Pool) Remove(w *Worker) {
 		p.done++
 	}
 	w.inFlight = nil
-	for i, x := range p.workers {
+	p.workers = without(p.workers, w)
+	p.terminating = without(p.terminating, w)
+}
+
+// Delete deletes a worker's pod as the API server and kubelet do: the pod
+// leaves the Service's endpoints at once, so the router sends it nothing
+// more, and it leaves the workload's count; it gets SIGTERM and the grace
+// period to finish its requests, exits as soon as it has none (a serving
+// process that drains on SIGTERM), and at the grace's end is killed with
+// what is still in flight. It holds its GPU until it exits.
+func (p *Pool) Delete(w *Worker) {
+	if !w.Removed.IsZero() || w.Terminating {
+		return
+	}
+	if len(w.inFlight) == 0 || p.grace <= 0 {
+		p.Remove(w)
+		return
+	}
+	w.Terminating, w.ExitBy = true, p.now.Add(p.grace)
+	p.workers = without(p.workers, w)
+	p.terminating = append(p.terminating, w)
+}
+
+// Terminating are the deleted workers that still finish their requests.
+func (p *Pool) Terminating() []*Worker { return p.terminating }
+
+func without(ws []*Worker, w *Worker) []*Worker {
+	for i, x := range ws {
 		if x == w {
-			p.workers = append(p.workers[:i], p.workers[i+1:]...)
-			break
+			return append(ws[:i], ws[i+1:]...)
 		}
 	}
+	return ws
 }
 
 // Drain marks a worker draining: it takes no new requests.
@@ -272,11 +351,14 @@ func (p *Pool) Advance(to time.Time) (stopped time.Time, drainIdle bool) {
 	for {
 		next, kind := p.nextEvent()
 		if kind == eventNone || next.After(to) {
+			p.scrapeUntil(to, true)
 			if to.After(p.now) {
 				p.now = to
 			}
 			return p.now, false
 		}
+		// A scrape at an event's instant sees the pool after it.
+		p.scrapeUntil(next, false)
 		p.now = next
 		switch kind {
 		case eventCompletion:
@@ -284,6 +366,12 @@ func (p *Pool) Advance(to time.Time) (stopped time.Time, drainIdle bool) {
 			p.complete(c)
 		case eventReady:
 			// Nothing to do but hand out work: Ready follows from the time.
+		case eventExit:
+			for _, w := range append([]*Worker(nil), p.terminating...) {
+				if !w.ExitBy.After(p.now) {
+					p.Remove(w) // SIGKILL at the grace's end
+				}
+			}
 		case eventArrival:
 			p.queue = append(p.queue, p.next)
 			p.next++
@@ -302,12 +390,14 @@ const (
 	eventNone eventKind = iota
 	eventCompletion
 	eventReady
+	eventExit
 	eventArrival
 )
 
 // nextEvent is the earliest pending event: completions first, then workers
-// becoming Ready, then arrivals, so that a slot freed at an instant serves
-// a request arriving at that instant.
+// becoming Ready, then terminating workers killed at their grace's end
+// (a request that ends exactly then is done), then arrivals, so that a
+// slot freed at an instant serves a request arriving at that instant.
 func (p *Pool) nextEvent() (time.Time, eventKind) {
 	var at time.Time
 	kind := eventNone
@@ -327,6 +417,9 @@ func (p *Pool) nextEvent() (time.Time, eventKind) {
 			consider(w.ReadyAt, eventReady)
 		}
 	}
+	for _, w := range p.terminating {
+		consider(w.ExitBy, eventExit)
+	}
 	if p.next < len(p.trace) {
 		consider(p.start.Add(p.trace[p.next].Arrival), eventArrival)
 	}
@@ -342,6 +435,10 @@ func (p *Pool) complete(c completion) {
 		}
 	}
 	p.done++
+	if w.Terminating && len(w.inFlight) == 0 {
+		p.Remove(w) // its last request done, the process exits
+		return
+	}
 	if w.Draining && len(w.inFlight) == 0 {
 		p.drainIdle = true
 	}

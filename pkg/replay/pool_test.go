@@ -115,3 +115,102 @@ func TestPercentile(t *testing.T) {
 		t.Errorf("percentiles %v %v", percentile(v, 0.5), percentile(v, 0.95))
 	}
 }
+
+// Pool.Delete: a deleted pod leaves the router at once, finishes the
+// requests that end within the grace, is killed with the rest at the
+// grace's end, exits as soon as it is idle, and holds its GPU until it
+// exits.
+func TestPoolDeleteWithGrace(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		grace     time.Duration
+		wantLost  int
+		wantExit  time.Duration // after t0
+		wantQueue int           // requests left waiting for a slot
+	}{
+		{"no grace kills at once", 0, 2, 5 * time.Second, 1},
+		{"a short grace finishes what ends within it", 20 * time.Second, 1, 25 * time.Second, 1},
+		{"a long grace finishes everything and exits when idle", 2 * time.Minute, 0, 40 * time.Second, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := Trace{Requests: []Request{
+				{Arrival: 0, Service: 10 * time.Second},
+				{Arrival: 0, Service: 40 * time.Second},
+				{Arrival: 6 * time.Second, Service: 10 * time.Second},
+			}}
+			p := NewPool(tr, t0, 2, time.Hour)
+			p.SetGrace(tc.grace)
+			w := p.AddReady(1)[0]
+			p.Advance(t0.Add(5 * time.Second))
+			p.Delete(w)
+			if len(p.Workers()) != 0 {
+				t.Fatalf("the deleted worker is still counted: %d", len(p.Workers()))
+			}
+			p.Advance(t0.Add(10 * time.Minute))
+			lost := 0
+			for i := range 2 {
+				if p.failed[i] {
+					lost++
+				}
+			}
+			if lost != tc.wantLost {
+				t.Errorf("lost %d, want %d", lost, tc.wantLost)
+			}
+			if p.started[2] || p.Observe().Waiting != tc.wantQueue {
+				t.Errorf("the request arriving after the delete was served by the terminating worker")
+			}
+			if got := w.Removed.Sub(t0); got != tc.wantExit {
+				t.Errorf("exited after %v, want %v", got, tc.wantExit)
+			}
+			if got, want := p.GPUHours(t0.Add(10*time.Minute)), tc.wantExit.Hours(); math.Abs(got-want) > 1e-9 {
+				t.Errorf("GPU-hours %v, want %v", got, want)
+			}
+			if len(p.Terminating()) != 0 {
+				t.Errorf("%d still terminating", len(p.Terminating()))
+			}
+		})
+	}
+}
+
+// An idle worker deleted exits at once, whatever the grace.
+func TestPoolDeleteIdle(t *testing.T) {
+	p := NewPool(Trace{}, t0, 2, 0)
+	p.SetGrace(time.Minute)
+	w := p.AddReady(1)[0]
+	p.Delete(w)
+	if !w.Removed.Equal(t0) || w.Terminating {
+		t.Errorf("removed %v, terminating %v", w.Removed, w.Terminating)
+	}
+}
+
+// Pool.Metrics: without a scrape the workers as they are; with one, as
+// they were at the last scrape, half an interval after the start and
+// every interval on.
+func TestPoolScrape(t *testing.T) {
+	tr := Trace{Requests: []Request{
+		{Arrival: 0, Service: time.Hour},
+		{Arrival: 10 * time.Second, Service: time.Hour},
+		{Arrival: 20 * time.Second, Service: time.Hour},
+		{Arrival: 30 * time.Second, Service: time.Hour},
+	}}
+	for _, tc := range []struct {
+		scrape time.Duration
+		at     time.Duration
+		want   int
+	}{
+		{0, 25 * time.Second, 3},                // fresh
+		{15 * time.Second, 5 * time.Second, 0},  // nothing scraped since the start
+		{15 * time.Second, 15 * time.Second, 1}, // scraped at 7.5 s
+		{15 * time.Second, 25 * time.Second, 3}, // scraped at 22.5 s
+		{15 * time.Second, 30 * time.Second, 3}, // still that one; fresh says 4
+		{15 * time.Second, 40 * time.Second, 4}, // scraped at 37.5 s
+	} {
+		p := NewPool(tr, t0, 8, 0)
+		p.SetScrape(tc.scrape)
+		p.AddReady(1)
+		p.Advance(t0.Add(tc.at))
+		if got := p.Metrics().InFlight; got != tc.want {
+			t.Errorf("scrape %v at %v: %d in flight, want %d (fresh %d)", tc.scrape, tc.at, got, tc.want, p.Observe().InFlight)
+		}
+	}
+}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"sigs.k8s.io/yaml"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
@@ -17,16 +19,21 @@ import (
 
 // Policy names, as --policies takes them.
 const (
-	PolicyOurs   = "ours"
-	PolicyHPA    = "hpa"
-	PolicyKEDA   = "keda"
-	PolicySeed   = "seed"
-	PolicyStatic = "static"
-	PolicyOracle = "oracle"
+	PolicyOurs = "ours"
+	// PolicyHPA is the HPA with a behavior (GPUServingBehavior unless
+	// given); PolicyHPADefault the HPA without one.
+	PolicyHPA        = "hpa"
+	PolicyHPADefault = "hpa-default"
+	PolicyKEDA       = "keda"
+	// PolicyKEDAQueue is KEDA on the requests running and waiting per pod.
+	PolicyKEDAQueue = "keda-queue"
+	PolicySeed      = "seed"
+	PolicyStatic    = "static"
+	PolicyOracle    = "oracle"
 )
 
 // AllPolicies are every policy, in the order of the table.
-var AllPolicies = []string{PolicyOurs, PolicyHPA, PolicyKEDA, PolicySeed, PolicyStatic, PolicyOracle}
+var AllPolicies = []string{PolicyOurs, PolicyHPA, PolicyHPADefault, PolicyHPABest, PolicyKEDA, PolicyKEDAQueue, PolicySeed, PolicyStatic, PolicyOracle}
 
 // ParsePolicies reads --policies.
 func ParsePolicies(s string) ([]string, error) {
@@ -145,7 +152,10 @@ func ParseSet(b []byte) (*gputaskv1.GPUTaskSet, error) {
 type Config struct {
 	Concurrency int
 	Startup     time.Duration
-	Load        LoadKind
+	// Grace is the pods' termination grace period (see Pool.Delete); 0
+	// kills a deleted pod with its requests at once.
+	Grace time.Duration
+	Load  LoadKind
 	// SLO is the wait a request should not exceed; 0 means 10 s.
 	SLO time.Duration
 	// Set gives ours its autoscaling block, and the others their bounds
@@ -155,10 +165,19 @@ type Config struct {
 	// the set: its metric target (Proportional) or the middle of its
 	// thresholds (Step).
 	HPATarget float64
-	// HPAAverageValue gives hpa and keda an averageValue target instead
-	// of a value target.
+	// HPAAverageValue gives hpa an averageValue target instead of a value
+	// target.
 	HPAAverageValue bool
-	Policies        []string
+	// KEDAValue gives keda metricType Value instead of KEDA's default,
+	// AverageValue.
+	KEDAValue bool
+	// Scrape puts a Prometheus scrape of that interval in front of every
+	// row's metrics (Pool.SetScrape); 0 reads them fresh.
+	Scrape time.Duration
+	// HPABehavior is spec.behavior of hpa and of the HPA keda creates;
+	// nil means GPUServingBehavior. hpa-default has none.
+	HPABehavior *autoscalingv2.HorizontalPodAutoscalerBehavior
+	Policies    []string
 	// Variants are more runs of ours, after the policies.
 	Variants []Variant
 	// SampleEvery is the time between samples of the series; 0 picks one
@@ -172,6 +191,9 @@ type Config struct {
 	Start time.Time
 	// Name labels the report.
 	Name string
+
+	// hpaBestTarget is the target hpa-best plays at, once searched.
+	hpaBestTarget float64
 }
 
 // Target is the load index value hpa and keda aim for.
@@ -190,13 +212,19 @@ func (c Config) Target() float64 {
 	return (m.UpThreshold + m.DownThreshold) / 2
 }
 
-// Run replays tr under every policy of the config.
-func Run(tr Trace, c Config) (Report, error) {
+// withDefaults checks the config and fills what it leaves out.
+func (c Config) withDefaults() (Config, error) {
 	if c.Concurrency < 1 {
-		return Report{}, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency)
+		return c, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency)
 	}
 	if c.Startup < 0 {
-		return Report{}, fmt.Errorf("startup must not be negative, got %v", c.Startup)
+		return c, fmt.Errorf("startup must not be negative, got %v", c.Startup)
+	}
+	if c.Scrape < 0 {
+		return c, fmt.Errorf("scrape interval must not be negative, got %v", c.Scrape)
+	}
+	if c.Grace < 0 {
+		return c, fmt.Errorf("grace must not be negative, got %v", c.Grace)
 	}
 	if c.Set == nil {
 		c.Set = DefaultSet()
@@ -216,8 +244,34 @@ func Run(tr Trace, c Config) (Report, error) {
 	if c.Start.IsZero() {
 		c.Start = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	}
+	return c, nil
+}
+
+// defaultSampleEvery gives about 2000 samples of tr.
+func defaultSampleEvery(tr Trace) time.Duration {
+	return max(tr.Duration()/2000, 10*time.Second).Round(time.Second)
+}
+
+func (c Config) playOptions() PlayOptions {
+	return PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO}
+}
+
+// Run replays tr under every policy of the config. hpa-best, unless
+// RunTraces searched its target over several traces, is searched on tr.
+func Run(tr Trace, c Config) (Report, error) {
+	c, err := c.withDefaults()
+	if err != nil {
+		return Report{}, err
+	}
 	if c.SampleEvery <= 0 {
-		c.SampleEvery = max(tr.Duration()/2000, 10*time.Second).Round(time.Second)
+		c.SampleEvery = defaultSampleEvery(tr)
+	}
+	if slices.Contains(c.Policies, PolicyHPABest) && c.hpaBestTarget == 0 {
+		best, err := SearchHPATarget([]NamedTrace{{c.Name, tr}}, c)
+		if err != nil {
+			return Report{}, err
+		}
+		c.hpaBestTarget = best.Target
 	}
 	report := Report{
 		Trace: c.Name, Requests: len(tr.Requests), Concurrency: c.Concurrency,
@@ -233,8 +287,7 @@ func Run(tr Trace, c Config) (Report, error) {
 			if err != nil {
 				return Report{}, err
 			}
-			pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
-			res = Play(pool, pol, PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO})
+			res = Play(c.newPool(tr), pol, c.playOptions())
 		}
 		report.Policies = append(report.Policies, res)
 		report.Series[name] = res.Series
@@ -250,7 +303,7 @@ func Run(tr Trace, c Config) (Report, error) {
 			return Report{}, fmt.Errorf("variant %s: %w", v.Name, err)
 		}
 		ours.Initial, ours.Label = InitialWorkers(tr, c.Concurrency), PolicyOurs+"+"+v.Name
-		res := Play(NewPool(tr, c.Start, c.Concurrency, c.Startup), ours, PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO})
+		res := Play(c.newPool(tr), ours, c.playOptions())
 		report.Policies = append(report.Policies, res)
 		report.Series[ours.Label] = res.Series
 	}
@@ -271,15 +324,51 @@ func (c Config) policy(name string, tr Trace) (Policy, error) {
 		ours.Initial = initial
 		return ours, nil
 	case PolicyHPA:
+		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.behavior()}), nil
+	case PolicyHPABest:
+		if c.hpaBestTarget <= 0 {
+			return nil, errors.New("hpa-best has no target: search it with SearchHPATarget")
+		}
+		c.HPATarget = c.hpaBestTarget
+		h := NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.behavior()})
+		h.name = PolicyHPABest
+		return h, nil
+	case PolicyHPADefault:
 		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load}), nil
 	case PolicyKEDA:
-		return NewKEDA(KEDAConfig{MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load}), nil
+		return NewKEDA(KEDAConfig{MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: !c.KEDAValue, Load: c.Load, Behavior: c.behavior()}), nil
+	case PolicyKEDAQueue:
+		return NewKEDA(KEDAConfig{
+			Name: PolicyKEDAQueue, MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Behavior: c.behavior(),
+			Triggers: []ExternalMetric{RunningRequestsMetric(c.Target() * float64(c.Concurrency)), WaitingRequestsMetric(KEDAQueueWaitingPerPod)},
+		}), nil
 	case PolicySeed:
 		return &Seed{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Interval: scaling.IntervalOf(spec), Load: c.Load}, nil
 	case PolicyStatic:
 		return &Static{Size: max(PeakWorkers(tr, c.Concurrency), 1)}, nil
 	}
 	return nil, fmt.Errorf("unknown policy %q", name)
+}
+
+// behavior is spec.behavior of hpa and of the HPAs keda creates.
+func (c Config) behavior() *autoscalingv2.HorizontalPodAutoscalerBehavior {
+	if c.HPABehavior == nil {
+		return GPUServingBehavior()
+	}
+	return c.HPABehavior
+}
+
+// KEDAQueueWaitingPerPod is the keda-queue row's target of requests
+// waiting per pod (averageValue 1): the HPA asks for as many pods as
+// requests wait, and any queue above that adds workers.
+const KEDAQueueWaitingPerPod = 1
+
+// newPool is the pool every row plays on.
+func (c Config) newPool(tr Trace) *Pool {
+	pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
+	pool.SetGrace(c.Grace)
+	pool.SetScrape(c.Scrape)
+	return pool
 }
 
 // InitialWorkers is the pool every autoscaled policy starts with: the

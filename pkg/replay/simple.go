@@ -46,7 +46,7 @@ func (s *Seed) Sync(p *Pool) { scaleDeployment(p, s.replicas) }
 
 // Step implements Policy.
 func (s *Seed) Step(p *Pool) {
-	s.replicas = seedStep(s.replicas, p.Observe().LoadIndex(s.Load), s.Min, s.Max)
+	s.replicas = seedStep(s.replicas, p.Metrics().LoadIndex(s.Load), s.Min, s.Max)
 	scaleDeployment(p, s.replicas)
 }
 
