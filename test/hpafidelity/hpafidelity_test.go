@@ -54,10 +54,14 @@ const (
 var target = resource.MustParse("700m")
 
 // syncPeriod is --horizontal-pod-autoscaler-sync-period, and the model's
-// SyncPeriod. It divides none of the windows and policy periods (15 s, 12 s,
-// 60 s), so no recommendation or scale event ever sits on a cutoff, where
-// a few milliseconds of the real controller's timing would decide.
-const syncPeriod = 7 * time.Second
+// SyncPeriod. Each window and policy period (15 s, 12 s, 60 s) ends a
+// little before a multiple of it, so that no recommendation or scale event
+// sits near a cutoff, where the real controller's timing would decide. The
+// model's syncs fall exactly one period apart; the real ones a little more
+// (the next starts a period after the last one wrote its status), so the
+// real HPA's samples are a little older than the model's, never younger:
+// each window leaves that drift 4 s or more.
+const syncPeriod = 8 * time.Second
 
 // downscaleStabilization is --horizontal-pod-autoscaler-downscale-stabilization
 // (the window of an HPA without a behavior): 5 minutes compressed to 60 s,
@@ -80,11 +84,11 @@ func compressedGPUServingBehavior() *autoscalingv2.HorizontalPodAutoscalerBehavi
 
 // stepTrace is a quiet start, a step that asks for more pods than maxPods
 // from 10 s to 45 s, and a quiet end that lasts until every scale-down has
-// happened: one request of 1 s every 3 s throughout, and 40 requests of 35 s
-// at 10 s.
+// happened, and a few syncs more: one request of 1 s every 3 s throughout,
+// and 40 requests of 35 s at 10 s.
 func stepTrace() replay.Trace {
 	var reqs []replay.Request
-	for at := time.Duration(0); at < 190*time.Second; at += 3 * time.Second {
+	for at := time.Duration(0); at < 215*time.Second; at += 3 * time.Second {
 		reqs = append(reqs, replay.Request{Arrival: at, Service: time.Second})
 		if at == 9*time.Second {
 			for range 40 {
@@ -441,7 +445,7 @@ func runReal(t *testing.T, cp *framework.ControlPlane, sc *scripts, name string,
 		t.Fatal(err)
 	}
 	n := len(model.syncs)
-	framework.Poll(t, time.Duration(n)*syncPeriod*2+time.Minute, fmt.Sprintf("%d syncs of the real HPA", n+1), func(context.Context) (bool, string) {
+	framework.Poll(t, time.Duration(n+1)*syncPeriod+2*time.Minute, fmt.Sprintf("%d syncs of the real HPA", n+1), func(context.Context) (bool, string) {
 		reads := s.readCount()
 		return reads > n, fmt.Sprintf("%d syncs", reads)
 	})
