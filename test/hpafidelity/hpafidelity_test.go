@@ -152,7 +152,7 @@ func TestHPAMatchesReplay(t *testing.T) {
 				Min: minPods, Max: maxPods, Initial: minPods,
 				Target: target.AsApproximateFloat64(), Load: replay.LoadDemand,
 				SyncPeriod: syncPeriod, DownscaleStabilization: downscaleStabilization,
-				Behavior: tc.behavior,
+				Behavior: tc.behavior.DeepCopy(),
 			}
 			model := playModel(cfg, stepTrace())
 			want := model.decisions()
