@@ -76,6 +76,10 @@ type Options struct {
 	Kwok bool
 	// SkipCRDs leaves the gputask.io CRDs uninstalled.
 	SkipCRDs bool
+	// AggregationLayer gives kube-apiserver a front-proxy CA, client
+	// certificate and requestheader flags, so that it proxies to extension
+	// API servers registered with RegisterAPIService (aggregation.go).
+	AggregationLayer bool
 	// ExtraArgs adds flags to a component, keyed by binary name (BinAPIServer,
 	// BinControllerManager, ...), after the harness's own so they win; for
 	// example {"kube-controller-manager": {"--node-monitor-grace-period=10s"}}.
@@ -177,6 +181,11 @@ func newControlPlane(opts Options) (*ControlPlane, error) {
 	if cp.pki, err = newPKI(cp.Dir); err != nil {
 		return nil, fmt.Errorf("creating certificates: %w", err)
 	}
+	if opts.AggregationLayer {
+		if err := cp.pki.addFrontProxy(cp.Dir); err != nil {
+			return nil, fmt.Errorf("creating front-proxy certificates: %w", err)
+		}
+	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(cp.pki.CACertPEM)
 	cp.httpClient = &http.Client{
@@ -254,29 +263,30 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 			return false, err
 		}
 		host := "https://127.0.0.1:" + strconv.Itoa(port)
-		p, err := cp.startProcess(BinAPIServer, nil,
-			"--etcd-servers="+cp.EtcdURL,
+		args := []string{
+			"--etcd-servers=" + cp.EtcdURL,
 			"--bind-address=127.0.0.1",
 			"--advertise-address=127.0.0.1",
 			// Since 1.37 the API server refuses to publish a loopback
 			// address in the kubernetes Service's endpoints; nothing here
 			// reaches the API server through that Service.
 			"--endpoint-reconciler-type=none",
-			"--secure-port="+strconv.Itoa(port),
-			"--cert-dir="+filepath.Join(cp.Dir, "apiserver-certs"),
-			"--tls-cert-file="+cp.pki.ServingCert,
-			"--tls-private-key-file="+cp.pki.ServingKey,
-			"--client-ca-file="+cp.pki.CACert,
+			"--secure-port=" + strconv.Itoa(port),
+			"--cert-dir=" + filepath.Join(cp.Dir, "apiserver-certs"),
+			"--tls-cert-file=" + cp.pki.ServingCert,
+			"--tls-private-key-file=" + cp.pki.ServingKey,
+			"--client-ca-file=" + cp.pki.CACert,
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-			"--service-account-key-file="+cp.pki.SAPublicKey,
-			"--service-account-signing-key-file="+cp.pki.SAPrivateKey,
+			"--service-account-key-file=" + cp.pki.SAPublicKey,
+			"--service-account-signing-key-file=" + cp.pki.SAPrivateKey,
 			"--authorization-mode=Node,RBAC",
-			"--service-cluster-ip-range="+ServiceClusterIPRange,
+			"--service-cluster-ip-range=" + ServiceClusterIPRange,
 			// See the package documentation for why.
 			"--disable-admission-plugins=TaintNodesByCondition",
 			"--profiling=false",
 			"--v=1",
-		)
+		}
+		p, err := cp.startProcess(BinAPIServer, nil, append(args, cp.aggregationArgs()...)...)
 		if err != nil {
 			return false, err
 		}

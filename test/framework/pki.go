@@ -29,6 +29,13 @@ type pki struct {
 	SAPublicKey   string
 	SAPrivateKey  string
 	certValidTime time.Duration
+
+	// caCert and caKey sign the certificates of extension servers that the
+	// API server calls (IssueServingCert).
+	caCert *x509.Certificate
+	caKey  crypto.Signer
+	// frontProxy is set with Options.AggregationLayer.
+	frontProxy *frontProxyPKI
 }
 
 // servingIPs and servingNames are what components are reached by: the
@@ -60,6 +67,7 @@ func newPKI(dir string) (*pki, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing CA certificate: %w", err)
 	}
+	p.caCert, p.caKey = caCert, caKey
 	p.CACertPEM = pemBlock("CERTIFICATE", caDER)
 	p.CACert = filepath.Join(dir, "ca.crt")
 	if err := os.WriteFile(p.CACert, p.CACertPEM, 0o644); err != nil {
