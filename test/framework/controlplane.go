@@ -80,6 +80,10 @@ type Options struct {
 	// BinControllerManager, ...), after the harness's own so they win; for
 	// example {"kube-controller-manager": {"--node-monitor-grace-period=10s"}}.
 	ExtraArgs map[string][]string
+	// KubeletClient gives kube-apiserver a client certificate for kubelets
+	// and makes it reach them at their InternalIP, as a real node needs for
+	// logs and exec (see StartNode).
+	KubeletClient bool
 	// Dir is where data, certificates and logs go; empty means a new
 	// temporary directory, which Cleanup removes.
 	Dir string
@@ -176,6 +180,9 @@ func newControlPlane(opts Options) (*ControlPlane, error) {
 	}
 	if cp.pki, err = newPKI(cp.Dir); err != nil {
 		return nil, fmt.Errorf("creating certificates: %w", err)
+	}
+	if err := cp.addKubeletClientArgs(); err != nil {
+		return nil, err
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(cp.pki.CACertPEM)

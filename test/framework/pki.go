@@ -29,6 +29,11 @@ type pki struct {
 	SAPublicKey   string
 	SAPrivateKey  string
 	certValidTime time.Duration
+
+	// caCert and caKey sign the certificates made after start-up, such as
+	// a real node's.
+	caCert *x509.Certificate
+	caKey  crypto.Signer
 }
 
 // servingIPs and servingNames are what components are reached by: the
@@ -60,6 +65,7 @@ func newPKI(dir string) (*pki, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing CA certificate: %w", err)
 	}
+	p.caCert, p.caKey = caCert, caKey
 	p.CACertPEM = pemBlock("CERTIFICATE", caDER)
 	p.CACert = filepath.Join(dir, "ca.crt")
 	if err := os.WriteFile(p.CACert, p.CACertPEM, 0o644); err != nil {
@@ -134,6 +140,14 @@ func (p *pki) sign(tmpl, ca *x509.Certificate, caKey crypto.Signer) (certPEM, ke
 		return nil, nil, err
 	}
 	return pemBlock("CERTIFICATE", der), keyPEM, nil
+}
+
+// clientCertificate signs a client certificate for commonName in
+// organizations, such as a kubelet's system:node:<name> in system:nodes.
+func (p *pki) clientCertificate(commonName string, organizations ...string) (certPEM, keyPEM []byte, err error) {
+	tmpl := p.template(commonName, organizations)
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	return p.sign(tmpl, p.caCert, p.caKey)
 }
 
 func privateKeyPEM(key *ecdsa.PrivateKey) ([]byte, error) {
