@@ -436,6 +436,7 @@ func CleanupNodeHost(logf func(string, ...any)) {
 	if err := restoreSysctls(); err != nil {
 		logf("cleanup: %v", err)
 	}
+	removeNodeCgroups(logf)
 	for _, d := range []string{nodeStateDir, nodeDataDir, devicePluginDir} {
 		if err := os.RemoveAll(d); err != nil {
 			logf("cleanup: %v", err)
@@ -444,6 +445,29 @@ func CleanupNodeHost(logf func(string, ...any)) {
 	// The kubelet makes /var/lib/kubelet for its device plugin directory;
 	// remove it only if nothing else is in it.
 	_ = os.Remove("/var/lib/kubelet")
+}
+
+// removeNodeCgroups removes the kubelet's kubepods cgroups (cgroupfs driver)
+// and containerd's k8s.io ones, deepest first. A cgroup that still holds a
+// process stays, and is named.
+func removeNodeCgroups(logf func(string, ...any)) {
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods")
+	more, _ := filepath.Glob("/sys/fs/cgroup/*/k8s.io")
+	var dirs []string
+	for _, root := range append(roots, more...) {
+		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+	}
+	sort.Slice(dirs, func(i, j int) bool { return strings.Count(dirs[i], "/") > strings.Count(dirs[j], "/") })
+	for _, d := range dirs {
+		if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
+			logf("cleanup: removing cgroup %s: %v", d, err)
+		}
+	}
 }
 
 // killOwnShims kills the containerd shims started for the node's containerd,

@@ -155,7 +155,7 @@ func TestTaskGetsTwoDistinctDevices(t *testing.T) {
 					Image:           framework.NodeImage,
 					ImagePullPolicy: corev1.PullNever,
 					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-						corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi"),
+						corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("128Mi"),
 					}},
 				}},
 			}},
@@ -168,8 +168,11 @@ func TestTaskGetsTwoDistinctDevices(t *testing.T) {
 	var pod *corev1.Pod
 	framework.Poll(t, 2*time.Minute, "the task's pod Running on the real node", func(ctx context.Context) (bool, string) {
 		pods, err := cp.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil || len(pods.Items) != 1 {
-			return false, fmt.Sprintf("%d pods, err %v", len(pods.Items), err)
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(pods.Items) != 1 {
+			return false, fmt.Sprintf("%d pods", len(pods.Items))
 		}
 		pod = &pods.Items[0]
 		return pod.Status.Phase == corev1.PodRunning && pod.Spec.NodeName == nodeName,
