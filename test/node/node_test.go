@@ -1,8 +1,10 @@
+//go:build realnode
+
 // Package node runs the controller's tasks on a real node: containerd, runc
 // and a kubelet on this machine, with the project's device plugin giving it
 // fake GPUs. It needs root and changes the host (a bridge, a FORWARD rule,
-// sysctls), all restored at the end; it runs only when GPUTASK_REAL_NODE=1.
-// See docs/node.md.
+// sysctls), all restored at the end. It is built only with the realnode
+// tag (`go test -tags realnode ./test/node/`, as root). See docs/node.md.
 package node
 
 import (
@@ -36,10 +38,6 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("GPUTASK_REAL_NODE") != "1" {
-		fmt.Fprintln(os.Stderr, "test/node: set GPUTASK_REAL_NODE=1 to run the real-node tests (root; see docs/node.md)")
-		os.Exit(m.Run())
-	}
 	os.Exit(run(m))
 }
 
@@ -118,9 +116,6 @@ func setUp(ctx context.Context) error {
 // TestNodeHasDevicePluginGPUs: the node is Ready, labelled as an A100 node,
 // and its GPUs are those the device plugin advertises.
 func TestNodeHasDevicePluginGPUs(t *testing.T) {
-	if node == nil {
-		t.Skip("GPUTASK_REAL_NODE is not 1")
-	}
 	framework.Poll(t, 2*time.Minute, "node with 8 allocatable nvidia.com/gpu", func(ctx context.Context) (bool, string) {
 		n, err := cp.Kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
@@ -135,9 +130,6 @@ func TestNodeHasDevicePluginGPUs(t *testing.T) {
 // TestTaskGetsTwoDistinctDevices: a GPUTask asking for 2 GPUs runs, and its
 // container was given two different devices of the node.
 func TestTaskGetsTwoDistinctDevices(t *testing.T) {
-	if node == nil {
-		t.Skip("GPUTASK_REAL_NODE is not 1")
-	}
 	TestNodeHasDevicePluginGPUs(t)
 	ns := cp.NamespaceT(t)
 	two := intstr.FromInt32(2)
