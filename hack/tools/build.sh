@@ -46,6 +46,14 @@ build() {
   rmdir "${out}"
 }
 
+# `build.sh node` builds only the kubelet, from the same module and with the
+# same version stamps as the control plane, for the tests that run a real
+# node (test/node, docs/node.md); the other builds do not need it.
+if [[ "${1:-}" == node ]]; then
+  build "${TOOLS_DIR}" "${LDFLAGS}" "" kubelet=k8s.io/kubernetes/cmd/kubelet
+  exit 0
+fi
+
 # kwok and Helm come from this module, at the versions go.mod pins, on the
 # same Kubernetes libraries as the control plane, and are built with it.
 # Helm's version stamps are those of its own Makefile: `helm version`

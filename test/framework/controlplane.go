@@ -84,6 +84,10 @@ type Options struct {
 	// BinControllerManager, ...), after the harness's own so they win; for
 	// example {"kube-controller-manager": {"--node-monitor-grace-period=10s"}}.
 	ExtraArgs map[string][]string
+	// KubeletClient gives kube-apiserver a client certificate for kubelets
+	// and makes it reach them at their InternalIP, as a real node needs for
+	// logs and exec (see StartNode).
+	KubeletClient bool
 	// Dir is where data, certificates and logs go; empty means a new
 	// temporary directory, which Cleanup removes.
 	Dir string
@@ -185,6 +189,9 @@ func newControlPlane(opts Options) (*ControlPlane, error) {
 		if err := cp.pki.addFrontProxy(cp.Dir); err != nil {
 			return nil, fmt.Errorf("creating front-proxy certificates: %w", err)
 		}
+	}
+	if err := cp.addKubeletClientArgs(); err != nil {
+		return nil, err
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(cp.pki.CACertPEM)

@@ -30,8 +30,9 @@ type pki struct {
 	SAPrivateKey  string
 	certValidTime time.Duration
 
-	// caCert and caKey sign the certificates of extension servers that the
-	// API server calls (IssueServingCert).
+	// caCert and caKey sign the certificates made after start-up: those of
+	// extension servers that the API server calls (IssueServingCert) and a
+	// real node's.
 	caCert *x509.Certificate
 	caKey  crypto.Signer
 	// frontProxy is set with Options.AggregationLayer.
@@ -142,6 +143,14 @@ func (p *pki) sign(tmpl, ca *x509.Certificate, caKey crypto.Signer) (certPEM, ke
 		return nil, nil, err
 	}
 	return pemBlock("CERTIFICATE", der), keyPEM, nil
+}
+
+// clientCertificate signs a client certificate for commonName in
+// organizations, such as a kubelet's system:node:<name> in system:nodes.
+func (p *pki) clientCertificate(commonName string, organizations ...string) (certPEM, keyPEM []byte, err error) {
+	tmpl := p.template(commonName, organizations)
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	return p.sign(tmpl, p.caCert, p.caKey)
 }
 
 func privateKeyPEM(key *ecdsa.PrivateKey) ([]byte, error) {
