@@ -104,7 +104,7 @@ type Options struct {
 	Clock clock.WithTicker
 	// StatusQPS and StatusBurst are the rate limit of the client that writes
 	// task status. A write that would wait for it is not made to wait in a
-	// worker: its task comes back at the time reserved for it (status.go).
+	// worker: its task comes back at the time reserved for it (statusWriteDue).
 	// StatusQPS 0 means no limit here, only the client's.
 	StatusQPS   float64
 	StatusBurst int

@@ -49,10 +49,12 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	return &fixture{
+	f := &fixture{
 		Fixture: controllertest.NewFixture(t, testNow),
 		opts:    Options{RescheduleInterval: 10 * time.Minute, PendingTimeout: 5 * time.Minute},
 	}
+	f.OwnedStatus = ownedStatus
+	return f
 }
 
 // newController builds the controller once and loads the caches.
@@ -69,22 +71,25 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	c := NewController(ctx, f.KubeClient, f.Client,
 		f.Informers.Gputask().V1().GPUTasks(), f.KubeInformers.Core().V1().Pods(), f.KubeInformers.Core().V1().Nodes(), opts)
 	c.tasksSynced, c.podsSynced, c.nodesSynced = controllertest.AlwaysReady, controllertest.AlwaysReady, controllertest.AlwaysReady
+	f.SyncHandler = c.syncHandler
 	f.Preload()
 	f.c = c
 	return c
 }
 
-// run syncs key once and checks the actions and that the sync succeeded.
-func (f *fixture) run(ctx context.Context, key cache.ObjectName) {
+// Run builds the controller if need be, syncs key once, checks that the
+// sync succeeded, and checks the actions.
+func (f *fixture) Run(ctx context.Context, key cache.ObjectName) {
 	f.T.Helper()
-	f.Run(ctx, f.newController(ctx).syncHandler, key, false)
+	f.newController(ctx)
+	f.Fixture.Run(ctx, key)
 }
 
-// runExpectError syncs key once and checks the actions and that the sync
-// failed.
-func (f *fixture) runExpectError(ctx context.Context, key cache.ObjectName) {
+// RunExpectError is Run for a sync that must fail.
+func (f *fixture) RunExpectError(ctx context.Context, key cache.ObjectName) {
 	f.T.Helper()
-	f.Run(ctx, f.newController(ctx).syncHandler, key, true)
+	f.newController(ctx)
+	f.Fixture.RunExpectError(ctx, key)
 }
 
 // expectCreatePod expects the create of pod, stamped with its hash as the
@@ -107,8 +112,16 @@ func (f *fixture) expectDeletePodNow(pod *corev1.Pod) {
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(pod.UID)}, GracePeriodSeconds: ptr.To[int64](0)}))
 }
 
-func (f *fixture) expectUpdateStatus(task *gputaskv1.GPUTask) {
-	f.Actions = append(f.Actions, core.NewUpdateSubresourceAction(controllertest.TasksResource, "status", task.Namespace, task))
+// ownedStatus is the apply the GPUTask controller's field manager owns
+// for task: the whole status, which it alone writes, with the empty
+// fields left out (as the typed status's JSON leaves them out).
+func ownedStatus(obj runtime.Object) any {
+	task := obj.(*gputaskv1.GPUTask)
+	return map[string]any{
+		"apiVersion": gputaskv1.SchemeGroupVersion.String(), "kind": "GPUTask",
+		"metadata": map[string]any{"name": task.Name, "namespace": task.Namespace},
+		"status":   task.Status,
+	}
 }
 
 // renderSpec is the spec of the task most tests use. expectedPod spells out
@@ -277,7 +290,7 @@ func TestCreatesPod(t *testing.T) {
 
 	// The status waits for the pod's add event: the create's worker moves on.
 	f.expectCreatePod(expectedPod(task))
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	f.ExpectEvents()
 }
 
@@ -298,7 +311,7 @@ func TestCreatesPodWithDefaults(t *testing.T) {
 	c.Image, c.Command, c.Args, c.Env = "registry.local/worker:1", nil, nil, nil
 	c.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{"amd.com/gpu": resource.MustParse("1")}}
 	f.expectCreatePod(want)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 }
 
 func TestNoWritesWhenInSync(t *testing.T) {
@@ -306,7 +319,7 @@ func TestNoWritesWhenInSync(t *testing.T) {
 	f := newFixture(t)
 	task, _ := f.addTaskWithPod(newTask("render"), corev1.PodRunning, "gpu-1")
 
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	f.ExpectEvents()
 }
 
@@ -331,8 +344,8 @@ func TestUpdatesStatusWhenPodChanges(t *testing.T) {
 			f.Add(controllertest.Node("gpu-1"))
 			f.Add(controllertest.Node("gpu-2"))
 
-			f.expectUpdateStatus(withStatus(task, tc.wantPhase, tc.node))
-			f.run(ctx, key(task))
+			f.ExpectApplyStatus(withStatus(task, tc.wantPhase, tc.node))
+			f.Run(ctx, key(task))
 		})
 	}
 }
@@ -352,8 +365,8 @@ func TestMirrorsUnschedulable(t *testing.T) {
 
 	want := task.DeepCopy()
 	want.Status.Conditions[2] = cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "Unschedulable", msg)
-	f.expectUpdateStatus(want)
-	f.run(ctx, key(task))
+	f.ExpectApplyStatus(want)
+	f.Run(ctx, key(task))
 }
 
 func TestLeavesForeignPodAlone(t *testing.T) {
@@ -380,13 +393,13 @@ func TestLeavesForeignPodAlone(t *testing.T) {
 
 			msg := "pod default/render exists and is not controlled by this GPUTask"
 			want := conflicted(task, msg)
-			f.expectUpdateStatus(want)
-			f.run(ctx, key(task))
+			f.ExpectApplyStatus(want)
+			f.Run(ctx, key(task))
 			f.ExpectEvents("Warning PodConflict " + msg)
 
 			// Once reported, the conflict costs neither writes nor events.
 			f.Update(want)
-			f.run(ctx, key(task))
+			f.Run(ctx, key(task))
 			f.ExpectEvents()
 		})
 	}
@@ -402,8 +415,8 @@ func TestCreateConflictWithUnlabelledPod(t *testing.T) {
 
 	f.expectCreatePod(expectedPod(task))
 	f.KubeActions = append(f.KubeActions, core.NewGetAction(podsResource, task.Namespace, "render"))
-	f.expectUpdateStatus(conflicted(task, "pod default/render exists and is not controlled by this GPUTask"))
-	f.run(ctx, key(task))
+	f.ExpectApplyStatus(conflicted(task, "pod default/render exists and is not controlled by this GPUTask"))
+	f.Run(ctx, key(task))
 	f.ExpectEvents("Warning PodConflict")
 	if !f.c.expectations.Satisfied(key(task).String()) {
 		t.Error("a failed create must not leave an expectation behind")
@@ -434,7 +447,7 @@ func TestDeletedTask(t *testing.T) {
 			if tc.wantDelete {
 				f.expectDeletePod(pod)
 			}
-			f.run(ctx, key(task))
+			f.Run(ctx, key(task))
 			if tc.wantDelete {
 				f.Remove(pod)
 			} else {
@@ -448,7 +461,7 @@ func TestDeletedTask(t *testing.T) {
 				f.Actions = append(f.Actions, core.NewGetAction(taskResource, task.Namespace, task.Name))
 			}
 			// The UID is used up: a second sync deletes nothing.
-			f.run(ctx, key(task))
+			f.Run(ctx, key(task))
 		})
 	}
 }
@@ -460,7 +473,7 @@ func TestDeletedTaskLeavesForeignPod(t *testing.T) {
 	f.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "render", Namespace: task.Namespace, UID: "foreign"}})
 	c := f.newController(ctx)
 	c.deleteTask(klog.Background(), task)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 }
 
 func TestInvalidSpec(t *testing.T) {
@@ -494,12 +507,12 @@ func TestInvalidSpec(t *testing.T) {
 					cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodNotCreated", ""),
 				},
 			}
-			f.expectUpdateStatus(want)
-			f.run(ctx, key(task)) // no error: a retry cannot fix the spec
+			f.ExpectApplyStatus(want)
+			f.Run(ctx, key(task)) // no error: a retry cannot fix the spec
 			f.ExpectEvents("Warning InvalidSpec " + tc.wantMsg)
 
 			f.Update(want)
-			f.run(ctx, key(task))
+			f.Run(ctx, key(task))
 			f.ExpectEvents()
 		})
 	}
@@ -526,8 +539,8 @@ func TestFinalPods(t *testing.T) {
 			f.Add(podWith(task, tc.phase, "gpu-1"))
 			// No node in the cache: a lost node must not revive a final pod.
 
-			f.expectUpdateStatus(withStatus(task, tc.wantPhase, "gpu-1"))
-			f.run(ctx, key(task))
+			f.ExpectApplyStatus(withStatus(task, tc.wantPhase, "gpu-1"))
+			f.Run(ctx, key(task))
 			f.ExpectEvents()
 		})
 	}
@@ -540,11 +553,11 @@ func TestNoDuplicateCreateWhileExpectationPending(t *testing.T) {
 	f.Add(task)
 
 	f.expectCreatePod(expectedPod(task))
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 
 	// The pod's add event has not arrived yet: a stale cache must not cause
 	// a second create.
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 
 	// The informer delivers the pod; the expectation is met.
 	pod := podWith(task, corev1.PodPending, "")
@@ -561,12 +574,12 @@ func TestExpectationExpires(t *testing.T) {
 	f.Add(task)
 	c := f.newController(ctx)
 	c.expectations.ExpectCreations(key(task).String(), 1)
-	f.run(ctx, key(task)) // pending: nothing happens
+	f.Run(ctx, key(task)) // pending: nothing happens
 
 	// Expired expectations no longer block.
 	c.expectations.Delete(key(task).String())
 	f.expectCreatePod(expectedPod(task))
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 }
 
 // TestReschedulesDeleteWaitCreate walks one replacement through its three
@@ -621,7 +634,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			c := f.newController(ctx)
 			cur := c.status(task, taskstatus.View{Pod: old})
 			task = task.DeepCopy()
-			task.Status = cur
+			task.Status, task.ResourceVersion = cur, "4"
 			f.Update(task)
 
 			// 1: delete the old pod, guarded by its UID; create nothing.
@@ -630,7 +643,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			} else {
 				f.expectDeletePod(old)
 			}
-			f.run(ctx, key(task))
+			f.Run(ctx, key(task))
 			f.ExpectEvents("Normal Rescheduling Deleted pod render to replace it: " + tc.wantReason)
 
 			// 2: the pod terminates and is still in the cache: wait.
@@ -638,13 +651,19 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			terminating.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
 			terminating.ResourceVersion = "2"
 			f.Update(terminating)
-			f.run(ctx, key(task))
+			f.Run(ctx, key(task))
 
 			// 3: the pod is gone: create the new one and count it.
 			f.Remove(terminating)
 			f.expectCreatePod(expectedPod(task))
-			f.expectUpdateStatus(replaced(task)) // reschedules 2 → 3
-			f.run(ctx, key(task))
+			f.ExpectApplyStatus(replaced(task)) // reschedules 2 → 3
+			f.Run(ctx, key(task))
+			// The count is made from the cached task's version, and holds
+			// only at that version.
+			actions := controllertest.FilterInformerActions(f.Client.Actions())
+			if rv := controllertest.ResourceVersionOf(t, actions[len(actions)-1]); rv != "4" {
+				t.Errorf("the apply that counts the replacement has resourceVersion %q, want the cached task's 4", rv)
+			}
 			f.ExpectEvents("Normal Rescheduled Rescheduled (" + tc.wantReason + ")")
 			if n := replacements(c); n != 0 {
 				t.Errorf("%d replacements left in flight", n)
@@ -659,10 +678,10 @@ func TestRescheduleCacheLagsBehindDelete(t *testing.T) {
 	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
 
 	f.expectDeletePod(old)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	// The cache still shows the old pod without a deletion timestamp: the
 	// delete must not be sent twice.
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 }
 
 func TestMaxConcurrentReschedules(t *testing.T) {
@@ -673,18 +692,18 @@ func TestMaxConcurrentReschedules(t *testing.T) {
 	b, podB := f.addTaskWithPod(newTask("b"), corev1.PodFailed, "gpu-1")
 
 	f.expectDeletePod(podA)
-	f.run(ctx, key(a))
+	f.Run(ctx, key(a))
 	// b must wait: a is between delete and create.
-	f.run(ctx, key(b))
+	f.Run(ctx, key(b))
 
 	// a's new pod is created; b may go.
 	f.Remove(podA)
 	f.expectCreatePod(expectedPod(a))
-	f.expectUpdateStatus(replaced(a))
-	f.run(ctx, key(a))
+	f.ExpectApplyStatus(replaced(a))
+	f.Run(ctx, key(a))
 
 	f.expectDeletePod(podB)
-	f.run(ctx, key(b))
+	f.Run(ctx, key(b))
 }
 
 func TestRestart(t *testing.T) {
@@ -696,14 +715,14 @@ func TestRestart(t *testing.T) {
 		corev1.PodRunning, "gpu-1") // the pod was created an hour ago
 
 	f.expectDeletePod(old)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	f.ExpectEvents("Normal Rescheduling Deleted pod render to replace it: Restart")
 
 	f.Remove(old)
 	f.expectCreatePod(expectedPod(task))
 	want := replaced(task)
-	f.expectUpdateStatus(want)
-	f.run(ctx, key(task))
+	f.ExpectApplyStatus(want)
+	f.Run(ctx, key(task))
 	f.ExpectEvents("Normal Restarted")
 
 	// The new pod is newer than the request: done, no further restart.
@@ -715,8 +734,8 @@ func TestRestart(t *testing.T) {
 	shown := want.DeepCopy()
 	shown.ResourceVersion = "2"
 	f.Update(shown)
-	f.expectUpdateStatus(withStatus(shown, gputaskv1.GPUTaskRunning, "gpu-1"))
-	f.run(ctx, key(task))
+	f.ExpectApplyStatus(withStatus(shown, gputaskv1.GPUTaskRunning, "gpu-1"))
+	f.Run(ctx, key(task))
 }
 
 func TestRestartAcknowledgedWhenPodIsNewer(t *testing.T) {
@@ -728,8 +747,8 @@ func TestRestartAcknowledgedWhenPodIsNewer(t *testing.T) {
 
 	want := task.DeepCopy()
 	want.Status.LastRescheduleTime = ptr.To(pod.CreationTimestamp)
-	f.expectUpdateStatus(want)
-	f.run(ctx, key(task))
+	f.ExpectApplyStatus(want)
+	f.Run(ctx, key(task))
 }
 
 func TestInvalidRestartedAtIsIgnored(t *testing.T) {
@@ -737,9 +756,9 @@ func TestInvalidRestartedAtIsIgnored(t *testing.T) {
 	f := newFixture(t)
 	task, _ := f.addTaskWithPod(newTask("render", controllertest.Annotation(gputaskv1.AnnotationRestartedAt, "last tuesday")), corev1.PodRunning, "gpu-1")
 
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	f.ExpectEvents("Warning InvalidRestartedAt")
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	f.ExpectEvents()
 }
 
@@ -846,7 +865,7 @@ func TestRescheduleDeleteConflict(t *testing.T) {
 	})
 
 	f.expectDeletePod(old)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	if n := replacements(c); n != 0 {
 		t.Errorf("%d replacements in flight after a failed precondition, want 0", n)
 	}
@@ -864,7 +883,7 @@ func TestRescheduleDeleteError(t *testing.T) {
 	})
 
 	f.expectDeletePod(old)
-	f.runExpectError(ctx, key(task))
+	f.RunExpectError(ctx, key(task))
 	f.ExpectEvents("Warning FailedDelete")
 	if n := replacements(c); n != 0 {
 		t.Errorf("%d replacements in flight after a failed delete, want 0", n)
@@ -883,8 +902,8 @@ func TestCreateErrorIsRetried(t *testing.T) {
 
 	failed := podCreateFailed(task, "InternalError", "Internal error occurred: etcd timeout")
 	f.expectCreatePod(expectedPod(task))
-	f.expectUpdateStatus(failed)
-	f.runExpectError(ctx, key(task))
+	f.ExpectApplyStatus(failed)
+	f.RunExpectError(ctx, key(task))
 	f.ExpectEvents("Warning FailedCreate")
 	if !c.expectations.Satisfied(key(task).String()) {
 		t.Error("a failed create must not leave an expectation behind")
@@ -898,14 +917,14 @@ func TestTaskDeletedMidReplacement(t *testing.T) {
 	c := f.newController(ctx)
 
 	f.expectDeletePod(old)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 
 	if err := f.Informers.Gputask().V1().GPUTasks().Informer().GetIndexer().Delete(task); err != nil {
 		t.Fatal(err)
 	}
 	c.deleteTask(klog.Background(), task)
 	f.Remove(old)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	if n := replacements(c); n != 0 {
 		t.Errorf("%d replacements left for a deleted task", n)
 	}
@@ -921,12 +940,12 @@ func TestReplacementCountedOnce(t *testing.T) {
 	c := f.newController(ctx)
 
 	f.expectDeletePod(old)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	f.ExpectEvents("Normal Rescheduling")
 	f.Remove(old)
 
 	failStatus := true
-	f.Client.PrependReactor("update", "gputasks", func(a core.Action) (bool, runtime.Object, error) {
+	f.Client.PrependReactor("patch", "gputasks", func(a core.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() == "status" && failStatus {
 			return true, nil, apierrors.NewTimeoutError("request timed out", 1)
 		}
@@ -934,8 +953,8 @@ func TestReplacementCountedOnce(t *testing.T) {
 	})
 	want := replaced(task)
 	f.expectCreatePod(expectedPod(task))
-	f.expectUpdateStatus(want)
-	f.runExpectError(ctx, key(task))
+	f.ExpectApplyStatus(want)
+	f.RunExpectError(ctx, key(task))
 	f.ExpectEvents("Normal Rescheduled")
 
 	// The write had in fact been applied, and the cache now shows it and the
@@ -945,7 +964,7 @@ func TestReplacementCountedOnce(t *testing.T) {
 	newPod := expectedPod(task)
 	newPod.UID, newPod.ResourceVersion = "new-pod", "5"
 	f.Update(newPod)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	if n := replacements(c); n != 0 {
 		t.Errorf("%d replacements left in flight", n)
 	}
@@ -962,7 +981,7 @@ func TestForceDeleteOnNotReadyNode(t *testing.T) {
 	f.newController(ctx)
 
 	f.expectDeletePod(old)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	f.ExpectEvents("Normal Rescheduling Deleted pod render to replace it: NodeNotReady")
 
 	// Terminating, within its grace period: wait.
@@ -970,12 +989,12 @@ func TestForceDeleteOnNotReadyNode(t *testing.T) {
 	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(testNow.Add(30 * time.Second)))
 	terminating.ResourceVersion = "2"
 	f.Update(terminating)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 
 	// Well past it: force delete.
 	f.Clock.SetTime(testNow.Add(30*time.Second + reschedule.ForceDeleteMargin))
 	f.expectDeletePodNow(terminating)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	f.ExpectEvents("Warning ForceDeleted")
 }
 
@@ -1001,7 +1020,7 @@ func TestOrphanedTaskKeepsPod(t *testing.T) {
 	c.deleteTask(klog.Background(), task)
 	f.Actions = append(f.Actions, core.NewGetAction(taskResource, task.Namespace, task.Name))
 	f.KubeActions = append(f.KubeActions, core.NewGetAction(podsResource, task.Namespace, task.Name))
-	f.run(ctx, key(task)) // no delete
+	f.Run(ctx, key(task)) // no delete
 }
 
 // TestSpecEditMarksPodOutOfDate: an edit of a running task's spec is shown
@@ -1019,11 +1038,11 @@ func TestSpecEditMarksPodOutOfDate(t *testing.T) {
 	f.Add(controllertest.Node("gpu-1"))
 
 	want := imageChangedStatus(task)
-	f.expectUpdateStatus(want)
-	f.run(ctx, key(task))
+	f.ExpectApplyStatus(want)
+	f.Run(ctx, key(task))
 
 	f.Update(want)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	f.ExpectEvents()
 }
 
@@ -1054,8 +1073,8 @@ func TestStatusNamesGPUModel(t *testing.T) {
 
 	want := withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
 	want.Status.GPUModel = "NVIDIA-H100-80GB-HBM3"
-	f.expectUpdateStatus(want)
-	f.run(ctx, key(task))
+	f.ExpectApplyStatus(want)
+	f.Run(ctx, key(task))
 }
 
 // TestUnschedulableNamesUntoleratedTaints: the scheduler only says that
@@ -1081,8 +1100,8 @@ func TestUnschedulableNamesUntoleratedTaints(t *testing.T) {
 	want := task.DeepCopy()
 	want.Status.Conditions[2] = cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "Unschedulable",
 		msg+" Untolerated taints on the task's GPU nodes: nvidia.com/gpu=present:NoSchedule.")
-	f.expectUpdateStatus(want)
-	f.run(ctx, key(task))
+	f.ExpectApplyStatus(want)
+	f.Run(ctx, key(task))
 }
 
 // TestControllersShareThePodInformer: two GPUTask controllers built on the
@@ -1139,7 +1158,7 @@ func TestCarriesScaleInMarks(t *testing.T) {
 			if tc.taskPatch != "" {
 				f.Actions = append(f.Actions, core.NewPatchAction(taskResource, task.Namespace, task.Name, types.MergePatchType, []byte(tc.taskPatch)))
 			}
-			f.run(ctx, key(task))
+			f.Run(ctx, key(task))
 		})
 	}
 }

@@ -102,7 +102,7 @@ func TestOrphanPods(t *testing.T) {
 			if tc.cached != nil && !tc.wantDelete {
 				t.Fatal("test case not covered: a cached task whose pod is kept writes its status")
 			}
-			f.run(ctx, k)
+			f.Run(ctx, k)
 		})
 	}
 }
@@ -123,7 +123,7 @@ func TestOrphanPodDeleteConflict(t *testing.T) {
 		core.NewGetAction(podsResource, pod.Namespace, pod.Name),
 		core.NewDeleteActionWithOptions(podsResource, pod.Namespace, pod.Name,
 			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(pod.UID), ResourceVersion: ptr.To(pod.ResourceVersion)}}))
-	f.runExpectError(ctx, cache.MetaObjectToName(pod))
+	f.RunExpectError(ctx, cache.MetaObjectToName(pod))
 }
 
 func ownerRefs(uid types.UID) []metav1.OwnerReference {
@@ -165,7 +165,7 @@ func TestInterruptedPodDeleteCompleted(t *testing.T) {
 			if grace == 0 && len(tc.finalizers) == 0 {
 				f.expectDeletePod(pod)
 			}
-			f.run(ctx, key(task))
+			f.Run(ctx, key(task))
 		})
 	}
 }

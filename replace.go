@@ -122,7 +122,7 @@ func (c *Controller) startReplacement(ctx context.Context, key cache.ObjectName,
 	if !c.reserveReplacement(key, pod.UID, reason) {
 		logger.V(2).Info("Too many pods being replaced; waiting", "pod", klog.KObj(pod), "reason", reason, "limit", c.opts.MaxConcurrentReschedules)
 		c.workqueue.AddAfter(key, replacementPoll)
-		return c.writeStatus(ctx, task, c.status(task, view))
+		return c.applyStatus(ctx, task, c.status(task, view))
 	}
 
 	uid := pod.UID
@@ -150,7 +150,7 @@ func (c *Controller) startReplacement(ctx context.Context, key cache.ObjectName,
 	logger.Info("Deleted pod to replace it", "pod", klog.KObj(pod), "reason", reason)
 	c.recorder.Eventf(task, corev1.EventTypeNormal, ReasonRescheduling, "Deleted pod %s to replace it: %s", pod.Name, reason)
 	c.workqueue.AddAfter(key, replacementPoll)
-	return c.writeStatus(ctx, task, c.status(task, view))
+	return c.applyStatus(ctx, task, c.status(task, view))
 }
 
 // forceDeleteIfUnreachable removes a pod that was deleted because its node

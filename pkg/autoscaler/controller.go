@@ -325,7 +325,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		// Autoscaling was removed: drop what it left behind, so the status
 		// no longer claims an autoscaler is at work.
 		c.forget(key)
-		if err := c.updateStatus(ctx, set, withoutAutoscalerStatus(&set.Status)); err != nil {
+		if err := c.applyStatus(ctx, set, withoutAutoscalerStatus(&set.Status)); err != nil {
 			return fmt.Errorf("clearing autoscaler status of gputaskset %s: %w", key, err)
 		}
 		return nil

@@ -86,17 +86,15 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 		// fail: a retry must not step again.
 		scaledAt = c.opts.Clock.Now()
 		state.lastStep = scaledAt
-		// The scale write moved the set's resourceVersion: a status write
-		// from the cached set would only earn a 409 and a re-read. The
-		// Scale the write returned carries the new one.
+		// The events and the status speak of the size just written, which
+		// the cached set does not show yet.
 		set = set.DeepCopy()
-		set.ResourceVersion = written.ResourceVersion
 		set.Spec.Replicas = &written.Spec.Replicas
 	}
 	c.emitEvents(set, in, d, configErrs, scaled, scaleErr)
 	want := desiredStatus(set, in, d, now, configErrs, scaledAt, scaleErr)
 	want.StartingReplicas, want.QueuedReplicas = st.Starting, st.Queued
-	if err := c.updateStatus(ctx, set, want); err != nil {
+	if err := c.applyStatus(ctx, set, want); err != nil {
 		return errors.Join(scaleErr, err)
 	}
 	return scaleErr

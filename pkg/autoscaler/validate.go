@@ -38,7 +38,7 @@ func (c *Controller) reportInvalidSpec(ctx context.Context, set *gputaskv1.GPUTa
 		return true, nil
 	}
 	c.recorder.Event(set, corev1.EventTypeWarning, gputaskv1.ReasonInvalidSpec, msg)
-	if err := c.updateStatus(ctx, set, want); err != nil {
+	if err := c.applyStatus(ctx, set, want); err != nil {
 		return true, fmt.Errorf("reporting the invalid spec of gputaskset %s/%s: %w", set.Namespace, set.Name, err)
 	}
 	return true, nil

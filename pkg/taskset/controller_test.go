@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -45,7 +46,9 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	return &fixture{Fixture: controllertest.NewFixture(t, testNow)}
+	f := &fixture{Fixture: controllertest.NewFixture(t, testNow)}
+	f.OwnedStatus = ownedStatus
+	return f
 }
 
 // newController builds the controller over fake clients and preloaded
@@ -58,27 +61,31 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	}
 	c := NewController(ctx, f.KubeClient, f.Client, f.Informers.Gputask().V1().GPUTaskSets(), f.Informers.Gputask().V1().GPUTasks(), opts)
 	c.workqueue = f.RecordQueue(c.workqueue)
+	f.SyncHandler = c.syncHandler
 	f.Preload()
 	return c
 }
 
-// run builds the controller, syncs key once, and checks the actions.
-func (f *fixture) run(ctx context.Context, key string) *Controller {
-	f.T.Helper()
-	c := f.newController(ctx)
-	f.sync(ctx, c, key, false)
-	return c
-}
-
-// sync runs syncHandler on key, checks its error, and compares the actions
-// made with the expected ones.
-func (f *fixture) sync(ctx context.Context, c *Controller, key string, wantErr bool) {
-	f.T.Helper()
-	name, err := cache.ParseObjectName(key)
-	if err != nil {
-		f.T.Fatal(err)
+// ownedStatus is the apply the set controller's field manager owns for
+// set: its counts, selector and observed generation, zeros included, and
+// the ReplicaFailure condition when there is one. The autoscaler's fields
+// are never in it.
+func ownedStatus(obj runtime.Object) any {
+	set := obj.(*gputaskv1.GPUTaskSet)
+	st := set.Status
+	status := map[string]any{
+		"replicas": st.Replicas, "runningReplicas": st.RunningReplicas, "pendingReplicas": st.PendingReplicas,
+		"readyReplicas": st.ReadyReplicas, "drainingReplicas": st.DrainingReplicas, "heldBackReplicas": st.HeldBackReplicas,
+		"selector": st.Selector, "observedGeneration": st.ObservedGeneration,
 	}
-	f.Run(ctx, c.syncHandler, name, wantErr)
+	if c := meta.FindStatusCondition(st.Conditions, gputaskv1.ConditionReplicaFailure); c != nil {
+		status["conditions"] = []metav1.Condition{*c}
+	}
+	return map[string]any{
+		"apiVersion": gputaskv1.SchemeGroupVersion.String(), "kind": "GPUTaskSet",
+		"metadata": map[string]any{"name": set.Name, "namespace": set.Namespace},
+		"status":   status,
+	}
 }
 
 func (f *fixture) expectCreate(task *gputaskv1.GPUTask) {
@@ -90,10 +97,6 @@ func (f *fixture) expectCreate(task *gputaskv1.GPUTask) {
 func (f *fixture) expectDelete(namespace, name string) {
 	f.Actions = append(f.Actions, core.NewDeleteActionWithOptions(tasksResource, namespace, name,
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(types.UID("uid-" + name))}}))
-}
-
-func (f *fixture) expectStatusUpdate(set *gputaskv1.GPUTaskSet) {
-	f.Actions = append(f.Actions, core.NewUpdateSubresourceAction(setsResource, "status", set.Namespace, set))
 }
 
 func (f *fixture) expectRestartPatch(namespace, name, value string) {
@@ -206,9 +209,11 @@ func (f *fixture) addTasks(tasks ...*gputaskv1.GPUTask) {
 	}
 }
 
-func setKey(set *gputaskv1.GPUTaskSet) string {
-	return set.Namespace + "/" + set.Name
-}
+// key is the set's queue key.
+func key(set *gputaskv1.GPUTaskSet) cache.ObjectName { return cache.MetaObjectToName(set) }
+
+// setKey is the set's key as its expectations are kept.
+func setKey(set *gputaskv1.GPUTaskSet) string { return key(set).String() }
 
 // --- tests ---
 
@@ -219,8 +224,9 @@ func TestCreatesTasksFromTemplate(t *testing.T) {
 	f.Add(set)
 
 	f.expectCreates(set, 3)
-	f.expectStatusUpdate(withStatus(set, 0, 0, 0, 0))
-	c := f.run(ctx, setKey(set))
+	f.ExpectApplyStatus(withStatus(set, 0, 0, 0, 0))
+	c := f.newController(ctx)
+	f.Run(ctx, key(set))
 
 	// One event for the step, not one per task.
 	controllertest.ExpectEvents(t, f.events(), "Normal SuccessfulCreate Created 3 tasks")
@@ -235,8 +241,9 @@ func TestNilReplicasMeansOne(t *testing.T) {
 	set := newSet("render", nil)
 	f.Add(set)
 	f.expectCreate(expectedTask(set))
-	f.expectStatusUpdate(withStatus(set, 0, 0, 0, 0))
-	f.run(ctx, setKey(set))
+	f.ExpectApplyStatus(withStatus(set, 0, 0, 0, 0))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 func TestTemplateChangeLeavesExistingTasks(t *testing.T) {
@@ -252,7 +259,8 @@ func TestTemplateChangeLeavesExistingTasks(t *testing.T) {
 	want := expectedTask(set)
 	want.Spec.Image = "registry.example/render:2"
 	f.expectCreate(want)
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 func TestNoWritesWhenInSync(t *testing.T) {
@@ -267,7 +275,8 @@ func TestNoWritesWhenInSync(t *testing.T) {
 	f.Add(inSync)
 	f.addTasks(ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", time.Hour), pending)
 
-	f.run(ctx, setKey(set)) // no actions expected
+	f.newController(ctx)
+	f.Run(ctx, key(set)) // no actions expected
 	if events := f.events(); len(events) > 0 {
 		t.Errorf("events when in sync: %v", events)
 	}
@@ -292,7 +301,8 @@ func TestIgnoresTasksItDoesNotControl(t *testing.T) {
 
 	// One task is controlled and active, so the set is in sync: the others
 	// are neither counted, adopted, deleted again nor restarted.
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 func TestTerminatingTaskIsReplacedNotDeletedTwice(t *testing.T) {
@@ -303,7 +313,8 @@ func TestTerminatingTaskIsReplacedNotDeletedTwice(t *testing.T) {
 	f.addTasks(ownedTask(set, "render-terminating", time.Hour, deleting))
 
 	f.expectCreate(expectedTask(set))
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 func TestScaleInDeletesTheRightVictims(t *testing.T) {
@@ -376,8 +387,9 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 			for _, name := range tc.want {
 				f.expectDelete(set.Namespace, name)
 			}
-			f.expectStatusUpdate(withStatus(set, int32(len(tasks)), tc.running, tc.pending, 0))
-			c := f.run(ctx, setKey(set))
+			f.ExpectApplyStatus(withStatus(set, int32(len(tasks)), tc.running, tc.pending, 0))
+			c := f.newController(ctx)
+			f.Run(ctx, key(set))
 
 			// One event for the step, not one per task.
 			if n := controllertest.CountEvents(f.events(), "Normal SuccessfulDelete"); n != min(len(tc.want), 1) {
@@ -424,8 +436,9 @@ func TestMinTaskAgeHoldsBackYoungRunningTasks(t *testing.T) {
 	// synced again when the older of them turns ten minutes old.
 	f.expectDelete(set.Namespace, "render-young-pending")
 	f.expectDelete(set.Namespace, "render-old")
-	f.expectStatusUpdate(withStatus(set, 4, 3, 1, 1))
-	f.run(ctx, setKey(set))
+	f.ExpectApplyStatus(withStatus(set, 4, 3, 1, 1))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 
 	if after := f.Queue.After(); !slices.Equal(after, []time.Duration{6 * time.Minute}) {
 		t.Errorf("AddAfter calls = %v, want [6m]", after)
@@ -441,7 +454,8 @@ func TestMinTaskAgeHeldBackIsStableWhenNothingChanged(t *testing.T) {
 	f.addTasks(ownedTask(set, "render-a", 2*time.Minute), ownedTask(set, "render-b", 3*time.Minute))
 
 	// Both tasks are protected: no delete, no status write, one requeue.
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 	if after := f.Queue.After(); !slices.Equal(after, []time.Duration{7 * time.Minute}) {
 		t.Errorf("AddAfter calls = %v, want [7m]", after)
 	}
@@ -459,7 +473,8 @@ func TestStoppedDeletesAllAndIgnoresMinTaskAge(t *testing.T) {
 	// until the informer reports the deletions.
 	f.expectDelete(set.Namespace, "render-a")
 	f.expectDelete(set.Namespace, "render-b")
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 	if after := f.Queue.After(); len(after) != 0 {
 		t.Errorf("a stopped set must not wait for minTaskAge, got AddAfter %v", after)
 	}
@@ -470,7 +485,8 @@ func TestStoppedWithNoTasksIsInSync(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](2), controllertest.Annotation(gputaskv1.AnnotationStopped, "true"))
 	f.Add(withStatus(set, 0, 0, 0, 0))
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 func TestStartRecreatesToSpecReplicas(t *testing.T) {
@@ -480,7 +496,8 @@ func TestStartRecreatesToSpecReplicas(t *testing.T) {
 	set := newSet("render", ptr.To[int32](2), controllertest.Annotation(gputaskv1.AnnotationStopped, "false"))
 	f.Add(withStatus(set, 0, 0, 0, 0))
 	f.expectCreates(set, 2)
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 func TestExpectationsPreventDuplicateCreates(t *testing.T) {
@@ -489,11 +506,12 @@ func TestExpectationsPreventDuplicateCreates(t *testing.T) {
 	set := newSet("render", ptr.To[int32](2))
 	f.Add(withStatus(set, 0, 0, 0, 0))
 	f.expectCreates(set, 2)
-	c := f.run(ctx, setKey(set))
+	c := f.newController(ctx)
+	f.Run(ctx, key(set))
 
 	// The cache has not seen the new tasks yet: a second sync must not
 	// create them again.
-	f.sync(ctx, c, setKey(set), false)
+	f.Run(ctx, key(set))
 
 	// Once the informer reports both, the set acts again, on a fresh cache.
 	created, err := f.Client.GputaskV1().GPUTasks(set.Namespace).List(ctx, metav1.ListOptions{})
@@ -517,13 +535,14 @@ func TestExpectationsExpire(t *testing.T) {
 	set := newSet("render", ptr.To[int32](1))
 	f.Add(withStatus(set, 0, 0, 0, 0))
 	f.expectCreate(expectedTask(set))
-	c := f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 
 	// The add event was lost. After the timeout the set creates again
 	// rather than waiting forever.
 	f.Clock.Step(expectations.DefaultTTL + time.Second)
 	f.expectCreate(expectedTask(set))
-	f.sync(ctx, c, setKey(set), false)
+	f.Run(ctx, key(set))
 }
 
 func TestSlowStartStopsAtFirstFailingBatch(t *testing.T) {
@@ -550,9 +569,9 @@ func TestSlowStartStopsAtFirstFailingBatch(t *testing.T) {
 		ObservedGeneration: set.Generation,
 		LastTransitionTime: metav1.NewTime(testNow),
 	}}
-	f.expectStatusUpdate(failed)
+	f.ExpectApplyStatus(failed)
 	c := f.newController(ctx)
-	f.sync(ctx, c, setKey(set), true)
+	f.RunExpectError(ctx, key(set))
 
 	events := f.events()
 	if n := controllertest.CountEvents(events, "Normal SuccessfulCreate Created 3 tasks"); n != 1 {
@@ -603,8 +622,9 @@ func TestReplicaFailureClearedAfterSuccess(t *testing.T) {
 
 	want := withStatus(set, 1, 1, 0, 0)
 	want.Status.Conditions = []metav1.Condition{{Type: gputaskv1.ConditionScalingActive, Status: metav1.ConditionTrue, Reason: "ValidMetricFound"}}
-	f.expectStatusUpdate(want)
-	f.run(ctx, setKey(set))
+	f.ExpectApplyStatus(want)
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 func TestStatusWrittenOnlyWhenChangedAndOnlyOwnFields(t *testing.T) {
@@ -622,14 +642,15 @@ func TestStatusWrittenOnlyWhenChangedAndOnlyOwnFields(t *testing.T) {
 
 	want := stale.DeepCopy()
 	want.Status.RunningReplicas, want.Status.PendingReplicas, want.Status.ObservedGeneration = 2, 0, 3
-	f.expectStatusUpdate(want)
-	c := f.run(ctx, setKey(set))
+	f.ExpectApplyStatus(want)
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 
 	// The same sync on a cache that shows the write makes no call.
 	f.Cached, f.Objects, f.Actions = []runtime.Object{want}, nil, nil
 	f.addTasks(ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", time.Hour))
-	c = f.newController(ctx)
-	f.sync(ctx, c, setKey(set), false)
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 // TestStatusApplyKeepsOtherWritersFields: the set controller applies only
@@ -647,8 +668,9 @@ func TestStatusApplyKeepsOtherWritersFields(t *testing.T) {
 	fresh.Status.LoadIndex = "0.42"
 	f.Objects = append(f.Objects, fresh)
 
-	f.expectStatusUpdate(withStatus(set, 1, 1, 0, 0))
-	f.run(ctx, setKey(set))
+	f.ExpectApplyStatus(withStatus(set, 1, 1, 0, 0))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 
 	got, err := f.Client.GputaskV1().GPUTaskSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
 	if err != nil {
@@ -713,7 +735,8 @@ func TestRestartAnnotatesOneTaskAtATime(t *testing.T) {
 			if tc.wantPatch != "" {
 				f.expectRestartPatch(set.Namespace, tc.wantPatch, restartAt)
 			}
-			c := f.run(ctx, setKey(set))
+			c := f.newController(ctx)
+			f.Run(ctx, key(set))
 
 			if n := controllertest.CountEvents(f.events(), "Normal RestartingTask"); (n == 1) != (tc.wantPatch != "") || n > 1 {
 				t.Errorf("RestartingTask events = %d", n)
@@ -723,7 +746,7 @@ func TestRestartAnnotatesOneTaskAtATime(t *testing.T) {
 			}
 			// The cache has not shown the annotation yet: a second sync
 			// must not start a second task.
-			f.sync(ctx, c, setKey(set), false)
+			f.Run(ctx, key(set))
 
 			// The patch changed no spec.
 			patched, err := f.Client.GputaskV1().GPUTasks(set.Namespace).Get(ctx, tc.wantPatch, metav1.GetOptions{})
@@ -753,7 +776,8 @@ func TestRestartWithInvalidTimeWarnsAndWaits(t *testing.T) {
 	set := newSet("render", ptr.To[int32](1), controllertest.Annotation(gputaskv1.AnnotationRestartedAt, "now please"))
 	f.Add(withStatus(set, 1, 1, 0, 0))
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 	if n := controllertest.CountEvents(f.events(), "Warning "+gputaskv1.ReasonInvalidRestartedAt); n != 1 {
 		t.Errorf("%s events = %d, want 1", gputaskv1.ReasonInvalidRestartedAt, n)
 	}
@@ -764,7 +788,7 @@ func TestDeletedSetIsForgotten(t *testing.T) {
 	f := newFixture(t)
 	c := f.newController(ctx)
 	c.expectations.ExpectCreations("default/gone", 2)
-	f.sync(ctx, c, "default/gone", false)
+	f.Run(ctx, cache.ObjectName{Namespace: metav1.NamespaceDefault, Name: "gone"})
 	if !c.expectations.Satisfied("default/gone") {
 		t.Error("expectations of a deleted set must be dropped")
 	}
@@ -776,7 +800,8 @@ func TestSetBeingDeletedIsNotManaged(t *testing.T) {
 	set := newSet("render", ptr.To[int32](3), controllertest.Deleting(testNow, "foregroundDeletion"))
 	f.Add(withStatus(set, 1, 1, 0, 0))
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 func TestEventHandlers(t *testing.T) {
@@ -950,9 +975,9 @@ func TestFailedDeleteSetsReplicaFailure(t *testing.T) {
 		ObservedGeneration: set.Generation,
 		LastTransitionTime: metav1.NewTime(testNow),
 	}}
-	f.expectStatusUpdate(want)
+	f.ExpectApplyStatus(want)
 	c := f.newController(ctx)
-	f.sync(ctx, c, setKey(set), true)
+	f.RunExpectError(ctx, key(set))
 
 	events := f.events()
 	if controllertest.CountEvents(events, "Warning FailedDelete") != 1 || controllertest.CountEvents(events, "Normal SuccessfulDelete") != 0 {
@@ -976,7 +1001,7 @@ func TestNamespaceTerminatingIsNotAFailure(t *testing.T) {
 	}})
 	f.expectCreate(expectedTask(set))
 	c := f.newController(ctx)
-	f.sync(ctx, c, setKey(set), false)
+	f.Run(ctx, key(set))
 	if events := f.events(); len(events) != 0 {
 		t.Errorf("events = %v, want none", events)
 	}
@@ -993,7 +1018,7 @@ func TestBurstReplicasCapsOneSync(t *testing.T) {
 	f.expectCreates(set, 2)
 	c := f.newController(ctx)
 	c.burst = 2
-	f.sync(ctx, c, setKey(set), false)
+	f.Run(ctx, key(set))
 }
 
 func TestFailedRestartPatchIsRetried(t *testing.T) {
@@ -1008,7 +1033,7 @@ func TestFailedRestartPatchIsRetried(t *testing.T) {
 	}})
 	f.expectRestartPatch(set.Namespace, "render-a", restartAt)
 	c := f.newController(ctx)
-	f.sync(ctx, c, setKey(set), true)
+	f.RunExpectError(ctx, key(set))
 	if n := controllertest.CountEvents(f.events(), "Warning "+ReasonFailedRestart); n != 1 {
 		t.Errorf("%s events = %d, want 1", ReasonFailedRestart, n)
 	}
