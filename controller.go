@@ -31,7 +31,6 @@ import (
 	"k8s.io/utils/clock"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
-	"github.com/gputask/gputask-controller/pkg/app"
 	"github.com/gputask/gputask-controller/pkg/claims"
 	"github.com/gputask/gputask-controller/pkg/expectations"
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned"
@@ -163,7 +162,7 @@ func (o Options) withDefaults() Options {
 		o.DefaultImage = podspec.DefaultImage
 	}
 	if o.MaxConcurrentReschedules <= 0 {
-		o.MaxConcurrentReschedules = app.DefaultMaxConcurrentReschedules
+		o.MaxConcurrentReschedules = reschedule.DefaultMaxConcurrent
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

@@ -28,6 +28,11 @@ const (
 	ReasonRestart = "Restart"
 )
 
+// DefaultMaxConcurrent bounds how many tasks may be without a pod at once
+// because the controller replaces it: the GPUTask controller's default,
+// and the default of the flag that sets it.
+const DefaultMaxConcurrent = 5
+
 // Options are the controller-wide rescheduling settings.
 type Options struct {
 	// Interval turns rescheduling on when > 0, and is the pod age after which
