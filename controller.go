@@ -52,14 +52,6 @@ import (
 const ControllerName = "gputask-controller"
 
 const (
-	// Event reasons.
-	ReasonFailedCreate = "FailedCreate"
-	ReasonFailedDelete = "FailedDelete"
-	ReasonRescheduling = "Rescheduling"
-	ReasonRescheduled  = "Rescheduled"
-	ReasonRestarted    = "Restarted"
-	ReasonForceDeleted = "ForceDeleted"
-
 	// replacementPoll is how soon a task whose old pod is terminating is looked
 	// at again; the pod's delete event usually comes first.
 	replacementPoll = 2 * time.Second

@@ -54,7 +54,7 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 
 	if podspec.UsesDRA(&task.Spec, c.podOpts) {
 		if err := c.templates.Ensure(ctx, task); err != nil {
-			c.recorder.Eventf(task, corev1.EventTypeWarning, ReasonFailedCreate, "Error preparing the GPU claim of pod %s: %v", desired.Name, err)
+			c.recorder.Eventf(task, corev1.EventTypeWarning, gputaskv1.ReasonFailedCreate, "Error preparing the GPU claim of pod %s: %v", desired.Name, err)
 			err = fmt.Errorf("preparing the GPU claim of gputask %s: %w", key, err)
 			return errors.Join(err, c.applyStatus(ctx, task, c.status(task, taskstatus.View{CreateErr: err})))
 		}
@@ -68,7 +68,7 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 		if apierrors.IsAlreadyExists(err) {
 			return c.handleCreateConflict(ctx, key, task)
 		}
-		c.recorder.Eventf(task, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating pod %s: %v", desired.Name, err)
+		c.recorder.Eventf(task, corev1.EventTypeWarning, gputaskv1.ReasonFailedCreate, "Error creating pod %s: %v", desired.Name, err)
 		err = fmt.Errorf("creating pod for gputask %s: %w", key, err)
 		// Whatever the failure (a refusal, or a webhook or the API server
 		// that is down or slow), the error makes the queue back off, at
@@ -121,7 +121,7 @@ func (c *Controller) handleCreateConflict(ctx context.Context, key cache.ObjectN
 // else's work.
 func (c *Controller) syncConflict(ctx context.Context, task *gputaskv1.GPUTask, pod *corev1.Pod) error {
 	msg := fmt.Sprintf("pod %s exists and is not controlled by this GPUTask", klog.KObj(pod))
-	c.warnOnTransition(task, gputaskv1.ConditionPodOwned, taskstatus.ReasonPodConflict, msg, taskstatus.ReasonPodConflict)
+	c.warnOnTransition(task, gputaskv1.ConditionPodOwned, gputaskv1.ReasonPodConflict, msg, gputaskv1.ReasonPodConflict)
 	_, specErr := podspec.Build(task, c.podOpts)
 	return c.applyStatus(ctx, task, c.status(task, taskstatus.View{Conflict: msg, SpecErr: specErr}))
 }

@@ -458,7 +458,7 @@ func TestInvalidMetricSpec(t *testing.T) {
 
 	f.syncOK(ctx, c, "web")
 	got := f.lastStatus()
-	assertCondition(t, got, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, ReasonInvalidMetricSpec)
+	assertCondition(t, got, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, gputaskv1.ReasonInvalidMetricSpec)
 	f.ExpectEvents(`Warning InvalidMetricSpec metric "queue": http.auth.bearerTokenSecretRef`)
 
 	// A failed build is retried: the Secret may exist by now.

@@ -21,15 +21,6 @@ import (
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
-// Event reasons besides the decision reasons and the condition reasons
-// (ReasonInvalidMetricSpec is both).
-const (
-	ReasonScaledUp      = "ScaledUp"
-	ReasonScaledDown    = "ScaledDown"
-	ReasonDryRunScale   = "DryRunScale"
-	ReasonFailedRescale = "FailedRescale"
-)
-
 // errReplicasChanged means someone else scaled the set while it was being
 // evaluated; the decision was made for a count that no longer holds.
 var errReplicasChanged = errors.New("replicas changed during evaluation")
@@ -235,19 +226,19 @@ func (c *Controller) emitEvents(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d 
 	for i, m := range d.Metrics {
 		switch {
 		case configErrs[i] != nil:
-			c.recorder.Event(set, corev1.EventTypeWarning, ReasonInvalidMetricSpec, configErrs[i].Error())
+			c.recorder.Event(set, corev1.EventTypeWarning, gputaskv1.ReasonInvalidMetricSpec, configErrs[i].Error())
 		case m.Err != nil:
-			c.recorder.Eventf(set, corev1.EventTypeWarning, scaling.ReasonFailedGetLoadIndex, "metric %q: %v", m.Name, m.Err)
+			c.recorder.Eventf(set, corev1.EventTypeWarning, gputaskv1.ReasonFailedGetLoadIndex, "metric %q: %v", m.Name, m.Err)
 		}
 	}
 	switch {
 	case scaled && d.Desired > in.Current:
-		c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonScaledUp, "New size: %d; reason: %s", d.Desired, d.Message)
+		c.recorder.Eventf(set, corev1.EventTypeNormal, gputaskv1.ReasonScaledUp, "New size: %d; reason: %s", d.Desired, d.Message)
 	case scaled:
-		c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonScaledDown, "New size: %d; reason: %s", d.Desired, d.Message)
+		c.recorder.Eventf(set, corev1.EventTypeNormal, gputaskv1.ReasonScaledDown, "New size: %d; reason: %s", d.Desired, d.Message)
 	case scaleErr != nil:
-		c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonFailedRescale, "New size: %d; reason: %s; error: %v", d.Desired, d.Message, scaleErr)
+		c.recorder.Eventf(set, corev1.EventTypeWarning, gputaskv1.ReasonFailedRescale, "New size: %d; reason: %s; error: %v", d.Desired, d.Message, scaleErr)
 	case in.DryRun && !in.Paused && !in.Stopped && d.Desired != in.Current:
-		c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonDryRunScale, "Would scale from %d to %d; reason: %s", in.Current, d.Desired, d.Message)
+		c.recorder.Eventf(set, corev1.EventTypeNormal, gputaskv1.ReasonDryRunScale, "Would scale from %d to %d; reason: %s", in.Current, d.Desired, d.Message)
 	}
 }

@@ -11,10 +11,6 @@ import (
 	"github.com/gputask/gputask-controller/pkg/taskindex"
 )
 
-// ReasonTaskStartupTimeout is the Warning recorded once for each task that is
-// not Ready within autoscaling.startupTimeout.
-const ReasonTaskStartupTimeout = "TaskStartupTimeout"
-
 // startup counts the set's tasks that are on their way. Tasks that finished,
 // are being deleted or are draining are not capacity the set is waiting for;
 // tasks whose pods wait for a queue's admission (queued, known only to
@@ -57,7 +53,7 @@ func (c *Controller) warnExpired(set *gputaskv1.GPUTaskSet, state *setState, exp
 		if state.warned[name] {
 			continue
 		}
-		c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonTaskStartupTimeout,
+		c.recorder.Eventf(set, corev1.EventTypeWarning, gputaskv1.ReasonTaskStartupTimeout,
 			"Task %s is not Ready %v after it was created; it no longer holds scale-up back", name, scaling.StartupTimeoutOf(set.Spec.Autoscaling))
 	}
 	state.warned = seen

@@ -24,7 +24,6 @@ const (
 	ReasonScalingDisabled    = "ScalingDisabled"
 	ReasonBackoffUpscale     = "BackoffUpscale"
 	ReasonValidMetricFound   = "ValidMetricFound"
-	ReasonInvalidMetricSpec  = "InvalidMetricSpec"
 	ReasonDesiredWithinRange = "DesiredWithinRange"
 	ReasonLoadIndexAvailable = "LoadIndexAvailable"
 )
@@ -135,7 +134,7 @@ func scalingActive(d scaling.Decision, configErrs []error) metav1.Condition {
 	const t = gputaskv1.ConditionScalingActive
 	for _, err := range configErrs {
 		if err != nil {
-			return condition(t, false, ReasonInvalidMetricSpec, err.Error())
+			return condition(t, false, gputaskv1.ReasonInvalidMetricSpec, err.Error())
 		}
 	}
 	for _, m := range d.Metrics {
@@ -144,7 +143,7 @@ func scalingActive(d scaling.Decision, configErrs []error) metav1.Condition {
 		}
 	}
 	if len(d.Metrics) == 0 {
-		return condition(t, false, ReasonInvalidMetricSpec, "no metrics configured")
+		return condition(t, false, gputaskv1.ReasonInvalidMetricSpec, "no metrics configured")
 	}
 	return condition(t, true, ReasonValidMetricFound, "the autoscaler read every load index: "+d.Inputs)
 }

@@ -564,7 +564,7 @@ func TestSlowStartStopsAtFirstFailingBatch(t *testing.T) {
 	failed.Status.Conditions = []metav1.Condition{{
 		Type:               gputaskv1.ConditionReplicaFailure,
 		Status:             metav1.ConditionTrue,
-		Reason:             ReasonFailedCreate,
+		Reason:             gputaskv1.ReasonFailedCreate,
 		Message:            "creating tasks for gputaskset default/render: gputasks.gputask.io is forbidden: exceeded quota",
 		ObservedGeneration: set.Generation,
 		LastTransitionTime: metav1.NewTime(testNow),
@@ -614,7 +614,7 @@ func TestReplicaFailureClearedAfterSuccess(t *testing.T) {
 	set := newSet("render", ptr.To[int32](1))
 	failing := withStatus(set, 1, 1, 0, 0)
 	failing.Status.Conditions = []metav1.Condition{
-		{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: ReasonFailedCreate, Message: "quota"},
+		{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: gputaskv1.ReasonFailedCreate, Message: "quota"},
 		{Type: gputaskv1.ConditionScalingActive, Status: metav1.ConditionTrue, Reason: "ValidMetricFound"},
 	}
 	f.Add(failing)
@@ -970,7 +970,7 @@ func TestFailedDeleteSetsReplicaFailure(t *testing.T) {
 	want.Status.Conditions = []metav1.Condition{{
 		Type:               gputaskv1.ConditionReplicaFailure,
 		Status:             metav1.ConditionTrue,
-		Reason:             ReasonFailedDelete,
+		Reason:             gputaskv1.ReasonFailedDelete,
 		Message:            "deleting tasks of gputaskset default/render: deleting gputask default/render-a: Internal error occurred: etcd timeout",
 		ObservedGeneration: set.Generation,
 		LastTransitionTime: metav1.NewTime(testNow),
@@ -1034,8 +1034,8 @@ func TestFailedRestartPatchIsRetried(t *testing.T) {
 	f.expectRestartPatch(set.Namespace, "render-a", restartAt)
 	c := f.newController(ctx)
 	f.RunExpectError(ctx, key(set))
-	if n := controllertest.CountEvents(f.events(), "Warning "+ReasonFailedRestart); n != 1 {
-		t.Errorf("%s events = %d, want 1", ReasonFailedRestart, n)
+	if n := controllertest.CountEvents(f.events(), "Warning "+gputaskv1.ReasonFailedRestart); n != 1 {
+		t.Errorf("%s events = %d, want 1", gputaskv1.ReasonFailedRestart, n)
 	}
 	if !c.expectations.Satisfied(setKey(set)) {
 		t.Error("a failed patch must not block the next attempt")
