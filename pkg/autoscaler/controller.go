@@ -156,6 +156,11 @@ type setState struct {
 	lastStep time.Time
 	// retryAfter is when the last decision said a held step may happen.
 	retryAfter time.Duration
+	// queue is what the SLO policy learned from the readings so far: the
+	// smoothed service time, the recent arrival rates, the correction.
+	// Lost on a restart or a change of leader, it is learned again within
+	// a few intervals.
+	queue scaling.QueueState
 	// warned names the tasks already reported as past their startup timeout.
 	warned map[string]bool
 	// reading is set while a read of the set is in flight, and ready holds

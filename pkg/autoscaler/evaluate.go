@@ -19,6 +19,7 @@ import (
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/metrics"
 	"github.com/gputask/gputask-controller/pkg/scaling"
+	"github.com/gputask/gputask-controller/pkg/taskindex"
 )
 
 // errReplicasChanged means someone else scaled the set while it was being
@@ -54,16 +55,25 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 	// The last step gates every change of the count, so it is read before
 	// anything is decided; see scaling.NextStep.
 	last := lastStep(set, state.lastStep)
-	st, err := c.startup(set, last, now, fit.waitsForAdmission)
+	tasks, err := taskindex.OfSet(c.tasksIndexer, set)
 	if err != nil {
-		return fmt.Errorf("counting starting tasks: %w", err)
+		return fmt.Errorf("listing tasks: %w", err)
 	}
+	st := c.startup(set, tasks, last, now, fit.waitsForAdmission)
 	c.warnExpired(set, state, st.Expired)
 
 	in := scaling.InputsFor(set, now, readings, capacity, state.recommendations)
 	in.LastScaleTime, in.Starting, in.CapacityLimit = last, st.Starting, fit.Limit
+	if in.Policy.Type == gputaskv1.SLOPolicy {
+		in.Startup = scaling.StartupOf(tasks, scaling.StartupTimeoutOf(set.Spec.Autoscaling))
+		in.Queue = state.queue
+	}
 	d := scaling.Decide(in)
 	state.recommendations = d.Recommendations
+	// Kept whatever becomes of the writes below: the reading it learned
+	// from is used up. Zero for the other policies, so a set that comes
+	// back to the SLO policy starts afresh.
+	state.queue = d.Queue
 	state.retryAfter = d.RetryAfter
 	logger.V(4).Info("Decided", "from", in.Current, "to", d.Desired, "reason", d.Reason, "message", d.Message,
 		"starting", st.Starting, "lastStep", last)

@@ -3,6 +3,7 @@ package autoscaler
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -53,7 +54,7 @@ func desiredStatus(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decis
 		status.LastScaleTime = &metav1.Time{Time: scaledAt}
 	}
 	status.LastDecision = &gputaskv1.ScalingDecision{
-		Time: ts, Inputs: d.Inputs, From: in.Current, To: d.Desired, Reason: d.Reason, Message: d.Message,
+		Time: ts, Inputs: decisionInputs(in, d), From: in.Current, To: d.Desired, Reason: d.Reason, Message: d.Message,
 	}
 	status.Metrics = metricStatuses(d, ts)
 	status.ConsecutiveFailures = d.ConsecutiveFailures
@@ -67,7 +68,7 @@ func desiredStatus(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decis
 	// Evaluated means the spec passed validation (see validate.go).
 	meta.RemoveStatusCondition(&status.Conditions, gputaskv1.ConditionSpecValid)
 	setCondition(status, ts, ableToScale(in, d, scaled, scaleErr))
-	setCondition(status, ts, scalingActive(d, configErrs))
+	setCondition(status, ts, scalingActive(in, d, configErrs))
 	setCondition(status, ts, scalingLimited(d))
 	if set.Spec.Autoscaling.Fallback != nil {
 		setCondition(status, ts, fallbackCondition(d))
@@ -85,11 +86,29 @@ func metricStatuses(d scaling.Decision, ts metav1.Time) []gputaskv1.MetricStatus
 			out[i].Error = m.Err.Error()
 			continue
 		}
-		desired := m.Desired
 		out[i].Value = scaling.FormatValue(m.Value)
-		out[i].DesiredReplicas = &desired
+		if m.Reason != "" {
+			// A reading that asked for nothing, as those of an SLO set
+			// that lacks a role, shows no count.
+			desired := m.Desired
+			out[i].DesiredReplicas = &desired
+		}
 	}
 	return out
+}
+
+// decisionInputs is what lastDecision.inputs shows: what the decision saw
+// and, for the SLO policy, the wait it predicts at the count it chose.
+func decisionInputs(in scaling.Inputs, d scaling.Decision) string {
+	o := d.SLO
+	if o == nil || o.ServiceTime <= 0 {
+		return d.Inputs
+	}
+	wait := "unbounded"
+	if !math.IsInf(o.PredictedWait, 1) {
+		wait = time.Duration(o.PredictedWait * float64(time.Second)).Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("%s predicted-p%s-wait=%s", d.Inputs, scaling.FormatValue(in.Policy.SLO.Percentile), wait)
 }
 
 func setCondition(status *gputaskv1.GPUTaskSetStatus, ts metav1.Time, cond metav1.Condition) {
@@ -130,16 +149,31 @@ func ableToScale(in scaling.Inputs, d scaling.Decision, scaled bool, scaleErr er
 	}
 }
 
-func scalingActive(d scaling.Decision, configErrs []error) metav1.Condition {
+func scalingActive(in scaling.Inputs, d scaling.Decision, configErrs []error) metav1.Condition {
 	const t = gputaskv1.ConditionScalingActive
 	for _, err := range configErrs {
 		if err != nil {
 			return condition(t, false, gputaskv1.ReasonInvalidMetricSpec, err.Error())
 		}
 	}
+	slo := in.Policy.Type == gputaskv1.SLOPolicy
+	if slo {
+		// Asked of the roles, not of d.Reason, which a bound may have
+		// replaced: the set is not scaled by its load either way.
+		if reason, msg := scaling.CheckRoles(in.Metrics); reason != "" {
+			return condition(t, false, reason, fmt.Sprintf("%s; holding at %d", msg, in.Current))
+		}
+	}
 	for _, m := range d.Metrics {
 		if m.Err != nil {
 			return condition(t, false, scaling.ReasonFailedGetLoadIndex, fmt.Sprintf("metric %q: %v", m.Name, m.Err))
+		}
+	}
+	if slo {
+		for _, m := range d.Metrics {
+			if m.Reason == scaling.ReasonServiceTimeUnknown {
+				return condition(t, false, scaling.ReasonServiceTimeUnknown, d.Message)
+			}
 		}
 	}
 	if len(d.Metrics) == 0 {
@@ -150,6 +184,11 @@ func scalingActive(d scaling.Decision, configErrs []error) metav1.Condition {
 
 func scalingLimited(d scaling.Decision) metav1.Condition {
 	const t = gputaskv1.ConditionScalingLimited
+	if d.SLO != nil && d.SLO.Unmet {
+		// Says what a bound alone would not: how far from the SLO the
+		// reachable count leaves the pool.
+		return condition(t, true, scaling.ReasonSLOOutOfReach, d.SLO.Message)
+	}
 	if len(d.Limits) == 0 {
 		return condition(t, false, ReasonDesiredWithinRange, "the desired count is within the acceptable range")
 	}

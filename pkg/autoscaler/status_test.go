@@ -62,7 +62,7 @@ func TestScalingLimitedAndFallbackConditions(t *testing.T) {
 	if c := fallbackCondition(scaling.Decision{Fallback: true}); c.Status != metav1.ConditionTrue || c.Reason != scaling.ReasonFallbackReplicas {
 		t.Errorf("fallback: %s/%s", c.Status, c.Reason)
 	}
-	if c := scalingActive(scaling.Decision{}, nil); c.Status != metav1.ConditionFalse || c.Reason != gputaskv1.ReasonInvalidMetricSpec {
+	if c := scalingActive(scaling.Inputs{}, scaling.Decision{}, nil); c.Status != metav1.ConditionFalse || c.Reason != gputaskv1.ReasonInvalidMetricSpec {
 		t.Errorf("no metrics: %s/%s", c.Status, c.Reason)
 	}
 }
