@@ -587,7 +587,7 @@ func (c *Controller) enqueueTaskOfPod(logger klog.Logger, obj any) {
 // pod of a new task with the same name. A pod not controlled by a task still
 // concerns the task of the same name, which it blocks (PodConflict). A pod
 // controlled by a task that is not in the cache concerns its own name, whose
-// sync deletes it if that task is gone (orphans.go).
+// sync deletes it if that task is gone (pkg/orphans).
 func (c *Controller) taskOfPod(pod *corev1.Pod) (key *cache.ObjectName, owned bool) {
 	if ref := metav1.GetControllerOf(pod); ref != nil && isTaskRef(ref) {
 		task, err := c.tasksLister.GPUTasks(pod.Namespace).Get(ref.Name)

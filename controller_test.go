@@ -26,8 +26,6 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/controllertest"
 	"github.com/gputask/gputask-controller/pkg/podspec"
-	"github.com/gputask/gputask-controller/pkg/reschedule"
-	"github.com/gputask/gputask-controller/pkg/taskstatus"
 )
 
 var (
@@ -281,7 +279,6 @@ func findCond(conds []metav1.Condition, t string) *metav1.Condition {
 }
 
 func key(task *gputaskv1.GPUTask) cache.ObjectName { return cache.MetaObjectToName(task) }
-
 func TestCreatesPod(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
@@ -321,52 +318,6 @@ func TestNoWritesWhenInSync(t *testing.T) {
 
 	f.Run(ctx, key(task))
 	f.ExpectEvents()
-}
-
-func TestUpdatesStatusWhenPodChanges(t *testing.T) {
-	tests := []struct {
-		name      string
-		podPhase  corev1.PodPhase
-		node      string
-		wantPhase gputaskv1.GPUTaskPhase
-	}{
-		{"bound but pending is Scheduled", corev1.PodPending, "gpu-1", gputaskv1.GPUTaskScheduled},
-		{"running", corev1.PodRunning, "gpu-1", gputaskv1.GPUTaskRunning},
-		{"running on another node", corev1.PodRunning, "gpu-2", gputaskv1.GPUTaskRunning},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
-			f := newFixture(t)
-			task := withStatus(newTask("render"), gputaskv1.GPUTaskPending, "")
-			f.Add(task)
-			f.Add(podWith(task, tc.podPhase, tc.node))
-			f.Add(controllertest.Node("gpu-1"))
-			f.Add(controllertest.Node("gpu-2"))
-
-			f.ExpectApplyStatus(withStatus(task, tc.wantPhase, tc.node))
-			f.Run(ctx, key(task))
-		})
-	}
-}
-
-func TestMirrorsUnschedulable(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task := withStatus(newTask("render"), gputaskv1.GPUTaskPending, "")
-	f.Add(task)
-	pod := podWith(task, corev1.PodPending, "")
-	msg := "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
-	pod.Status.Conditions = []corev1.PodCondition{{
-		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-		Message: msg, LastTransitionTime: metav1.NewTime(testNow.Add(-time.Minute)),
-	}}
-	f.Add(pod)
-
-	want := task.DeepCopy()
-	want.Status.Conditions[2] = cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "Unschedulable", msg)
-	f.ExpectApplyStatus(want)
-	f.Run(ctx, key(task))
 }
 
 func TestLeavesForeignPodAlone(t *testing.T) {
@@ -518,34 +469,6 @@ func TestInvalidSpec(t *testing.T) {
 	}
 }
 
-func TestFinalPods(t *testing.T) {
-	tests := []struct {
-		name      string
-		phase     corev1.PodPhase
-		policy    gputaskv1.ReschedulePolicy
-		wantPhase gputaskv1.GPUTaskPhase
-	}{
-		{"succeeded is final", corev1.PodSucceeded, "", gputaskv1.GPUTaskSucceeded},
-		{"succeeded is final even when Periodic", corev1.PodSucceeded, gputaskv1.ReschedulePeriodic, gputaskv1.GPUTaskSucceeded},
-		{"failed stays failed under Never", corev1.PodFailed, gputaskv1.RescheduleNever, gputaskv1.GPUTaskFailed},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
-			f := newFixture(t)
-			task := withStatus(newTask("render"), gputaskv1.GPUTaskRunning, "gpu-1")
-			task.Spec.ReschedulePolicy = tc.policy
-			f.Add(task)
-			f.Add(podWith(task, tc.phase, "gpu-1"))
-			// No node in the cache: a lost node must not revive a final pod.
-
-			f.ExpectApplyStatus(withStatus(task, tc.wantPhase, "gpu-1"))
-			f.Run(ctx, key(task))
-			f.ExpectEvents()
-		})
-	}
-}
-
 func TestNoDuplicateCreateWhileExpectationPending(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
@@ -580,186 +503,6 @@ func TestExpectationExpires(t *testing.T) {
 	c.expectations.Delete(key(task).String())
 	f.expectCreatePod(expectedPod(task))
 	f.Run(ctx, key(task))
-}
-
-// TestReschedulesDeleteWaitCreate walks one replacement through its three
-// syncs: delete the old pod; wait while it terminates; create the new one
-// and count it.
-func TestReschedulesDeleteWaitCreate(t *testing.T) {
-	tests := []struct {
-		name       string
-		setup      func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod
-		wantReason string
-	}{
-		{"failed pod", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			f.Add(controllertest.Node("gpu-1"))
-			return podWith(task, corev1.PodFailed, "gpu-1")
-		}, reschedule.ReasonPodFailed},
-		{"evicted pod", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			f.Add(controllertest.Node("gpu-1"))
-			p := podWith(task, corev1.PodFailed, "gpu-1")
-			p.Status.Reason = "Evicted"
-			return p
-		}, reschedule.ReasonEvicted},
-		{"node gone", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			return podWith(task, corev1.PodRunning, "gpu-1")
-		}, reschedule.ReasonNodeLost},
-		{"node not ready", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			f.Add(controllertest.NotReadyNode("gpu-1"))
-			return podWith(task, corev1.PodRunning, "gpu-1")
-		}, reschedule.ReasonNodeNotReady},
-		{"unschedulable too long", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			p := podWith(task, corev1.PodPending, "")
-			p.Status.Conditions = []corev1.PodCondition{{
-				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-				LastTransitionTime: metav1.NewTime(testNow.Add(-6 * time.Minute)),
-			}}
-			return p
-		}, reschedule.ReasonUnschedulable},
-		{"periodic", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			task.Spec.ReschedulePolicy = gputaskv1.ReschedulePeriodic
-			f.Add(controllertest.Node("gpu-1"))
-			return podWith(task, corev1.PodRunning, "gpu-1")
-		}, reschedule.ReasonPeriodic},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
-			f := newFixture(t)
-			task := newTask("render")
-			old := tc.setup(f, task)
-			task.Status.Reschedules = 2
-			f.Add(task)
-			f.Add(old)
-			c := f.newController(ctx)
-			cur := c.status(task, taskstatus.View{Pod: old})
-			task = task.DeepCopy()
-			task.Status, task.ResourceVersion = cur, "4"
-			f.Update(task)
-
-			// 1: delete the old pod, guarded by its UID; create nothing.
-			if tc.wantReason == reschedule.ReasonNodeLost {
-				f.expectDeletePodNow(old)
-			} else {
-				f.expectDeletePod(old)
-			}
-			f.Run(ctx, key(task))
-			f.ExpectEvents("Normal Rescheduling Deleted pod render to replace it: " + tc.wantReason)
-
-			// 2: the pod terminates and is still in the cache: wait.
-			terminating := old.DeepCopy()
-			terminating.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
-			terminating.ResourceVersion = "2"
-			f.Update(terminating)
-			f.Run(ctx, key(task))
-
-			// 3: the pod is gone: create the new one and count it.
-			f.Remove(terminating)
-			f.expectCreatePod(expectedPod(task))
-			f.ExpectApplyStatus(replaced(task)) // reschedules 2 → 3
-			f.Run(ctx, key(task))
-			// The count is made from the cached task's version, and holds
-			// only at that version.
-			actions := controllertest.FilterInformerActions(f.Client.Actions())
-			if rv := controllertest.ResourceVersionOf(t, actions[len(actions)-1]); rv != "4" {
-				t.Errorf("the apply that counts the replacement has resourceVersion %q, want the cached task's 4", rv)
-			}
-			f.ExpectEvents("Normal Rescheduled Rescheduled (" + tc.wantReason + ")")
-			if n := replacements(c); n != 0 {
-				t.Errorf("%d replacements left in flight", n)
-			}
-		})
-	}
-}
-
-func TestRescheduleCacheLagsBehindDelete(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
-
-	f.expectDeletePod(old)
-	f.Run(ctx, key(task))
-	// The cache still shows the old pod without a deletion timestamp: the
-	// delete must not be sent twice.
-	f.Run(ctx, key(task))
-}
-
-func TestMaxConcurrentReschedules(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	f.opts.MaxConcurrentReschedules = 1
-	a, podA := f.addTaskWithPod(newTask("a"), corev1.PodFailed, "gpu-1")
-	b, podB := f.addTaskWithPod(newTask("b"), corev1.PodFailed, "gpu-1")
-
-	f.expectDeletePod(podA)
-	f.Run(ctx, key(a))
-	// b must wait: a is between delete and create.
-	f.Run(ctx, key(b))
-
-	// a's new pod is created; b may go.
-	f.Remove(podA)
-	f.expectCreatePod(expectedPod(a))
-	f.ExpectApplyStatus(replaced(a))
-	f.Run(ctx, key(a))
-
-	f.expectDeletePod(podB)
-	f.Run(ctx, key(b))
-}
-
-func TestRestart(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	f.opts.RescheduleInterval = 0 // a restart does not depend on rescheduling
-	restartAt := testNow.Add(-time.Minute).Format(time.RFC3339)
-	task, old := f.addTaskWithPod(newTask("render", controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt)),
-		corev1.PodRunning, "gpu-1") // the pod was created an hour ago
-
-	f.expectDeletePod(old)
-	f.Run(ctx, key(task))
-	f.ExpectEvents("Normal Rescheduling Deleted pod render to replace it: Restart")
-
-	f.Remove(old)
-	f.expectCreatePod(expectedPod(task))
-	want := replaced(task)
-	f.ExpectApplyStatus(want)
-	f.Run(ctx, key(task))
-	f.ExpectEvents("Normal Restarted")
-
-	// The new pod is newer than the request: done, no further restart.
-	newPod := podWith(task, corev1.PodRunning, "gpu-1")
-	newPod.UID = "new-pod"
-	newPod.CreationTimestamp = metav1.NewTime(testNow)
-	f.Update(newPod)
-	// The cache shows the status write, with the version the API gave it.
-	shown := want.DeepCopy()
-	shown.ResourceVersion = "2"
-	f.Update(shown)
-	f.ExpectApplyStatus(withStatus(shown, gputaskv1.GPUTaskRunning, "gpu-1"))
-	f.Run(ctx, key(task))
-}
-
-func TestRestartAcknowledgedWhenPodIsNewer(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	restartAt := testNow.Add(-time.Hour).Format(time.RFC3339)
-	task, pod := f.addTaskWithPod(newTask("render", controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt)), corev1.PodRunning, "gpu-1")
-	pod.CreationTimestamp = metav1.NewTime(testNow.Add(-time.Minute))
-
-	want := task.DeepCopy()
-	want.Status.LastRescheduleTime = ptr.To(pod.CreationTimestamp)
-	f.ExpectApplyStatus(want)
-	f.Run(ctx, key(task))
-}
-
-func TestInvalidRestartedAtIsIgnored(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task, _ := f.addTaskWithPod(newTask("render", controllertest.Annotation(gputaskv1.AnnotationRestartedAt, "last tuesday")), corev1.PodRunning, "gpu-1")
-
-	f.Run(ctx, key(task))
-	f.ExpectEvents("Warning InvalidRestartedAt")
-	f.Run(ctx, key(task))
-	f.ExpectEvents()
 }
 
 func TestHandleObject(t *testing.T) {
@@ -851,45 +594,6 @@ func TestRun(t *testing.T) {
 	kinf.Shutdown()
 }
 
-// TestRescheduleDeleteConflict: the pod of that name changed between the
-// cache and the API server, so the UID precondition fails; the replacement is
-// abandoned and judged again rather than counted as in flight.
-func TestRescheduleDeleteConflict(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	f.opts.MaxConcurrentReschedules = 1
-	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
-	c := f.newController(ctx)
-	f.KubeClient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewConflict(podsResource.GroupResource(), old.Name, errors.New("uid precondition failed"))
-	})
-
-	f.expectDeletePod(old)
-	f.Run(ctx, key(task))
-	if n := replacements(c); n != 0 {
-		t.Errorf("%d replacements in flight after a failed precondition, want 0", n)
-	}
-}
-
-// TestRescheduleDeleteError: an API error is retried with backoff and is
-// reported once as FailedDelete.
-func TestRescheduleDeleteError(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
-	c := f.newController(ctx)
-	f.KubeClient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewServiceUnavailable("try later")
-	})
-
-	f.expectDeletePod(old)
-	f.RunExpectError(ctx, key(task))
-	f.ExpectEvents("Warning FailedDelete")
-	if n := replacements(c); n != 0 {
-		t.Errorf("%d replacements in flight after a failed delete, want 0", n)
-	}
-}
-
 func TestCreateErrorIsRetried(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
@@ -908,94 +612,6 @@ func TestCreateErrorIsRetried(t *testing.T) {
 	if !c.expectations.Satisfied(key(task).String()) {
 		t.Error("a failed create must not leave an expectation behind")
 	}
-}
-
-func TestTaskDeletedMidReplacement(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
-	c := f.newController(ctx)
-
-	f.expectDeletePod(old)
-	f.Run(ctx, key(task))
-
-	if err := f.Informers.Gputask().V1().GPUTasks().Informer().GetIndexer().Delete(task); err != nil {
-		t.Fatal(err)
-	}
-	c.deleteTask(klog.Background(), task)
-	f.Remove(old)
-	f.Run(ctx, key(task))
-	if n := replacements(c); n != 0 {
-		t.Errorf("%d replacements left for a deleted task", n)
-	}
-}
-
-// TestReplacementCountedOnce: the status write after the create fails (say,
-// a timeout after the server applied it). The retry must neither create again
-// nor count the replacement twice.
-func TestReplacementCountedOnce(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
-	c := f.newController(ctx)
-
-	f.expectDeletePod(old)
-	f.Run(ctx, key(task))
-	f.ExpectEvents("Normal Rescheduling")
-	f.Remove(old)
-
-	failStatus := true
-	f.Client.PrependReactor("patch", "gputasks", func(a core.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() == "status" && failStatus {
-			return true, nil, apierrors.NewTimeoutError("request timed out", 1)
-		}
-		return false, nil, nil
-	})
-	want := replaced(task)
-	f.expectCreatePod(expectedPod(task))
-	f.ExpectApplyStatus(want)
-	f.RunExpectError(ctx, key(task))
-	f.ExpectEvents("Normal Rescheduled")
-
-	// The write had in fact been applied, and the cache now shows it and the
-	// new pod: nothing is left to write, and the count stays at 1.
-	failStatus = false
-	f.Update(want)
-	newPod := expectedPod(task)
-	newPod.UID, newPod.ResourceVersion = "new-pod", "5"
-	f.Update(newPod)
-	f.Run(ctx, key(task))
-	if n := replacements(c); n != 0 {
-		t.Errorf("%d replacements left in flight", n)
-	}
-}
-
-// TestForceDeleteOnNotReadyNode: a pod deleted because its node is NotReady
-// stays terminating, as no kubelet confirms its end. Past its grace period
-// and the margin it is removed without waiting, so the task gets a new pod.
-func TestForceDeleteOnNotReadyNode(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	f.Add(controllertest.NotReadyNode("gpu-1"))
-	task, old := f.addTaskWithPod(newTask("render"), corev1.PodRunning, "gpu-1")
-	f.newController(ctx)
-
-	f.expectDeletePod(old)
-	f.Run(ctx, key(task))
-	f.ExpectEvents("Normal Rescheduling Deleted pod render to replace it: NodeNotReady")
-
-	// Terminating, within its grace period: wait.
-	terminating := old.DeepCopy()
-	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(testNow.Add(30 * time.Second)))
-	terminating.ResourceVersion = "2"
-	f.Update(terminating)
-	f.Run(ctx, key(task))
-
-	// Well past it: force delete.
-	f.Clock.SetTime(testNow.Add(30*time.Second + reschedule.ForceDeleteMargin))
-	f.expectDeletePodNow(terminating)
-	f.Run(ctx, key(task))
-	f.ExpectEvents("Warning ForceDeleted")
 }
 
 // TestOrphanedTaskKeepsPod: `kubectl delete --cascade=orphan` must leave the
@@ -1021,87 +637,6 @@ func TestOrphanedTaskKeepsPod(t *testing.T) {
 	f.Actions = append(f.Actions, core.NewGetAction(taskResource, task.Namespace, task.Name))
 	f.KubeActions = append(f.KubeActions, core.NewGetAction(podsResource, task.Namespace, task.Name))
 	f.Run(ctx, key(task)) // no delete
-}
-
-// TestSpecEditMarksPodOutOfDate: an edit of a running task's spec is shown
-// in PodUpToDate, naming the first field that differs, and the pod is left
-// alone; once the status says so, further syncs write nothing.
-func TestSpecEditMarksPodOutOfDate(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task := withStatus(newTask("render"), gputaskv1.GPUTaskRunning, "gpu-1")
-	pod := podWith(task, corev1.PodRunning, "gpu-1")
-	task.Generation = 2
-	task.Spec.Image = "render:2"
-	f.Add(task)
-	f.Add(pod)
-	f.Add(controllertest.Node("gpu-1"))
-
-	want := imageChangedStatus(task)
-	f.ExpectApplyStatus(want)
-	f.Run(ctx, key(task))
-
-	f.Update(want)
-	f.Run(ctx, key(task))
-	f.ExpectEvents()
-}
-
-// TestStatusNamesGPUModel: status.gpuModel is the model label of the node the
-// pod runs on.
-func TestStatusNamesGPUModel(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task := newTask("render")
-	task.Spec.GPUAlternatives = []string{"NVIDIA-H100-80GB-HBM3"}
-	pod := podWith(task, corev1.PodRunning, "gpu-1")
-	pod.Spec.NodeSelector = nil
-	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "nvidia.com/gpu.product", Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"}}},
-		}}},
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
-			{Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "nvidia.com/gpu.product", Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-A100-SXM4-80GB"}}}}},
-			{Weight: 50, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "nvidia.com/gpu.product", Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-H100-80GB-HBM3"}}}}},
-		},
-	}}
-	task = withStatus(task, gputaskv1.GPUTaskPending, "")
-	node := controllertest.Node("gpu-1")
-	node.Labels = map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-	f.Add(task)
-	f.Add(pod)
-	f.Add(node)
-
-	want := withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
-	want.Status.GPUModel = "NVIDIA-H100-80GB-HBM3"
-	f.ExpectApplyStatus(want)
-	f.Run(ctx, key(task))
-}
-
-// TestUnschedulableNamesUntoleratedTaints: the scheduler only says that
-// nodes "had untolerated taint(s)"; the task's condition says which.
-func TestUnschedulableNamesUntoleratedTaints(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task := withStatus(newTask("render"), gputaskv1.GPUTaskPending, "")
-	f.Add(task)
-	pod := podWith(task, corev1.PodPending, "")
-	msg := "0/1 nodes are available: 1 node(s) had untolerated taint(s)."
-	pod.Status.Conditions = []corev1.PodCondition{{
-		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-		Message: msg, LastTransitionTime: metav1.NewTime(testNow.Add(-time.Minute)),
-	}}
-	f.Add(pod)
-	node := controllertest.Node("gpu-1")
-	node.Labels = map[string]string{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
-	node.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}
-	node.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
-	f.Add(node)
-
-	want := task.DeepCopy()
-	want.Status.Conditions[2] = cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "Unschedulable",
-		msg+" Untolerated taints on the task's GPU nodes: nvidia.com/gpu=present:NoSchedule.")
-	f.ExpectApplyStatus(want)
-	f.Run(ctx, key(task))
 }
 
 // TestControllersShareThePodInformer: two GPUTask controllers built on the
@@ -1161,19 +696,6 @@ func TestCarriesScaleInMarks(t *testing.T) {
 			f.Run(ctx, key(task))
 		})
 	}
-}
-
-// replacements counts the tasks whose pod the controller is replacing.
-func replacements(c *Controller) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, s := range c.state {
-		if s.replacement != nil {
-			n++
-		}
-	}
-	return n
 }
 
 // stateOf is a copy of what the controller remembers of the task.

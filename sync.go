@@ -84,7 +84,7 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 	r := c.markReplacementCreated(key, task)
 	if r == nil {
 		// The pod's add event brings the sync that writes the status, once
-		// the pod has settled (settle.go), so a throttled status write never
+		// the pod has settled (taskstatus.SettleTime), so a throttled status write never
 		// holds up this worker's next create.
 		return nil
 	}
