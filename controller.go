@@ -31,7 +31,6 @@ import (
 	"k8s.io/utils/clock"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
-	"github.com/gputask/gputask-controller/pkg/app"
 	"github.com/gputask/gputask-controller/pkg/claims"
 	"github.com/gputask/gputask-controller/pkg/expectations"
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned"
@@ -53,14 +52,6 @@ import (
 const ControllerName = "gputask-controller"
 
 const (
-	// Event reasons.
-	ReasonFailedCreate = "FailedCreate"
-	ReasonFailedDelete = "FailedDelete"
-	ReasonRescheduling = "Rescheduling"
-	ReasonRescheduled  = "Rescheduled"
-	ReasonRestarted    = "Restarted"
-	ReasonForceDeleted = "ForceDeleted"
-
 	// replacementPoll is how soon a task whose old pod is terminating is looked
 	// at again; the pod's delete event usually comes first.
 	replacementPoll = 2 * time.Second
@@ -104,7 +95,7 @@ type Options struct {
 	Clock clock.WithTicker
 	// StatusQPS and StatusBurst are the rate limit of the client that writes
 	// task status. A write that would wait for it is not made to wait in a
-	// worker: its task comes back at the time reserved for it (status.go).
+	// worker: its task comes back at the time reserved for it (statusWriteDue).
 	// StatusQPS 0 means no limit here, only the client's.
 	StatusQPS   float64
 	StatusBurst int
@@ -163,7 +154,7 @@ func (o Options) withDefaults() Options {
 		o.DefaultImage = podspec.DefaultImage
 	}
 	if o.MaxConcurrentReschedules <= 0 {
-		o.MaxConcurrentReschedules = app.DefaultMaxConcurrentReschedules
+		o.MaxConcurrentReschedules = reschedule.DefaultMaxConcurrent
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -596,7 +587,7 @@ func (c *Controller) enqueueTaskOfPod(logger klog.Logger, obj any) {
 // pod of a new task with the same name. A pod not controlled by a task still
 // concerns the task of the same name, which it blocks (PodConflict). A pod
 // controlled by a task that is not in the cache concerns its own name, whose
-// sync deletes it if that task is gone (orphans.go).
+// sync deletes it if that task is gone (pkg/orphans).
 func (c *Controller) taskOfPod(pod *corev1.Pod) (key *cache.ObjectName, owned bool) {
 	if ref := metav1.GetControllerOf(pod); ref != nil && isTaskRef(ref) {
 		task, err := c.tasksLister.GPUTasks(pod.Namespace).Get(ref.Name)

@@ -26,8 +26,6 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/controllertest"
 	"github.com/gputask/gputask-controller/pkg/podspec"
-	"github.com/gputask/gputask-controller/pkg/reschedule"
-	"github.com/gputask/gputask-controller/pkg/taskstatus"
 )
 
 var (
@@ -49,10 +47,12 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	return &fixture{
+	f := &fixture{
 		Fixture: controllertest.NewFixture(t, testNow),
 		opts:    Options{RescheduleInterval: 10 * time.Minute, PendingTimeout: 5 * time.Minute},
 	}
+	f.OwnedStatus = ownedStatus
+	return f
 }
 
 // newController builds the controller once and loads the caches.
@@ -69,22 +69,25 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	c := NewController(ctx, f.KubeClient, f.Client,
 		f.Informers.Gputask().V1().GPUTasks(), f.KubeInformers.Core().V1().Pods(), f.KubeInformers.Core().V1().Nodes(), opts)
 	c.tasksSynced, c.podsSynced, c.nodesSynced = controllertest.AlwaysReady, controllertest.AlwaysReady, controllertest.AlwaysReady
+	f.SyncHandler = c.syncHandler
 	f.Preload()
 	f.c = c
 	return c
 }
 
-// run syncs key once and checks the actions and that the sync succeeded.
-func (f *fixture) run(ctx context.Context, key cache.ObjectName) {
+// Run builds the controller if need be, syncs key once, checks that the
+// sync succeeded, and checks the actions.
+func (f *fixture) Run(ctx context.Context, key cache.ObjectName) {
 	f.T.Helper()
-	f.Run(ctx, f.newController(ctx).syncHandler, key, false)
+	f.newController(ctx)
+	f.Fixture.Run(ctx, key)
 }
 
-// runExpectError syncs key once and checks the actions and that the sync
-// failed.
-func (f *fixture) runExpectError(ctx context.Context, key cache.ObjectName) {
+// RunExpectError is Run for a sync that must fail.
+func (f *fixture) RunExpectError(ctx context.Context, key cache.ObjectName) {
 	f.T.Helper()
-	f.Run(ctx, f.newController(ctx).syncHandler, key, true)
+	f.newController(ctx)
+	f.Fixture.RunExpectError(ctx, key)
 }
 
 // expectCreatePod expects the create of pod, stamped with its hash as the
@@ -107,8 +110,16 @@ func (f *fixture) expectDeletePodNow(pod *corev1.Pod) {
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(pod.UID)}, GracePeriodSeconds: ptr.To[int64](0)}))
 }
 
-func (f *fixture) expectUpdateStatus(task *gputaskv1.GPUTask) {
-	f.Actions = append(f.Actions, core.NewUpdateSubresourceAction(controllertest.TasksResource, "status", task.Namespace, task))
+// ownedStatus is the apply the GPUTask controller's field manager owns
+// for task: the whole status, which it alone writes, with the empty
+// fields left out (as the typed status's JSON leaves them out).
+func ownedStatus(obj runtime.Object) any {
+	task := obj.(*gputaskv1.GPUTask)
+	return map[string]any{
+		"apiVersion": gputaskv1.SchemeGroupVersion.String(), "kind": "GPUTask",
+		"metadata": map[string]any{"name": task.Name, "namespace": task.Namespace},
+		"status":   task.Status,
+	}
 }
 
 // renderSpec is the spec of the task most tests use. expectedPod spells out
@@ -268,7 +279,6 @@ func findCond(conds []metav1.Condition, t string) *metav1.Condition {
 }
 
 func key(task *gputaskv1.GPUTask) cache.ObjectName { return cache.MetaObjectToName(task) }
-
 func TestCreatesPod(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
@@ -277,7 +287,7 @@ func TestCreatesPod(t *testing.T) {
 
 	// The status waits for the pod's add event: the create's worker moves on.
 	f.expectCreatePod(expectedPod(task))
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	f.ExpectEvents()
 }
 
@@ -298,7 +308,7 @@ func TestCreatesPodWithDefaults(t *testing.T) {
 	c.Image, c.Command, c.Args, c.Env = "registry.local/worker:1", nil, nil, nil
 	c.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{"amd.com/gpu": resource.MustParse("1")}}
 	f.expectCreatePod(want)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 }
 
 func TestNoWritesWhenInSync(t *testing.T) {
@@ -306,54 +316,8 @@ func TestNoWritesWhenInSync(t *testing.T) {
 	f := newFixture(t)
 	task, _ := f.addTaskWithPod(newTask("render"), corev1.PodRunning, "gpu-1")
 
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	f.ExpectEvents()
-}
-
-func TestUpdatesStatusWhenPodChanges(t *testing.T) {
-	tests := []struct {
-		name      string
-		podPhase  corev1.PodPhase
-		node      string
-		wantPhase gputaskv1.GPUTaskPhase
-	}{
-		{"bound but pending is Scheduled", corev1.PodPending, "gpu-1", gputaskv1.GPUTaskScheduled},
-		{"running", corev1.PodRunning, "gpu-1", gputaskv1.GPUTaskRunning},
-		{"running on another node", corev1.PodRunning, "gpu-2", gputaskv1.GPUTaskRunning},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
-			f := newFixture(t)
-			task := withStatus(newTask("render"), gputaskv1.GPUTaskPending, "")
-			f.Add(task)
-			f.Add(podWith(task, tc.podPhase, tc.node))
-			f.Add(controllertest.Node("gpu-1"))
-			f.Add(controllertest.Node("gpu-2"))
-
-			f.expectUpdateStatus(withStatus(task, tc.wantPhase, tc.node))
-			f.run(ctx, key(task))
-		})
-	}
-}
-
-func TestMirrorsUnschedulable(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task := withStatus(newTask("render"), gputaskv1.GPUTaskPending, "")
-	f.Add(task)
-	pod := podWith(task, corev1.PodPending, "")
-	msg := "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
-	pod.Status.Conditions = []corev1.PodCondition{{
-		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-		Message: msg, LastTransitionTime: metav1.NewTime(testNow.Add(-time.Minute)),
-	}}
-	f.Add(pod)
-
-	want := task.DeepCopy()
-	want.Status.Conditions[2] = cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "Unschedulable", msg)
-	f.expectUpdateStatus(want)
-	f.run(ctx, key(task))
 }
 
 func TestLeavesForeignPodAlone(t *testing.T) {
@@ -380,13 +344,13 @@ func TestLeavesForeignPodAlone(t *testing.T) {
 
 			msg := "pod default/render exists and is not controlled by this GPUTask"
 			want := conflicted(task, msg)
-			f.expectUpdateStatus(want)
-			f.run(ctx, key(task))
+			f.ExpectApplyStatus(want)
+			f.Run(ctx, key(task))
 			f.ExpectEvents("Warning PodConflict " + msg)
 
 			// Once reported, the conflict costs neither writes nor events.
 			f.Update(want)
-			f.run(ctx, key(task))
+			f.Run(ctx, key(task))
 			f.ExpectEvents()
 		})
 	}
@@ -402,8 +366,8 @@ func TestCreateConflictWithUnlabelledPod(t *testing.T) {
 
 	f.expectCreatePod(expectedPod(task))
 	f.KubeActions = append(f.KubeActions, core.NewGetAction(podsResource, task.Namespace, "render"))
-	f.expectUpdateStatus(conflicted(task, "pod default/render exists and is not controlled by this GPUTask"))
-	f.run(ctx, key(task))
+	f.ExpectApplyStatus(conflicted(task, "pod default/render exists and is not controlled by this GPUTask"))
+	f.Run(ctx, key(task))
 	f.ExpectEvents("Warning PodConflict")
 	if !f.c.expectations.Satisfied(key(task).String()) {
 		t.Error("a failed create must not leave an expectation behind")
@@ -434,7 +398,7 @@ func TestDeletedTask(t *testing.T) {
 			if tc.wantDelete {
 				f.expectDeletePod(pod)
 			}
-			f.run(ctx, key(task))
+			f.Run(ctx, key(task))
 			if tc.wantDelete {
 				f.Remove(pod)
 			} else {
@@ -448,7 +412,7 @@ func TestDeletedTask(t *testing.T) {
 				f.Actions = append(f.Actions, core.NewGetAction(taskResource, task.Namespace, task.Name))
 			}
 			// The UID is used up: a second sync deletes nothing.
-			f.run(ctx, key(task))
+			f.Run(ctx, key(task))
 		})
 	}
 }
@@ -460,7 +424,7 @@ func TestDeletedTaskLeavesForeignPod(t *testing.T) {
 	f.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "render", Namespace: task.Namespace, UID: "foreign"}})
 	c := f.newController(ctx)
 	c.deleteTask(klog.Background(), task)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 }
 
 func TestInvalidSpec(t *testing.T) {
@@ -494,40 +458,12 @@ func TestInvalidSpec(t *testing.T) {
 					cond(gputaskv1.ConditionReady, metav1.ConditionFalse, "PodNotCreated", ""),
 				},
 			}
-			f.expectUpdateStatus(want)
-			f.run(ctx, key(task)) // no error: a retry cannot fix the spec
+			f.ExpectApplyStatus(want)
+			f.Run(ctx, key(task)) // no error: a retry cannot fix the spec
 			f.ExpectEvents("Warning InvalidSpec " + tc.wantMsg)
 
 			f.Update(want)
-			f.run(ctx, key(task))
-			f.ExpectEvents()
-		})
-	}
-}
-
-func TestFinalPods(t *testing.T) {
-	tests := []struct {
-		name      string
-		phase     corev1.PodPhase
-		policy    gputaskv1.ReschedulePolicy
-		wantPhase gputaskv1.GPUTaskPhase
-	}{
-		{"succeeded is final", corev1.PodSucceeded, "", gputaskv1.GPUTaskSucceeded},
-		{"succeeded is final even when Periodic", corev1.PodSucceeded, gputaskv1.ReschedulePeriodic, gputaskv1.GPUTaskSucceeded},
-		{"failed stays failed under Never", corev1.PodFailed, gputaskv1.RescheduleNever, gputaskv1.GPUTaskFailed},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
-			f := newFixture(t)
-			task := withStatus(newTask("render"), gputaskv1.GPUTaskRunning, "gpu-1")
-			task.Spec.ReschedulePolicy = tc.policy
-			f.Add(task)
-			f.Add(podWith(task, tc.phase, "gpu-1"))
-			// No node in the cache: a lost node must not revive a final pod.
-
-			f.expectUpdateStatus(withStatus(task, tc.wantPhase, "gpu-1"))
-			f.run(ctx, key(task))
+			f.Run(ctx, key(task))
 			f.ExpectEvents()
 		})
 	}
@@ -540,11 +476,11 @@ func TestNoDuplicateCreateWhileExpectationPending(t *testing.T) {
 	f.Add(task)
 
 	f.expectCreatePod(expectedPod(task))
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 
 	// The pod's add event has not arrived yet: a stale cache must not cause
 	// a second create.
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 
 	// The informer delivers the pod; the expectation is met.
 	pod := podWith(task, corev1.PodPending, "")
@@ -561,186 +497,12 @@ func TestExpectationExpires(t *testing.T) {
 	f.Add(task)
 	c := f.newController(ctx)
 	c.expectations.ExpectCreations(key(task).String(), 1)
-	f.run(ctx, key(task)) // pending: nothing happens
+	f.Run(ctx, key(task)) // pending: nothing happens
 
 	// Expired expectations no longer block.
 	c.expectations.Delete(key(task).String())
 	f.expectCreatePod(expectedPod(task))
-	f.run(ctx, key(task))
-}
-
-// TestReschedulesDeleteWaitCreate walks one replacement through its three
-// syncs: delete the old pod; wait while it terminates; create the new one
-// and count it.
-func TestReschedulesDeleteWaitCreate(t *testing.T) {
-	tests := []struct {
-		name       string
-		setup      func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod
-		wantReason string
-	}{
-		{"failed pod", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			f.Add(controllertest.Node("gpu-1"))
-			return podWith(task, corev1.PodFailed, "gpu-1")
-		}, reschedule.ReasonPodFailed},
-		{"evicted pod", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			f.Add(controllertest.Node("gpu-1"))
-			p := podWith(task, corev1.PodFailed, "gpu-1")
-			p.Status.Reason = "Evicted"
-			return p
-		}, reschedule.ReasonEvicted},
-		{"node gone", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			return podWith(task, corev1.PodRunning, "gpu-1")
-		}, reschedule.ReasonNodeLost},
-		{"node not ready", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			f.Add(controllertest.NotReadyNode("gpu-1"))
-			return podWith(task, corev1.PodRunning, "gpu-1")
-		}, reschedule.ReasonNodeNotReady},
-		{"unschedulable too long", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			p := podWith(task, corev1.PodPending, "")
-			p.Status.Conditions = []corev1.PodCondition{{
-				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-				LastTransitionTime: metav1.NewTime(testNow.Add(-6 * time.Minute)),
-			}}
-			return p
-		}, reschedule.ReasonUnschedulable},
-		{"periodic", func(f *fixture, task *gputaskv1.GPUTask) *corev1.Pod {
-			task.Spec.ReschedulePolicy = gputaskv1.ReschedulePeriodic
-			f.Add(controllertest.Node("gpu-1"))
-			return podWith(task, corev1.PodRunning, "gpu-1")
-		}, reschedule.ReasonPeriodic},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
-			f := newFixture(t)
-			task := newTask("render")
-			old := tc.setup(f, task)
-			task.Status.Reschedules = 2
-			f.Add(task)
-			f.Add(old)
-			c := f.newController(ctx)
-			cur := c.status(task, taskstatus.View{Pod: old})
-			task = task.DeepCopy()
-			task.Status = cur
-			f.Update(task)
-
-			// 1: delete the old pod, guarded by its UID; create nothing.
-			if tc.wantReason == reschedule.ReasonNodeLost {
-				f.expectDeletePodNow(old)
-			} else {
-				f.expectDeletePod(old)
-			}
-			f.run(ctx, key(task))
-			f.ExpectEvents("Normal Rescheduling Deleted pod render to replace it: " + tc.wantReason)
-
-			// 2: the pod terminates and is still in the cache: wait.
-			terminating := old.DeepCopy()
-			terminating.DeletionTimestamp = ptr.To(metav1.NewTime(testNow))
-			terminating.ResourceVersion = "2"
-			f.Update(terminating)
-			f.run(ctx, key(task))
-
-			// 3: the pod is gone: create the new one and count it.
-			f.Remove(terminating)
-			f.expectCreatePod(expectedPod(task))
-			f.expectUpdateStatus(replaced(task)) // reschedules 2 → 3
-			f.run(ctx, key(task))
-			f.ExpectEvents("Normal Rescheduled Rescheduled (" + tc.wantReason + ")")
-			if n := replacements(c); n != 0 {
-				t.Errorf("%d replacements left in flight", n)
-			}
-		})
-	}
-}
-
-func TestRescheduleCacheLagsBehindDelete(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
-
-	f.expectDeletePod(old)
-	f.run(ctx, key(task))
-	// The cache still shows the old pod without a deletion timestamp: the
-	// delete must not be sent twice.
-	f.run(ctx, key(task))
-}
-
-func TestMaxConcurrentReschedules(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	f.opts.MaxConcurrentReschedules = 1
-	a, podA := f.addTaskWithPod(newTask("a"), corev1.PodFailed, "gpu-1")
-	b, podB := f.addTaskWithPod(newTask("b"), corev1.PodFailed, "gpu-1")
-
-	f.expectDeletePod(podA)
-	f.run(ctx, key(a))
-	// b must wait: a is between delete and create.
-	f.run(ctx, key(b))
-
-	// a's new pod is created; b may go.
-	f.Remove(podA)
-	f.expectCreatePod(expectedPod(a))
-	f.expectUpdateStatus(replaced(a))
-	f.run(ctx, key(a))
-
-	f.expectDeletePod(podB)
-	f.run(ctx, key(b))
-}
-
-func TestRestart(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	f.opts.RescheduleInterval = 0 // a restart does not depend on rescheduling
-	restartAt := testNow.Add(-time.Minute).Format(time.RFC3339)
-	task, old := f.addTaskWithPod(newTask("render", controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt)),
-		corev1.PodRunning, "gpu-1") // the pod was created an hour ago
-
-	f.expectDeletePod(old)
-	f.run(ctx, key(task))
-	f.ExpectEvents("Normal Rescheduling Deleted pod render to replace it: Restart")
-
-	f.Remove(old)
-	f.expectCreatePod(expectedPod(task))
-	want := replaced(task)
-	f.expectUpdateStatus(want)
-	f.run(ctx, key(task))
-	f.ExpectEvents("Normal Restarted")
-
-	// The new pod is newer than the request: done, no further restart.
-	newPod := podWith(task, corev1.PodRunning, "gpu-1")
-	newPod.UID = "new-pod"
-	newPod.CreationTimestamp = metav1.NewTime(testNow)
-	f.Update(newPod)
-	// The cache shows the status write, with the version the API gave it.
-	shown := want.DeepCopy()
-	shown.ResourceVersion = "2"
-	f.Update(shown)
-	f.expectUpdateStatus(withStatus(shown, gputaskv1.GPUTaskRunning, "gpu-1"))
-	f.run(ctx, key(task))
-}
-
-func TestRestartAcknowledgedWhenPodIsNewer(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	restartAt := testNow.Add(-time.Hour).Format(time.RFC3339)
-	task, pod := f.addTaskWithPod(newTask("render", controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt)), corev1.PodRunning, "gpu-1")
-	pod.CreationTimestamp = metav1.NewTime(testNow.Add(-time.Minute))
-
-	want := task.DeepCopy()
-	want.Status.LastRescheduleTime = ptr.To(pod.CreationTimestamp)
-	f.expectUpdateStatus(want)
-	f.run(ctx, key(task))
-}
-
-func TestInvalidRestartedAtIsIgnored(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task, _ := f.addTaskWithPod(newTask("render", controllertest.Annotation(gputaskv1.AnnotationRestartedAt, "last tuesday")), corev1.PodRunning, "gpu-1")
-
-	f.run(ctx, key(task))
-	f.ExpectEvents("Warning InvalidRestartedAt")
-	f.run(ctx, key(task))
-	f.ExpectEvents()
+	f.Run(ctx, key(task))
 }
 
 func TestHandleObject(t *testing.T) {
@@ -832,45 +594,6 @@ func TestRun(t *testing.T) {
 	kinf.Shutdown()
 }
 
-// TestRescheduleDeleteConflict: the pod of that name changed between the
-// cache and the API server, so the UID precondition fails; the replacement is
-// abandoned and judged again rather than counted as in flight.
-func TestRescheduleDeleteConflict(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	f.opts.MaxConcurrentReschedules = 1
-	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
-	c := f.newController(ctx)
-	f.KubeClient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewConflict(podsResource.GroupResource(), old.Name, errors.New("uid precondition failed"))
-	})
-
-	f.expectDeletePod(old)
-	f.run(ctx, key(task))
-	if n := replacements(c); n != 0 {
-		t.Errorf("%d replacements in flight after a failed precondition, want 0", n)
-	}
-}
-
-// TestRescheduleDeleteError: an API error is retried with backoff and is
-// reported once as FailedDelete.
-func TestRescheduleDeleteError(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
-	c := f.newController(ctx)
-	f.KubeClient.PrependReactor("delete", "pods", func(core.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewServiceUnavailable("try later")
-	})
-
-	f.expectDeletePod(old)
-	f.runExpectError(ctx, key(task))
-	f.ExpectEvents("Warning FailedDelete")
-	if n := replacements(c); n != 0 {
-		t.Errorf("%d replacements in flight after a failed delete, want 0", n)
-	}
-}
-
 func TestCreateErrorIsRetried(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
@@ -883,100 +606,12 @@ func TestCreateErrorIsRetried(t *testing.T) {
 
 	failed := podCreateFailed(task, "InternalError", "Internal error occurred: etcd timeout")
 	f.expectCreatePod(expectedPod(task))
-	f.expectUpdateStatus(failed)
-	f.runExpectError(ctx, key(task))
+	f.ExpectApplyStatus(failed)
+	f.RunExpectError(ctx, key(task))
 	f.ExpectEvents("Warning FailedCreate")
 	if !c.expectations.Satisfied(key(task).String()) {
 		t.Error("a failed create must not leave an expectation behind")
 	}
-}
-
-func TestTaskDeletedMidReplacement(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
-	c := f.newController(ctx)
-
-	f.expectDeletePod(old)
-	f.run(ctx, key(task))
-
-	if err := f.Informers.Gputask().V1().GPUTasks().Informer().GetIndexer().Delete(task); err != nil {
-		t.Fatal(err)
-	}
-	c.deleteTask(klog.Background(), task)
-	f.Remove(old)
-	f.run(ctx, key(task))
-	if n := replacements(c); n != 0 {
-		t.Errorf("%d replacements left for a deleted task", n)
-	}
-}
-
-// TestReplacementCountedOnce: the status write after the create fails (say,
-// a timeout after the server applied it). The retry must neither create again
-// nor count the replacement twice.
-func TestReplacementCountedOnce(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task, old := f.addTaskWithPod(newTask("render"), corev1.PodFailed, "gpu-1")
-	c := f.newController(ctx)
-
-	f.expectDeletePod(old)
-	f.run(ctx, key(task))
-	f.ExpectEvents("Normal Rescheduling")
-	f.Remove(old)
-
-	failStatus := true
-	f.Client.PrependReactor("update", "gputasks", func(a core.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() == "status" && failStatus {
-			return true, nil, apierrors.NewTimeoutError("request timed out", 1)
-		}
-		return false, nil, nil
-	})
-	want := replaced(task)
-	f.expectCreatePod(expectedPod(task))
-	f.expectUpdateStatus(want)
-	f.runExpectError(ctx, key(task))
-	f.ExpectEvents("Normal Rescheduled")
-
-	// The write had in fact been applied, and the cache now shows it and the
-	// new pod: nothing is left to write, and the count stays at 1.
-	failStatus = false
-	f.Update(want)
-	newPod := expectedPod(task)
-	newPod.UID, newPod.ResourceVersion = "new-pod", "5"
-	f.Update(newPod)
-	f.run(ctx, key(task))
-	if n := replacements(c); n != 0 {
-		t.Errorf("%d replacements left in flight", n)
-	}
-}
-
-// TestForceDeleteOnNotReadyNode: a pod deleted because its node is NotReady
-// stays terminating, as no kubelet confirms its end. Past its grace period
-// and the margin it is removed without waiting, so the task gets a new pod.
-func TestForceDeleteOnNotReadyNode(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	f.Add(controllertest.NotReadyNode("gpu-1"))
-	task, old := f.addTaskWithPod(newTask("render"), corev1.PodRunning, "gpu-1")
-	f.newController(ctx)
-
-	f.expectDeletePod(old)
-	f.run(ctx, key(task))
-	f.ExpectEvents("Normal Rescheduling Deleted pod render to replace it: NodeNotReady")
-
-	// Terminating, within its grace period: wait.
-	terminating := old.DeepCopy()
-	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(testNow.Add(30 * time.Second)))
-	terminating.ResourceVersion = "2"
-	f.Update(terminating)
-	f.run(ctx, key(task))
-
-	// Well past it: force delete.
-	f.Clock.SetTime(testNow.Add(30*time.Second + reschedule.ForceDeleteMargin))
-	f.expectDeletePodNow(terminating)
-	f.run(ctx, key(task))
-	f.ExpectEvents("Warning ForceDeleted")
 }
 
 // TestOrphanedTaskKeepsPod: `kubectl delete --cascade=orphan` must leave the
@@ -1001,88 +636,7 @@ func TestOrphanedTaskKeepsPod(t *testing.T) {
 	c.deleteTask(klog.Background(), task)
 	f.Actions = append(f.Actions, core.NewGetAction(taskResource, task.Namespace, task.Name))
 	f.KubeActions = append(f.KubeActions, core.NewGetAction(podsResource, task.Namespace, task.Name))
-	f.run(ctx, key(task)) // no delete
-}
-
-// TestSpecEditMarksPodOutOfDate: an edit of a running task's spec is shown
-// in PodUpToDate, naming the first field that differs, and the pod is left
-// alone; once the status says so, further syncs write nothing.
-func TestSpecEditMarksPodOutOfDate(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task := withStatus(newTask("render"), gputaskv1.GPUTaskRunning, "gpu-1")
-	pod := podWith(task, corev1.PodRunning, "gpu-1")
-	task.Generation = 2
-	task.Spec.Image = "render:2"
-	f.Add(task)
-	f.Add(pod)
-	f.Add(controllertest.Node("gpu-1"))
-
-	want := imageChangedStatus(task)
-	f.expectUpdateStatus(want)
-	f.run(ctx, key(task))
-
-	f.Update(want)
-	f.run(ctx, key(task))
-	f.ExpectEvents()
-}
-
-// TestStatusNamesGPUModel: status.gpuModel is the model label of the node the
-// pod runs on.
-func TestStatusNamesGPUModel(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task := newTask("render")
-	task.Spec.GPUAlternatives = []string{"NVIDIA-H100-80GB-HBM3"}
-	pod := podWith(task, corev1.PodRunning, "gpu-1")
-	pod.Spec.NodeSelector = nil
-	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "nvidia.com/gpu.product", Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"}}},
-		}}},
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
-			{Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "nvidia.com/gpu.product", Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-A100-SXM4-80GB"}}}}},
-			{Weight: 50, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "nvidia.com/gpu.product", Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-H100-80GB-HBM3"}}}}},
-		},
-	}}
-	task = withStatus(task, gputaskv1.GPUTaskPending, "")
-	node := controllertest.Node("gpu-1")
-	node.Labels = map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-	f.Add(task)
-	f.Add(pod)
-	f.Add(node)
-
-	want := withStatus(task, gputaskv1.GPUTaskRunning, "gpu-1")
-	want.Status.GPUModel = "NVIDIA-H100-80GB-HBM3"
-	f.expectUpdateStatus(want)
-	f.run(ctx, key(task))
-}
-
-// TestUnschedulableNamesUntoleratedTaints: the scheduler only says that
-// nodes "had untolerated taint(s)"; the task's condition says which.
-func TestUnschedulableNamesUntoleratedTaints(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	task := withStatus(newTask("render"), gputaskv1.GPUTaskPending, "")
-	f.Add(task)
-	pod := podWith(task, corev1.PodPending, "")
-	msg := "0/1 nodes are available: 1 node(s) had untolerated taint(s)."
-	pod.Status.Conditions = []corev1.PodCondition{{
-		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-		Message: msg, LastTransitionTime: metav1.NewTime(testNow.Add(-time.Minute)),
-	}}
-	f.Add(pod)
-	node := controllertest.Node("gpu-1")
-	node.Labels = map[string]string{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
-	node.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}
-	node.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
-	f.Add(node)
-
-	want := task.DeepCopy()
-	want.Status.Conditions[2] = cond(gputaskv1.ConditionScheduled, metav1.ConditionFalse, "Unschedulable",
-		msg+" Untolerated taints on the task's GPU nodes: nvidia.com/gpu=present:NoSchedule.")
-	f.expectUpdateStatus(want)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task)) // no delete
 }
 
 // TestControllersShareThePodInformer: two GPUTask controllers built on the
@@ -1139,22 +693,9 @@ func TestCarriesScaleInMarks(t *testing.T) {
 			if tc.taskPatch != "" {
 				f.Actions = append(f.Actions, core.NewPatchAction(taskResource, task.Namespace, task.Name, types.MergePatchType, []byte(tc.taskPatch)))
 			}
-			f.run(ctx, key(task))
+			f.Run(ctx, key(task))
 		})
 	}
-}
-
-// replacements counts the tasks whose pod the controller is replacing.
-func replacements(c *Controller) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, s := range c.state {
-		if s.replacement != nil {
-			n++
-		}
-	}
-	return n
 }
 
 // stateOf is a copy of what the controller remembers of the task.

@@ -52,20 +52,20 @@ func TestEveryCreateFailureIsShown(t *testing.T) {
 			})
 			failed := podCreateFailed(task, tc.reason, tc.msg)
 			f.expectCreatePod(expectedPod(task))
-			f.expectUpdateStatus(failed)
-			f.runExpectError(ctx, key(task))
+			f.ExpectApplyStatus(failed)
+			f.RunExpectError(ctx, key(task))
 			f.ExpectEvents("Warning FailedCreate")
 
 			// Failing the same way again writes nothing.
 			f.Update(failed)
 			f.expectCreatePod(expectedPod(task))
-			f.runExpectError(ctx, key(task))
+			f.RunExpectError(ctx, key(task))
 			f.ExpectEvents("Warning FailedCreate")
 
 			// The webhook is back: the pod is made.
 			fail = false
 			f.expectCreatePod(expectedPod(task))
-			f.run(ctx, key(task))
+			f.Run(ctx, key(task))
 		})
 	}
 }

@@ -79,7 +79,7 @@ func TestDRATaskGetsItsOwnClaimTemplate(t *testing.T) {
 	f.Add(task)
 	f.expectCreateTemplate(expectedTemplate(task))
 	f.expectCreatePod(expectedDRAPod(task))
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 }
 
 // TestDRATaskKeepsItsTemplate: a template already made, for the spec as it
@@ -90,7 +90,7 @@ func TestDRATaskKeepsItsTemplate(t *testing.T) {
 	task := newTask("render")
 	f.Add(task, expectedTemplate(task))
 	f.expectCreatePod(expectedDRAPod(task))
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 }
 
 // TestDRATemplateOfAnOldSpecIsMadeAnew: the spec changed since the template
@@ -107,7 +107,7 @@ func TestDRATemplateOfAnOldSpecIsMadeAnew(t *testing.T) {
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(old.UID)}}))
 	f.expectCreateTemplate(expectedTemplate(task))
 	f.expectCreatePod(expectedDRAPod(task))
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 }
 
 // TestDRATemplateOfSomeoneElseIsNotTouched: a template of the task's
@@ -127,7 +127,8 @@ func TestDRATemplateOfSomeoneElseIsNotTouched(t *testing.T) {
 // anything, and with PodCreateFailed True saying why.
 func (f *fixture) expectNoPod(ctx context.Context, task *gputaskv1.GPUTask, why string) {
 	f.T.Helper()
-	if err := f.Sync(ctx, f.newController(ctx).syncHandler, key(task)); err == nil {
+	f.newController(ctx)
+	if err := f.Sync(ctx, key(task)); err == nil {
 		f.T.Fatal("sync succeeded, want an error")
 	}
 	got, err := f.Client.GputaskV1().GPUTasks(task.Namespace).Get(ctx, task.Name, metav1.GetOptions{})
@@ -172,8 +173,8 @@ func TestDRAStatusNamesTheAllocatedDevices(t *testing.T) {
 	want := task.DeepCopy()
 	want.Status.GPUModel = "NVIDIA-H100-80GB"
 	want.Status.Devices = []string{"gpu.nvidia.com/node-1/gpu-3", "gpu.nvidia.com/node-1/gpu-4"}
-	f.expectUpdateStatus(want)
-	f.run(ctx, key(task))
+	f.ExpectApplyStatus(want)
+	f.Run(ctx, key(task))
 }
 
 // TestDRAWithoutTheAPI: where the API server serves no DRA, a DRA task

@@ -47,7 +47,7 @@ func TestStampedPodUpToDate(t *testing.T) {
 	f.Cached = append(f.Cached, cached)
 	f.Objects = append(f.Objects, live)
 	f.Add(controllertest.Node("gpu-1"))
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	f.ExpectEvents()
 }
 
@@ -68,11 +68,11 @@ func TestSpecEditOfStampedPod(t *testing.T) {
 
 	want := imageChangedStatus(task)
 	f.KubeActions = append(f.KubeActions, core.NewGetAction(podsResource, task.Namespace, task.Name))
-	f.expectUpdateStatus(want)
-	f.run(ctx, key(task))
+	f.ExpectApplyStatus(want)
+	f.Run(ctx, key(task))
 
 	f.Update(want)
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 
 	// The edit undone: the hashes agree again, and what was remembered goes.
 	back := want.DeepCopy()
@@ -80,8 +80,8 @@ func TestSpecEditOfStampedPod(t *testing.T) {
 	f.Update(back)
 	c := f.newController(ctx)
 	want = runningAtGeneration(back, 2)
-	f.expectUpdateStatus(want)
-	f.run(ctx, key(task))
+	f.ExpectApplyStatus(want)
+	f.Run(ctx, key(task))
 	if d := c.knownDrift(key(task)); d != nil {
 		t.Errorf("drift still remembered once the pod is up to date: %+v", d)
 	}
@@ -111,7 +111,7 @@ func TestPodDifferingInHashOnly(t *testing.T) {
 	f.KubeActions = append(f.KubeActions,
 		core.NewGetAction(podsResource, task.Namespace, task.Name),
 		core.NewPatchAction(podsResource, task.Namespace, task.Name, types.MergePatchType, []byte(patch)))
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	f.ExpectEvents()
 }
 

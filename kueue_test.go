@@ -71,8 +71,8 @@ func TestScheduledShowsTheQueuesReason(t *testing.T) {
 			want.Status.Conditions[i].Reason, want.Status.Conditions[i].Message = "Pending", quotaMessage
 		}
 	}
-	f.expectUpdateStatus(want)
-	f.run(ctx, key(task))
+	f.ExpectApplyStatus(want)
+	f.Run(ctx, key(task))
 
 	// Kueue admits the workload: its update queues the task.
 	for f.c.workqueue.Len() > 0 {

@@ -6,11 +6,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/controllertest"
 	"github.com/gputask/gputask-controller/pkg/reschedule"
 )
 
@@ -136,8 +136,10 @@ func TestEvictionIsCounted(t *testing.T) {
 	}
 	var counted int32
 	for _, a := range f.Client.Actions() {
-		if u, ok := a.(core.UpdateAction); ok && a.GetSubresource() == "status" {
-			counted = u.GetObject().(*gputaskv1.GPUTask).Status.Reschedules
+		if controllertest.IsApply(a) && a.GetSubresource() == "status" {
+			var applied gputaskv1.GPUTask
+			controllertest.Applied(t, a, &applied)
+			counted = applied.Status.Reschedules
 		}
 	}
 	if !created || counted != 1 {

@@ -33,14 +33,14 @@ func TestPodCreateFailed(t *testing.T) {
 
 	failed := podCreateFailed(task, "Invalid", refused.Error())
 	f.expectCreatePod(expectedPod(task))
-	f.expectUpdateStatus(failed)
-	f.runExpectError(ctx, key(task))
+	f.ExpectApplyStatus(failed)
+	f.RunExpectError(ctx, key(task))
 	f.ExpectEvents("Warning FailedCreate")
 
 	// The next attempt is refused the same way: no status write.
 	f.Update(failed)
 	f.expectCreatePod(expectedPod(task))
-	f.runExpectError(ctx, key(task))
+	f.RunExpectError(ctx, key(task))
 	f.ExpectEvents("Warning FailedCreate")
 
 	// The worker backs off rather than retrying at once.
@@ -59,6 +59,6 @@ func TestPodCreateFailed(t *testing.T) {
 	// and with it the condition, follows the pod's add event.
 	refuse = false
 	f.expectCreatePod(expectedPod(task))
-	f.run(ctx, key(task))
+	f.Run(ctx, key(task))
 	f.ExpectEvents()
 }

@@ -122,7 +122,7 @@ func (c *Controller) startReplacement(ctx context.Context, key cache.ObjectName,
 	if !c.reserveReplacement(key, pod.UID, reason) {
 		logger.V(2).Info("Too many pods being replaced; waiting", "pod", klog.KObj(pod), "reason", reason, "limit", c.opts.MaxConcurrentReschedules)
 		c.workqueue.AddAfter(key, replacementPoll)
-		return c.writeStatus(ctx, task, c.status(task, view))
+		return c.applyStatus(ctx, task, c.status(task, view))
 	}
 
 	uid := pod.UID
@@ -144,13 +144,13 @@ func (c *Controller) startReplacement(ctx context.Context, key cache.ObjectName,
 		return nil
 	default:
 		c.dropReplacement(key)
-		c.recorder.Eventf(task, corev1.EventTypeWarning, ReasonFailedDelete, "Error deleting pod %s to replace it (%s): %v", pod.Name, reason, err)
+		c.recorder.Eventf(task, corev1.EventTypeWarning, gputaskv1.ReasonFailedDelete, "Error deleting pod %s to replace it (%s): %v", pod.Name, reason, err)
 		return fmt.Errorf("deleting pod %s to replace it: %w", klog.KObj(pod), err)
 	}
 	logger.Info("Deleted pod to replace it", "pod", klog.KObj(pod), "reason", reason)
-	c.recorder.Eventf(task, corev1.EventTypeNormal, ReasonRescheduling, "Deleted pod %s to replace it: %s", pod.Name, reason)
+	c.recorder.Eventf(task, corev1.EventTypeNormal, gputaskv1.ReasonRescheduling, "Deleted pod %s to replace it: %s", pod.Name, reason)
 	c.workqueue.AddAfter(key, replacementPoll)
-	return c.writeStatus(ctx, task, c.status(task, view))
+	return c.applyStatus(ctx, task, c.status(task, view))
 }
 
 // forceDeleteIfUnreachable removes a pod that was deleted because its node
@@ -169,7 +169,7 @@ func (c *Controller) forceDeleteIfUnreachable(ctx context.Context, task *gputask
 		return fmt.Errorf("force deleting pod %s on unreachable node %s: %w", klog.KObj(pod), pod.Spec.NodeName, err)
 	}
 	klog.FromContext(ctx).Info("Force deleted pod on unreachable node", "pod", klog.KObj(pod), "node", pod.Spec.NodeName)
-	c.recorder.Eventf(task, corev1.EventTypeWarning, ReasonForceDeleted,
+	c.recorder.Eventf(task, corev1.EventTypeWarning, gputaskv1.ReasonForceDeleted,
 		"Pod %s on unreachable node %s outlived its grace period; deleted it without waiting for the kubelet", pod.Name, pod.Spec.NodeName)
 	return nil
 }
@@ -177,10 +177,10 @@ func (c *Controller) forceDeleteIfUnreachable(ctx context.Context, task *gputask
 func (c *Controller) recordReplacement(task *gputaskv1.GPUTask, r *replacement, pod *corev1.Pod) {
 	metrics.Reschedules.WithLabelValues(r.reason).Inc()
 	if r.reason == reschedule.ReasonRestart {
-		c.recorder.Eventf(task, corev1.EventTypeNormal, ReasonRestarted, "Restarted: replaced the pod with %s", pod.Name)
+		c.recorder.Eventf(task, corev1.EventTypeNormal, gputaskv1.ReasonRestarted, "Restarted: replaced the pod with %s", pod.Name)
 		return
 	}
-	c.recorder.Eventf(task, corev1.EventTypeNormal, ReasonRescheduled, "Rescheduled (%s): replaced the pod with %s", r.reason, pod.Name)
+	c.recorder.Eventf(task, corev1.EventTypeNormal, gputaskv1.ReasonRescheduled, "Rescheduled (%s): replaced the pod with %s", r.reason, pod.Name)
 }
 
 // reserveReplacement records a replacement of pod for key, unless

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,13 +15,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/claims"
 	"github.com/gputask/gputask-controller/pkg/expectations"
+	applyv1 "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/orphans"
 	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/reschedule"
@@ -37,7 +42,7 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 		c.warnOnTransition(task, gputaskv1.ConditionSpecValid, gputaskv1.ReasonInvalidSpec, specErr.Error(), gputaskv1.ReasonInvalidSpec)
 		// An invalid spec does not heal by retrying; the update that fixes it
 		// enqueues the task again.
-		return c.writeStatus(ctx, task, c.status(task, taskstatus.View{SpecErr: specErr}))
+		return c.applyStatus(ctx, task, c.status(task, taskstatus.View{SpecErr: specErr}))
 	}
 	if !c.expectations.Satisfied(key.String()) {
 		// The pod was created and the informer has not delivered it yet; a
@@ -49,9 +54,9 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 
 	if podspec.UsesDRA(&task.Spec, c.podOpts) {
 		if err := c.templates.Ensure(ctx, task); err != nil {
-			c.recorder.Eventf(task, corev1.EventTypeWarning, ReasonFailedCreate, "Error preparing the GPU claim of pod %s: %v", desired.Name, err)
+			c.recorder.Eventf(task, corev1.EventTypeWarning, gputaskv1.ReasonFailedCreate, "Error preparing the GPU claim of pod %s: %v", desired.Name, err)
 			err = fmt.Errorf("preparing the GPU claim of gputask %s: %w", key, err)
-			return errors.Join(err, c.writeStatus(ctx, task, c.status(task, taskstatus.View{CreateErr: err})))
+			return errors.Join(err, c.applyStatus(ctx, task, c.status(task, taskstatus.View{CreateErr: err})))
 		}
 	}
 	podspec.Stamp(desired)
@@ -63,13 +68,13 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 		if apierrors.IsAlreadyExists(err) {
 			return c.handleCreateConflict(ctx, key, task)
 		}
-		c.recorder.Eventf(task, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating pod %s: %v", desired.Name, err)
+		c.recorder.Eventf(task, corev1.EventTypeWarning, gputaskv1.ReasonFailedCreate, "Error creating pod %s: %v", desired.Name, err)
 		err = fmt.Errorf("creating pod for gputask %s: %w", key, err)
 		// Whatever the failure (a refusal, or a webhook or the API server
 		// that is down or slow), the error makes the queue back off, at
 		// most maxRetryDelay, and the condition tells the user why. It is
 		// written once while its message stays the same.
-		return errors.Join(err, c.writeStatus(ctx, task, c.status(task, taskstatus.View{CreateErr: err})))
+		return errors.Join(err, c.applyStatus(ctx, task, c.status(task, taskstatus.View{CreateErr: err})))
 	}
 	// No Normal event: one per task would cost as many writes as the pods,
 	// on the client that creates them. The set's events count the tasks,
@@ -79,12 +84,12 @@ func (c *Controller) syncMissingPod(ctx context.Context, key cache.ObjectName, t
 	r := c.markReplacementCreated(key, task)
 	if r == nil {
 		// The pod's add event brings the sync that writes the status, once
-		// the pod has settled (settle.go), so a throttled status write never
+		// the pod has settled (taskstatus.SettleTime), so a throttled status write never
 		// holds up this worker's next create.
 		return nil
 	}
 	c.recordReplacement(task, r, created)
-	if shown, err := c.updateStatus(ctx, task, c.status(task, taskstatus.View{Pod: created, Replaced: &r.counted})); err != nil || !shown {
+	if shown, err := c.applyCountedStatus(ctx, task, c.status(task, taskstatus.View{Pod: created, Replaced: &r.counted})); err != nil || !shown {
 		// The replacement stays until a status counts it.
 		return err
 	}
@@ -116,9 +121,9 @@ func (c *Controller) handleCreateConflict(ctx context.Context, key cache.ObjectN
 // else's work.
 func (c *Controller) syncConflict(ctx context.Context, task *gputaskv1.GPUTask, pod *corev1.Pod) error {
 	msg := fmt.Sprintf("pod %s exists and is not controlled by this GPUTask", klog.KObj(pod))
-	c.warnOnTransition(task, gputaskv1.ConditionPodOwned, taskstatus.ReasonPodConflict, msg, taskstatus.ReasonPodConflict)
+	c.warnOnTransition(task, gputaskv1.ConditionPodOwned, gputaskv1.ReasonPodConflict, msg, gputaskv1.ReasonPodConflict)
 	_, specErr := podspec.Build(task, c.podOpts)
-	return c.writeStatus(ctx, task, c.status(task, taskstatus.View{Conflict: msg, SpecErr: specErr}))
+	return c.applyStatus(ctx, task, c.status(task, taskstatus.View{Conflict: msg, SpecErr: specErr}))
 }
 
 // syncOwnedPod mirrors the pod and replaces it when it must be placed again.
@@ -145,14 +150,14 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 			if err := c.forceDeleteIfUnreachable(ctx, task, pod, r.reason); err != nil {
 				return err
 			}
-			return c.writeStatus(ctx, task, c.status(task, view))
+			return c.applyStatus(ctx, task, c.status(task, view))
 		}
 		// The replacement exists; what is left is to count it.
 		if !r.created {
 			r = c.markReplacementCreated(key, task)
 		}
 		view.Replaced = &r.counted
-		if shown, err := c.updateStatus(ctx, task, c.status(task, view)); err != nil || !shown {
+		if shown, err := c.applyCountedStatus(ctx, task, c.status(task, view)); err != nil || !shown {
 			return err
 		}
 		c.finishReplacement(key)
@@ -170,7 +175,7 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 				return err
 			}
 		}
-		return c.writeStatus(ctx, task, c.status(task, view))
+		return c.applyStatus(ctx, task, c.status(task, view))
 	}
 
 	if err := c.carryMarks(ctx, task, pod); err != nil {
@@ -190,7 +195,7 @@ func (c *Controller) syncOwnedPod(ctx context.Context, key cache.ObjectName, tas
 		c.workqueue.AddAfter(key, wait)
 		return nil
 	}
-	return c.writeStatus(ctx, task, want)
+	return c.applyStatus(ctx, task, want)
 }
 
 // driftCheck is what a read of the task's pod found: the first field where
@@ -267,37 +272,58 @@ func (c *Controller) warnOnTransition(task *gputaskv1.GPUTask, condType, condRea
 	c.recorder.Event(task, corev1.EventTypeWarning, eventReason, msg)
 }
 
-// writeStatus is updateStatus for a sync that ends with the write.
-func (c *Controller) writeStatus(ctx context.Context, task *gputaskv1.GPUTask, status gputaskv1.GPUTaskStatus) error {
-	_, err := c.updateStatus(ctx, task, status)
+// applyStatus writes status when it differs from what the task shows; see
+// writeStatus.
+func (c *Controller) applyStatus(ctx context.Context, task *gputaskv1.GPUTask, status gputaskv1.GPUTaskStatus) error {
+	_, err := c.writeStatus(ctx, task, status, "")
 	return err
 }
 
-// updateStatus writes status through the status subresource when it differs
-// from what the task has. It reports whether the task now shows status:
-// false when the write waits, for the cache to show this controller's last
-// write (whose update event brings the task back) or for its turn within the
-// status client's rate limit (the key is queued for it). A worker never
-// sits in the client's rate limiter, where it would hold up the pod creates
-// of other tasks.
-func (c *Controller) updateStatus(ctx context.Context, task *gputaskv1.GPUTask, status gputaskv1.GPUTaskStatus) (bool, error) {
+// applyCountedStatus writes status that counts a replacement in
+// status.reschedules, on the condition that the task is still at the
+// resourceVersion the count was made from: a count from a stale copy
+// could undo a newer one. It reports whether the task now shows status.
+func (c *Controller) applyCountedStatus(ctx context.Context, task *gputaskv1.GPUTask, status gputaskv1.GPUTaskStatus) (bool, error) {
+	return c.writeStatus(ctx, task, status, task.ResourceVersion)
+}
+
+// writeStatus applies status with server-side apply, as this controller's
+// field manager, when it differs from what the task has; a resourceVersion
+// other than "" is a precondition of the write. It reports whether the
+// task now shows status: false when the write waits, for the cache to show
+// this controller's last write (whose update event brings the task back),
+// or for its turn within the status client's rate limit (the key is queued
+// for it). A worker never sits in the client's rate limiter, where it
+// would hold up the pod creates of other tasks.
+func (c *Controller) writeStatus(ctx context.Context, task *gputaskv1.GPUTask, status gputaskv1.GPUTaskStatus, resourceVersion string) (bool, error) {
 	if equality.Semantic.DeepEqual(task.Status, status) {
 		return true, nil
 	}
 	key := cache.MetaObjectToName(task)
 	if c.cacheBehindStatusWrite(key, task.ResourceVersion) {
-		// A write from the stale copy would be refused with a 409.
+		// The cached task does not show the last write yet: a write from
+		// it would send that same status again.
 		klog.FromContext(ctx).V(4).Info("Status write waits for the cache to show the last one")
 		return false, nil
 	}
 	if !c.statusWriteDue(key) {
 		return false, nil
 	}
-	updated := task.DeepCopy()
-	updated.Status = status
-	out, err := c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	apply := applyv1.GPUTask(task.Name, task.Namespace).WithStatus(taskstatus.Apply(&status))
+	if resourceVersion != "" {
+		apply.WithResourceVersion(resourceVersion)
+	}
+	out, err := c.apply(ctx, apply)
 	if err != nil {
-		return false, fmt.Errorf("updating status of gputask %s: %w", klog.KObj(task), err)
+		return false, err
+	}
+	if c.upgradeStatusOwner(ctx, out) {
+		// The fields the Update owned are now this manager's, and the
+		// same apply again removes those it does not set.
+		apply.ResourceVersion = nil
+		if out, err = c.apply(ctx, apply); err != nil {
+			return false, err
+		}
 	}
 	if out.ResourceVersion != task.ResourceVersion {
 		// A write the API server found to change nothing keeps the version
@@ -305,6 +331,41 @@ func (c *Controller) updateStatus(ctx context.Context, task *gputaskv1.GPUTask, 
 		c.update(key, func(s *taskState) { s.statusWrittenFrom = ptr.To(task.ResourceVersion) })
 	}
 	return true, nil
+}
+
+func (c *Controller) apply(ctx context.Context, apply *applyv1.GPUTaskApplyConfiguration) (*gputaskv1.GPUTask, error) {
+	out, err := c.gputaskclientset.GputaskV1().GPUTasks(*apply.Namespace).ApplyStatus(ctx, apply,
+		metav1.ApplyOptions{FieldManager: ControllerName, Force: true})
+	if err != nil {
+		return nil, fmt.Errorf("applying status of gputask %s/%s: %w", *apply.Namespace, *apply.Name, err)
+	}
+	return out, nil
+}
+
+// updateManagers are the field managers under which versions before
+// server-side apply wrote a task's status with Update: the API server names
+// a manager after its client's user agent, up to the first "/".
+var updateManagers = sets.New(ControllerName, strings.Split(rest.DefaultKubernetesUserAgent(), "/")[0])
+
+// upgradeStatusOwner hands the status fields that an Update of an earlier
+// version still owns to this controller's apply manager, as kubectl does
+// for client-side apply (csaupgrade), and reports whether it did. Otherwise
+// the Update entry would keep a field this controller no longer applies,
+// and the task would show it for ever. The apply's answer tells whether
+// there is anything to hand over, so a cluster that never ran such a
+// version pays no read and no write; a failed hand-over is tried again
+// after the next apply.
+func (c *Controller) upgradeStatusOwner(ctx context.Context, task *gputaskv1.GPUTask) bool {
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(task, updateManagers, ControllerName, csaupgrade.Subresource("status"))
+	if err != nil || patch == nil {
+		return false
+	}
+	if _, err := c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace).Patch(ctx, task.Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+		klog.FromContext(ctx).V(2).Info("Handing the status fields of an earlier version to the apply manager failed; trying again after the next write", "err", err)
+		return false
+	}
+	klog.FromContext(ctx).V(2).Info("Handed the status fields of an earlier version to the apply manager")
+	return true
 }
 
 // statusWriteDue reports whether the task's status write may go now. When

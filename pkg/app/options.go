@@ -27,6 +27,7 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/podspec"
+	"github.com/gputask/gputask-controller/pkg/reschedule"
 )
 
 const (
@@ -35,9 +36,6 @@ const (
 	// as the client's rate limit allows only with many calls in flight, as
 	// the ReplicaSet controller's parallel creates have.
 	DefaultTaskWorkers = 64
-	// DefaultMaxConcurrentReschedules bounds how many tasks may be without a
-	// pod at once because the controller replaces it.
-	DefaultMaxConcurrentReschedules = 5
 	// DefaultLeaseName names the leader-election Lease.
 	DefaultLeaseName = "gputask-controller"
 
@@ -107,7 +105,7 @@ func NewOptions() *Options {
 		RescheduleInterval:       10 * time.Minute,
 		PendingTimeout:           5 * time.Minute,
 		NodeNotReadyTimeout:      time.Minute,
-		MaxConcurrentReschedules: DefaultMaxConcurrentReschedules,
+		MaxConcurrentReschedules: reschedule.DefaultMaxConcurrent,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaseDuration: metav1.Duration{Duration: 15 * time.Second},
 			RenewDeadline: metav1.Duration{Duration: 10 * time.Second},

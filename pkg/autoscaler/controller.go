@@ -156,6 +156,11 @@ type setState struct {
 	lastStep time.Time
 	// retryAfter is when the last decision said a held step may happen.
 	retryAfter time.Duration
+	// queue is what the SLO policy learned from the readings so far: the
+	// smoothed service time, the recent arrival rates, the correction.
+	// Lost on a restart or a change of leader, it is learned again within
+	// a few intervals.
+	queue scaling.QueueState
 	// warned names the tasks already reported as past their startup timeout.
 	warned map[string]bool
 	// reading is set while a read of the set is in flight, and ready holds
@@ -325,7 +330,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		// Autoscaling was removed: drop what it left behind, so the status
 		// no longer claims an autoscaler is at work.
 		c.forget(key)
-		if err := c.updateStatus(ctx, set, withoutAutoscalerStatus(&set.Status)); err != nil {
+		if err := c.applyStatus(ctx, set, withoutAutoscalerStatus(&set.Status)); err != nil {
 			return fmt.Errorf("clearing autoscaler status of gputaskset %s: %w", key, err)
 		}
 		return nil

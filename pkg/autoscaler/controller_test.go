@@ -2,6 +2,7 @@ package autoscaler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -77,7 +78,53 @@ type fixture struct {
 }
 
 func newFixture(t testing.TB) *fixture {
-	return &fixture{Fixture: controllertest.NewFixture(t, t0), readings: map[string]fakeSource{}, sourceErrs: map[string]error{}}
+	f := &fixture{Fixture: controllertest.NewFixture(t, t0), readings: map[string]fakeSource{}, sourceErrs: map[string]error{}}
+	f.OwnedStatus = ownedStatus
+	return f
+}
+
+// autoscalerStatusFields are the status fields the autoscaler's field
+// manager owns, and autoscalerConditionTypes its conditions.
+var (
+	autoscalerStatusFields = []string{"loadIndex", "desiredReplicas", "capacityReplicas", "startingReplicas", "queuedReplicas",
+		"lastScaleTime", "lastDecision", "metrics", "consecutiveFailures", "burstUntil", "predictive", "recommendations"}
+	autoscalerConditionTypes = []string{gputaskv1.ConditionAbleToScale, gputaskv1.ConditionScalingActive,
+		gputaskv1.ConditionScalingLimited, gputaskv1.ConditionFallback, gputaskv1.ConditionSpecValid}
+)
+
+// ownedStatus is the apply the autoscaler's field manager owns for set:
+// its fields that are set, and its conditions; the set controller's
+// fields are never in it.
+func ownedStatus(obj runtime.Object) any {
+	set := obj.(*gputaskv1.GPUTaskSet)
+	data, err := json.Marshal(set.Status)
+	if err != nil {
+		panic(err)
+	}
+	var all map[string]any
+	if err := json.Unmarshal(data, &all); err != nil {
+		panic(err)
+	}
+	status := map[string]any{}
+	for _, k := range autoscalerStatusFields {
+		if v, ok := all[k]; ok {
+			status[k] = v
+		}
+	}
+	var conds []metav1.Condition
+	for _, t := range autoscalerConditionTypes {
+		if c := meta.FindStatusCondition(set.Status.Conditions, t); c != nil {
+			conds = append(conds, *c)
+		}
+	}
+	if conds != nil {
+		status["conditions"] = conds
+	}
+	return map[string]any{
+		"apiVersion": gputaskv1.SchemeGroupVersion.String(), "kind": "GPUTaskSet",
+		"metadata": map[string]any{"name": set.Name, "namespace": set.Namespace},
+		"status":   status,
+	}
 }
 
 // newSet is a set of replicas tasks of one A100 each, autoscaled on the
@@ -114,6 +161,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		f.KubeInformers.Core().V1().Nodes(), cachedPods{f.KubeInformers.Core().V1().Pods().Lister()},
 		Options{Clock: f.Clock, Recorder: f.Recorder, NewSource: f.newSource, Quotas: f.quotas, Devices: f.devices})
 	c.workqueue = f.RecordQueue(c.workqueue)
+	f.SyncHandler = c.syncHandler
 	if !f.noPreload {
 		f.Preload()
 	}
@@ -188,7 +236,7 @@ func (f *fixture) sync(ctx context.Context, c *Controller, name string) (time.Du
 	f.T.Helper()
 	f.Queue.After()
 	key := cache.ObjectName{Namespace: metav1.NamespaceDefault, Name: name}
-	err := f.Sync(ctx, c.syncHandler, key)
+	err := f.Sync(ctx, key)
 	if err == nil && c.readPending(key) {
 		if werr := wait.PollUntilContextTimeout(ctx, time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
 			return !c.readsInFlight(key) && c.workqueue.Len() > 0, nil
@@ -247,10 +295,11 @@ func (f *fixture) expectScale(name string, replicas int32) {
 		}))
 }
 
-// expectStatus expects an apply of the set's status, which the test reads
-// back with lastStatus.
+// expectStatus expects an apply of the set's status whose content the
+// test checks field by field from lastStatus; ExpectApplyStatus checks a
+// whole apply.
 func (f *fixture) expectStatus(name string) {
-	f.Actions = append(f.Actions, controllertest.ApplyAction(controllertest.SetsResource, metav1.NamespaceDefault, name, "status"))
+	f.Actions = append(f.Actions, controllertest.ApplyAnyStatusAction(controllertest.SetsResource, metav1.NamespaceDefault, name))
 }
 
 func (f *fixture) events() []string { return controllertest.Events(f.Recorder) }
@@ -275,7 +324,21 @@ func TestScaleUpWritesScaleStatusAndEvent(t *testing.T) {
 		t.Errorf("next evaluation in %v, want %v", next, scaling.DefaultInterval)
 	}
 	f.expectScale("web", 8)
-	f.expectStatus("web")
+	want := newSet("web", 5)
+	ts := metav1.NewTime(t0)
+	want.Status = gputaskv1.GPUTaskSetStatus{
+		LoadIndex: "0.91", DesiredReplicas: ptr.To[int32](8), LastScaleTime: &ts,
+		LastDecision: &gputaskv1.ScalingDecision{Time: ts, Inputs: "queue: load=0.91 up=0.8 down=0.5", From: 5, To: 8,
+			Reason: scaling.ReasonScaleUpAboveThreshold, Message: "load 0.91 above up threshold 0.8"},
+		Metrics:         []gputaskv1.MetricStatus{{Name: "queue", Value: "0.91", DesiredReplicas: ptr.To[int32](8), LastReadTime: &ts}},
+		Recommendations: []gputaskv1.Recommendation{{Time: ts, Replicas: 8}},
+		Conditions: []metav1.Condition{
+			{Type: gputaskv1.ConditionAbleToScale, Status: metav1.ConditionTrue, Reason: ReasonSucceededRescale, Message: "the autoscaler set the size to 8", LastTransitionTime: ts},
+			{Type: gputaskv1.ConditionScalingActive, Status: metav1.ConditionTrue, Reason: ReasonValidMetricFound, Message: "the autoscaler read every load index: queue: load=0.91 up=0.8 down=0.5", LastTransitionTime: ts},
+			{Type: gputaskv1.ConditionScalingLimited, Status: metav1.ConditionFalse, Reason: ReasonDesiredWithinRange, Message: "the desired count is within the acceptable range", LastTransitionTime: ts},
+		},
+	}
+	f.ExpectApplyStatus(want)
 	f.CheckActions()
 	if f.scaleReplicas != 8 {
 		t.Errorf("scale replicas = %d, want 8", f.scaleReplicas)
@@ -395,7 +458,7 @@ func TestInvalidMetricSpec(t *testing.T) {
 
 	f.syncOK(ctx, c, "web")
 	got := f.lastStatus()
-	assertCondition(t, got, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, ReasonInvalidMetricSpec)
+	assertCondition(t, got, gputaskv1.ConditionScalingActive, metav1.ConditionFalse, gputaskv1.ReasonInvalidMetricSpec)
 	f.ExpectEvents(`Warning InvalidMetricSpec metric "queue": http.auth.bearerTokenSecretRef`)
 
 	// A failed build is retried: the Secret may exist by now.

@@ -21,26 +21,20 @@
 // scaling.Decide holds a change until a full interval has passed. Tasks
 // that are not Ready yet hold scale-up back until startupTimeout.
 //
-// The status is shared with the set controller. The autoscaler writes only
+// The status is shared with the set controller through server-side apply,
+// each with its own field manager (status.go). The autoscaler applies only
 // loadIndex, desiredReplicas, capacityReplicas, startingReplicas,
-// lastScaleTime, lastDecision,
-// metrics, consecutiveFailures, recommendations and the AbleToScale,
-// ScalingActive, ScalingLimited and Fallback conditions, re-reading the set
-// on a conflict, and skips the write when only timestamps moved.
+// queuedReplicas, lastScaleTime, lastDecision, metrics,
+// consecutiveFailures, burstUntil, predictive, recommendations and the
+// AbleToScale, ScalingActive, ScalingLimited, Fallback and SpecValid
+// conditions, so neither writer can undo the other's fields and no write
+// needs a fresh read; it skips the write when only timestamps moved.
 //
-// Wiring, with the informer factories of main.go:
-//
-//	scaler := autoscaler.NewController(ctx, kubeClient, gputaskClient,
-//		gputaskInformers.Gputask().V1().GPUTaskSets(),
-//		gputaskInformers.Gputask().V1().GPUTasks(),
-//		kubeInformers.Core().V1().Nodes(),
-//		autoscaler.NewLazyPods(kubeClient, resync, clock.RealClock{}),
-//		autoscaler.Options{GPUResourceName: gpuResource, GPULabelKey: gpuLabel})
-//	...
-//	go scaler.Run(ctx, workers)
+// pkg/app wires it beside the other controllers, with a client of its own
+// and the shared informer factories.
 //
 // The controller needs RBAC to get, list and watch gputasksets, gputasks,
-// nodes and pods; to get and update gputasksets/scale and
+// nodes and pods; to get and update gputasksets/scale and to patch
 // gputasksets/status; to get secrets (for metric credentials); and to
 // create and patch events.
 package autoscaler

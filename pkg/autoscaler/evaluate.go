@@ -19,15 +19,7 @@ import (
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/metrics"
 	"github.com/gputask/gputask-controller/pkg/scaling"
-)
-
-// Event reasons besides the decision reasons and the condition reasons
-// (ReasonInvalidMetricSpec is both).
-const (
-	ReasonScaledUp      = "ScaledUp"
-	ReasonScaledDown    = "ScaledDown"
-	ReasonDryRunScale   = "DryRunScale"
-	ReasonFailedRescale = "FailedRescale"
+	"github.com/gputask/gputask-controller/pkg/taskindex"
 )
 
 // errReplicasChanged means someone else scaled the set while it was being
@@ -63,16 +55,25 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 	// The last step gates every change of the count, so it is read before
 	// anything is decided; see scaling.NextStep.
 	last := lastStep(set, state.lastStep)
-	st, err := c.startup(set, last, now, fit.waitsForAdmission)
+	tasks, err := taskindex.OfSet(c.tasksIndexer, set)
 	if err != nil {
-		return fmt.Errorf("counting starting tasks: %w", err)
+		return fmt.Errorf("listing tasks: %w", err)
 	}
+	st := c.startup(set, tasks, last, now, fit.waitsForAdmission)
 	c.warnExpired(set, state, st.Expired)
 
 	in := scaling.InputsFor(set, now, readings, capacity, state.recommendations)
 	in.LastScaleTime, in.Starting, in.CapacityLimit = last, st.Starting, fit.Limit
+	if in.Policy.Type == gputaskv1.SLOPolicy {
+		in.Startup = scaling.StartupOf(tasks, scaling.StartupTimeoutOf(set.Spec.Autoscaling))
+		in.Queue = state.queue
+	}
 	d := scaling.Decide(in)
 	state.recommendations = d.Recommendations
+	// Kept whatever becomes of the writes below: the reading it learned
+	// from is used up. Zero for the other policies, so a set that comes
+	// back to the SLO policy starts afresh.
+	state.queue = d.Queue
 	state.retryAfter = d.RetryAfter
 	logger.V(4).Info("Decided", "from", in.Current, "to", d.Desired, "reason", d.Reason, "message", d.Message,
 		"starting", st.Starting, "lastStep", last)
@@ -86,17 +87,15 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 		// fail: a retry must not step again.
 		scaledAt = c.opts.Clock.Now()
 		state.lastStep = scaledAt
-		// The scale write moved the set's resourceVersion: a status write
-		// from the cached set would only earn a 409 and a re-read. The
-		// Scale the write returned carries the new one.
+		// The events and the status speak of the size just written, which
+		// the cached set does not show yet.
 		set = set.DeepCopy()
-		set.ResourceVersion = written.ResourceVersion
 		set.Spec.Replicas = &written.Spec.Replicas
 	}
 	c.emitEvents(set, in, d, configErrs, scaled, scaleErr)
 	want := desiredStatus(set, in, d, now, configErrs, scaledAt, scaleErr)
 	want.StartingReplicas, want.QueuedReplicas = st.Starting, st.Queued
-	if err := c.updateStatus(ctx, set, want); err != nil {
+	if err := c.applyStatus(ctx, set, want); err != nil {
 		return errors.Join(scaleErr, err)
 	}
 	return scaleErr
@@ -237,19 +236,19 @@ func (c *Controller) emitEvents(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d 
 	for i, m := range d.Metrics {
 		switch {
 		case configErrs[i] != nil:
-			c.recorder.Event(set, corev1.EventTypeWarning, ReasonInvalidMetricSpec, configErrs[i].Error())
+			c.recorder.Event(set, corev1.EventTypeWarning, gputaskv1.ReasonInvalidMetricSpec, configErrs[i].Error())
 		case m.Err != nil:
-			c.recorder.Eventf(set, corev1.EventTypeWarning, scaling.ReasonFailedGetLoadIndex, "metric %q: %v", m.Name, m.Err)
+			c.recorder.Eventf(set, corev1.EventTypeWarning, gputaskv1.ReasonFailedGetLoadIndex, "metric %q: %v", m.Name, m.Err)
 		}
 	}
 	switch {
 	case scaled && d.Desired > in.Current:
-		c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonScaledUp, "New size: %d; reason: %s", d.Desired, d.Message)
+		c.recorder.Eventf(set, corev1.EventTypeNormal, gputaskv1.ReasonScaledUp, "New size: %d; reason: %s", d.Desired, d.Message)
 	case scaled:
-		c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonScaledDown, "New size: %d; reason: %s", d.Desired, d.Message)
+		c.recorder.Eventf(set, corev1.EventTypeNormal, gputaskv1.ReasonScaledDown, "New size: %d; reason: %s", d.Desired, d.Message)
 	case scaleErr != nil:
-		c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonFailedRescale, "New size: %d; reason: %s; error: %v", d.Desired, d.Message, scaleErr)
+		c.recorder.Eventf(set, corev1.EventTypeWarning, gputaskv1.ReasonFailedRescale, "New size: %d; reason: %s; error: %v", d.Desired, d.Message, scaleErr)
 	case in.DryRun && !in.Paused && !in.Stopped && d.Desired != in.Current:
-		c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonDryRunScale, "Would scale from %d to %d; reason: %s", in.Current, d.Desired, d.Message)
+		c.recorder.Eventf(set, corev1.EventTypeNormal, gputaskv1.ReasonDryRunScale, "Would scale from %d to %d; reason: %s", in.Current, d.Desired, d.Message)
 	}
 }

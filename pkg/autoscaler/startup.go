@@ -1,29 +1,19 @@
 package autoscaler
 
 import (
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/scaling"
-	"github.com/gputask/gputask-controller/pkg/taskindex"
 )
-
-// ReasonTaskStartupTimeout is the Warning recorded once for each task that is
-// not Ready within autoscaling.startupTimeout.
-const ReasonTaskStartupTimeout = "TaskStartupTimeout"
 
 // startup counts the set's tasks that are on their way. Tasks that finished,
 // are being deleted or are draining are not capacity the set is waiting for;
 // tasks whose pods wait for a queue's admission (queued, known only to
 // capacity-aware sets, which read pods) wait for quota, not for a start.
-func (c *Controller) startup(set *gputaskv1.GPUTaskSet, lastStep, now time.Time, queued func(*gputaskv1.GPUTask) bool) (scaling.Startup, error) {
-	tasks, err := taskindex.OfSet(c.tasksIndexer, set)
-	if err != nil {
-		return scaling.Startup{}, fmt.Errorf("listing tasks: %w", err)
-	}
+func (c *Controller) startup(set *gputaskv1.GPUTaskSet, tasks []*gputaskv1.GPUTask, lastStep, now time.Time, queued func(*gputaskv1.GPUTask) bool) scaling.Startup {
 	starts := scaling.TaskStarts(tasks)
 	if queued != nil {
 		waiting := map[string]bool{}
@@ -44,7 +34,7 @@ func (c *Controller) startup(set *gputaskv1.GPUTaskSet, lastStep, now time.Time,
 	if created := set.CreationTimestamp.Time; created.After(asked) {
 		asked = created
 	}
-	return scaling.CountStarting(starts, current, asked, scaling.StartupTimeoutOf(set.Spec.Autoscaling), now), nil
+	return scaling.CountStarting(starts, current, asked, scaling.StartupTimeoutOf(set.Spec.Autoscaling), now)
 }
 
 // warnExpired records one Warning for each task that newly missed its
@@ -57,7 +47,7 @@ func (c *Controller) warnExpired(set *gputaskv1.GPUTaskSet, state *setState, exp
 		if state.warned[name] {
 			continue
 		}
-		c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonTaskStartupTimeout,
+		c.recorder.Eventf(set, corev1.EventTypeWarning, gputaskv1.ReasonTaskStartupTimeout,
 			"Task %s is not Ready %v after it was created; it no longer holds scale-up back", name, scaling.StartupTimeoutOf(set.Spec.Autoscaling))
 	}
 	state.warned = seen

@@ -2,14 +2,15 @@ package autoscaler
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	applyv1 "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration/gputask/v1"
@@ -24,7 +25,6 @@ const (
 	ReasonScalingDisabled    = "ScalingDisabled"
 	ReasonBackoffUpscale     = "BackoffUpscale"
 	ReasonValidMetricFound   = "ValidMetricFound"
-	ReasonInvalidMetricSpec  = "InvalidMetricSpec"
 	ReasonDesiredWithinRange = "DesiredWithinRange"
 	ReasonLoadIndexAvailable = "LoadIndexAvailable"
 )
@@ -54,7 +54,7 @@ func desiredStatus(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decis
 		status.LastScaleTime = &metav1.Time{Time: scaledAt}
 	}
 	status.LastDecision = &gputaskv1.ScalingDecision{
-		Time: ts, Inputs: d.Inputs, From: in.Current, To: d.Desired, Reason: d.Reason, Message: d.Message,
+		Time: ts, Inputs: decisionInputs(in, d), From: in.Current, To: d.Desired, Reason: d.Reason, Message: d.Message,
 	}
 	status.Metrics = metricStatuses(d, ts)
 	status.ConsecutiveFailures = d.ConsecutiveFailures
@@ -68,7 +68,7 @@ func desiredStatus(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decis
 	// Evaluated means the spec passed validation (see validate.go).
 	meta.RemoveStatusCondition(&status.Conditions, gputaskv1.ConditionSpecValid)
 	setCondition(status, ts, ableToScale(in, d, scaled, scaleErr))
-	setCondition(status, ts, scalingActive(d, configErrs))
+	setCondition(status, ts, scalingActive(in, d, configErrs))
 	setCondition(status, ts, scalingLimited(d))
 	if set.Spec.Autoscaling.Fallback != nil {
 		setCondition(status, ts, fallbackCondition(d))
@@ -86,11 +86,29 @@ func metricStatuses(d scaling.Decision, ts metav1.Time) []gputaskv1.MetricStatus
 			out[i].Error = m.Err.Error()
 			continue
 		}
-		desired := m.Desired
 		out[i].Value = scaling.FormatValue(m.Value)
-		out[i].DesiredReplicas = &desired
+		if m.Reason != "" {
+			// A reading that asked for nothing, as those of an SLO set
+			// that lacks a role, shows no count.
+			desired := m.Desired
+			out[i].DesiredReplicas = &desired
+		}
 	}
 	return out
+}
+
+// decisionInputs is what lastDecision.inputs shows: what the decision saw
+// and, for the SLO policy, the wait it predicts at the count it chose.
+func decisionInputs(in scaling.Inputs, d scaling.Decision) string {
+	o := d.SLO
+	if o == nil || o.ServiceTime <= 0 {
+		return d.Inputs
+	}
+	wait := "unbounded"
+	if !math.IsInf(o.PredictedWait, 1) {
+		wait = time.Duration(o.PredictedWait * float64(time.Second)).Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("%s predicted-p%s-wait=%s", d.Inputs, scaling.FormatValue(in.Policy.SLO.Percentile), wait)
 }
 
 func setCondition(status *gputaskv1.GPUTaskSetStatus, ts metav1.Time, cond metav1.Condition) {
@@ -131,11 +149,19 @@ func ableToScale(in scaling.Inputs, d scaling.Decision, scaled bool, scaleErr er
 	}
 }
 
-func scalingActive(d scaling.Decision, configErrs []error) metav1.Condition {
+func scalingActive(in scaling.Inputs, d scaling.Decision, configErrs []error) metav1.Condition {
 	const t = gputaskv1.ConditionScalingActive
 	for _, err := range configErrs {
 		if err != nil {
-			return condition(t, false, ReasonInvalidMetricSpec, err.Error())
+			return condition(t, false, gputaskv1.ReasonInvalidMetricSpec, err.Error())
+		}
+	}
+	slo := in.Policy.Type == gputaskv1.SLOPolicy
+	if slo {
+		// Asked of the roles, not of d.Reason, which a bound may have
+		// replaced: the set is not scaled by its load either way.
+		if reason, msg := scaling.CheckRoles(in.Metrics); reason != "" {
+			return condition(t, false, reason, fmt.Sprintf("%s; holding at %d", msg, in.Current))
 		}
 	}
 	for _, m := range d.Metrics {
@@ -143,14 +169,26 @@ func scalingActive(d scaling.Decision, configErrs []error) metav1.Condition {
 			return condition(t, false, scaling.ReasonFailedGetLoadIndex, fmt.Sprintf("metric %q: %v", m.Name, m.Err))
 		}
 	}
+	if slo {
+		for _, m := range d.Metrics {
+			if m.Reason == scaling.ReasonServiceTimeUnknown {
+				return condition(t, false, scaling.ReasonServiceTimeUnknown, d.Message)
+			}
+		}
+	}
 	if len(d.Metrics) == 0 {
-		return condition(t, false, ReasonInvalidMetricSpec, "no metrics configured")
+		return condition(t, false, gputaskv1.ReasonInvalidMetricSpec, "no metrics configured")
 	}
 	return condition(t, true, ReasonValidMetricFound, "the autoscaler read every load index: "+d.Inputs)
 }
 
 func scalingLimited(d scaling.Decision) metav1.Condition {
 	const t = gputaskv1.ConditionScalingLimited
+	if d.SLO != nil && d.SLO.Unmet {
+		// Says what a bound alone would not: how far from the SLO the
+		// reachable count leaves the pool.
+		return condition(t, true, scaling.ReasonSLOOutOfReach, d.SLO.Message)
+	}
 	if len(d.Limits) == 0 {
 		return condition(t, false, ReasonDesiredWithinRange, "the desired count is within the acceptable range")
 	}
@@ -165,20 +203,16 @@ func fallbackCondition(d scaling.Decision) metav1.Condition {
 	return condition(t, false, ReasonLoadIndexAvailable, "fallback is not in use")
 }
 
-// updateStatus applies the autoscaler's fields when they changed in more
+// applyStatus applies the autoscaler's fields when they changed in more
 // than their timestamps, with server-side apply as this controller's field
 // manager. The set controller applies its own fields as its own manager, so
 // neither write can undo the other's and no write needs a fresh read.
-func (c *Controller) updateStatus(ctx context.Context, set *gputaskv1.GPUTaskSet, want *gputaskv1.GPUTaskSetStatus) error {
+func (c *Controller) applyStatus(ctx context.Context, set *gputaskv1.GPUTaskSet, want *gputaskv1.GPUTaskSetStatus) error {
 	if sameIgnoringTimes(&set.Status, want) {
 		return nil
 	}
-	status, err := statusApplyConfiguration(want)
-	if err != nil {
-		return err
-	}
-	apply := applyv1.GPUTaskSet(set.Name, set.Namespace).WithStatus(status)
-	_, err = c.gputaskclientset.GputaskV1().GPUTaskSets(set.Namespace).ApplyStatus(ctx, apply,
+	apply := applyv1.GPUTaskSet(set.Name, set.Namespace).WithStatus(statusApply(want))
+	_, err := c.gputaskclientset.GputaskV1().GPUTaskSets(set.Namespace).ApplyStatus(ctx, apply,
 		metav1.ApplyOptions{FieldManager: ControllerName, Force: true})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("applying status: %w", err)
@@ -186,36 +220,90 @@ func (c *Controller) updateStatus(ctx context.Context, set *gputaskv1.GPUTaskSet
 	return nil
 }
 
-// statusApplyConfiguration is the autoscaler's part of status as an apply
+// statusApply is the autoscaler's part of status as an apply
 // configuration: its fields only, so that the set controller's stay the set
-// controller's. A field left empty is left out, and the API server then
-// removes it, as this manager no longer sets it.
-func statusApplyConfiguration(status *gputaskv1.GPUTaskSetStatus) (*applyv1.GPUTaskSetStatusApplyConfiguration, error) {
-	var own gputaskv1.GPUTaskSetStatus
-	applyAutoscalerStatus(&own, status)
-	data, err := json.Marshal(&own)
-	if err != nil {
-		return nil, fmt.Errorf("encoding status: %w", err)
+// controller's. A field left empty is left out, as the status's JSON leaves
+// it out, and the API server then removes it, as this manager no longer
+// sets it.
+func statusApply(status *gputaskv1.GPUTaskSetStatus) *applyv1.GPUTaskSetStatusApplyConfiguration {
+	out := applyv1.GPUTaskSetStatus()
+	if status.LoadIndex != "" {
+		out.WithLoadIndex(status.LoadIndex)
 	}
-	var all applyv1.GPUTaskSetStatusApplyConfiguration
-	if err := json.Unmarshal(data, &all); err != nil {
-		return nil, fmt.Errorf("decoding status: %w", err)
+	if status.DesiredReplicas != nil {
+		out.WithDesiredReplicas(*status.DesiredReplicas)
 	}
-	return &applyv1.GPUTaskSetStatusApplyConfiguration{
-		LoadIndex:           all.LoadIndex,
-		DesiredReplicas:     all.DesiredReplicas,
-		CapacityReplicas:    all.CapacityReplicas,
-		StartingReplicas:    all.StartingReplicas,
-		QueuedReplicas:      all.QueuedReplicas,
-		LastScaleTime:       all.LastScaleTime,
-		LastDecision:        all.LastDecision,
-		Metrics:             all.Metrics,
-		ConsecutiveFailures: all.ConsecutiveFailures,
-		BurstUntil:          all.BurstUntil,
-		Predictive:          all.Predictive,
-		Recommendations:     all.Recommendations,
-		Conditions:          all.Conditions,
-	}, nil
+	if status.CapacityReplicas != nil {
+		out.WithCapacityReplicas(*status.CapacityReplicas)
+	}
+	if status.StartingReplicas != 0 {
+		out.WithStartingReplicas(status.StartingReplicas)
+	}
+	if status.QueuedReplicas != 0 {
+		out.WithQueuedReplicas(status.QueuedReplicas)
+	}
+	if status.LastScaleTime != nil {
+		out.WithLastScaleTime(*status.LastScaleTime)
+	}
+	if d := status.LastDecision; d != nil {
+		decision := applyv1.ScalingDecision().WithTime(d.Time).WithFrom(d.From).WithTo(d.To).WithReason(d.Reason)
+		if d.Inputs != "" {
+			decision.WithInputs(d.Inputs)
+		}
+		if d.Message != "" {
+			decision.WithMessage(d.Message)
+		}
+		out.WithLastDecision(decision)
+	}
+	for _, m := range status.Metrics {
+		metric := applyv1.MetricStatus().WithName(m.Name)
+		if m.Value != "" {
+			metric.WithValue(m.Value)
+		}
+		if m.DesiredReplicas != nil {
+			metric.WithDesiredReplicas(*m.DesiredReplicas)
+		}
+		if m.Error != "" {
+			metric.WithError(m.Error)
+		}
+		if m.LastReadTime != nil {
+			metric.WithLastReadTime(*m.LastReadTime)
+		}
+		out.WithMetrics(metric)
+	}
+	if status.ConsecutiveFailures != 0 {
+		out.WithConsecutiveFailures(status.ConsecutiveFailures)
+	}
+	if status.BurstUntil != nil {
+		out.WithBurstUntil(*status.BurstUntil)
+	}
+	if p := status.Predictive; p != nil {
+		predictive := applyv1.PredictiveStatus()
+		if p.History != "" {
+			predictive.WithHistory(p.History)
+		}
+		if p.ForecastReplicas != nil {
+			predictive.WithForecastReplicas(*p.ForecastReplicas)
+		}
+		if p.Message != "" {
+			predictive.WithMessage(p.Message)
+		}
+		out.WithPredictive(predictive)
+	}
+	for _, r := range status.Recommendations {
+		out.WithRecommendations(applyv1.Recommendation().WithTime(r.Time).WithReplicas(r.Replicas))
+	}
+	for _, t := range autoscalerConditions {
+		if c := meta.FindStatusCondition(status.Conditions, t); c != nil {
+			cond := metav1apply.Condition().WithType(c.Type).WithStatus(c.Status).WithReason(c.Reason).
+				WithMessage(c.Message).WithLastTransitionTime(c.LastTransitionTime)
+			if c.ObservedGeneration != 0 {
+				cond.WithObservedGeneration(c.ObservedGeneration)
+			}
+			out.WithConditions(cond)
+		}
+	}
+	return out
 }
 
 // withoutAutoscalerStatus is status with every autoscaler field cleared.

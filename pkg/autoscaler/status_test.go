@@ -1,15 +1,19 @@
 package autoscaler
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	applyv1 "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
@@ -58,7 +62,7 @@ func TestScalingLimitedAndFallbackConditions(t *testing.T) {
 	if c := fallbackCondition(scaling.Decision{Fallback: true}); c.Status != metav1.ConditionTrue || c.Reason != scaling.ReasonFallbackReplicas {
 		t.Errorf("fallback: %s/%s", c.Status, c.Reason)
 	}
-	if c := scalingActive(scaling.Decision{}, nil); c.Status != metav1.ConditionFalse || c.Reason != ReasonInvalidMetricSpec {
+	if c := scalingActive(scaling.Inputs{}, scaling.Decision{}, nil); c.Status != metav1.ConditionFalse || c.Reason != gputaskv1.ReasonInvalidMetricSpec {
 		t.Errorf("no metrics: %s/%s", c.Status, c.Reason)
 	}
 }
@@ -94,33 +98,53 @@ func TestSameIgnoringTimes(t *testing.T) {
 	}
 }
 
-// TestStatusApplyConfigurationHoldsOnlyTheAutoscalersFields: the apply
-// names no field of the set controller's, so it never takes one over.
-func TestStatusApplyConfigurationHoldsOnlyTheAutoscalersFields(t *testing.T) {
-	status := &gputaskv1.GPUTaskSetStatus{
+// TestStatusApplyIsExactlyTheAutoscalersFields: the apply carries every
+// field of the autoscaler's that is set, nested ones included, and no field
+// of the set controller's, so it never takes one over. Every field is set
+// here, so a field the apply drops fails the test.
+func TestStatusApplyIsExactlyTheAutoscalersFields(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 11, 24, 0, 1, 0, 0, time.UTC))
+	set := &gputaskv1.GPUTaskSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: metav1.NamespaceDefault}}
+	set.Status = gputaskv1.GPUTaskSetStatus{
 		Replicas: 4, RunningReplicas: 3, PendingReplicas: 1, ReadyReplicas: 3, DrainingReplicas: 1, HeldBackReplicas: 1,
 		Selector: "gputask.io/taskset=web", ObservedGeneration: 7,
-		LoadIndex: "0.5", DesiredReplicas: ptr.To[int32](0), StartingReplicas: 1,
-		BurstUntil: &metav1.Time{Time: time.Date(2026, 11, 24, 0, 1, 0, 0, time.UTC)},
+		LoadIndex: "0.5", DesiredReplicas: ptr.To[int32](0), CapacityReplicas: ptr.To[int32](6),
+		StartingReplicas: 1, QueuedReplicas: 2, LastScaleTime: &at,
+		LastDecision: &gputaskv1.ScalingDecision{Time: at, Inputs: "queue: load=0.5", From: 4, To: 5, Reason: "ScaleUp", Message: "up"},
+		Metrics: []gputaskv1.MetricStatus{
+			{Name: "queue", Value: "0.5", DesiredReplicas: ptr.To[int32](5), LastReadTime: &at},
+			{Name: "util", Error: "timed out", LastReadTime: &at},
+		},
+		ConsecutiveFailures: 3, BurstUntil: &at,
+		Predictive:      &gputaskv1.PredictiveStatus{History: "h", ForecastReplicas: ptr.To[int32](4), Message: "m"},
+		Recommendations: []gputaskv1.Recommendation{{Time: at, Replicas: 5}},
 		Conditions: []metav1.Condition{
-			{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: "FailedCreate"},
-			{Type: gputaskv1.ConditionAbleToScale, Status: metav1.ConditionTrue, Reason: ReasonReadyForNewScale},
+			{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: "FailedCreate", LastTransitionTime: at},
+			{Type: gputaskv1.ConditionAbleToScale, Status: metav1.ConditionTrue, Reason: ReasonReadyForNewScale, Message: "ok", LastTransitionTime: at},
+			{Type: gputaskv1.ConditionFallback, Status: metav1.ConditionFalse, Reason: ReasonLoadIndexAvailable, ObservedGeneration: 7, LastTransitionTime: at},
 		},
 	}
-	ac, err := statusApplyConfiguration(status)
+	apply := applyv1.GPUTaskSet(set.Name, set.Namespace).WithStatus(statusApply(&set.Status))
+	got, err := json.Marshal(apply)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ac.Replicas != nil || ac.RunningReplicas != nil || ac.PendingReplicas != nil || ac.ReadyReplicas != nil ||
-		ac.DrainingReplicas != nil || ac.HeldBackReplicas != nil || ac.Selector != nil || ac.ObservedGeneration != nil {
-		t.Errorf("apply names a field of the set controller's: %+v", ac)
+	want, err := json.Marshal(ownedStatus(set))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if ac.LoadIndex == nil || *ac.LoadIndex != "0.5" || ac.DesiredReplicas == nil || *ac.DesiredReplicas != 0 ||
-		ac.StartingReplicas == nil || *ac.StartingReplicas != 1 || ac.BurstUntil == nil || !ac.BurstUntil.Equal(status.BurstUntil) {
-		t.Errorf("apply lost the autoscaler's fields: %+v", ac)
+	var g, w map[string]any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatal(err)
 	}
-	if len(ac.Conditions) != 1 || *ac.Conditions[0].Type != gputaskv1.ConditionAbleToScale {
-		t.Errorf("conditions %+v, want only AbleToScale", ac.Conditions)
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	if !apiequality.Semantic.DeepEqual(w, g) {
+		t.Errorf("apply differs (-want +got):\n%s", diff.Diff(w, g))
+	}
+	if len(autoscalerStatusFields) != len(g["status"].(map[string]any))-1 {
+		t.Errorf("the apply sets %d fields besides conditions, want all %d of the autoscaler's", len(g["status"].(map[string]any))-1, len(autoscalerStatusFields))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
 // maxSpecMessage keeps the list of field errors well below the API's
@@ -34,11 +35,17 @@ func (c *Controller) reportInvalidSpec(ctx context.Context, set *gputaskv1.GPUTa
 		msg = msg[:maxSpecMessage-3] + "..."
 	}
 	want := invalidSpecStatus(&set.Status, msg, metav1.NewTime(c.opts.Clock.Now()))
+	if reason, why := missingRoles(set); reason != "" {
+		// The HPA's users look for why scaling is inactive in ScalingActive:
+		// it names what the SLO policy lacks, SpecValid every field.
+		meta.SetStatusCondition(&want.Conditions, metav1.Condition{Type: gputaskv1.ConditionScalingActive, Status: metav1.ConditionFalse,
+			Reason: reason, Message: fmt.Sprintf("%s; holding at %d", why, currentReplicas(set)), LastTransitionTime: metav1.NewTime(c.opts.Clock.Now())})
+	}
 	if sameIgnoringTimes(&set.Status, want) {
 		return true, nil
 	}
 	c.recorder.Event(set, corev1.EventTypeWarning, gputaskv1.ReasonInvalidSpec, msg)
-	if err := c.updateStatus(ctx, set, want); err != nil {
+	if err := c.applyStatus(ctx, set, want); err != nil {
 		return true, fmt.Errorf("reporting the invalid spec of gputaskset %s/%s: %w", set.Namespace, set.Name, err)
 	}
 	return true, nil
@@ -56,4 +63,18 @@ func invalidSpecStatus(status *gputaskv1.GPUTaskSetStatus, msg string, ts metav1
 		meta.SetStatusCondition(&out.Conditions, cond)
 	}
 	return out
+}
+
+// missingRoles is scaling.CheckRoles for an SLO set's metrics: why the
+// policy cannot work from them, or empty strings.
+func missingRoles(set *gputaskv1.GPUTaskSet) (reason, message string) {
+	as := set.Spec.Autoscaling
+	if as.Policy.Type != gputaskv1.SLOPolicy {
+		return "", ""
+	}
+	metrics := make([]scaling.MetricInput, len(as.Metrics))
+	for i, m := range as.Metrics {
+		metrics[i] = scaling.MetricFor(m)
+	}
+	return scaling.CheckRoles(metrics)
 }

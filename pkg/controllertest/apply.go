@@ -27,11 +27,44 @@ func verb(a core.Action) string {
 	return a.GetVerb()
 }
 
-// ApplyAction is an expected server-side apply of name's subresource (the
-// object itself when empty) whose content the test checks on its own, such
-// as with Applied.
-func ApplyAction(resource schema.GroupVersionResource, namespace, name, subresource string) core.Action {
-	return core.NewPatchSubresourceAction(resource, namespace, name, types.ApplyPatchType, nil, subresource)
+// ApplyStatusAction is an expected server-side apply of the status of
+// name whose body is exactly applied, an apply configuration: the whole
+// set of fields the field manager is to own after the write, no more and
+// no fewer. A field the controller leaves out, or sends beyond these,
+// fails CheckAction.
+func ApplyStatusAction(t testing.TB, resource schema.GroupVersionResource, namespace, name string, applied any) core.Action {
+	t.Helper()
+	body, err := json.Marshal(applied)
+	if err != nil {
+		t.Fatalf("encoding the expected apply of %s: %v", name, err)
+	}
+	return core.NewPatchSubresourceAction(resource, namespace, name, types.ApplyPatchType, body, "status")
+}
+
+// ResourceVersionOf is the resourceVersion that the apply a sends as its
+// precondition, "" for none.
+func ResourceVersionOf(t testing.TB, a core.Action) string {
+	t.Helper()
+	var body struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if !IsApply(a) {
+		t.Fatalf("%s is not a server-side apply", Describe([]core.Action{a}))
+	}
+	if err := json.Unmarshal(a.(core.PatchAction).GetPatch(), &body); err != nil {
+		t.Fatalf("decoding the apply: %v", err)
+	}
+	return body.Metadata.ResourceVersion
+}
+
+// ApplyAnyStatusAction is an expected server-side apply of the status of
+// name whose body the test checks on its own (as the autoscaler's tests do
+// from the object the apply left); CheckAction then compares its target
+// only.
+func ApplyAnyStatusAction(resource schema.GroupVersionResource, namespace, name string) core.Action {
+	return core.NewPatchSubresourceAction(resource, namespace, name, types.ApplyPatchType, nil, "status")
 }
 
 // Applied decodes the object that a server-side apply sent into into, and
@@ -46,72 +79,34 @@ func Applied(t testing.TB, a core.Action, into runtime.Object) {
 	}
 }
 
-// checkApply compares the fields that the apply a sends in its status with
-// the same fields of the expected object.
-func checkApply(t testing.TB, expected runtime.Object, a core.PatchAction) {
+// checkApply compares the whole body of the apply a with the expected
+// one, field by field as decoded JSON, so that key order does not count
+// and a field sent or left out does. A resourceVersion, a precondition
+// rather than a field anyone owns, is compared only when the expected
+// body has one.
+func checkApply(t testing.TB, expected, actual core.PatchAction) {
 	t.Helper()
-	var got, want map[string]any
-	if err := json.Unmarshal(a.GetPatch(), &got); err != nil {
-		t.Errorf("apply %s: %v", a.GetName(), err)
+	if expected.GetPatch() == nil {
+		if actual.GetName() != expected.GetName() {
+			t.Errorf("apply of %s, want one of %s", actual.GetName(), expected.GetName())
+		}
 		return
 	}
-	data, err := json.Marshal(expected)
-	if err != nil {
-		t.Fatal(err)
+	var got, want map[string]any
+	if err := json.Unmarshal(actual.GetPatch(), &got); err != nil {
+		t.Errorf("apply %s: %v", actual.GetName(), err)
+		return
 	}
-	if err := json.Unmarshal(data, &want); err != nil {
-		t.Fatal(err)
+	if err := json.Unmarshal(expected.GetPatch(), &want); err != nil {
+		t.Fatalf("expected apply %s: %v", expected.GetName(), err)
 	}
-	gotStatus, _ := got["status"].(map[string]any)
-	wantStatus, _ := want["status"].(map[string]any)
-	sent := map[string]any{}
-	for k, v := range gotStatus {
-		if k == "conditions" {
-			continue
-		}
-		sent[k] = v
-	}
-	expect := map[string]any{}
-	for k, v := range sent {
-		if w, ok := wantStatus[k]; ok {
-			expect[k] = w
-		} else {
-			// The expected object leaves out what is empty (omitempty).
-			expect[k] = zeroLike(v)
+	if wantMeta, _ := want["metadata"].(map[string]any); wantMeta != nil && wantMeta["resourceVersion"] == nil {
+		if gotMeta, _ := got["metadata"].(map[string]any); gotMeta != nil {
+			delete(gotMeta, "resourceVersion")
 		}
 	}
-	sentConds, expectConds := conditionsByType(gotStatus["conditions"]), conditionsByType(wantStatus["conditions"])
-	for typ := range expectConds {
-		if _, ok := sentConds[typ]; !ok {
-			delete(expectConds, typ)
-		}
+	if actual.GetName() != expected.GetName() || !equality.Semantic.DeepEqual(want, got) {
+		t.Errorf("apply %s/%s %s: body differs (-want +got):\n%s", actual.GetResource().Resource, actual.GetSubresource(),
+			actual.GetName(), diff.Diff(want, got))
 	}
-	if !equality.Semantic.DeepEqual(expect, sent) || !equality.Semantic.DeepEqual(expectConds, sentConds) {
-		t.Errorf("apply %s/status %s: status differs (-want +got):\n%s%s", a.GetResource().Resource, a.GetName(),
-			diff.Diff(expect, sent), diff.Diff(expectConds, sentConds))
-	}
-}
-
-func conditionsByType(v any) map[string]any {
-	out := map[string]any{}
-	list, _ := v.([]any)
-	for _, c := range list {
-		if m, ok := c.(map[string]any); ok {
-			out[m["type"].(string)] = m
-		}
-	}
-	return out
-}
-
-// zeroLike is the zero value of a decoded JSON value's type.
-func zeroLike(v any) any {
-	switch v.(type) {
-	case float64:
-		return float64(0)
-	case string:
-		return ""
-	case bool:
-		return false
-	}
-	return nil
 }

@@ -11,7 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubeinformers "k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
@@ -37,10 +39,23 @@ var (
 // caches), one key synced, the expected actions out.
 //
 // A test adds objects, calls Start, builds its controller over Client,
-// KubeClient, Informers and KubeInformers, calls Preload, and then runs
-// syncs with Run or Sync.
+// KubeClient, Informers and KubeInformers, sets SyncHandler and
+// OwnedStatus, calls Preload, and then runs syncs with Run,
+// RunExpectError or Sync. The three controllers' tests say the same
+// things with the same words: Run, RunExpectError, ExpectApplyStatus,
+// CheckActions, and cache.ObjectName keys.
 type Fixture struct {
 	T testing.TB
+
+	// SyncHandler is the controller's sync, which Run and Sync call.
+	SyncHandler func(context.Context, cache.ObjectName) error
+	// OwnedStatus is, for an object whose status is what a test expects,
+	// the apply configuration of exactly the status fields the
+	// controller's field manager owns: the fields it writes, with the
+	// values expected, and no others. The test spells it out field by
+	// field, apart from the controller's own code, so that a field the
+	// controller drops or adds fails ExpectApplyStatus.
+	OwnedStatus func(runtime.Object) any
 
 	Client        *fake.Clientset
 	KubeClient    *k8sfake.Clientset
@@ -115,23 +130,8 @@ func isOurs(o runtime.Object) bool {
 }
 
 // addServerReactors makes Client behave as the API server does where the
-// object tracker does not: a status update writes only the status, so a
-// status update from a stale copy cannot undo a spec change, and a create
-// with generateName gets a name.
+// object tracker does not: a create with generateName gets a name.
 func (f *Fixture) addServerReactors() {
-	f.Client.PrependReactor("update", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
-		if action.GetSubresource() != "status" {
-			return false, nil, nil
-		}
-		in := action.(core.UpdateAction).GetObject().(*gputaskv1.GPUTaskSet)
-		cur, err := f.Client.Tracker().Get(SetsResource, in.Namespace, in.Name)
-		if err != nil {
-			return true, nil, err
-		}
-		out := cur.(*gputaskv1.GPUTaskSet).DeepCopy()
-		out.Status = *in.Status.DeepCopy()
-		return true, out, f.Client.Tracker().Update(SetsResource, out, in.Namespace)
-	})
 	var generated atomic.Int64
 	f.Client.PrependReactor("create", "gputasks", func(action core.Action) (bool, runtime.Object, error) {
 		create := action.(core.CreateAction)
@@ -186,21 +186,58 @@ func (f *Fixture) RecordQueue(q workqueue.TypedRateLimitingInterface[cache.Objec
 	return f.Queue
 }
 
-// Sync forgets the actions so far and runs sync on key once.
-func (f *Fixture) Sync(ctx context.Context, sync func(context.Context, cache.ObjectName) error, key cache.ObjectName) error {
+// Sync forgets the actions so far and runs SyncHandler on key once.
+func (f *Fixture) Sync(ctx context.Context, key cache.ObjectName) error {
 	f.Client.ClearActions()
 	f.KubeClient.ClearActions()
-	return sync(ctx, key)
+	return f.SyncHandler(ctx, key)
 }
 
-// Run syncs key once, checks that it failed exactly when wantErr says, and
-// checks the actions it made.
-func (f *Fixture) Run(ctx context.Context, sync func(context.Context, cache.ObjectName) error, key cache.ObjectName, wantErr bool) {
+// Run syncs key once, checks that it succeeded, and checks the actions it
+// made.
+func (f *Fixture) Run(ctx context.Context, key cache.ObjectName) {
 	f.T.Helper()
-	if err := f.Sync(ctx, sync, key); (err != nil) != wantErr {
+	f.run(ctx, key, false)
+}
+
+// RunExpectError syncs key once, checks that it failed, and checks the
+// actions it made.
+func (f *Fixture) RunExpectError(ctx context.Context, key cache.ObjectName) {
+	f.T.Helper()
+	f.run(ctx, key, true)
+}
+
+func (f *Fixture) run(ctx context.Context, key cache.ObjectName, wantErr bool) {
+	f.T.Helper()
+	if err := f.Sync(ctx, key); (err != nil) != wantErr {
 		f.T.Errorf("sync %s: error = %v, want error: %v", key, err, wantErr)
 	}
 	f.CheckActions()
+}
+
+// ExpectApplyStatus expects a server-side apply of obj's status whose
+// body is exactly OwnedStatus(obj).
+func (f *Fixture) ExpectApplyStatus(obj runtime.Object) {
+	f.T.Helper()
+	if f.OwnedStatus == nil {
+		f.T.Fatal("ExpectApplyStatus needs the fixture's OwnedStatus")
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	f.Actions = append(f.Actions, ApplyStatusAction(f.T, resourceOf(f.T, obj), m.GetNamespace(), m.GetName(), f.OwnedStatus(obj)))
+}
+
+func resourceOf(t testing.TB, obj runtime.Object) schema.GroupVersionResource {
+	switch obj.(type) {
+	case *gputaskv1.GPUTask:
+		return TasksResource
+	case *gputaskv1.GPUTaskSet:
+		return SetsResource
+	}
+	t.Fatalf("no resource for %T", obj)
+	return schema.GroupVersionResource{}
 }
 
 // CheckActions compares the actions made on both clientsets since the

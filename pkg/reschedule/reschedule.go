@@ -15,18 +15,23 @@ import (
 // Reasons, CamelCase so they can be used as event reasons and metric labels.
 const (
 	ReasonPodFailed     = "PodFailed"
-	ReasonEvicted       = "Evicted"
+	ReasonEvicted       = gputaskv1.ReasonEvicted
 	ReasonNodeLost      = "NodeLost"
 	ReasonNodeNotReady  = "NodeNotReady"
 	ReasonUnschedulable = "Unschedulable"
 	// ReasonPreempted is a pod the scheduler preempted for a pod of higher
 	// priority.
-	ReasonPreempted = "Preempted"
+	ReasonPreempted = gputaskv1.ReasonPreempted
 	ReasonPeriodic  = "Periodic"
 	// ReasonRestart is the reason recorded for a restart the user asked for
 	// with the gputask.io/restartedAt annotation.
 	ReasonRestart = "Restart"
 )
+
+// DefaultMaxConcurrent bounds how many tasks may be without a pod at once
+// because the controller replaces it: the GPUTask controller's default,
+// and the default of the flag that sets it.
+const DefaultMaxConcurrent = 5
 
 // Options are the controller-wide rescheduling settings.
 type Options struct {

@@ -55,16 +55,6 @@ const (
 	DefaultBurstReplicas = 500
 )
 
-// Event reasons.
-const (
-	ReasonSuccessfulCreate = "SuccessfulCreate"
-	ReasonFailedCreate     = "FailedCreate"
-	ReasonSuccessfulDelete = "SuccessfulDelete"
-	ReasonFailedDelete     = "FailedDelete"
-	ReasonRestartingTask   = "RestartingTask"
-	ReasonFailedRestart    = "FailedRestart"
-)
-
 // setKind is the kind written into the tasks' controller references.
 var setKind = gputaskv1.SchemeGroupVersion.WithKind("GPUTaskSet")
 

@@ -2,17 +2,13 @@ package taskset
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -45,7 +41,9 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	return &fixture{Fixture: controllertest.NewFixture(t, testNow)}
+	f := &fixture{Fixture: controllertest.NewFixture(t, testNow)}
+	f.OwnedStatus = ownedStatus
+	return f
 }
 
 // newController builds the controller over fake clients and preloaded
@@ -58,27 +56,31 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	}
 	c := NewController(ctx, f.KubeClient, f.Client, f.Informers.Gputask().V1().GPUTaskSets(), f.Informers.Gputask().V1().GPUTasks(), opts)
 	c.workqueue = f.RecordQueue(c.workqueue)
+	f.SyncHandler = c.syncHandler
 	f.Preload()
 	return c
 }
 
-// run builds the controller, syncs key once, and checks the actions.
-func (f *fixture) run(ctx context.Context, key string) *Controller {
-	f.T.Helper()
-	c := f.newController(ctx)
-	f.sync(ctx, c, key, false)
-	return c
-}
-
-// sync runs syncHandler on key, checks its error, and compares the actions
-// made with the expected ones.
-func (f *fixture) sync(ctx context.Context, c *Controller, key string, wantErr bool) {
-	f.T.Helper()
-	name, err := cache.ParseObjectName(key)
-	if err != nil {
-		f.T.Fatal(err)
+// ownedStatus is the apply the set controller's field manager owns for
+// set: its counts, selector and observed generation, zeros included, and
+// the ReplicaFailure condition when there is one. The autoscaler's fields
+// are never in it.
+func ownedStatus(obj runtime.Object) any {
+	set := obj.(*gputaskv1.GPUTaskSet)
+	st := set.Status
+	status := map[string]any{
+		"replicas": st.Replicas, "runningReplicas": st.RunningReplicas, "pendingReplicas": st.PendingReplicas,
+		"readyReplicas": st.ReadyReplicas, "drainingReplicas": st.DrainingReplicas, "heldBackReplicas": st.HeldBackReplicas,
+		"selector": st.Selector, "observedGeneration": st.ObservedGeneration,
 	}
-	f.Run(ctx, c.syncHandler, name, wantErr)
+	if c := meta.FindStatusCondition(st.Conditions, gputaskv1.ConditionReplicaFailure); c != nil {
+		status["conditions"] = []metav1.Condition{*c}
+	}
+	return map[string]any{
+		"apiVersion": gputaskv1.SchemeGroupVersion.String(), "kind": "GPUTaskSet",
+		"metadata": map[string]any{"name": set.Name, "namespace": set.Namespace},
+		"status":   status,
+	}
 }
 
 func (f *fixture) expectCreate(task *gputaskv1.GPUTask) {
@@ -90,10 +92,6 @@ func (f *fixture) expectCreate(task *gputaskv1.GPUTask) {
 func (f *fixture) expectDelete(namespace, name string) {
 	f.Actions = append(f.Actions, core.NewDeleteActionWithOptions(tasksResource, namespace, name,
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(types.UID("uid-" + name))}}))
-}
-
-func (f *fixture) expectStatusUpdate(set *gputaskv1.GPUTaskSet) {
-	f.Actions = append(f.Actions, core.NewUpdateSubresourceAction(setsResource, "status", set.Namespace, set))
 }
 
 func (f *fixture) expectRestartPatch(namespace, name, value string) {
@@ -206,9 +204,11 @@ func (f *fixture) addTasks(tasks ...*gputaskv1.GPUTask) {
 	}
 }
 
-func setKey(set *gputaskv1.GPUTaskSet) string {
-	return set.Namespace + "/" + set.Name
-}
+// key is the set's queue key.
+func key(set *gputaskv1.GPUTaskSet) cache.ObjectName { return cache.MetaObjectToName(set) }
+
+// setKey is the set's key as its expectations are kept.
+func setKey(set *gputaskv1.GPUTaskSet) string { return key(set).String() }
 
 // --- tests ---
 
@@ -219,8 +219,9 @@ func TestCreatesTasksFromTemplate(t *testing.T) {
 	f.Add(set)
 
 	f.expectCreates(set, 3)
-	f.expectStatusUpdate(withStatus(set, 0, 0, 0, 0))
-	c := f.run(ctx, setKey(set))
+	f.ExpectApplyStatus(withStatus(set, 0, 0, 0, 0))
+	c := f.newController(ctx)
+	f.Run(ctx, key(set))
 
 	// One event for the step, not one per task.
 	controllertest.ExpectEvents(t, f.events(), "Normal SuccessfulCreate Created 3 tasks")
@@ -235,8 +236,9 @@ func TestNilReplicasMeansOne(t *testing.T) {
 	set := newSet("render", nil)
 	f.Add(set)
 	f.expectCreate(expectedTask(set))
-	f.expectStatusUpdate(withStatus(set, 0, 0, 0, 0))
-	f.run(ctx, setKey(set))
+	f.ExpectApplyStatus(withStatus(set, 0, 0, 0, 0))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 func TestTemplateChangeLeavesExistingTasks(t *testing.T) {
@@ -252,7 +254,8 @@ func TestTemplateChangeLeavesExistingTasks(t *testing.T) {
 	want := expectedTask(set)
 	want.Spec.Image = "registry.example/render:2"
 	f.expectCreate(want)
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 func TestNoWritesWhenInSync(t *testing.T) {
@@ -267,7 +270,8 @@ func TestNoWritesWhenInSync(t *testing.T) {
 	f.Add(inSync)
 	f.addTasks(ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", time.Hour), pending)
 
-	f.run(ctx, setKey(set)) // no actions expected
+	f.newController(ctx)
+	f.Run(ctx, key(set)) // no actions expected
 	if events := f.events(); len(events) > 0 {
 		t.Errorf("events when in sync: %v", events)
 	}
@@ -292,7 +296,8 @@ func TestIgnoresTasksItDoesNotControl(t *testing.T) {
 
 	// One task is controlled and active, so the set is in sync: the others
 	// are neither counted, adopted, deleted again nor restarted.
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 func TestTerminatingTaskIsReplacedNotDeletedTwice(t *testing.T) {
@@ -303,7 +308,8 @@ func TestTerminatingTaskIsReplacedNotDeletedTwice(t *testing.T) {
 	f.addTasks(ownedTask(set, "render-terminating", time.Hour, deleting))
 
 	f.expectCreate(expectedTask(set))
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 func TestScaleInDeletesTheRightVictims(t *testing.T) {
@@ -376,8 +382,9 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 			for _, name := range tc.want {
 				f.expectDelete(set.Namespace, name)
 			}
-			f.expectStatusUpdate(withStatus(set, int32(len(tasks)), tc.running, tc.pending, 0))
-			c := f.run(ctx, setKey(set))
+			f.ExpectApplyStatus(withStatus(set, int32(len(tasks)), tc.running, tc.pending, 0))
+			c := f.newController(ctx)
+			f.Run(ctx, key(set))
 
 			// One event for the step, not one per task.
 			if n := controllertest.CountEvents(f.events(), "Normal SuccessfulDelete"); n != min(len(tc.want), 1) {
@@ -424,8 +431,9 @@ func TestMinTaskAgeHoldsBackYoungRunningTasks(t *testing.T) {
 	// synced again when the older of them turns ten minutes old.
 	f.expectDelete(set.Namespace, "render-young-pending")
 	f.expectDelete(set.Namespace, "render-old")
-	f.expectStatusUpdate(withStatus(set, 4, 3, 1, 1))
-	f.run(ctx, setKey(set))
+	f.ExpectApplyStatus(withStatus(set, 4, 3, 1, 1))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 
 	if after := f.Queue.After(); !slices.Equal(after, []time.Duration{6 * time.Minute}) {
 		t.Errorf("AddAfter calls = %v, want [6m]", after)
@@ -441,7 +449,8 @@ func TestMinTaskAgeHeldBackIsStableWhenNothingChanged(t *testing.T) {
 	f.addTasks(ownedTask(set, "render-a", 2*time.Minute), ownedTask(set, "render-b", 3*time.Minute))
 
 	// Both tasks are protected: no delete, no status write, one requeue.
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 	if after := f.Queue.After(); !slices.Equal(after, []time.Duration{7 * time.Minute}) {
 		t.Errorf("AddAfter calls = %v, want [7m]", after)
 	}
@@ -459,7 +468,8 @@ func TestStoppedDeletesAllAndIgnoresMinTaskAge(t *testing.T) {
 	// until the informer reports the deletions.
 	f.expectDelete(set.Namespace, "render-a")
 	f.expectDelete(set.Namespace, "render-b")
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 	if after := f.Queue.After(); len(after) != 0 {
 		t.Errorf("a stopped set must not wait for minTaskAge, got AddAfter %v", after)
 	}
@@ -470,7 +480,8 @@ func TestStoppedWithNoTasksIsInSync(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](2), controllertest.Annotation(gputaskv1.AnnotationStopped, "true"))
 	f.Add(withStatus(set, 0, 0, 0, 0))
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 func TestStartRecreatesToSpecReplicas(t *testing.T) {
@@ -480,7 +491,8 @@ func TestStartRecreatesToSpecReplicas(t *testing.T) {
 	set := newSet("render", ptr.To[int32](2), controllertest.Annotation(gputaskv1.AnnotationStopped, "false"))
 	f.Add(withStatus(set, 0, 0, 0, 0))
 	f.expectCreates(set, 2)
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 func TestExpectationsPreventDuplicateCreates(t *testing.T) {
@@ -489,11 +501,12 @@ func TestExpectationsPreventDuplicateCreates(t *testing.T) {
 	set := newSet("render", ptr.To[int32](2))
 	f.Add(withStatus(set, 0, 0, 0, 0))
 	f.expectCreates(set, 2)
-	c := f.run(ctx, setKey(set))
+	c := f.newController(ctx)
+	f.Run(ctx, key(set))
 
 	// The cache has not seen the new tasks yet: a second sync must not
 	// create them again.
-	f.sync(ctx, c, setKey(set), false)
+	f.Run(ctx, key(set))
 
 	// Once the informer reports both, the set acts again, on a fresh cache.
 	created, err := f.Client.GputaskV1().GPUTasks(set.Namespace).List(ctx, metav1.ListOptions{})
@@ -517,246 +530,14 @@ func TestExpectationsExpire(t *testing.T) {
 	set := newSet("render", ptr.To[int32](1))
 	f.Add(withStatus(set, 0, 0, 0, 0))
 	f.expectCreate(expectedTask(set))
-	c := f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 
 	// The add event was lost. After the timeout the set creates again
 	// rather than waiting forever.
 	f.Clock.Step(expectations.DefaultTTL + time.Second)
 	f.expectCreate(expectedTask(set))
-	f.sync(ctx, c, setKey(set), false)
-}
-
-func TestSlowStartStopsAtFirstFailingBatch(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	set := newSet("render", ptr.To[int32](10))
-	f.Add(withStatus(set, 0, 0, 0, 0))
-	var calls atomic.Int64
-	f.Reactors = append(f.Reactors, controllertest.Reactor{Verb: "create", Resource: "gputasks", Fn: func(core.Action) (bool, runtime.Object, error) {
-		if calls.Add(1) > 3 {
-			return true, nil, apierrors.NewForbidden(tasksResource.GroupResource(), "", errors.New("exceeded quota"))
-		}
-		return false, nil, nil
-	}})
-
-	// Batches of 1 and 2 succeed; the batch of 4 fails; the last 3 are never tried.
-	f.expectCreates(set, 7)
-	failed := withStatus(set, 0, 0, 0, 0)
-	failed.Status.Conditions = []metav1.Condition{{
-		Type:               gputaskv1.ConditionReplicaFailure,
-		Status:             metav1.ConditionTrue,
-		Reason:             ReasonFailedCreate,
-		Message:            "creating tasks for gputaskset default/render: gputasks.gputask.io is forbidden: exceeded quota",
-		ObservedGeneration: set.Generation,
-		LastTransitionTime: metav1.NewTime(testNow),
-	}}
-	f.expectStatusUpdate(failed)
-	c := f.newController(ctx)
-	f.sync(ctx, c, setKey(set), true)
-
-	events := f.events()
-	if n := controllertest.CountEvents(events, "Normal SuccessfulCreate Created 3 tasks"); n != 1 {
-		t.Errorf("SuccessfulCreate events = %d, want 1 for the 3 tasks", n)
-	}
-	if n := controllertest.CountEvents(events, "Warning FailedCreate"); n != 4 {
-		t.Errorf("FailedCreate events = %d, want 4", n)
-	}
-	// Only the 3 created tasks are still expected.
-	for range 2 {
-		c.expectations.CreationObserved(setKey(set))
-	}
-	if c.expectations.Satisfied(setKey(set)) {
-		t.Error("want one creation still expected")
-	}
-	c.expectations.CreationObserved(setKey(set))
-	if !c.expectations.Satisfied(setKey(set)) {
-		t.Error("want no creation expected after the 3 successes were observed")
-	}
-}
-
-// lastStatusUpdate returns what the last server-side apply of the status
-// sent.
-func lastStatusUpdate(t *testing.T, actions []core.Action) *gputaskv1.GPUTaskSet {
-	t.Helper()
-	for i := len(actions) - 1; i >= 0; i-- {
-		if controllertest.IsApply(actions[i]) && actions[i].GetSubresource() == "status" {
-			var set gputaskv1.GPUTaskSet
-			controllertest.Applied(t, actions[i], &set)
-			return &set
-		}
-	}
-	t.Fatal("no status update")
-	return nil
-}
-
-func TestReplicaFailureClearedAfterSuccess(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	set := newSet("render", ptr.To[int32](1))
-	failing := withStatus(set, 1, 1, 0, 0)
-	failing.Status.Conditions = []metav1.Condition{
-		{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: ReasonFailedCreate, Message: "quota"},
-		{Type: gputaskv1.ConditionScalingActive, Status: metav1.ConditionTrue, Reason: "ValidMetricFound"},
-	}
-	f.Add(failing)
-	f.addTasks(ownedTask(set, "render-a", time.Hour))
-
-	want := withStatus(set, 1, 1, 0, 0)
-	want.Status.Conditions = []metav1.Condition{{Type: gputaskv1.ConditionScalingActive, Status: metav1.ConditionTrue, Reason: "ValidMetricFound"}}
-	f.expectStatusUpdate(want)
-	f.run(ctx, setKey(set))
-}
-
-func TestStatusWrittenOnlyWhenChangedAndOnlyOwnFields(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	set := newSet("render", ptr.To[int32](2))
-	stale := withStatus(set, 2, 1, 1, 0) // one task has started running since
-	stale.Status.ObservedGeneration = 2
-	stale.Status.LoadIndex = "0.91"
-	stale.Status.DesiredReplicas = ptr.To[int32](2)
-	stale.Status.Recommendations = []gputaskv1.Recommendation{{Time: metav1.NewTime(testNow), Replicas: 2}}
-	stale.Status.Conditions = []metav1.Condition{{Type: gputaskv1.ConditionAbleToScale, Status: metav1.ConditionTrue, Reason: "ReadyForNewScale"}}
-	f.Add(stale)
-	f.addTasks(ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", time.Hour))
-
-	want := stale.DeepCopy()
-	want.Status.RunningReplicas, want.Status.PendingReplicas, want.Status.ObservedGeneration = 2, 0, 3
-	f.expectStatusUpdate(want)
-	c := f.run(ctx, setKey(set))
-
-	// The same sync on a cache that shows the write makes no call.
-	f.Cached, f.Objects, f.Actions = []runtime.Object{want}, nil, nil
-	f.addTasks(ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", time.Hour))
-	c = f.newController(ctx)
-	f.sync(ctx, c, setKey(set), false)
-}
-
-// TestStatusApplyKeepsOtherWritersFields: the set controller applies only
-// its own fields, as its own field manager, so what the autoscaler wrote
-// meanwhile stays, with no conflict and no fresh read.
-func TestStatusApplyKeepsOtherWritersFields(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	set := newSet("render", ptr.To[int32](1))
-	cached := withStatus(set, 0, 0, 0, 0)
-	f.Cached = append(f.Cached, cached)
-	f.addTasks(ownedTask(set, "render-a", time.Hour))
-	// Meanwhile the autoscaler wrote its fields; the API has a newer set.
-	fresh := cached.DeepCopy()
-	fresh.Status.LoadIndex = "0.42"
-	f.Objects = append(f.Objects, fresh)
-
-	f.expectStatusUpdate(withStatus(set, 1, 1, 0, 0))
-	f.run(ctx, setKey(set))
-
-	got, err := f.Client.GputaskV1().GPUTaskSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Status.LoadIndex != "0.42" || got.Status.Replicas != 1 {
-		t.Errorf("after the apply: loadIndex %q, replicas %d; want the autoscaler's 0.42 kept and 1", got.Status.LoadIndex, got.Status.Replicas)
-	}
-	var managers []string
-	for _, m := range got.ManagedFields {
-		managers = append(managers, m.Manager)
-	}
-	if !slices.Contains(managers, ControllerName) {
-		t.Errorf("field managers %v, want %s among them", managers, ControllerName)
-	}
-}
-
-func TestRestartAnnotatesOneTaskAtATime(t *testing.T) {
-	restartAt := testNow.Add(-10 * time.Minute).Format(time.RFC3339)
-	rescheduled := metav1.NewTime(testNow.Add(-5 * time.Minute))
-	done := func(task *gputaskv1.GPUTask) *gputaskv1.GPUTask {
-		task.Annotations = map[string]string{gputaskv1.AnnotationRestartedAt: restartAt}
-		task.Status.LastRescheduleTime = &rescheduled
-		return task
-	}
-	tests := []struct {
-		name      string
-		tasks     func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask
-		wantPatch string
-	}{{
-		name: "starts with the oldest task",
-		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
-			return []*gputaskv1.GPUTask{ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", 2*time.Hour), ownedTask(set, "render-c", 30*time.Minute)}
-		},
-		wantPatch: "render-b",
-	}, {
-		name: "waits while a task is mid-restart",
-		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
-			mid := ownedTask(set, "render-b", 2*time.Hour, controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt))
-			return []*gputaskv1.GPUTask{ownedTask(set, "render-a", time.Hour), mid, ownedTask(set, "render-c", 30*time.Minute)}
-		},
-	}, {
-		name: "moves on once the task runs again",
-		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
-			return []*gputaskv1.GPUTask{ownedTask(set, "render-a", time.Hour), done(ownedTask(set, "render-b", 2*time.Hour)), ownedTask(set, "render-c", 30*time.Minute)}
-		},
-		wantPatch: "render-a",
-	}, {
-		name: "finished",
-		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
-			return []*gputaskv1.GPUTask{done(ownedTask(set, "render-a", time.Hour)), done(ownedTask(set, "render-b", 2*time.Hour)), ownedTask(set, "render-new", 5*time.Minute)}
-		},
-	}}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
-			f := newFixture(t)
-			set := newSet("render", ptr.To[int32](3), controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt))
-			f.Add(withStatus(set, 3, 3, 0, 0))
-			tasks := tc.tasks(set)
-			f.addTasks(tasks...)
-			if tc.wantPatch != "" {
-				f.expectRestartPatch(set.Namespace, tc.wantPatch, restartAt)
-			}
-			c := f.run(ctx, setKey(set))
-
-			if n := controllertest.CountEvents(f.events(), "Normal RestartingTask"); (n == 1) != (tc.wantPatch != "") || n > 1 {
-				t.Errorf("RestartingTask events = %d", n)
-			}
-			if tc.wantPatch == "" {
-				return
-			}
-			// The cache has not shown the annotation yet: a second sync
-			// must not start a second task.
-			f.sync(ctx, c, setKey(set), false)
-
-			// The patch changed no spec.
-			patched, err := f.Client.GputaskV1().GPUTasks(set.Namespace).Get(ctx, tc.wantPatch, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !apiequality.Semantic.DeepEqual(patched.Spec, set.Spec.Template.Spec) {
-				t.Errorf("restart changed the task spec: %+v", patched.Spec)
-			}
-			if patched.Annotations[gputaskv1.AnnotationRestartedAt] != restartAt {
-				t.Errorf("annotation = %q, want %q", patched.Annotations[gputaskv1.AnnotationRestartedAt], restartAt)
-			}
-			// Seeing the annotation settles the expectation.
-			old := taskNamed(tasks, tc.wantPatch)
-			patched.ResourceVersion = "2" // the fake tracker does not bump it
-			c.updateTask(klogDiscard(), old, patched)
-			if !c.expectations.Satisfied(setKey(set)) {
-				t.Error("expectation not settled by the annotated task")
-			}
-		})
-	}
-}
-
-func TestRestartWithInvalidTimeWarnsAndWaits(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	set := newSet("render", ptr.To[int32](1), controllertest.Annotation(gputaskv1.AnnotationRestartedAt, "now please"))
-	f.Add(withStatus(set, 1, 1, 0, 0))
-	f.addTasks(ownedTask(set, "render-a", time.Hour))
-	f.run(ctx, setKey(set))
-	if n := controllertest.CountEvents(f.events(), "Warning "+gputaskv1.ReasonInvalidRestartedAt); n != 1 {
-		t.Errorf("%s events = %d, want 1", gputaskv1.ReasonInvalidRestartedAt, n)
-	}
+	f.Run(ctx, key(set))
 }
 
 func TestDeletedSetIsForgotten(t *testing.T) {
@@ -764,7 +545,7 @@ func TestDeletedSetIsForgotten(t *testing.T) {
 	f := newFixture(t)
 	c := f.newController(ctx)
 	c.expectations.ExpectCreations("default/gone", 2)
-	f.sync(ctx, c, "default/gone", false)
+	f.Run(ctx, cache.ObjectName{Namespace: metav1.NamespaceDefault, Name: "gone"})
 	if !c.expectations.Satisfied("default/gone") {
 		t.Error("expectations of a deleted set must be dropped")
 	}
@@ -776,7 +557,8 @@ func TestSetBeingDeletedIsNotManaged(t *testing.T) {
 	set := newSet("render", ptr.To[int32](3), controllertest.Deleting(testNow, "foregroundDeletion"))
 	f.Add(withStatus(set, 1, 1, 0, 0))
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 func TestEventHandlers(t *testing.T) {
@@ -923,68 +705,6 @@ func klogDiscard() klog.Logger {
 	return logr.Discard()
 }
 
-func TestFailedDeleteSetsReplicaFailure(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	set := newSet("render", ptr.To[int32](0))
-	f.Add(withStatus(set, 2, 2, 0, 0))
-	f.addTasks(ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-gone", time.Minute))
-	f.Reactors = append(f.Reactors, controllertest.Reactor{Verb: "delete", Resource: "gputasks", Fn: func(a core.Action) (bool, runtime.Object, error) {
-		switch a.(core.DeleteAction).GetName() {
-		case "render-gone":
-			// Already deleted by someone else: not a failure.
-			return true, nil, apierrors.NewNotFound(tasksResource.GroupResource(), "render-gone")
-		default:
-			return true, nil, apierrors.NewInternalError(errors.New("etcd timeout"))
-		}
-	}})
-
-	f.expectDelete(set.Namespace, "render-gone")
-	f.expectDelete(set.Namespace, "render-a")
-	want := withStatus(set, 2, 2, 0, 0)
-	want.Status.Conditions = []metav1.Condition{{
-		Type:               gputaskv1.ConditionReplicaFailure,
-		Status:             metav1.ConditionTrue,
-		Reason:             ReasonFailedDelete,
-		Message:            "deleting tasks of gputaskset default/render: deleting gputask default/render-a: Internal error occurred: etcd timeout",
-		ObservedGeneration: set.Generation,
-		LastTransitionTime: metav1.NewTime(testNow),
-	}}
-	f.expectStatusUpdate(want)
-	c := f.newController(ctx)
-	f.sync(ctx, c, setKey(set), true)
-
-	events := f.events()
-	if controllertest.CountEvents(events, "Warning FailedDelete") != 1 || controllertest.CountEvents(events, "Normal SuccessfulDelete") != 0 {
-		t.Errorf("events = %v, want one FailedDelete", events)
-	}
-	// Neither delete will be observed, so neither may be waited for.
-	if !c.expectations.Satisfied(setKey(set)) {
-		t.Error("failed and not-found deletes must not stay expected")
-	}
-}
-
-func TestNamespaceTerminatingIsNotAFailure(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	set := newSet("render", ptr.To[int32](1))
-	f.Add(withStatus(set, 0, 0, 0, 0))
-	f.Reactors = append(f.Reactors, controllertest.Reactor{Verb: "create", Resource: "gputasks", Fn: func(core.Action) (bool, runtime.Object, error) {
-		err := apierrors.NewForbidden(tasksResource.GroupResource(), "", errors.New("namespace default is being terminated"))
-		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}
-		return true, nil, err
-	}})
-	f.expectCreate(expectedTask(set))
-	c := f.newController(ctx)
-	f.sync(ctx, c, setKey(set), false)
-	if events := f.events(); len(events) != 0 {
-		t.Errorf("events = %v, want none", events)
-	}
-	if !c.expectations.Satisfied(setKey(set)) {
-		t.Error("a create refused by a terminating namespace must not stay expected")
-	}
-}
-
 func TestBurstReplicasCapsOneSync(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
@@ -993,26 +713,5 @@ func TestBurstReplicasCapsOneSync(t *testing.T) {
 	f.expectCreates(set, 2)
 	c := f.newController(ctx)
 	c.burst = 2
-	f.sync(ctx, c, setKey(set), false)
-}
-
-func TestFailedRestartPatchIsRetried(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	restartAt := testNow.Add(-time.Minute).Format(time.RFC3339)
-	set := newSet("render", ptr.To[int32](1), controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt))
-	f.Add(withStatus(set, 1, 1, 0, 0))
-	f.addTasks(ownedTask(set, "render-a", time.Hour))
-	f.Reactors = append(f.Reactors, controllertest.Reactor{Verb: "patch", Resource: "gputasks", Fn: func(core.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewServiceUnavailable("try later")
-	}})
-	f.expectRestartPatch(set.Namespace, "render-a", restartAt)
-	c := f.newController(ctx)
-	f.sync(ctx, c, setKey(set), true)
-	if n := controllertest.CountEvents(f.events(), "Warning "+ReasonFailedRestart); n != 1 {
-		t.Errorf("%s events = %d, want 1", ReasonFailedRestart, n)
-	}
-	if !c.expectations.Satisfied(setKey(set)) {
-		t.Error("a failed patch must not block the next attempt")
-	}
+	f.Run(ctx, key(set))
 }

@@ -20,10 +20,12 @@ func (f *fixture) expectPatch(namespace, name, patch string) {
 	f.Actions = append(f.Actions, core.NewPatchAction(tasksResource, namespace, name, types.MergePatchType, []byte(patch)))
 }
 
-// expectStatusApply expects an apply of the set's status, whose content the
-// test reads back from the API.
-func (f *fixture) expectStatusApply(set *gputaskv1.GPUTaskSet) {
-	f.Actions = append(f.Actions, controllertest.ApplyAction(setsResource, set.Namespace, set.Name, "status"))
+// withDraining is set with the status of n running tasks, draining of
+// them draining.
+func withDraining(set *gputaskv1.GPUTaskSet, n, draining int32) *gputaskv1.GPUTaskSet {
+	s := withStatus(set, n, n, 0, 0)
+	s.Status.DrainingReplicas = draining
+	return s
 }
 
 // refresh copies the API server's tasks and set into the caches, as the
@@ -66,8 +68,9 @@ func TestBusyTasksDrainUntilIdle(t *testing.T) {
 	// drained, its task marked (the GPUTask controller marks the pod).
 	f.expectPatch(set.Namespace, "render-t", `{"metadata":{"annotations":{"gputask.io/drainStartedAt":"`+testNow.Format(time.RFC3339)+`","gputask.io/draining":"true"}}}`)
 	f.expectDelete(set.Namespace, "render-i")
-	f.expectStatusApply(set)
-	c := f.run(ctx, setKey(set))
+	f.ExpectApplyStatus(withDraining(set, 3, 1))
+	c := f.newController(ctx)
+	f.Run(ctx, key(set))
 	st, _ := f.Client.GputaskV1().GPUTaskSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
 	if st.Status.DrainingReplicas != 1 || st.Status.Replicas != 3 {
 		t.Errorf("status replicas %d draining %d, want 3 and 1", st.Status.Replicas, st.Status.DrainingReplicas)
@@ -82,10 +85,10 @@ func TestBusyTasksDrainUntilIdle(t *testing.T) {
 	f.refresh(ctx, c, set)
 	f.Remove(idle)
 	f.Clock.Step(time.Second)
-	f.expectStatusApply(set)
-	f.sync(ctx, c, setKey(set), false)
+	f.ExpectApplyStatus(withDraining(set, 2, 1))
+	f.Run(ctx, key(set))
 	f.refresh(ctx, c, set)
-	f.sync(ctx, c, setKey(set), false)
+	f.Run(ctx, key(set))
 
 	// The worker clears busy: the task goes.
 	cleared, _ := f.Client.GputaskV1().GPUTasks(set.Namespace).Get(ctx, "render-t", metav1.GetOptions{})
@@ -93,7 +96,7 @@ func TestBusyTasksDrainUntilIdle(t *testing.T) {
 	delete(cleared.Annotations, gputaskv1.AnnotationBusy)
 	f.Update(cleared)
 	f.expectDelete(set.Namespace, "render-t")
-	f.sync(ctx, c, setKey(set), false)
+	f.Run(ctx, key(set))
 }
 
 func TestDrainTimesOutAndScaleUpTakesDrainsBack(t *testing.T) {
@@ -113,8 +116,9 @@ func TestDrainTimesOutAndScaleUpTakesDrainsBack(t *testing.T) {
 	f.addTasks(keep, old, recent)
 
 	f.expectDelete(set.Namespace, "render-old")
-	f.expectStatusApply(set)
-	c := f.run(ctx, setKey(set))
+	f.ExpectApplyStatus(withDraining(set, 3, 1))
+	c := f.newController(ctx)
+	f.Run(ctx, key(set))
 
 	// Load rises: two more tasks. The drain is taken back first, then one
 	// task is created; the status waits its turn, a second after the last.
@@ -126,7 +130,7 @@ func TestDrainTimesOutAndScaleUpTakesDrainsBack(t *testing.T) {
 	f.Update(up)
 	f.expectPatch(set.Namespace, "render-new", `{"metadata":{"annotations":{"gputask.io/drainStartedAt":null,"gputask.io/draining":null}}}`)
 	f.expectCreate(expectedTask(up))
-	f.sync(ctx, c, setKey(set), false)
+	f.Run(ctx, key(set))
 	if n := controllertest.CountEvents(f.events(), "Normal SuccessfulCreate"); n != 1 {
 		t.Errorf("%d tasks created, want 1", n)
 	}

@@ -16,13 +16,6 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
 
-// Event reasons of graceful scale-in.
-const (
-	ReasonDrainingTask = "DrainingTask"
-	ReasonUndrainTask  = "UndrainedTask"
-	ReasonFailedDrain  = "FailedDrain"
-)
-
 // drainingPatch marks (on) or unmarks a task as draining, with the time
 // the drain started, from which drainTimeout is measured.
 func drainingPatch(on bool, now time.Time) ([]byte, error) {
@@ -43,15 +36,15 @@ func (c *Controller) setDraining(ctx context.Context, set *gputaskv1.GPUTaskSet,
 	if err != nil {
 		return fmt.Errorf("building draining patch: %w", err)
 	}
-	reason, verb := ReasonDrainingTask, "Draining busy task"
+	reason, verb := gputaskv1.ReasonDrainingTask, "Draining busy task"
 	if !on {
-		reason, verb = ReasonUndrainTask, "Took back draining task"
+		reason, verb = gputaskv1.ReasonUndrainTask, "Took back draining task"
 	}
 	var errs []error
 	for _, t := range tasks {
 		_, err := c.gputaskclientset.GputaskV1().GPUTasks(t.Namespace).Patch(ctx, t.Name, types.MergePatchType, taskPatch, metav1.PatchOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
-			c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonFailedDrain, "Error marking task %s: %v", t.Name, err)
+			c.recorder.Eventf(set, corev1.EventTypeWarning, gputaskv1.ReasonFailedDrain, "Error marking task %s: %v", t.Name, err)
 			errs = append(errs, fmt.Errorf("marking gputask %s draining=%v: %w", klog.KObj(t), on, err))
 			continue
 		}
@@ -59,7 +52,7 @@ func (c *Controller) setDraining(ctx context.Context, set *gputaskv1.GPUTaskSet,
 		c.recorder.Eventf(set, corev1.EventTypeNormal, reason, "%s: %s", verb, t.Name)
 	}
 	if len(errs) > 0 {
-		return &replicaError{reason: ReasonFailedDrain, err: errors.Join(errs...)}
+		return &replicaError{reason: gputaskv1.ReasonFailedDrain, err: errors.Join(errs...)}
 	}
 	return nil
 }

@@ -95,7 +95,7 @@ func TestStandingCreateFailureWritesStatusOnce(t *testing.T) {
 	second.Reactors = append(second.Reactors, refuse("render-b9zq4"))
 	second.expectCreate(expectedTask(set))
 	c = second.newController(ctx)
-	second.sync(ctx, c, setKey(set), true) // a create, no status write
+	second.RunExpectError(ctx, key(set)) // a create, no status write
 
 	// The worker hands the error to the rate limiter, not to a plain Add.
 	key := cache.MetaObjectToName(set)

@@ -42,15 +42,16 @@ func TestInvalidMinTaskAgeHoldsScaleInUntilFixed(t *testing.T) {
 	// the two removals are held back, and ReplicaFailure says why.
 	const msg = `spec.minTaskAge: Invalid value: "abc": must be a duration such as 30s, 5m or 1h30m; scale-in is held until it is fixed`
 	held := withInvalidSpec(withStatus(set, 3, 3, 0, 2), msg)
-	f.expectStatusUpdate(held)
-	c := f.run(ctx, setKey(set))
+	f.ExpectApplyStatus(held)
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 	if after := f.Queue.After(); len(after) != 0 {
 		t.Errorf("AddAfter calls = %v, want none: only a spec change releases the hold", after)
 	}
 
 	// Once the cache shows the write, the same sync writes nothing.
 	f.Update(held)
-	f.sync(ctx, c, setKey(set), false)
+	f.Run(ctx, key(set))
 
 	// Fixing the spec removes the condition, and scale-in proceeds: the two
 	// youngest tasks go.
@@ -65,8 +66,8 @@ func TestInvalidMinTaskAgeHoldsScaleInUntilFixed(t *testing.T) {
 	f.expectDelete(set.Namespace, "render-b")
 	want := withStatus(fixed, 3, 3, 0, 0)
 	want.Status.Conditions = nil
-	f.expectStatusUpdate(want)
-	f.sync(ctx, c, setKey(set), false)
+	f.ExpectApplyStatus(want)
+	f.Run(ctx, key(set))
 }
 
 func TestInvalidDrainTimeoutStillCreates(t *testing.T) {
@@ -80,9 +81,10 @@ func TestInvalidDrainTimeoutStillCreates(t *testing.T) {
 	// Creating up to replicas removes nothing, so it goes on; the condition
 	// names the field.
 	f.expectCreates(set, 1)
-	f.expectStatusUpdate(withInvalidSpec(withStatus(set, 1, 1, 0, 0),
+	f.ExpectApplyStatus(withInvalidSpec(withStatus(set, 1, 1, 0, 0),
 		`spec.scaleIn.drainTimeout: Invalid value: "30": must be a duration such as 30s, 5m or 1h30m; scale-in is held until it is fixed`))
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 }
 
 func TestInvalidSpecMessageIsCapped(t *testing.T) {

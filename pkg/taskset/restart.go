@@ -149,11 +149,11 @@ func (c *Controller) annotateForRestart(ctx context.Context, set *gputaskv1.GPUT
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonFailedRestart, "Error restarting task %s: %v", task.Name, err)
+		c.recorder.Eventf(set, corev1.EventTypeWarning, gputaskv1.ReasonFailedRestart, "Error restarting task %s: %v", task.Name, err)
 		return fmt.Errorf("annotating gputask %s for restart: %w", klog.KObj(task), err)
 	}
 	klog.FromContext(ctx).V(2).Info("Restarting task", "gputask", klog.KObj(task), "restartedAt", value)
-	c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonRestartingTask,
+	c.recorder.Eventf(set, corev1.EventTypeNormal, gputaskv1.ReasonRestartingTask,
 		"Restarting task %s (%d of %d tasks restarted)", task.Name, step.Done, step.Total)
 	return nil
 }

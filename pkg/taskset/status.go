@@ -18,10 +18,11 @@ import (
 	applyv1 "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration/gputask/v1"
 )
 
-// ownStatus holds the status fields this controller owns. The autoscaler
-// owns the others (loadIndex, desiredReplicas, lastDecision, metrics,
-// recommendations and its conditions); they are never read or written here,
-// so the two writers only ever race on resourceVersion, never on content.
+// ownStatus holds the status fields this controller owns as its field
+// manager. The autoscaler owns the others (loadIndex, desiredReplicas,
+// lastDecision, metrics, recommendations and its conditions) as its own
+// manager; they are never read or written here. Each applies only its own
+// fields, so neither write can undo the other's.
 type ownStatus struct {
 	Replicas           int32
 	RunningReplicas    int32
@@ -137,26 +138,6 @@ func (s ownStatus) countsDifferOnly(o ownStatus) bool {
 	counts.Replicas, counts.RunningReplicas, counts.PendingReplicas = o.Replicas, o.RunningReplicas, o.PendingReplicas
 	counts.ReadyReplicas, counts.DrainingReplicas, counts.HeldBackReplicas = o.ReadyReplicas, o.DrainingReplicas, o.HeldBackReplicas
 	return counts.equal(o)
-}
-
-// applyTo writes the owned fields into status and leaves every other field as
-// it is, as the API server's merge of this controller's apply does.
-func (s ownStatus) applyTo(status *gputaskv1.GPUTaskSetStatus) {
-	status.Replicas = s.Replicas
-	status.RunningReplicas = s.RunningReplicas
-	status.PendingReplicas = s.PendingReplicas
-	status.ReadyReplicas = s.ReadyReplicas
-	status.DrainingReplicas = s.DrainingReplicas
-	status.HeldBackReplicas = s.HeldBackReplicas
-	status.Selector = s.Selector
-	status.ObservedGeneration = s.ObservedGeneration
-	if s.ReplicaFailure == nil {
-		meta.RemoveStatusCondition(&status.Conditions, gputaskv1.ConditionReplicaFailure)
-		return
-	}
-	// SetStatusCondition keeps the old transition time when the status
-	// does not change, as the API conventions ask.
-	meta.SetStatusCondition(&status.Conditions, *s.ReplicaFailure)
 }
 
 // applyStatus writes the owned fields with server-side apply, as this

@@ -26,8 +26,9 @@ func TestStatusWrittenAtMostOncePerInterval(t *testing.T) {
 	f.Add(set)
 	f.addTasks(a, b)
 
-	f.expectStatusUpdate(withStatus(set, 2, 1, 1, 0))
-	c := f.run(ctx, setKey(set))
+	f.ExpectApplyStatus(withStatus(set, 2, 1, 1, 0))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 	written := withStatus(set, 2, 1, 1, 0)
 
 	// The set's cache shows the write; task b starts running half a second later.
@@ -36,14 +37,14 @@ func TestStatusWrittenAtMostOncePerInterval(t *testing.T) {
 	running.Status.Phase = gputaskv1.GPUTaskRunning
 	f.Update(running)
 	f.Clock.Step(statusInterval / 2)
-	f.sync(ctx, c, setKey(set), false) // no write
+	f.Run(ctx, key(set)) // no write
 	if got := f.Queue.After(); len(got) != 1 || got[0] != statusInterval/2 {
 		t.Errorf("AddAfter calls = %v, want one of %v", got, statusInterval/2)
 	}
 
 	f.Clock.Step(statusInterval / 2)
-	f.expectStatusUpdate(withStatus(set, 2, 2, 0, 0))
-	f.sync(ctx, c, setKey(set), false)
+	f.ExpectApplyStatus(withStatus(set, 2, 2, 0, 0))
+	f.Run(ctx, key(set))
 }
 
 func TestCountsDifferOnly(t *testing.T) {
@@ -82,8 +83,9 @@ func TestStatusWrittenThroughStatusClient(t *testing.T) {
 	f.Add(set)
 	f.statusClient = fake.NewClientset(set)
 	f.expectCreates(set, 1)
-	f.run(ctx, setKey(set))
+	f.newController(ctx)
+	f.Run(ctx, key(set))
 
-	want := []core.Action{core.NewUpdateSubresourceAction(setsResource, "status", set.Namespace, withStatus(set, 0, 0, 0, 0))}
+	want := []core.Action{controllertest.ApplyStatusAction(t, setsResource, set.Namespace, set.Name, ownedStatus(withStatus(set, 0, 0, 0, 0)))}
 	controllertest.CheckActions(t, want, controllertest.FilterInformerActions(f.statusClient.Actions()))
 }

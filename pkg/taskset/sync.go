@@ -176,11 +176,11 @@ func (c *Controller) createTasks(ctx context.Context, set *gputaskv1.GPUTaskSet,
 	// end up once aggregated: an event per task would cost as many writes
 	// as the tasks themselves. The names are in the V(2) log.
 	if m := made.Load(); m > 0 {
-		c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created %d %s", m, tasksNoun(int(m)))
+		c.recorder.Eventf(set, corev1.EventTypeNormal, gputaskv1.ReasonSuccessfulCreate, "Created %d %s", m, tasksNoun(int(m)))
 	}
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Slow start stopped at a failing batch", "created", created, "skipped", n-created)
-		return &replicaError{reason: ReasonFailedCreate, err: fmt.Errorf("creating tasks for gputaskset %s: %w", klog.KObj(set), err)}
+		return &replicaError{reason: gputaskv1.ReasonFailedCreate, err: fmt.Errorf("creating tasks for gputaskset %s: %w", klog.KObj(set), err)}
 	}
 	return nil
 }
@@ -196,7 +196,7 @@ func (c *Controller) createTask(ctx context.Context, set *gputaskv1.GPUTaskSet) 
 			c.expectations.CreationObserved(cache.MetaObjectToName(set).String())
 			return false, nil
 		}
-		c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating task: %v", err)
+		c.recorder.Eventf(set, corev1.EventTypeWarning, gputaskv1.ReasonFailedCreate, "Error creating task: %v", err)
 		return false, err
 	}
 	klog.FromContext(ctx).V(2).Info("Created task", "gputask", klog.KObj(created))
@@ -294,10 +294,10 @@ func (c *Controller) deleteTasks(ctx context.Context, set *gputaskv1.GPUTaskSet,
 	}
 	wg.Wait()
 	if deleted > 0 {
-		c.recorder.Eventf(set, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted %d %s", deleted, tasksNoun(deleted))
+		c.recorder.Eventf(set, corev1.EventTypeNormal, gputaskv1.ReasonSuccessfulDelete, "Deleted %d %s", deleted, tasksNoun(deleted))
 	}
 	if len(errs) > 0 {
-		return &replicaError{reason: ReasonFailedDelete, err: fmt.Errorf("deleting tasks of gputaskset %s: %w", klog.KObj(set), errors.Join(errs...))}
+		return &replicaError{reason: gputaskv1.ReasonFailedDelete, err: fmt.Errorf("deleting tasks of gputaskset %s: %w", klog.KObj(set), errors.Join(errs...))}
 	}
 	return nil
 }
@@ -314,7 +314,7 @@ func (c *Controller) removeTask(ctx context.Context, set *gputaskv1.GPUTaskSet, 
 		c.expectations.DeletionObserved(cache.MetaObjectToName(set).String(), task.Name)
 		return false, nil
 	case err != nil:
-		c.recorder.Eventf(set, corev1.EventTypeWarning, ReasonFailedDelete, "Error deleting task %s: %v", task.Name, err)
+		c.recorder.Eventf(set, corev1.EventTypeWarning, gputaskv1.ReasonFailedDelete, "Error deleting task %s: %v", task.Name, err)
 		return false, fmt.Errorf("deleting gputask %s: %w", klog.KObj(task), err)
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted task", "gputask", klog.KObj(task))

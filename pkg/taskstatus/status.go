@@ -66,10 +66,6 @@ type Replacement struct {
 // Condition reasons the controller sets itself; mirrored conditions keep the
 // pod's reasons.
 const (
-	// ReasonPodConflict is the condition and event reason for a pod that has
-	// the task's name and is not controlled by the task.
-	ReasonPodConflict = "PodConflict"
-
 	condReasonValid          = "Valid"
 	condReasonPodControlled  = "PodControlled"
 	condReasonPodNotCreated  = "PodNotCreated"
@@ -131,9 +127,9 @@ func Compute(task *gputaskv1.GPUTask, view View, at time.Time) gputaskv1.GPUTask
 
 	switch {
 	case view.Conflict != "":
-		set(gputaskv1.ConditionPodOwned, metav1.ConditionFalse, ReasonPodConflict, view.Conflict)
-		set(gputaskv1.ConditionScheduled, metav1.ConditionFalse, ReasonPodConflict, view.Conflict)
-		set(gputaskv1.ConditionReady, metav1.ConditionFalse, ReasonPodConflict, view.Conflict)
+		set(gputaskv1.ConditionPodOwned, metav1.ConditionFalse, gputaskv1.ReasonPodConflict, view.Conflict)
+		set(gputaskv1.ConditionScheduled, metav1.ConditionFalse, gputaskv1.ReasonPodConflict, view.Conflict)
+		set(gputaskv1.ConditionReady, metav1.ConditionFalse, gputaskv1.ReasonPodConflict, view.Conflict)
 		meta.RemoveStatusCondition(&status.Conditions, gputaskv1.ConditionPodUpToDate)
 	case view.Pod == nil:
 		set(gputaskv1.ConditionPodOwned, metav1.ConditionUnknown, condReasonPodNotCreated, "")

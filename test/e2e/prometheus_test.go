@@ -154,8 +154,8 @@ func testProportional(t *testing.T, exporter *queueExporter, prom *framework.Pro
 	if got := rec.reasons(); !slices.Equal(got, reasons) {
 		t.Errorf("decisions went %v, want %v", got, reasons)
 	}
-	waitEvents(t, ns, autoscaler.ReasonScaledUp, corev1.EventTypeNormal, "New size: 4", "New size: 8")
-	waitEvents(t, ns, autoscaler.ReasonScaledDown, corev1.EventTypeNormal, "New size: 2")
+	waitEvents(t, ns, gputaskv1.ReasonScaledUp, corev1.EventTypeNormal, "New size: 4", "New size: 8")
+	waitEvents(t, ns, gputaskv1.ReasonScaledDown, corev1.EventTypeNormal, "New size: 2")
 	t.Logf("kubectl get gts:\n%s", cp.KubectlT(t, "get", "gts", "-n", ns))
 }
 

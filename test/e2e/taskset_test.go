@@ -42,7 +42,7 @@ func TestTaskSetScalesUpInStepsAndHolds(t *testing.T) {
 	if got := rec.reasons(); !slices.Contains(got, scaling.ReasonScaleUpAboveThreshold) {
 		t.Errorf("status.lastDecision.reason went %v, want %s among them", got, scaling.ReasonScaleUpAboveThreshold)
 	}
-	waitEvents(t, ns, autoscaler.ReasonScaledUp, corev1.EventTypeNormal, "New size: 4", "New size: 7")
+	waitEvents(t, ns, gputaskv1.ReasonScaledUp, corev1.EventTypeNormal, "New size: 4", "New size: 7")
 
 	load.Set(loadMid)
 	rec.waitSet(t, "a decision within the thresholds", func(s *gputaskv1.GPUTaskSet) bool {
@@ -106,7 +106,7 @@ func TestTaskSetScalesDownPastYoungTasks(t *testing.T) {
 			t.Errorf("task %s was deleted %v after its creation, before minTaskAge %v", d.name, age, minTaskAge)
 		}
 	}
-	waitEvents(t, ns, autoscaler.ReasonScaledDown, corev1.EventTypeNormal, "New size: 3", "New size: 2", "New size: 1")
+	waitEvents(t, ns, gputaskv1.ReasonScaledDown, corev1.EventTypeNormal, "New size: 3", "New size: 2", "New size: 1")
 }
 
 // TestTaskSetHoldsWhileLoadIndexFails: while the endpoint answers 500, hangs

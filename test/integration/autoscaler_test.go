@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
@@ -150,5 +152,111 @@ func TestAutoscalerOnRealAPIServer(t *testing.T) {
 	})
 	if got := ptr.Deref(set.Spec.Replicas, 0); got != 1 {
 		t.Errorf("replicas = %d after failures, want 1", got)
+	}
+}
+
+// TestSLOAutoscalerOnRealAPIServer runs an SLO set whose role metrics an
+// HTTP endpoint serves: the autoscaler reads each by its role and scales to
+// the count the pure decision gives for the same readings, and reports the
+// model's inputs in status.
+//
+//	go test -count=1 -run TestSLOAutoscalerOnRealAPIServer ./test/integration/
+func TestSLOAutoscalerOnRealAPIServer(t *testing.T) {
+	withoutController(t)
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ns := cp.NamespaceT(t)
+
+	readings := map[string]string{"/completions": "2", "/running": "20"}
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"data":{"load_balance":%s}}`, readings[r.URL.Path])
+	}))
+	defer backend.Close()
+
+	slo := &gputaskv1.SLOSpec{Wait: gputaskv1.Duration{Duration: time.Second}, Percentile: ptr.To(resource.MustParse("95")), SlotsPerTask: 8}
+	sets := cp.GPUTask.GputaskV1().GPUTaskSets(ns)
+	_, err := sets.Create(ctx, &gputaskv1.GPUTaskSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "llm"},
+		Spec: gputaskv1.GPUTaskSetSpec{
+			Replicas: ptr.To[int32](1),
+			Template: gputaskv1.GPUTaskTemplateSpec{Spec: gputaskv1.GPUTaskSpec{GPU: "A100"}},
+			Autoscaling: &gputaskv1.AutoscalingSpec{
+				MinReplicas: ptr.To[int32](1), MaxReplicas: 20,
+				// One decision within the test: the next one would learn
+				// from this one's reading, which the pure decision below
+				// does not have.
+				Interval:       &gputaskv1.Duration{Duration: 10 * time.Minute},
+				StartupTimeout: &gputaskv1.Duration{Duration: 2 * time.Minute},
+				Policy:         gputaskv1.ScalingPolicy{Type: gputaskv1.SLOPolicy, SLO: slo},
+				Metrics: []gputaskv1.MetricSpec{
+					{Name: "completions", Role: gputaskv1.RoleCompletions, HTTP: &gputaskv1.HTTPSource{URL: backend.URL + "/completions"}},
+					{Name: "running", Role: gputaskv1.RoleRunning, HTTP: &gputaskv1.HTTPSource{URL: backend.URL + "/running"}},
+				},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating the set: %v", err)
+	}
+	// What the model decides for these readings, from a fresh start and
+	// no task yet Ready.
+	pure := scaling.Decide(scaling.Inputs{
+		Now: time.Now(), Current: 1, Min: 1, Max: 20,
+		Policy:   scaling.Policy{Type: gputaskv1.SLOPolicy, SLO: scaling.SLOOf(slo)},
+		Interval: 10 * time.Minute, Startup: 2 * time.Minute, StabilizationWindow: scaling.DefaultStabilizationWindow,
+		Metrics: []scaling.MetricInput{
+			{Name: "completions", Role: gputaskv1.RoleCompletions, Value: 2},
+			{Name: "running", Role: gputaskv1.RoleRunning, Value: 20},
+		},
+	})
+	if pure.Desired <= 1 {
+		t.Fatalf("the pure decision is %d (%s): the test needs a scale-up", pure.Desired, pure.Message)
+	}
+
+	inf := informers.NewSharedInformerFactoryWithOptions(cp.GPUTask, 0, informers.WithNamespace(ns))
+	kinf := kubeinformers.NewSharedInformerFactory(cp.Kube, 0)
+	pods := autoscaler.NewLazyPods(cp.Kube, 0, clock.RealClock{})
+	c := autoscaler.NewController(ctx, cp.Kube, cp.GPUTask,
+		inf.Gputask().V1().GPUTaskSets(), inf.Gputask().V1().GPUTasks(),
+		kinf.Core().V1().Nodes(), pods, autoscaler.Options{
+			NewSource: loadindex.Factory{Destinations: &loadindex.DestinationPolicy{AllowLoopback: true}}.New,
+		})
+	inf.Start(ctx.Done())
+	kinf.Start(ctx.Done())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, 2) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		inf.Shutdown()
+		kinf.Shutdown()
+	}()
+
+	var set *gputaskv1.GPUTaskSet
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		s, err := sets.Get(ctx, "llm", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		set = s
+		return s.Status.LastDecision != nil && s.Status.LastScaleTime != nil, nil
+	}); err != nil {
+		t.Fatalf("waiting for the SLO set's decision: %v; last status %+v", err, set.Status)
+	}
+	if got := ptr.Deref(set.Spec.Replicas, 0); got != pure.Desired {
+		t.Errorf("replicas = %d, want %d as the pure decision: %s", got, pure.Desired, pure.Message)
+	}
+	d := set.Status.LastDecision
+	if d.Reason != pure.Reason || d.Message != pure.Message || !strings.HasPrefix(d.Inputs, pure.Inputs+" predicted-p95-wait=") {
+		t.Errorf("lastDecision = %+v, want reason %s, message %q, inputs %q and the predicted wait", d, pure.Reason, pure.Message, pure.Inputs)
+	}
+	if cond := meta.FindStatusCondition(set.Status.Conditions, gputaskv1.ConditionScalingActive); cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Errorf("ScalingActive = %+v, want True", cond)
+	}
+	if cond := meta.FindStatusCondition(set.Status.Conditions, gputaskv1.ConditionScalingLimited); cond == nil || cond.Status != metav1.ConditionFalse {
+		t.Errorf("ScalingLimited = %+v, want False", cond)
 	}
 }

@@ -8,17 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Reasons that more than one controller writes, in events and conditions.
-const (
-	// ReasonInvalidRestartedAt is the Warning event reason, on a GPUTask or
-	// a GPUTaskSet, for a gputask.io/restartedAt annotation that is not an
-	// RFC 3339 time.
-	ReasonInvalidRestartedAt = "InvalidRestartedAt"
-	// ReasonInvalidSpec is the condition and event reason of an object whose
-	// spec cannot be acted on, with the field and why in the message.
-	ReasonInvalidSpec = "InvalidSpec"
-)
-
 // IsStopped reports whether the set's gputask.io/stopped annotation is "true".
 func IsStopped(obj metav1.Object) bool { return annotationTrue(obj, AnnotationStopped) }
 
