@@ -55,6 +55,8 @@ type Policy struct {
 	StepUp, StepDown int32
 	// Tolerance is the Proportional policy's dead band around value/target = 1.
 	Tolerance float64
+	// SLO is the SLO policy's objective and pool shape.
+	SLO SLO
 }
 
 // MetricInput is one metric's reading for this evaluation.
@@ -68,6 +70,8 @@ type MetricInput struct {
 	UpThreshold, DownThreshold float64
 	// Target drives the Proportional policy; it must be above 0.
 	Target float64
+	// Role is what the metric measures for the SLO policy.
+	Role gputaskv1.MetricRole
 }
 
 // Burst is the fast path for bursts (autoscaling.burst).
@@ -152,6 +156,14 @@ type Inputs struct {
 
 	// Paused and Stopped come from the set's annotations; DryRun from its spec.
 	Paused, Stopped, DryRun bool
+
+	// Startup is how long a new task takes to be Ready: the SLO policy
+	// sizes the pool for the load one Startup ahead. 0 means
+	// DefaultStartupTimeout.
+	Startup time.Duration
+	// Queue is what the SLO policy kept from the last evaluation
+	// (Decision.Queue); zero at first.
+	Queue QueueState
 }
 
 // MetricOutcome is what one metric asked for.
@@ -210,6 +222,11 @@ type Decision struct {
 	History         History
 	Forecast        *int32
 	ForecastMessage string
+	// Queue is the SLO policy's state after this evaluation, for the next
+	// one's Inputs.Queue; SLO explains its decision (nil for the other
+	// policies, and while the SLO policy's metrics could not be read).
+	Queue QueueState
+	SLO   *SLOOutcome
 }
 
 // Direction is "up", "down" or "hold", for metrics and events.
@@ -279,10 +296,21 @@ func (d Decision) Direction(current int32) string {
 //     apart from weekends; once that hour one Lead ahead was seen on an
 //     earlier day, its forecast raises Min (unless Preview), and so only
 //     ever raises the count.
+//  17. The SLO policy replaces rules 1, 12, 14 and 16's count: the
+//     metrics together, by role, feed one queueing model (sloStep), which
+//     asks for the smallest count that meets the wait objective at the
+//     load expected one Startup ahead, never shrinks below the count that
+//     meets it at the highest load before then, and never goes below the
+//     tasks the running requests occupy. Predictive history learns the
+//     offered load and its forecast raises the expected arrivals. Without
+//     the roles it needs the count is held (MissingMetricRole); a failed
+//     Running or arrivals reading is a failed read (rule 3).
 func Decide(in Inputs) Decision {
 	in = normalize(in)
 	d := Decision{Winner: -1}
-	in = predict(in, &d)
+	if in.Policy.Type != gputaskv1.SLOPolicy {
+		in = predict(in, &d)
+	}
 	d.Metrics = evaluateMetrics(in)
 	d.Inputs = summarizeInputs(in, d.Metrics)
 
@@ -298,7 +326,7 @@ func Decide(in Inputs) Decision {
 	if !d.Fallback {
 		s = stabilize(in, &d, s)
 	}
-	if !d.Fallback {
+	if !d.Fallback && in.Policy.Type != gputaskv1.SLOPolicy {
 		s = waitForStartingTasks(in, &d, s)
 		s = burst(in, &d, s)
 	}
@@ -310,6 +338,7 @@ func Decide(in Inputs) Decision {
 
 	d.Desired, d.Reason, d.Message = s.desired, s.reason, s.message
 	applyPauseAndStop(in, &d)
+	finishSLO(in, &d)
 	restartStepWindow(in, &d)
 	return d
 }
@@ -366,8 +395,16 @@ func normalize(in Inputs) Inputs {
 	in.Current = max(in.Current, 0)
 	in.Min = max(in.Min, 0)
 	in.Max = max(in.Max, in.Min)
-	if in.Policy.Type != gputaskv1.ProportionalPolicy {
+	switch in.Policy.Type {
+	case gputaskv1.ProportionalPolicy:
+	case gputaskv1.SLOPolicy:
+		in.Policy.SLO = normalizeSLO(in.Policy.SLO)
+		in.Burst = nil
+	default:
 		in.Policy.Type = gputaskv1.StepPolicy
+	}
+	if in.Startup <= 0 {
+		in.Startup = DefaultStartupTimeout
 	}
 	if in.Policy.StepUp < 1 {
 		in.Policy.StepUp = DefaultStepUp
@@ -420,7 +457,7 @@ func evaluateMetrics(in Inputs) []MetricOutcome {
 		if out[i].Err == nil {
 			out[i].Err = checkValue(m.Value)
 		}
-		if out[i].Err != nil {
+		if out[i].Err != nil || in.Policy.Type == gputaskv1.SLOPolicy {
 			continue
 		}
 		if in.Policy.Type == gputaskv1.ProportionalPolicy {
@@ -506,6 +543,9 @@ func combine(in Inputs, d *Decision) step {
 		d.ConsecutiveFailures = addSat(in.ConsecutiveFailures, 1)
 	} else {
 		d.ConsecutiveFailures = 0
+	}
+	if in.Policy.Type == gputaskv1.SLOPolicy {
+		return combineSLO(in, d, failed)
 	}
 	for i, m := range d.Metrics {
 		if m.Err == nil && (d.Winner < 0 || m.Desired > d.Metrics[d.Winner].Desired) {
@@ -641,9 +681,12 @@ func summarizeInputs(in Inputs, metrics []MetricOutcome) string {
 		} else {
 			part += "load=" + FormatValue(m.Value)
 		}
-		if in.Policy.Type == gputaskv1.ProportionalPolicy {
+		switch in.Policy.Type {
+		case gputaskv1.SLOPolicy:
+			part += " role=" + string(in.Metrics[i].Role)
+		case gputaskv1.ProportionalPolicy:
 			part += " target=" + FormatValue(in.Metrics[i].Target)
-		} else {
+		default:
 			part += " up=" + FormatValue(in.Metrics[i].UpThreshold) + " down=" + FormatValue(in.Metrics[i].DownThreshold)
 		}
 		parts = append(parts, part)

@@ -54,6 +54,7 @@ func MetricFor(spec gputaskv1.MetricSpec) MetricInput {
 		UpThreshold:   quantityOr(spec.UpThreshold, DefaultUpThreshold),
 		DownThreshold: quantityOr(spec.DownThreshold, DefaultDownThreshold),
 		Target:        quantityOr(spec.Target, 0),
+		Role:          spec.Role,
 	}
 }
 
@@ -110,6 +111,7 @@ func InputsFor(set *gputaskv1.GPUTaskSet, now time.Time, readings []MetricInput,
 			StepUp:    ptrOr(spec.Policy.StepUp, DefaultStepUp),
 			StepDown:  ptrOr(spec.Policy.StepDown, DefaultStepDown),
 			Tolerance: quantityOr(spec.Policy.Tolerance, DefaultTolerance),
+			SLO:       SLOOf(spec.Policy.SLO),
 		},
 		Interval:            IntervalOf(spec),
 		Metrics:             readings,
@@ -122,6 +124,11 @@ func InputsFor(set *gputaskv1.GPUTaskSet, now time.Time, readings []MetricInput,
 		Paused:              gputaskv1.IsPaused(set),
 		Stopped:             gputaskv1.IsStopped(set),
 		DryRun:              spec.DryRun,
+	}
+	if spec.Policy.Type == gputaskv1.SLOPolicy {
+		// Until the set has measured its starts, a task is assumed to take
+		// its whole start-up timeout.
+		in.Startup = StartupTimeoutOf(spec)
 	}
 	if spec.ScaleDownStabilizationWindow != nil {
 		in.StabilizationWindow = spec.ScaleDownStabilizationWindow.Duration

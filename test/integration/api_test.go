@@ -166,6 +166,7 @@ func TestGPUTaskSetValidation(t *testing.T) {
 			"spec":{"template":{"spec":{"gpu":"A100"}},"autoscaling":%s}}`, name, autoscaling)
 	}
 	const httpMetric = `{"name":"load","http":{"url":"http://127.0.0.1:9/load"}}`
+	const sloMetrics = `[{"name":"in","role":"Arrivals","http":{"url":"http://127.0.0.1:9/in"}},{"name":"running","role":"Running","http":{"url":"http://127.0.0.1:9/running"}}]`
 	const bothMetric = `{"name":"load","http":{"url":"http://127.0.0.1:9/load"},"prometheus":{"serverAddress":"http://127.0.0.1:9","query":"up"}}`
 	tests := []struct {
 		name, autoscaling, wantMessage string
@@ -179,6 +180,11 @@ func TestGPUTaskSetValidation(t *testing.T) {
 		{"schedule-ceiling-under-floor", `{"maxReplicas":9,"metrics":[` + httpMetric + `],"schedules":[{"name":"peak","start":"0 9 * * 1-5","duration":"1h","minReplicas":4,"maxReplicas":2}]}`, "maxReplicas must be at least minReplicas"},
 		{"predictive-mode", `{"maxReplicas":2,"metrics":[` + httpMetric + `],"predictive":{"mode":"Sometimes"}}`, "spec.autoscaling.predictive.mode"},
 		{"schedule-too-long", `{"maxReplicas":9,"metrics":[` + httpMetric + `],"schedules":[{"name":"peak","start":"0 9 * * 1-5","duration":"200h","minReplicas":4}]}`, "duration must be more than 0s and at most 168h"},
+		{"slo-wait-under-1s", `{"maxReplicas":9,"policy":{"type":"SLO","slo":{"wait":"500ms","slotsPerTask":8}},"metrics":` + sloMetrics + `}`, "wait must be between 1s and 1h"},
+		{"slo-percentile-over-99.9", `{"maxReplicas":9,"policy":{"type":"SLO","slo":{"wait":"10s","percentile":"99.95","slotsPerTask":8}},"metrics":` + sloMetrics + `}`, "percentile must be between 50 and 99.9"},
+		{"slo-without-slo", `{"maxReplicas":9,"policy":{"type":"SLO"},"metrics":` + sloMetrics + `}`, "slo is required by the SLO policy and read by it only"},
+		{"slo-without-running", `{"maxReplicas":9,"policy":{"type":"SLO","slo":{"wait":"10s","slotsPerTask":8}},"metrics":[{"name":"in","role":"Arrivals","http":{"url":"http://127.0.0.1:9/in"}}]}`, "needs a metric of role Running and one of role Arrivals or Completions"},
+		{"role-on-step", `{"maxReplicas":9,"metrics":[{"name":"in","role":"Arrivals","http":{"url":"http://127.0.0.1:9/in"}}]}`, "metric roles are read by the SLO policy only"},
 	}
 	for i, tc := range tests {
 		t.Run("rejects/"+tc.name, func(t *testing.T) {
@@ -194,6 +200,12 @@ func TestGPUTaskSetValidation(t *testing.T) {
 	t.Run("accepts/burst-and-schedules", func(t *testing.T) {
 		err := createRaw(ctx, ns, "gputasksets", set("scheduled", `{"maxReplicas":9,"metrics":[`+httpMetric+`],"burst":{"factor":"2.5","window":"90s"},"predictive":{"mode":"Preview","leadTime":"3m"},
 			"schedules":[{"name":"weekday-peak","start":"0 9 * * 1-5","timeZone":"Europe/Berlin","duration":"3h","minReplicas":4,"maxReplicas":9},{"name":"night","start":"0 22 * * *","duration":"8h","minReplicas":0,"maxReplicas":1}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("accepts/slo", func(t *testing.T) {
+		err := createRaw(ctx, ns, "gputasksets", set("slo", `{"maxReplicas":9,"policy":{"type":"SLO","slo":{"wait":"10s","percentile":95,"slotsPerTask":8,"serviceTimeVariability":"1.5"}},"metrics":`+sloMetrics+`}`))
 		if err != nil {
 			t.Fatal(err)
 		}

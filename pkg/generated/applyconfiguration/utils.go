@@ -82,6 +82,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &gputaskv1.ScalingPolicyApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ScheduleSpec"):
 		return &gputaskv1.ScheduleSpecApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("SLOSpec"):
+		return &gputaskv1.SLOSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("SourceAuth"):
 		return &gputaskv1.SourceAuthApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("TaskTemplateMeta"):

@@ -58,6 +58,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.PredictiveStatus{}.OpenAPIModelName():                       schema_pkg_apis_gputask_v1_PredictiveStatus(ref),
 		v1.PrometheusSource{}.OpenAPIModelName():                       schema_pkg_apis_gputask_v1_PrometheusSource(ref),
 		v1.Recommendation{}.OpenAPIModelName():                         schema_pkg_apis_gputask_v1_Recommendation(ref),
+		v1.SLOSpec{}.OpenAPIModelName():                                schema_pkg_apis_gputask_v1_SLOSpec(ref),
 		v1.ScaleInSpec{}.OpenAPIModelName():                            schema_pkg_apis_gputask_v1_ScaleInSpec(ref),
 		v1.ScaleUpLimit{}.OpenAPIModelName():                           schema_pkg_apis_gputask_v1_ScaleUpLimit(ref),
 		v1.ScalingDecision{}.OpenAPIModelName():                        schema_pkg_apis_gputask_v1_ScalingDecision(ref),
@@ -1454,6 +1455,13 @@ func schema_pkg_apis_gputask_v1_MetricSpec(ref common.ReferenceCallback) common.
 							Ref:         ref(v1.PrometheusSource{}.OpenAPIModelName()),
 						},
 					},
+					"role": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Role is what the metric measures for the SLO policy: Arrivals or Completions (requests per second), Running or Waiting (requests in the whole pool), or WaitPercentile (seconds). The SLO policy needs Running and one of Arrivals or Completions; each role is given once. Other policies read no roles.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"upThreshold": {
 						SchemaProps: spec.SchemaProps{
 							Description: "UpThreshold: above it, Step adds tasks. Default 0.8. It must be greater than downThreshold.",
@@ -1736,6 +1744,48 @@ func schema_pkg_apis_gputask_v1_Recommendation(ref common.ReferenceCallback) com
 	}
 }
 
+func schema_pkg_apis_gputask_v1_SLOSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "SLOSpec is a wait objective, such as 95 % of requests waiting at most 10s for a slot, and the shape of the pool that has to meet it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"wait": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Wait is the longest a request should wait for a slot: from 1s to 1h.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"percentile": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Percentile is the share of requests, in percent, that should wait at most Wait: from 50 to 99.9, such as 95 or \"99.9\" (a fraction is written as a string). Default 95.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+					"slotsPerTask": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SlotsPerTask is how many requests one task serves at once, such as vLLM's --max-num-seqs.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"serviceTimeVariability": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ServiceTimeVariability is Cs², the squared coefficient of variation of the time a request holds a slot (variance over the squared mean): 1 for exponential service times, less for requests of alike length, more when a few long requests dominate. From 0 to 100. Default 1.",
+							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"wait", "slotsPerTask"},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_gputask_v1_ScaleInSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1856,7 +1906,7 @@ func schema_pkg_apis_gputask_v1_ScalingPolicy(ref common.ReferenceCallback) comm
 				Properties: map[string]spec.Schema{
 					"type": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Type is Step (the default) or Proportional.",
+							Description: "Type is Step (the default), Proportional or SLO.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -1881,11 +1931,17 @@ func schema_pkg_apis_gputask_v1_ScalingPolicy(ref common.ReferenceCallback) comm
 							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
 						},
 					},
+					"slo": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SLO is the SLO policy's wait objective and what it needs to know of a task. Required by the SLO policy.",
+							Ref:         ref(v1.SLOSpec{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			resource.Quantity{}.OpenAPIModelName()},
+			v1.SLOSpec{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
 	}
 }
 

@@ -17,14 +17,17 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apivalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/client-go/util/jsonpath"
 	"sigs.k8s.io/randfill"
 	"sigs.k8s.io/yaml"
@@ -375,5 +378,197 @@ func TestLoadIndexSourceRules(t *testing.T) {
 				t.Fatalf("want invalid, the CRD accepted %s", tc.http)
 			}
 		})
+	}
+}
+
+// TestSLOPolicyRules runs the GPUTaskSet schema and its CEL rules on the
+// SLO policy: the objective's bounds, and the roles its metrics must have.
+func TestSLOPolicyRules(t *testing.T) {
+	_, structural, validator := crdSchema(t, "gputask.io_gputasksets.yaml")
+	celValidator := cel.NewValidator(structural, true, celconfig.PerCallLimit)
+	metric := func(name, role string) string {
+		m := `{"name":"` + name + `","prometheus":{"serverAddress":"http://p","query":"q"}`
+		if role != "" {
+			m += `,"role":"` + role + `"`
+		}
+		return m + `}`
+	}
+	roles := `[` + metric("arrivals", "Arrivals") + `,` + metric("running", "Running") + `]`
+	slo := func(s string) string { return `{"type":"SLO","slo":` + s + `}` }
+	const ok = `{"wait":"10s","percentile":95,"slotsPerTask":8}`
+	for _, tc := range []struct {
+		name, policy, metrics, extra string
+		wantErr                      string // empty: valid
+	}{
+		{name: "the documented example", policy: slo(ok), metrics: roles},
+		{name: "percentile as a string with a fraction", policy: slo(`{"wait":"1s","percentile":"99.9","slotsPerTask":1}`), metrics: roles},
+		{name: "percentile 50, variability set", policy: slo(`{"wait":"1h","percentile":"50","slotsPerTask":100000,"serviceTimeVariability":"2.5"}`), metrics: roles},
+		{name: "defaults", policy: slo(`{"wait":"10s","slotsPerTask":8}`), metrics: roles},
+		{name: "all five roles", policy: slo(ok), metrics: `[` + metric("done", "Completions") + `,` + metric("a", "Arrivals") + `,` +
+			metric("running", "Running") + `,` + metric("waiting", "Waiting") + `,` + metric("p95", "WaitPercentile") + `]`},
+		{name: "completions instead of arrivals", policy: slo(ok), metrics: `[` + metric("done", "Completions") + `,` + metric("running", "Running") + `]`},
+		{name: "wait under 1s", policy: slo(`{"wait":"500ms","slotsPerTask":8}`), metrics: roles, wantErr: "wait must be between 1s and 1h"},
+		{name: "wait over 1h", policy: slo(`{"wait":"2h","slotsPerTask":8}`), metrics: roles, wantErr: "wait must be between 1s and 1h"},
+		{name: "wait missing", policy: slo(`{"slotsPerTask":8}`), metrics: roles, wantErr: "wait"},
+		{name: "percentile under 50", policy: slo(`{"wait":"10s","percentile":49,"slotsPerTask":8}`), metrics: roles, wantErr: "percentile must be between 50 and 99.9"},
+		{name: "percentile over 99.9", policy: slo(`{"wait":"10s","percentile":"99.95","slotsPerTask":8}`), metrics: roles, wantErr: "percentile must be between 50 and 99.9"},
+		{name: "percentile 100", policy: slo(`{"wait":"10s","percentile":100,"slotsPerTask":8}`), metrics: roles, wantErr: "percentile must be between 50 and 99.9"},
+		{name: "percentile not a number", policy: slo(`{"wait":"10s","percentile":"high","slotsPerTask":8}`), metrics: roles, wantErr: "percentile"},
+		{name: "slotsPerTask 0", policy: slo(`{"wait":"10s","slotsPerTask":0}`), metrics: roles, wantErr: "slotsPerTask"},
+		{name: "slotsPerTask missing", policy: slo(`{"wait":"10s"}`), metrics: roles, wantErr: "slotsPerTask"},
+		{name: "variability negative", policy: slo(`{"wait":"10s","slotsPerTask":8,"serviceTimeVariability":"-1"}`), metrics: roles, wantErr: "serviceTimeVariability must be between 0 and 100"},
+		{name: "variability over 100", policy: slo(`{"wait":"10s","slotsPerTask":8,"serviceTimeVariability":101}`), metrics: roles, wantErr: "serviceTimeVariability must be between 0 and 100"},
+		{name: "SLO without slo", policy: `{"type":"SLO"}`, metrics: roles, wantErr: "slo is required by the SLO policy and read by it only"},
+		{name: "slo on Step", policy: `{"type":"Step","slo":` + ok + `}`, metrics: `[` + metric("load", "") + `]`, wantErr: "slo is required by the SLO policy and read by it only"},
+		{name: "a metric without a role", policy: slo(ok), metrics: `[` + metric("arrivals", "Arrivals") + `,` + metric("running", "Running") + `,` + metric("load", "") + `]`, wantErr: "every metric needs a role with the SLO policy"},
+		{name: "a role on Step", policy: `{"type":"Step"}`, metrics: `[` + metric("load", "Running") + `]`, wantErr: "metric roles are read by the SLO policy only"},
+		{name: "a role on the default policy", policy: `{}`, metrics: `[` + metric("load", "Arrivals") + `]`, wantErr: "metric roles are read by the SLO policy only"},
+		{name: "no Running", policy: slo(ok), metrics: `[` + metric("arrivals", "Arrivals") + `,` + metric("waiting", "Waiting") + `]`, wantErr: "needs a metric of role Running and one of role Arrivals or Completions"},
+		{name: "no arrivals or completions", policy: slo(ok), metrics: `[` + metric("running", "Running") + `,` + metric("p95", "WaitPercentile") + `]`, wantErr: "needs a metric of role Running and one of role Arrivals or Completions"},
+		{name: "a role twice", policy: slo(ok), metrics: `[` + metric("arrivals", "Arrivals") + `,` + metric("running", "Running") + `,` + metric("again", "Running") + `]`, wantErr: "each role may be given to one metric only"},
+		{name: "an unknown role", policy: slo(ok), metrics: `[` + metric("arrivals", "Arrivals") + `,` + metric("running", "Running") + `,` + metric("load", "Load") + `]`, wantErr: "Unsupported value"},
+		{name: "burst with SLO", policy: slo(ok), metrics: roles, extra: `"burst":{"factor":"2"}`, wantErr: "burst applies to the Step and Proportional policies"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			autoscaling := `{"maxReplicas":10,"policy":` + tc.policy + `,"metrics":` + tc.metrics
+			if tc.extra != "" {
+				autoscaling += `,` + tc.extra
+			}
+			autoscaling += `}`
+			// As the API server decodes: whole numbers are int64.
+			var as map[string]any
+			if err := utiljson.Unmarshal([]byte(autoscaling), &as); err != nil {
+				t.Fatal(err)
+			}
+			obj := map[string]any{
+				"apiVersion": "gputask.io/v1", "kind": "GPUTaskSet",
+				"metadata": map[string]any{"name": "s"},
+				"spec": map[string]any{
+					"template":    map[string]any{"spec": map[string]any{"gpu": "A100"}},
+					"autoscaling": as,
+				},
+			}
+			errs := apivalidation.ValidateCustomResource(nil, obj, validator)
+			celErrs, _ := celValidator.Validate(context.Background(), nil, structural, obj, nil, celconfig.RuntimeCELCostBudget)
+			errs = append(errs, celErrs...)
+			if tc.wantErr == "" {
+				if len(errs) > 0 {
+					t.Fatalf("want valid, got %v", errs.ToAggregate())
+				}
+				return
+			}
+			if len(errs) == 0 {
+				t.Fatalf("want %q, the CRD accepted %s", tc.wantErr, autoscaling)
+			}
+			if msg := errs.ToAggregate().Error(); !strings.Contains(msg, tc.wantErr) {
+				t.Fatalf("want %q, got %s", tc.wantErr, msg)
+			}
+		})
+	}
+}
+
+// TestSLODocExample checks that the SLO policy's example in
+// docs/autoscaling.md passes the schema and its CEL rules, and loses no
+// field to pruning.
+func TestSLODocExample(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "docs", "autoscaling.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	start := strings.Index(doc, "## Scaling to a wait SLO")
+	if start < 0 {
+		t.Fatal("docs/autoscaling.md has no SLO section")
+	}
+	block := doc[start:]
+	open := strings.Index(block, "```yaml\n")
+	if open < 0 {
+		t.Fatal("the SLO section has no YAML example")
+	}
+	block = block[open+len("```yaml\n"):]
+	block = block[:strings.Index(block, "```")]
+	var spec map[string]any
+	if err := yaml.Unmarshal([]byte(block), &spec); err != nil {
+		t.Fatalf("the example is not YAML: %v", err)
+	}
+	spec["template"] = map[string]any{"spec": map[string]any{"gpu": "A100"}}
+	obj := map[string]any{"apiVersion": "gputask.io/v1", "kind": "GPUTaskSet", "metadata": map[string]any{"name": "s"}, "spec": spec}
+	// As the API server decodes: whole numbers are int64.
+	js, _ := json.Marshal(obj)
+	obj = nil
+	if err := utiljson.Unmarshal(js, &obj); err != nil {
+		t.Fatal(err)
+	}
+	_, structural, validator := crdSchema(t, "gputask.io_gputasksets.yaml")
+	errs := apivalidation.ValidateCustomResource(nil, obj, validator)
+	celErrs, _ := cel.NewValidator(structural, true, celconfig.PerCallLimit).Validate(context.Background(), nil, structural, obj, nil, celconfig.RuntimeCELCostBudget)
+	if errs = append(errs, celErrs...); len(errs) > 0 {
+		t.Fatalf("invalid: %v", errs.ToAggregate())
+	}
+	if pruned := pruning.PruneWithOptions(obj, structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}); len(pruned) > 0 {
+		t.Fatalf("the CRD schema drops fields: %v", pruned)
+	}
+	as := obj["spec"].(map[string]any)["autoscaling"].(map[string]any)
+	if p := as["policy"].(map[string]any); p["type"] != "SLO" || len(as["metrics"].([]any)) != 4 {
+		t.Fatalf("the example is not the SLO policy with four metrics: %v", as)
+	}
+}
+
+// TestCELRuleCosts compiles every CEL rule of each CRD as the API server
+// does when the CRD is created, and checks each rule's estimated cost,
+// times the most times it can run (the maxItems of the lists around it),
+// against the API server's per-rule and per-CRD limits: a rule over them
+// would make the API server refuse the CRD.
+func TestCELRuleCosts(t *testing.T) {
+	const perRuleLimit, perCRDLimit = 10_000_000, 100_000_000
+	envSet := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
+	for _, file := range []string{"gputask.io_gputasks.yaml", "gputask.io_gputasksets.yaml"} {
+		_, structural, _ := crdSchema(t, file)
+		var total uint64
+		var walk func(s *structuralschema.Structural, path string, cardinality uint64, root bool)
+		walk = func(s *structuralschema.Structural, path string, cardinality uint64, root bool) {
+			if s == nil {
+				return
+			}
+			if len(s.XValidations) > 0 {
+				results, err := cel.Compile(s, model.SchemaDeclType(s, root), celconfig.PerCallLimit, envSet, cel.NewExpressionsEnvLoader())
+				if err != nil {
+					t.Fatalf("%s %s: %v", file, path, err)
+				}
+				for i, r := range results {
+					if r.Error != nil {
+						t.Errorf("%s %s rule %d: %v", file, path, i, r.Error)
+						continue
+					}
+					runs := cardinality
+					if runs == 0 {
+						runs = r.MaxCardinality
+					}
+					cost := r.MaxCost * runs
+					if runs != 0 && cost/runs != r.MaxCost || cost > perRuleLimit {
+						t.Errorf("%s %s rule %q: estimated cost %d × %d runs is over the API server's limit of %d", file, path, s.XValidations[i].Rule, r.MaxCost, runs, perRuleLimit)
+					}
+					total += cost
+				}
+			}
+			for name, p := range s.Properties {
+				walk(&p, path+"."+name, cardinality, false)
+			}
+			if s.Items != nil {
+				c := uint64(0)
+				if s.ValueValidation != nil && s.ValueValidation.MaxItems != nil && cardinality != 0 {
+					c = cardinality * uint64(*s.ValueValidation.MaxItems)
+				}
+				walk(s.Items, path+"[]", c, false)
+			}
+			if s.AdditionalProperties != nil && s.AdditionalProperties.Structural != nil {
+				walk(s.AdditionalProperties.Structural, path+"{}", 0, false)
+			}
+		}
+		walk(structural, "", 1, true)
+		if total > perCRDLimit {
+			t.Errorf("%s: estimated cost of all rules %d is over the API server's limit of %d", file, total, perCRDLimit)
+		}
+		t.Logf("%s: estimated cost of all rules %d", file, total)
 	}
 }

@@ -120,7 +120,7 @@ type TaskTemplateMeta struct {
 }
 
 // ScalingPolicyType names how the autoscaler turns a load index into a count.
-// +kubebuilder:validation:Enum=Step;Proportional
+// +kubebuilder:validation:Enum=Step;Proportional;SLO
 type ScalingPolicyType string
 
 const (
@@ -132,11 +132,45 @@ const (
 	// pods) and the current count otherwise, held while |value/target − 1|
 	// is within the tolerance.
 	ProportionalPolicy ScalingPolicyType = "Proportional"
+	// SLOPolicy sizes the pool for a wait objective (policy.slo): the
+	// smallest count whose slots, as one queue, keep the given percentile
+	// of requests within the wait for the arrivals expected once a new task
+	// would be Ready. Its metrics each have a role.
+	SLOPolicy ScalingPolicyType = "SLO"
+)
+
+// MetricRole says what a metric of the SLO policy measures.
+// +kubebuilder:validation:Enum=Arrivals;Completions;Running;Waiting;WaitPercentile
+type MetricRole string
+
+const (
+	// RoleArrivals is the rate at which requests arrive at the pool, per
+	// second.
+	RoleArrivals MetricRole = "Arrivals"
+	// RoleCompletions is the rate at which the pool finishes requests, per
+	// second, for sources that count finished requests only (such as
+	// vLLM's request_success_total): the arrivals are the completions plus
+	// the growth of the running and waiting requests.
+	RoleCompletions MetricRole = "Completions"
+	// RoleRunning is the number of requests the pool is serving, summed
+	// over its tasks.
+	RoleRunning MetricRole = "Running"
+	// RoleWaiting is the number of requests waiting for a slot, summed over
+	// the pool's tasks or its router.
+	RoleWaiting MetricRole = "Waiting"
+	// RoleWaitPercentile is the observed wait of requests, in seconds, at
+	// the SLO's percentile; it corrects the model where the two disagree.
+	RoleWaitPercentile MetricRole = "WaitPercentile"
 )
 
 // AutoscalingSpec sets a set's replicas from one or more load indexes.
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="minReplicas must not exceed maxReplicas"
 // +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.type) || self.policy.type != 'Proportional' || self.metrics.all(m, has(m.target))",message="every metric needs a target with the Proportional policy"
+// +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.type) || self.policy.type != 'SLO' || self.metrics.all(m, has(m.role))",message="every metric needs a role with the SLO policy"
+// +kubebuilder:validation:XValidation:rule="(has(self.policy) && has(self.policy.type) && self.policy.type == 'SLO') || self.metrics.all(m, !has(m.role))",message="metric roles are read by the SLO policy only"
+// +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.type) || self.policy.type != 'SLO' || (self.metrics.exists(m, has(m.role) && m.role == 'Running') && self.metrics.exists(m, has(m.role) && (m.role == 'Arrivals' || m.role == 'Completions')))",message="the SLO policy needs a metric of role Running and one of role Arrivals or Completions"
+// +kubebuilder:validation:XValidation:rule="self.metrics.all(m, !has(m.role) || self.metrics.exists_one(n, has(n.role) && n.role == m.role))",message="each role may be given to one metric only"
+// +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.type) || self.policy.type != 'SLO' || !has(self.burst)",message="burst applies to the Step and Proportional policies: the SLO policy sizes for the waiting requests itself"
 type AutoscalingSpec struct {
 	// MinReplicas is the floor. Default 1.
 	// +optional
@@ -236,8 +270,9 @@ type AutoscalingSpec struct {
 }
 
 // ScalingPolicy turns a load index into a desired count.
+// +kubebuilder:validation:XValidation:rule="(has(self.type) && self.type == 'SLO') == has(self.slo)",message="slo is required by the SLO policy and read by it only"
 type ScalingPolicy struct {
-	// Type is Step (the default) or Proportional.
+	// Type is Step (the default), Proportional or SLO.
 	// +optional
 	// +kubebuilder:default=Step
 	Type ScalingPolicyType `json:"type,omitempty"`
@@ -256,6 +291,38 @@ type ScalingPolicy struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0')) && !quantity(string(self)).isGreaterThan(quantity('1'))",message="tolerance must be between 0 and 1"
 	Tolerance *resource.Quantity `json:"tolerance,omitempty"`
+	// SLO is the SLO policy's wait objective and what it needs to know of
+	// a task. Required by the SLO policy.
+	// +optional
+	SLO *SLOSpec `json:"slo,omitempty"`
+}
+
+// SLOSpec is a wait objective, such as 95 % of requests waiting at most
+// 10s for a slot, and the shape of the pool that has to meet it.
+type SLOSpec struct {
+	// Wait is the longest a request should wait for a slot: from 1s to 1h.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="wait must be between 1s and 1h"
+	Wait Duration `json:"wait"`
+	// Percentile is the share of requests, in percent, that should wait at
+	// most Wait: from 50 to 99.9, such as 95 or "99.9" (a fraction is
+	// written as a string). Default 95.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('50')) && !quantity(string(self)).isGreaterThan(quantity('99.9'))",message="percentile must be between 50 and 99.9"
+	Percentile *resource.Quantity `json:"percentile,omitempty"`
+	// SlotsPerTask is how many requests one task serves at once, such as
+	// vLLM's --max-num-seqs.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	SlotsPerTask int32 `json:"slotsPerTask"`
+	// ServiceTimeVariability is Cs², the squared coefficient of variation
+	// of the time a request holds a slot (variance over the squared mean):
+	// 1 for exponential service times, less for requests of alike length,
+	// more when a few long requests dominate. From 0 to 100. Default 1.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0')) && !quantity(string(self)).isGreaterThan(quantity('100'))",message="serviceTimeVariability must be between 0 and 100"
+	ServiceTimeVariability *resource.Quantity `json:"serviceTimeVariability,omitempty"`
 }
 
 // ScaleUpLimit caps how many tasks may be added within a period.
@@ -383,6 +450,13 @@ type MetricSpec struct {
 	// Prometheus reads the load index from an instant query.
 	// +optional
 	Prometheus *PrometheusSource `json:"prometheus,omitempty"`
+	// Role is what the metric measures for the SLO policy: Arrivals or
+	// Completions (requests per second), Running or Waiting (requests in
+	// the whole pool), or WaitPercentile (seconds). The SLO policy needs
+	// Running and one of Arrivals or Completions; each role is given once.
+	// Other policies read no roles.
+	// +optional
+	Role MetricRole `json:"role,omitempty"`
 
 	// UpThreshold: above it, Step adds tasks. Default 0.8. It must be
 	// greater than downThreshold.

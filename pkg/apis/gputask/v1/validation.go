@@ -80,6 +80,7 @@ func validateAutoscaling(as *AutoscalingSpec, path *field.Path) field.ErrorList 
 	if tol := as.Policy.Tolerance; tol != nil && (tol.Sign() < 0 || tol.MilliValue() > maxToleranceMilli) {
 		errs = append(errs, field.Invalid(path.Child("policy", "tolerance"), tol.String(), "must be between 0 and 1"))
 	}
+	errs = append(errs, validateSLO(as, path)...)
 	proportional := as.Policy.Type == ProportionalPolicy
 	if len(as.Metrics) == 0 {
 		errs = append(errs, field.Required(path.Child("metrics"), "at least one metric is needed"))
@@ -88,6 +89,77 @@ func validateAutoscaling(as *AutoscalingSpec, path *field.Path) field.ErrorList 
 		errs = append(errs, validateMetric(&as.Metrics[i], path.Child("metrics").Index(i), proportional)...)
 	}
 	return errs
+}
+
+// Bounds of the SLO policy's fields.
+const (
+	MinSLOWait                  = time.Second
+	MaxSLOWait                  = time.Hour
+	minSLOPercentileMilli       = 50000
+	maxSLOPercentileMilli       = 99900
+	maxSlotsPerTask             = 100000
+	maxServiceVariabilityMilli  = 100000
+	sloRunningAndArrivalsNeeded = "the SLO policy needs a metric of role Running and one of role Arrivals or Completions"
+)
+
+// validateSLO checks the SLO policy's objective and its metrics' roles,
+// as the CRD's rules do.
+func validateSLO(as *AutoscalingSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	policy := path.Child("policy")
+	isSLO := as.Policy.Type == SLOPolicy
+	switch {
+	case isSLO && as.Policy.SLO == nil:
+		errs = append(errs, field.Required(policy.Child("slo"), "required by the SLO policy"))
+	case !isSLO && as.Policy.SLO != nil:
+		errs = append(errs, field.Forbidden(policy.Child("slo"), "read by the SLO policy only"))
+	}
+	if slo := as.Policy.SLO; slo != nil {
+		errs = append(errs, validateDuration(&slo.Wait, policy.Child("slo", "wait"), MinSLOWait, true, MaxSLOWait)...)
+		if p := slo.Percentile; p != nil && (p.MilliValue() < minSLOPercentileMilli || p.MilliValue() > maxSLOPercentileMilli) {
+			errs = append(errs, field.Invalid(policy.Child("slo", "percentile"), p.String(), "must be between 50 and 99.9"))
+		}
+		if slo.SlotsPerTask < 1 || slo.SlotsPerTask > maxSlotsPerTask {
+			errs = append(errs, field.Invalid(policy.Child("slo", "slotsPerTask"), slo.SlotsPerTask, "must be between 1 and 100000"))
+		}
+		if v := slo.ServiceTimeVariability; v != nil && (v.Sign() < 0 || v.MilliValue() > maxServiceVariabilityMilli) {
+			errs = append(errs, field.Invalid(policy.Child("slo", "serviceTimeVariability"), v.String(), "must be between 0 and 100"))
+		}
+	}
+	if isSLO && as.Burst != nil {
+		errs = append(errs, field.Forbidden(path.Child("burst"), "burst applies to the Step and Proportional policies"))
+	}
+	seen := map[MetricRole]bool{}
+	for i, m := range as.Metrics {
+		rolePath := path.Child("metrics").Index(i).Child("role")
+		switch {
+		case m.Role == "" && isSLO:
+			errs = append(errs, field.Required(rolePath, "every metric needs a role with the SLO policy"))
+		case m.Role != "" && !isSLO:
+			errs = append(errs, field.Forbidden(rolePath, "metric roles are read by the SLO policy only"))
+		case m.Role != "" && !knownRole(m.Role):
+			errs = append(errs, field.NotSupported(rolePath, m.Role, Roles))
+		case m.Role != "" && seen[m.Role]:
+			errs = append(errs, field.Duplicate(rolePath, m.Role))
+		}
+		seen[m.Role] = true
+	}
+	if isSLO && len(as.Metrics) > 0 && (!seen[RoleRunning] || !(seen[RoleArrivals] || seen[RoleCompletions])) {
+		errs = append(errs, field.Required(path.Child("metrics"), sloRunningAndArrivalsNeeded))
+	}
+	return errs
+}
+
+// Roles are the metric roles the SLO policy reads.
+var Roles = []MetricRole{RoleArrivals, RoleCompletions, RoleRunning, RoleWaiting, RoleWaitPercentile}
+
+func knownRole(r MetricRole) bool {
+	for _, k := range Roles {
+		if r == k {
+			return true
+		}
+	}
+	return false
 }
 
 // MaxLeadTime bounds predictive.leadTime.

@@ -144,6 +144,42 @@ func TestValidateTaskSetSpec(t *testing.T) {
 		{name: "zero target", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.Autoscaling.Metrics[0].Target = ptr.To(q("0")) }, want: []string{"spec.autoscaling.metrics[0].target"}},
 		{name: "min above max", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.Autoscaling.MinReplicas = ptr.To[int32](6) }, want: []string{"spec.autoscaling.minReplicas"}},
 		{name: "no metrics", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.Autoscaling.Metrics = nil }, want: []string{"spec.autoscaling.metrics"}},
+		{name: "SLO policy", edit: func(s *gputaskv1.GPUTaskSetSpec) { sloPolicy(s) }},
+		{name: "SLO at its bounds", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			sloPolicy(s)
+			s.Autoscaling.Policy.SLO = &gputaskv1.SLOSpec{Wait: gputaskv1.Duration{Duration: time.Hour}, Percentile: ptr.To(q("99.9")),
+				SlotsPerTask: 100000, ServiceTimeVariability: ptr.To(q("0"))}
+			s.Autoscaling.Metrics[0].Role = gputaskv1.RoleCompletions
+		}},
+		{name: "SLO without slo", edit: func(s *gputaskv1.GPUTaskSetSpec) { sloPolicy(s); s.Autoscaling.Policy.SLO = nil }, want: []string{"spec.autoscaling.policy.slo"}},
+		{name: "slo on Step", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			s.Autoscaling.Policy.SLO = &gputaskv1.SLOSpec{Wait: gputaskv1.Duration{Duration: 10 * time.Second}, SlotsPerTask: 8}
+		}, want: []string{"spec.autoscaling.policy.slo"}},
+		{name: "SLO bounds", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			sloPolicy(s)
+			s.Autoscaling.Policy.SLO = &gputaskv1.SLOSpec{Wait: gputaskv1.Duration{Duration: 500 * time.Millisecond}, Percentile: ptr.To(q("99.95")),
+				SlotsPerTask: 0, ServiceTimeVariability: ptr.To(q("101"))}
+		}, want: []string{"spec.autoscaling.policy.slo.wait", "spec.autoscaling.policy.slo.percentile", "spec.autoscaling.policy.slo.slotsPerTask", "spec.autoscaling.policy.slo.serviceTimeVariability"}},
+		{name: "SLO percentile below 50", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			sloPolicy(s)
+			s.Autoscaling.Policy.SLO.Percentile = ptr.To(q("49.9"))
+		}, want: []string{"spec.autoscaling.policy.slo.percentile"}},
+		{name: "SLO with burst", edit: func(s *gputaskv1.GPUTaskSetSpec) { sloPolicy(s); s.Autoscaling.Burst = &gputaskv1.BurstSpec{} }, want: []string{"spec.autoscaling.burst"}},
+		{name: "SLO metric without role, none Running", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			sloPolicy(s)
+			s.Autoscaling.Metrics[1].Role = ""
+		}, want: []string{"spec.autoscaling.metrics[1].role", "spec.autoscaling.metrics"}},
+		{name: "SLO role twice, unknown role", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			sloPolicy(s)
+			s.Autoscaling.Metrics = append(s.Autoscaling.Metrics,
+				gputaskv1.MetricSpec{Name: "again", Role: gputaskv1.RoleRunning, HTTP: &gputaskv1.HTTPSource{URL: "http://x"}},
+				gputaskv1.MetricSpec{Name: "odd", Role: "Load", HTTP: &gputaskv1.HTTPSource{URL: "http://x"}})
+		}, want: []string{"spec.autoscaling.metrics[2].role", "spec.autoscaling.metrics[3].role"}},
+		{name: "SLO without arrivals", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			sloPolicy(s)
+			s.Autoscaling.Metrics[0].Role = gputaskv1.RoleWaiting
+		}, want: []string{"spec.autoscaling.metrics"}},
+		{name: "role on Step", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.Autoscaling.Metrics[0].Role = gputaskv1.RoleArrivals }, want: []string{"spec.autoscaling.metrics[0].role"}},
 		{name: "several at once", edit: func(s *gputaskv1.GPUTaskSetSpec) {
 			s.MinTaskAge = bad(`"forever"`)
 			s.Autoscaling.Interval = dur(0)
@@ -169,6 +205,15 @@ func TestValidateTaskSetSpec(t *testing.T) {
 	if msg := gputaskv1.ValidateTaskSetSpec(spec).ToAggregate().Error(); !strings.Contains(msg, `spec.autoscaling.interval: Invalid value: "abc": must be a duration`) {
 		t.Errorf("message %q", msg)
 	}
+}
+
+// sloPolicy turns the valid spec into an SLO policy over an arrivals and a
+// running metric.
+func sloPolicy(s *gputaskv1.GPUTaskSetSpec) {
+	a := s.Autoscaling
+	a.Policy = gputaskv1.ScalingPolicy{Type: gputaskv1.SLOPolicy, SLO: &gputaskv1.SLOSpec{Wait: gputaskv1.Duration{Duration: 10 * time.Second}, SlotsPerTask: 8}}
+	a.Metrics[0].Role = gputaskv1.RoleArrivals
+	a.Metrics = append(a.Metrics, gputaskv1.MetricSpec{Name: "running", Role: gputaskv1.RoleRunning, HTTP: &gputaskv1.HTTPSource{URL: "http://x"}})
 }
 
 // TestDurationUnstructured: converting to and from unstructured, as

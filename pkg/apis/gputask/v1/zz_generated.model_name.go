@@ -137,6 +137,11 @@ func (in Recommendation) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in SLOSpec) OpenAPIModelName() string {
+	return "com.github.gputask.gputask-controller.pkg.apis.gputask.v1.SLOSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ScaleInSpec) OpenAPIModelName() string {
 	return "com.github.gputask.gputask-controller.pkg.apis.gputask.v1.ScaleInSpec"
 }

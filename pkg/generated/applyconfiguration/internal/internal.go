@@ -425,6 +425,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: prometheus
       type:
         namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.PrometheusSource
+    - name: role
+      type:
+        scalar: string
     - name: target
       type:
         namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
@@ -522,6 +525,22 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: time
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+- name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.SLOSpec
+  map:
+    fields:
+    - name: percentile
+      type:
+        namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+    - name: serviceTimeVariability
+      type:
+        namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
+    - name: slotsPerTask
+      type:
+        scalar: numeric
+      default: 0
+    - name: wait
+      type:
+        namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.Duration
 - name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.ScaleInSpec
   map:
     fields:
@@ -565,6 +584,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.ScalingPolicy
   map:
     fields:
+    - name: slo
+      type:
+        namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.SLOSpec
     - name: stepDown
       type:
         scalar: numeric

@@ -19,6 +19,7 @@ limitations under the License.
 package v1
 
 import (
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	resource "k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -33,6 +34,12 @@ type MetricSpecApplyConfiguration struct {
 	HTTP *HTTPSourceApplyConfiguration `json:"http,omitempty"`
 	// Prometheus reads the load index from an instant query.
 	Prometheus *PrometheusSourceApplyConfiguration `json:"prometheus,omitempty"`
+	// Role is what the metric measures for the SLO policy: Arrivals or
+	// Completions (requests per second), Running or Waiting (requests in
+	// the whole pool), or WaitPercentile (seconds). The SLO policy needs
+	// Running and one of Arrivals or Completions; each role is given once.
+	// Other policies read no roles.
+	Role *gputaskv1.MetricRole `json:"role,omitempty"`
 	// UpThreshold: above it, Step adds tasks. Default 0.8. It must be
 	// greater than downThreshold.
 	UpThreshold *resource.Quantity `json:"upThreshold,omitempty"`
@@ -70,6 +77,14 @@ func (b *MetricSpecApplyConfiguration) WithHTTP(value *HTTPSourceApplyConfigurat
 // If called multiple times, the Prometheus field is set to the value of the last call.
 func (b *MetricSpecApplyConfiguration) WithPrometheus(value *PrometheusSourceApplyConfiguration) *MetricSpecApplyConfiguration {
 	b.Prometheus = value
+	return b
+}
+
+// WithRole sets the Role field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Role field is set to the value of the last call.
+func (b *MetricSpecApplyConfiguration) WithRole(value gputaskv1.MetricRole) *MetricSpecApplyConfiguration {
+	b.Role = &value
 	return b
 }
 

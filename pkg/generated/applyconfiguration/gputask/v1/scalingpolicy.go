@@ -28,7 +28,7 @@ import (
 //
 // ScalingPolicy turns a load index into a desired count.
 type ScalingPolicyApplyConfiguration struct {
-	// Type is Step (the default) or Proportional.
+	// Type is Step (the default), Proportional or SLO.
 	Type *gputaskv1.ScalingPolicyType `json:"type,omitempty"`
 	// StepUp is how many tasks Step adds above a metric's upThreshold. Default 3.
 	StepUp *int32 `json:"stepUp,omitempty"`
@@ -37,6 +37,9 @@ type ScalingPolicyApplyConfiguration struct {
 	// Tolerance is how far value/target may stray from 1 before Proportional
 	// acts, from 0 to 1. Default 0.1, as in the HPA.
 	Tolerance *resource.Quantity `json:"tolerance,omitempty"`
+	// SLO is the SLO policy's wait objective and what it needs to know of
+	// a task. Required by the SLO policy.
+	SLO *SLOSpecApplyConfiguration `json:"slo,omitempty"`
 }
 
 // ScalingPolicyApplyConfiguration constructs a declarative configuration of the ScalingPolicy type for use with
@@ -74,5 +77,13 @@ func (b *ScalingPolicyApplyConfiguration) WithStepDown(value int32) *ScalingPoli
 // If called multiple times, the Tolerance field is set to the value of the last call.
 func (b *ScalingPolicyApplyConfiguration) WithTolerance(value resource.Quantity) *ScalingPolicyApplyConfiguration {
 	b.Tolerance = &value
+	return b
+}
+
+// WithSLO sets the SLO field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SLO field is set to the value of the last call.
+func (b *ScalingPolicyApplyConfiguration) WithSLO(value *SLOSpecApplyConfiguration) *ScalingPolicyApplyConfiguration {
+	b.SLO = value
 	return b
 }

@@ -1,0 +1,489 @@
+package scaling
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/queueing"
+)
+
+// Reasons of the SLO policy's decisions and of its condition.
+const (
+	ReasonSLOScaleUp   = "SLOScaleUp"
+	ReasonSLOScaleDown = "SLOScaleDown"
+	ReasonWithinSLO    = "WithinSLO"
+	// ReasonMissingMetricRole: the SLO policy lacks a metric it needs (a
+	// set stored before the CRD's rules); the count is held.
+	ReasonMissingMetricRole = "MissingMetricRole"
+	// ReasonServiceTimeUnknown: no request has finished yet, so the
+	// service time is unknown; the count only rises to the tasks the
+	// requests already need.
+	ReasonServiceTimeUnknown = "ServiceTimeUnknown"
+	// ReasonSLOOutOfReach: the SLO cannot be met within maxReplicas or
+	// the capacity (SLOOutcome.Unmet).
+	ReasonSLOOutOfReach = "SLOOutOfReach"
+)
+
+// Defaults and bounds of the SLO policy.
+const (
+	DefaultSLOPercentile          = 95
+	DefaultServiceTimeVariability = 1
+	// ServiceTimeWindow is the time constant over which the service time
+	// is smoothed.
+	ServiceTimeWindow = 5 * time.Minute
+	// MaxSLOTasks bounds the model's search, as the API bounds maxReplicas.
+	MaxSLOTasks = 100000
+	// maxRateSamples bounds QueueState.Rates.
+	maxRateSamples = 120
+	// maxTrendGrowth caps how far the trend may raise the expected rate
+	// above the measured one, as a multiple of it: a few noisy readings
+	// must not extrapolate to a pool many times the load.
+	maxTrendGrowth = 1
+)
+
+// SLO is the SLO policy's objective and pool shape, defaults applied.
+type SLO struct {
+	Wait       time.Duration
+	Percentile float64
+	// SlotsPerTask is how many requests one task serves at once.
+	SlotsPerTask int32
+	// ServiceVariability is Cs².
+	ServiceVariability float64
+}
+
+// QueueState is what the SLO policy carries from one evaluation to the
+// next. The zero value is a fresh start.
+type QueueState struct {
+	// LastTime is the time of the last reading, and LastInPool the
+	// requests running and waiting then: the pool's growth since gives
+	// the arrivals where only completions are counted.
+	LastTime   time.Time
+	LastInPool float64
+	// Little holds the smoothed running requests and completions, whose
+	// ratio is the service time.
+	Little queueing.Little
+	// Rates are the recent arrival rates, oldest first: their trend and
+	// their dispersion.
+	Rates []RateSample
+	// Correction is the factor on the arrival rate learned from the
+	// observed wait percentile; 0 means 1.
+	Correction float64
+}
+
+// RateSample is the arrival rate measured at Time.
+type RateSample struct {
+	Time time.Time
+	Rate float64
+}
+
+// SLOOutcome explains an SLO decision: the model's inputs, what it asked
+// for, and what it predicts at the chosen count.
+type SLOOutcome struct {
+	// Arrivals is the arrival rate measured now (requests/s), and
+	// Expected the rate the count is sized for: the arrivals expected over
+	// [now + startup, now + startup + interval], plus the backlog rate,
+	// times the correction.
+	Arrivals, Expected float64
+	// Backlog is the rate standing for the waiting requests that the
+	// serving tasks cannot clear before a new task is Ready.
+	Backlog float64
+	// ServiceTime is the mean time a request holds a slot, to the
+	// millisecond; 0 while unknown.
+	ServiceTime time.Duration
+	// service is the service time in seconds, unrounded, as the model
+	// used it.
+	service float64
+	// Slots, Ca2 and Cs2 complete the model.
+	Slots    int32
+	Ca2, Cs2 float64
+	// Correction is the factor from the observed wait percentile that
+	// this decision used (1 without one); QueueState.Correction is the
+	// factor for the next.
+	Correction float64
+	// Startup is the start-up time the count looks ahead by.
+	Startup time.Duration
+	// Tasks is the count the model asks for before any bound: the most of
+	// the count for the expected load, the count that keeps the SLO at the
+	// highest load until a new task could start (while shrinking), and
+	// the tasks the running requests occupy.
+	Tasks int32
+	// PredictedWait is the wait at the SLO's percentile with the chosen
+	// count at the expected rate; +Inf when the slots cannot keep up.
+	PredictedWait float64
+	// Unmet is true when the SLO cannot be met within maxReplicas or the
+	// capacity (Reachable tasks); Message says by how much.
+	Unmet     bool
+	Reachable int32
+	Message   string
+}
+
+// CheckRoles says why the SLO policy cannot work from these metrics, as a
+// condition reason and message, or returns empty strings when it can. The
+// CRD refuses such sets; one stored before its rules holds its count.
+func CheckRoles(metrics []MetricInput) (reason, message string) {
+	have := map[gputaskv1.MetricRole]int{}
+	for _, m := range metrics {
+		have[m.Role]++
+	}
+	var missing []string
+	if have[gputaskv1.RoleRunning] == 0 {
+		missing = append(missing, string(gputaskv1.RoleRunning))
+	}
+	if have[gputaskv1.RoleArrivals]+have[gputaskv1.RoleCompletions] == 0 {
+		missing = append(missing, string(gputaskv1.RoleArrivals)+" or "+string(gputaskv1.RoleCompletions))
+	}
+	if len(missing) > 0 {
+		return ReasonMissingMetricRole, "the SLO policy needs a metric of role " + strings.Join(missing, " and one of role ")
+	}
+	for role, n := range have {
+		if role != "" && n > 1 {
+			return ReasonMissingMetricRole, fmt.Sprintf("the SLO policy reads one metric of role %s, %d have it", role, n)
+		}
+	}
+	return "", ""
+}
+
+// roleReadings are the SLO policy's readings by role.
+type roleReadings struct {
+	value  map[gputaskv1.MetricRole]float64
+	index  map[gputaskv1.MetricRole]int
+	failed map[gputaskv1.MetricRole]bool
+}
+
+func readRoles(d *Decision, in Inputs) roleReadings {
+	r := roleReadings{value: map[gputaskv1.MetricRole]float64{}, index: map[gputaskv1.MetricRole]int{}, failed: map[gputaskv1.MetricRole]bool{}}
+	for i, m := range d.Metrics {
+		role := in.Metrics[i].Role
+		r.index[role] = i
+		if m.Err != nil {
+			r.failed[role] = true
+			continue
+		}
+		r.value[role] = m.Value
+	}
+	return r
+}
+
+func (r roleReadings) has(role gputaskv1.MetricRole) bool {
+	_, ok := r.value[role]
+	return ok
+}
+
+// combineSLO is combine for the SLO policy: the model asks for one count
+// from all the metrics together. A set without the roles it needs holds
+// its count; a failed Running, Arrivals or Completions reading is a failed
+// read (hold, or the fallback); a failed Waiting or WaitPercentile reading
+// is left out, and while it fails the count does not go down.
+func combineSLO(in Inputs, d *Decision, failed []string) step {
+	if in.Predictive != nil {
+		// Kept as it is unless this reading teaches it something.
+		d.History = in.History
+	}
+	if reason, msg := CheckRoles(in.Metrics); reason != "" {
+		d.AllFailed = true
+		d.Queue = in.Queue
+		return step{desired: in.Current, reason: reason, message: fmt.Sprintf("%s; holding at %d", msg, in.Current)}
+	}
+	r := readRoles(d, in)
+	required := r.failed[gputaskv1.RoleRunning] ||
+		(!r.has(gputaskv1.RoleArrivals) && !r.has(gputaskv1.RoleCompletions))
+	if required {
+		d.AllFailed = true
+		d.Queue = in.Queue
+		return allFailed(in, d)
+	}
+	for _, role := range []gputaskv1.MetricRole{gputaskv1.RoleArrivals, gputaskv1.RoleCompletions} {
+		if r.has(role) {
+			d.Winner = r.index[role]
+			break
+		}
+	}
+	s := sloStep(in, d, r)
+	for i := range d.Metrics {
+		if d.Metrics[i].Err == nil {
+			d.Metrics[i].Desired, d.Metrics[i].Reason = s.desired, s.reason
+		}
+	}
+	if len(failed) > 0 && s.desired < in.Current {
+		return step{
+			desired: in.Current,
+			reason:  ReasonFailedGetLoadIndex,
+			message: fmt.Sprintf("%s; not scaling down to %d while %s failed", s.message, s.desired, strings.Join(failed, ", ")),
+		}
+	}
+	return s
+}
+
+// sloStep runs the model on this evaluation's readings and updates the
+// policy's state in d.Queue.
+func sloStep(in Inputs, d *Decision, r roleReadings) step {
+	slo := in.Policy.SLO
+	running, waiting := r.value[gputaskv1.RoleRunning], r.value[gputaskv1.RoleWaiting]
+	inPool := running + waiting
+	state := in.Queue
+	var dt float64
+	if !state.LastTime.IsZero() && in.Now.After(state.LastTime) {
+		dt = in.Now.Sub(state.LastTime).Seconds()
+	}
+	arrivals, completions := r.value[gputaskv1.RoleArrivals], r.value[gputaskv1.RoleCompletions]
+	switch {
+	case r.has(gputaskv1.RoleArrivals) && !r.has(gputaskv1.RoleCompletions):
+		completions = queueing.CompletionsFromArrivals(arrivals, inPool, state.LastInPool, dt)
+	case !r.has(gputaskv1.RoleArrivals):
+		arrivals = queueing.ArrivalsFromCompletions(completions, inPool, state.LastInPool, dt)
+	}
+	weight := 1.0
+	if dt > 0 {
+		weight = 1 - math.Exp(-dt/ServiceTimeWindow.Seconds())
+	}
+	state.Little = state.Little.Observe(running, completions, weight)
+	state.LastTime, state.LastInPool = in.Now, inPool
+	state.Rates = appendRate(state.Rates, in.Now, arrivals, rateWindow(in))
+	d.Queue = state
+
+	o := &SLOOutcome{Arrivals: arrivals, Slots: slo.SlotsPerTask, Cs2: slo.ServiceVariability, Startup: in.Startup, Correction: correctionOf(state.Correction)}
+	d.SLO = o
+	occupied := ceilSat(running / float64(slo.SlotsPerTask))
+	service, ok := state.Little.ServiceTime()
+	if !ok && arrivals == 0 && inPool == 0 {
+		// No request, ever: whatever a request takes, none needs a slot.
+		o.Tasks = 0
+		d.Inputs = o.inputs()
+		return step{desired: 0, reason: sloReason(0, in.Current), message: "no requests arrive, run or wait: no task is needed"}
+	}
+	if !ok {
+		// Without a finished request there is no service time to size by;
+		// what is known is that the requests in the pool need slots.
+		need := max(occupied, ceilSat(inPool/float64(slo.SlotsPerTask)))
+		if need == 0 && arrivals > 0 {
+			need = 1
+		}
+		o.Tasks = max(need, in.Current)
+		d.Inputs = o.inputs()
+		return step{desired: o.Tasks, reason: ReasonServiceTimeUnknown,
+			message: fmt.Sprintf("no request has finished yet, so the service time is unknown; %d tasks for the %s requests in the pool", o.Tasks, FormatValue(inPool))}
+	}
+	o.ServiceTime, o.service = seconds(service), service
+	o.Ca2 = queueing.ArrivalVariability(countsOf(state.Rates))
+	model := queueing.Model{ServiceTime: service, Slots: slo.SlotsPerTask, Ca2: o.Ca2, Cs2: slo.ServiceVariability}
+	objective := queueing.SLO{Wait: slo.Wait.Seconds(), Percentile: slo.Percentile}
+
+	serving := max(in.Current-in.Starting, 0)
+	if observed, ok := r.value[gputaskv1.RoleWaitPercentile]; ok && serving > 0 {
+		// The error corrects the next evaluations, not this one: sized by
+		// the factor learned so far, a count never falls because the load
+		// rose and the model's prediction came nearer the observed wait.
+		predicted := model.WaitPercentile(serving, arrivals*o.Correction, objective)
+		state.Correction = queueing.Correct(o.Correction, observed, predicted, objective.Wait)
+		d.Queue = state
+	}
+
+	startup := max(in.Startup, in.Interval, time.Second).Seconds()
+	interval := in.Interval.Seconds()
+	slope := queueing.Trend(trendSamples(state.Rates, in.Now, max(in.Startup, 3*in.Interval)))
+	ahead := func(h float64) float64 {
+		return max(0, arrivals+min(slope*h, maxTrendGrowth*arrivals))
+	}
+	future := ahead(startup + interval/2)
+	keep := max(arrivals, ahead(startup))
+	if rate, known, act := forecastRate(in, d, service); known {
+		forecast, _ := model.Tasks(rate*o.Correction, objective, MaxSLOTasks)
+		d.Forecast = &forecast
+		if act {
+			future, keep = max(future, rate), max(keep, rate)
+		}
+	}
+	o.Backlog = queueing.BacklogRate(waiting, arrivals, float64(serving)*float64(slo.SlotsPerTask), service, startup)
+	o.Expected = (future + o.Backlog) * o.Correction
+	forFuture, _ := model.Tasks(o.Expected, objective, MaxSLOTasks)
+	forNow, _ := model.Tasks((keep+o.Backlog)*o.Correction, objective, MaxSLOTasks)
+	o.Tasks = max(forFuture, min(forNow, in.Current), occupied)
+	d.Inputs = o.inputs()
+
+	reason := sloReason(o.Tasks, in.Current)
+	msg := fmt.Sprintf("%s/s expected (%s/s now) at %s per request need %d tasks of %d slots for a p%s wait within %v",
+		FormatValue(o.Expected), FormatValue(arrivals), o.ServiceTime, forFuture, slo.SlotsPerTask, FormatValue(slo.Percentile), slo.Wait)
+	switch {
+	case o.Tasks == occupied && occupied > forFuture && occupied > min(forNow, in.Current):
+		msg += fmt.Sprintf("; %d tasks for the %s running requests", occupied, FormatValue(running))
+	case o.Tasks > forFuture:
+		msg += fmt.Sprintf("; %d kept for the load until a new task could start", o.Tasks)
+	}
+	return step{desired: o.Tasks, reason: reason, message: msg}
+}
+
+func sloReason(tasks, current int32) string {
+	switch {
+	case tasks > current:
+		return ReasonSLOScaleUp
+	case tasks < current:
+		return ReasonSLOScaleDown
+	}
+	return ReasonWithinSLO
+}
+
+// finishSLO reports what the model predicts at the count chosen, and
+// whether maxReplicas or the capacity keep it from the SLO.
+func finishSLO(in Inputs, d *Decision) {
+	o := d.SLO
+	if o == nil || o.service == 0 {
+		return
+	}
+	slo := in.Policy.SLO
+	model := queueing.Model{ServiceTime: o.service, Slots: slo.SlotsPerTask, Ca2: o.Ca2, Cs2: slo.ServiceVariability}
+	objective := queueing.SLO{Wait: slo.Wait.Seconds(), Percentile: slo.Percentile}
+	o.PredictedWait = model.WaitPercentile(d.Desired, o.Expected, objective)
+	o.Reachable = in.Max
+	limit := fmt.Sprintf("maxReplicas %d", in.Max)
+	if in.Capacity != nil && max(*in.Capacity, in.Current) < in.Max {
+		o.Reachable = max(*in.Capacity, in.Current)
+		limit = fmt.Sprintf("the capacity of %d tasks", o.Reachable)
+	}
+	need, met := model.Tasks(o.Expected, objective, MaxSLOTasks)
+	if !met || need > o.Reachable {
+		o.Unmet = true
+		at := model.WaitPercentile(o.Reachable, o.Expected, objective)
+		needs := fmt.Sprintf("%d tasks, %d more than %s", need, need-o.Reachable, limit)
+		if !met {
+			needs = fmt.Sprintf("more than %d tasks", need)
+		}
+		o.Message = fmt.Sprintf("the SLO needs %s; with %d the p%s wait is %s, above the SLO of %v",
+			needs, o.Reachable, FormatValue(slo.Percentile), formatWait(at), slo.Wait)
+	}
+}
+
+// inputs renders the model's inputs for status.lastDecision.inputs.
+func (o *SLOOutcome) inputs() string {
+	service := "unknown"
+	if o.service > 0 {
+		service = o.ServiceTime.String()
+	}
+	return fmt.Sprintf("arrivals=%s/s expected=%s/s backlog=%s/s service=%s slots=%d ca2=%s cs2=%s correction=%s startup=%v",
+		FormatValue(o.Arrivals), FormatValue(o.Expected), FormatValue(o.Backlog), service, o.Slots,
+		FormatValue(o.Ca2), FormatValue(o.Cs2), FormatValue(o.Correction), o.Startup)
+}
+
+func formatWait(w float64) string {
+	if math.IsInf(w, 1) {
+		return "unbounded (the slots cannot keep up)"
+	}
+	return seconds(w).String()
+}
+
+// seconds converts to a Duration rounded to the millisecond, as messages show it.
+func seconds(s float64) time.Duration {
+	if s >= math.MaxInt64/float64(time.Second) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond)
+}
+
+func correctionOf(c float64) float64 {
+	if !(c >= queueing.MinCorrection && c <= queueing.MaxCorrection) {
+		return 1
+	}
+	return c
+}
+
+// rateWindow is how far back the arrival rates are kept: enough intervals
+// for their dispersion, and two start-up times for their trend.
+func rateWindow(in Inputs) time.Duration {
+	return max(2*in.Startup, 20*in.Interval)
+}
+
+func appendRate(rates []RateSample, now time.Time, rate float64, window time.Duration) []RateSample {
+	kept := make([]RateSample, 0, len(rates)+1)
+	for _, r := range rates {
+		if r.Time.Before(now) && now.Sub(r.Time) <= window {
+			kept = append(kept, r)
+		}
+	}
+	kept = append(kept, RateSample{Time: now, Rate: rate})
+	if len(kept) > maxRateSamples {
+		kept = kept[len(kept)-maxRateSamples:]
+	}
+	return kept
+}
+
+// countsOf turns the rates into arrival counts per interval between
+// readings, the unit in which Poisson arrivals have an index of dispersion
+// of 1.
+func countsOf(rates []RateSample) []float64 {
+	counts := make([]float64, 0, len(rates))
+	for i := 1; i < len(rates); i++ {
+		counts = append(counts, rates[i].Rate*rates[i].Time.Sub(rates[i-1].Time).Seconds())
+	}
+	return counts
+}
+
+// trendSamples are the rates within window of now, in seconds before now.
+func trendSamples(rates []RateSample, now time.Time, window time.Duration) []queueing.Sample {
+	var out []queueing.Sample
+	for _, r := range rates {
+		if now.Sub(r.Time) <= window {
+			out = append(out, queueing.Sample{T: -now.Sub(r.Time).Seconds(), Rate: r.Rate})
+		}
+	}
+	return out
+}
+
+// forecastRate is predictive pre-warming for the SLO policy: History
+// learns the offered load in tasks at full use (arrivals × service time /
+// slots), and the forecast one lead time ahead becomes an arrival rate the
+// count is sized for. known is false without enough history; act is false
+// in Preview, where the forecast is reported, not used.
+func forecastRate(in Inputs, d *Decision, service float64) (rate float64, known, act bool) {
+	if in.Predictive == nil {
+		return 0, false, false
+	}
+	slots := float64(in.Policy.SLO.SlotsPerTask)
+	h := in.History
+	if !in.Paused && !in.Stopped {
+		h.Learn(in.Now, d.SLO.Arrivals*service/slots)
+	}
+	d.History = h
+	at := in.Now.Add(in.Predictive.Lead)
+	load, ok := h.Forecast(at)
+	if !ok {
+		d.ForecastMessage = fmt.Sprintf("not enough history yet: no load learned for %s on a day before", slotName(at))
+		return 0, false, false
+	}
+	rate = load * slots / service
+	mode := "acting on it"
+	if in.Predictive.Preview {
+		mode = "preview: not acting on it"
+	}
+	d.ForecastMessage = fmt.Sprintf("%s/s arrivals forecast for %s (%s), %s", FormatValue(rate), at.UTC().Format("15:04 MST"), slotName(at), mode)
+	return rate, true, !in.Predictive.Preview
+}
+
+// SLOOf is policy.slo, defaults applied; the zero SLO without one.
+func SLOOf(spec *gputaskv1.SLOSpec) SLO {
+	if spec == nil {
+		return SLO{}
+	}
+	return SLO{
+		Wait:               spec.Wait.Duration,
+		Percentile:         quantityOr(spec.Percentile, DefaultSLOPercentile),
+		SlotsPerTask:       spec.SlotsPerTask,
+		ServiceVariability: quantityOr(spec.ServiceTimeVariability, DefaultServiceTimeVariability),
+	}
+}
+
+// normalizeSLO maps SLO settings the API would reject to their defaults.
+func normalizeSLO(s SLO) SLO {
+	if !(s.Wait > 0) {
+		s.Wait = gputaskv1.MinSLOWait
+	}
+	if !(s.Percentile >= queueing.MinPercentile && s.Percentile <= queueing.MaxPercentile) {
+		s.Percentile = DefaultSLOPercentile
+	}
+	s.SlotsPerTask = min(max(s.SlotsPerTask, 1), queueing.MaxSlots)
+	if !(s.ServiceVariability >= 0) || math.IsInf(s.ServiceVariability, 1) {
+		s.ServiceVariability = DefaultServiceTimeVariability
+	}
+	return s
+}

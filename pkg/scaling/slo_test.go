@@ -1,0 +1,469 @@
+package scaling
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/queueing"
+	"k8s.io/utils/ptr"
+)
+
+func role(r gputaskv1.MetricRole, v float64) MetricInput {
+	return MetricInput{Name: strings.ToLower(string(r)), Role: r, Value: v, UpThreshold: 0.8, DownThreshold: 0.5}
+}
+
+// sloBase is an SLO set at 5 of [1, 100]: 8 slots a task, 10 s at the
+// 95th percentile, 2-minute starts, read every 15 s, reading arrivals and
+// running requests. On a first reading the completions are the arrivals,
+// so running/arrivals is the service time.
+func sloBase(arrivals, running float64, more ...MetricInput) Inputs {
+	return Inputs{
+		Now: t0, Current: 5, Min: 1, Max: 100,
+		Policy: Policy{Type: gputaskv1.SLOPolicy, SLO: SLO{
+			Wait: 10 * time.Second, Percentile: 95, SlotsPerTask: 8, ServiceVariability: 1,
+		}},
+		Metrics:          append([]MetricInput{role(gputaskv1.RoleArrivals, arrivals), role(gputaskv1.RoleRunning, running)}, more...),
+		FailureThreshold: 3, Startup: 2 * time.Minute, Interval: 15 * time.Second,
+	}
+}
+
+// steady is the state of a pool that has served 20 running requests at
+// 2 completions a second (10 s each) until 15 s ago, with rates rising by
+// slope per second up to now's rate.
+func steady(now float64, slope float64) QueueState {
+	q := QueueState{LastTime: t0.Add(-15 * time.Second), LastInPool: 20, Little: queueing.Little{Running: 20, Completions: 2}}
+	for ago := 105; ago >= 15; ago -= 15 {
+		q.Rates = append(q.Rates, RateSample{Time: t0.Add(-time.Duration(ago) * time.Second), Rate: now - slope*float64(ago)})
+	}
+	return q
+}
+
+func TestDecideSLO(t *testing.T) {
+	tests := []struct {
+		name   string
+		in     Inputs
+		want   int32
+		reason string
+		msg    string
+		check  func(t *testing.T, d Decision)
+	}{
+		{
+			// 2/s × 10 s = 20 busy slots: 3 tasks (24 slots) keep the p95
+			// wait at 4.5 s; 2 tasks (16 slots) cannot keep up.
+			name: "scales down to what the SLO needs", in: sloBase(2, 20), want: 3, reason: ReasonSLOScaleDown,
+			msg: "2/s expected (2/s now) at 10s per request need 3 tasks of 8 slots for a p95 wait within 10s",
+			check: func(t *testing.T, d Decision) {
+				o := d.SLO
+				if o.ServiceTime != 10*time.Second || o.Slots != 8 || o.Ca2 != 1 || o.Cs2 != 1 || o.Correction != 1 || o.Tasks != 3 {
+					t.Errorf("outcome %+v", *o)
+				}
+				if math.Abs(o.PredictedWait-4.463) > 0.001 || o.Unmet {
+					t.Errorf("predicted p95 wait %v unmet %v, want 4.463 s and met", o.PredictedWait, o.Unmet)
+				}
+				if d.Inputs != "arrivals=2/s expected=2/s backlog=0/s service=10s slots=8 ca2=1 cs2=1 correction=1 startup=2m0s" {
+					t.Errorf("inputs %q", d.Inputs)
+				}
+				if d.Winner != 0 || d.Metrics[1].Desired != 3 {
+					t.Errorf("winner %d, metrics %+v", d.Winner, d.Metrics)
+				}
+			},
+		},
+		{name: "scales up", in: sloBase(10, 100), want: 13, reason: ReasonSLOScaleUp},
+		{name: "holds", in: with(sloBase(5, 50), func(in *Inputs) { in.Current = 7 }), want: 7, reason: ReasonWithinSLO},
+		{
+			name: "arrivals from completions and the pool's growth",
+			in: with(sloBase(0, 20, role(gputaskv1.RoleWaiting, 30)), func(in *Inputs) {
+				in.Metrics[0] = role(gputaskv1.RoleCompletions, 2)
+				in.Queue = steady(2, 0)
+				in.Queue.Rates = nil
+			}),
+			// 2/s finished and the pool grew from 20 to 50 in 15 s: 4/s
+			// arrive; the service time stays 10 s. The 5 tasks serve just
+			// 4/s, so the 30 waiting add 30 / 120 s: 4.25/s need 6 tasks.
+			want: 6, reason: ReasonSLOScaleUp,
+			check: func(t *testing.T, d Decision) {
+				if d.SLO.Arrivals != 4 || d.SLO.ServiceTime != 10*time.Second || d.SLO.Backlog != 0.25 {
+					t.Errorf("arrivals %v service %v backlog %v, want 4/s, 10s and 0.25/s", d.SLO.Arrivals, d.SLO.ServiceTime, d.SLO.Backlog)
+				}
+				if d.Queue.LastInPool != 50 || !d.Queue.LastTime.Equal(t0) {
+					t.Errorf("state %+v", d.Queue)
+				}
+			},
+		},
+		{
+			// 5 serving tasks (40 slots at 10 s: 4/s) have 2/s to spare,
+			// 240 requests in the 2-minute start; 360 of the 600 waiting
+			// are left, 3/s more for the new tasks: 5/s need 7 tasks.
+			name: "backlog spread over the start-up time", in: sloBase(2, 20, role(gputaskv1.RoleWaiting, 600)), want: 7, reason: ReasonSLOScaleUp,
+			check: func(t *testing.T, d Decision) {
+				if d.SLO.Backlog != 3 || d.SLO.Expected != 5 {
+					t.Errorf("backlog %v expected %v, want 3 and 5", d.SLO.Backlog, d.SLO.Expected)
+				}
+			},
+		},
+		{
+			name: "a backlog the serving tasks clear in time adds nothing", in: sloBase(2, 20, role(gputaskv1.RoleWaiting, 200)), want: 3, reason: ReasonSLOScaleDown,
+			check: func(t *testing.T, d Decision) {
+				if d.SLO.Backlog != 0 {
+					t.Errorf("backlog %v, want 0", d.SLO.Backlog)
+				}
+			},
+		},
+		{
+			// Rising by 0.01/s: 2 + 0.01 × (120 + 7.5) = 3.275/s once a
+			// new task is Ready, which needs 5 tasks, not the 3 of now.
+			name: "sized for the load one start-up ahead",
+			in:   with(sloBase(2, 20), func(in *Inputs) { in.Queue = steady(2, 0.01); in.Current = 3 }),
+			want: 5, reason: ReasonSLOScaleUp,
+			check: func(t *testing.T, d Decision) {
+				if math.Abs(d.SLO.Expected-3.275) > 1e-9 {
+					t.Errorf("expected %v, want 3.275", d.SLO.Expected)
+				}
+				if n := len(d.Queue.Rates); n != 8 || d.Queue.Rates[n-1].Rate != 2 {
+					t.Errorf("rates %+v", d.Queue.Rates)
+				}
+			},
+		},
+		{
+			name: "the trend at most doubles the rate",
+			in:   with(sloBase(2, 20), func(in *Inputs) { in.Queue = steady(2, 0.018) }),
+			want: 6, reason: ReasonSLOScaleUp,
+			check: func(t *testing.T, d Decision) {
+				if d.SLO.Expected != 4 {
+					t.Errorf("expected %v, want 4", d.SLO.Expected)
+				}
+			},
+		},
+		{
+			// Falling by 0.01/s: 0.725/s would need 2 tasks, but until a
+			// task could come back the load may stay at 2/s, which needs 3.
+			name: "scale-in keeps the SLO until a new task could start",
+			in:   with(sloBase(2, 20), func(in *Inputs) { in.Queue = steady(2, -0.01) }),
+			want: 3, reason: ReasonSLOScaleDown, msg: "3 kept for the load until a new task could start",
+		},
+		{
+			// A burst of 80 running requests on a pool that served 1 s
+			// requests: the model asks for 1 task, the requests hold 10.
+			name: "never below the tasks the running requests occupy",
+			in: with(sloBase(0.1, 80), func(in *Inputs) {
+				in.Queue = QueueState{LastTime: t0.Add(-15 * time.Second), LastInPool: 1, Little: queueing.Little{Running: 1, Completions: 1}}
+			}),
+			want: 10, reason: ReasonSLOScaleUp, msg: "10 tasks for the 80 running requests",
+		},
+		{
+			// 50/s × 10 s = 500 busy slots need 63 tasks; 20 give 160.
+			name: "out of reach within maxReplicas", in: with(sloBase(50, 500), func(in *Inputs) { in.Max = 20 }),
+			want: 20, reason: ReasonTooManyReplicas,
+			msg: "capped at maxReplicas 20",
+			check: func(t *testing.T, d Decision) {
+				o := d.SLO
+				if !o.Unmet || o.Reachable != 20 || !math.IsInf(o.PredictedWait, 1) {
+					t.Errorf("outcome %+v", *o)
+				}
+				if want := "the SLO needs 63 tasks, 43 more than maxReplicas 20; with 20 the p95 wait is unbounded (the slots cannot keep up), above the SLO of 10s"; o.Message != want {
+					t.Errorf("message %q\nwant %q", o.Message, want)
+				}
+			},
+		},
+		{
+			name: "out of reach within the capacity", in: with(sloBase(10, 100), func(in *Inputs) { in.Capacity = ptr.To[int32](12) }),
+			want: 12, reason: ReasonCapacityLimited,
+			check: func(t *testing.T, d Decision) {
+				o := d.SLO
+				if !o.Unmet || o.Reachable != 12 || !strings.Contains(o.Message, "the SLO needs 13 tasks, 1 more than the capacity of 12 tasks; with 12 the p95 wait is unbounded") {
+					t.Errorf("outcome %+v", *o)
+				}
+			},
+		},
+		{
+			// 1,000,000/s × 10 s keep 10 million slots busy: more than
+			// the 100,000 tasks the API allows.
+			name: "out of reach of any count", in: with(sloBase(1e6, 1e7), func(in *Inputs) { in.Max = 100000 }),
+			want: 100000, reason: ReasonTooManyReplicas,
+			check: func(t *testing.T, d Decision) {
+				if o := d.SLO; !o.Unmet || o.Message != "the SLO needs more than 100000 tasks; with 100000 the p95 wait is unbounded (the slots cannot keep up), above the SLO of 10s" {
+					t.Errorf("outcome %+v", *o)
+				}
+			},
+		},
+		{
+			name: "no load scales to the floor", in: with(sloBase(0, 0), func(in *Inputs) { in.Queue = steady(0, 0) }),
+			want: 1, reason: ReasonTooFewReplicas,
+			check: func(t *testing.T, d Decision) {
+				if d.SLO.Unmet || d.SLO.PredictedWait != 0 {
+					t.Errorf("outcome %+v", *d.SLO)
+				}
+			},
+		},
+		{
+			name: "no service time yet: a task for arrivals from zero",
+			in:   with(sloBase(3, 0), func(in *Inputs) { in.Current, in.Min = 0, 0 }),
+			want: 1, reason: ReasonServiceTimeUnknown, msg: "no request has finished yet",
+		},
+		{
+			name: "no service time yet: tasks for the waiting requests",
+			in:   with(sloBase(3, 0, role(gputaskv1.RoleWaiting, 20)), func(in *Inputs) { in.Current, in.Min = 1, 0 }),
+			want: 3, reason: ReasonServiceTimeUnknown,
+		},
+		{
+			name: "no request ever: the floor", in: sloBase(0, 0),
+			want: 1, reason: ReasonTooFewReplicas, msg: "no requests arrive, run or wait",
+		},
+		{
+			name: "no service time yet holds a larger pool",
+			in:   sloBase(3, 0),
+			want: 5, reason: ReasonServiceTimeUnknown,
+		},
+		{
+			// Observed 30 s against a predicted 0 (5 tasks at 2/s): the
+			// error is clamped at one SLO, and the factor for the next
+			// evaluations becomes e^0.1; this one is sized as before.
+			name: "the observed wait percentile corrects the model",
+			in:   sloBase(2, 20, role(gputaskv1.RoleWaitPercentile, 30)),
+			want: 3, reason: ReasonSLOScaleDown,
+			check: func(t *testing.T, d Decision) {
+				if c := d.Queue.Correction; math.Abs(c-math.Exp(0.1)) > 1e-12 || d.SLO.Correction != 1 || d.SLO.Expected != 2 {
+					t.Errorf("correction %v used %v expected %v, want e^0.1, 1 and 2", c, d.SLO.Correction, d.SLO.Expected)
+				}
+			},
+		},
+		{
+			// Learned earlier: the pool waits longer than the model says,
+			// so 2/s are sized as 3/s.
+			name: "a learned correction sizes the pool",
+			in: with(sloBase(2, 20), func(in *Inputs) {
+				in.Queue = steady(2, 0)
+				in.Queue.Correction = 1.5
+			}),
+			want: 4, reason: ReasonSLOScaleDown,
+			check: func(t *testing.T, d Decision) {
+				if d.SLO.Correction != 1.5 || d.SLO.Expected != 3 || d.Queue.Correction != 1.5 {
+					t.Errorf("correction %v expected %v state %v", d.SLO.Correction, d.SLO.Expected, d.Queue.Correction)
+				}
+			},
+		},
+		{
+			name: "a missing role holds the count",
+			in:   with(sloBase(2, 20), func(in *Inputs) { in.Metrics = in.Metrics[:1] }),
+			want: 5, reason: ReasonMissingMetricRole, msg: "the SLO policy needs a metric of role Running; holding at 5",
+			check: func(t *testing.T, d Decision) {
+				if !d.AllFailed || d.SLO != nil || d.Recommendations != nil {
+					t.Errorf("decision %+v", d)
+				}
+			},
+		},
+		{
+			name: "a failed arrivals reading holds",
+			in:   with(sloBase(2, 20), func(in *Inputs) { in.Metrics[0].Err = errors.New("timeout") }),
+			want: 5, reason: ReasonFailedGetLoadIndex,
+			check: func(t *testing.T, d Decision) {
+				if !d.AllFailed || d.ConsecutiveFailures != 1 {
+					t.Errorf("all failed %v failures %d", d.AllFailed, d.ConsecutiveFailures)
+				}
+			},
+		},
+		{
+			name: "a failed running reading runs the fallback in time",
+			in: with(sloBase(2, 20), func(in *Inputs) {
+				in.Metrics[1].Err = errors.New("timeout")
+				in.ConsecutiveFailures, in.Fallback = 2, ptr.To[int32](9)
+			}),
+			want: 9, reason: ReasonFallbackReplicas,
+		},
+		{
+			name: "a failed waiting reading is left out, and no scale-down while it fails",
+			in: with(sloBase(2, 20, role(gputaskv1.RoleWaiting, 0)), func(in *Inputs) {
+				in.Metrics[2].Err = errors.New("timeout")
+			}),
+			want: 5, reason: ReasonFailedGetLoadIndex, msg: `not scaling down to 3 while "waiting" failed`,
+		},
+		{
+			name: "a failed waiting reading still scales up",
+			in: with(sloBase(10, 100, role(gputaskv1.RoleWaiting, 0)), func(in *Inputs) {
+				in.Metrics[2].Err = errors.New("timeout")
+			}),
+			want: 13, reason: ReasonSLOScaleUp,
+		},
+		{
+			// Starting tasks are capacity on its way: the count is the
+			// whole pool one start-up ahead, so nothing waits for them.
+			name: "starting tasks do not hold the count",
+			in:   with(sloBase(10, 100), func(in *Inputs) { in.Starting = 3 }),
+			want: 13, reason: ReasonSLOScaleUp,
+		},
+		{
+			name: "the stabilization window holds a scale-down",
+			in: with(sloBase(2, 20), func(in *Inputs) {
+				in.StabilizationWindow = 5 * time.Minute
+				in.Recommendations = []gputaskv1.Recommendation{rec(time.Minute, 5)}
+			}),
+			want: 5, reason: ReasonScaleDownStabilized,
+		},
+		{
+			name: "paused reports what it would do",
+			in:   with(sloBase(10, 100), func(in *Inputs) { in.Paused = true }),
+			want: 5, reason: ReasonPaused, msg: "would scale to 13",
+			check: func(t *testing.T, d Decision) {
+				// The prediction is for the count that runs: 5 tasks are
+				// 40 slots for 100 busy ones.
+				if d.SLO.Tasks != 13 || !math.IsInf(d.SLO.PredictedWait, 1) {
+					t.Errorf("tasks %d predicted %v", d.SLO.Tasks, d.SLO.PredictedWait)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.in)
+			if d.Desired != tc.want || d.Reason != tc.reason {
+				t.Fatalf("got %d (%s: %s), want %d (%s)", d.Desired, d.Reason, d.Message, tc.want, tc.reason)
+			}
+			if !strings.Contains(d.Message, tc.msg) {
+				t.Errorf("message %q lacks %q", d.Message, tc.msg)
+			}
+			if tc.check != nil {
+				tc.check(t, d)
+			}
+		})
+	}
+}
+
+// TestDecideSLOPredictive: where predictive history knows the load one
+// lead time ahead, the SLO policy sizes for it; in Preview it only reports.
+func TestDecideSLOPredictive(t *testing.T) {
+	lead := 10 * time.Minute
+	var h History
+	// Yesterday, one lead time later, the pool kept 10 tasks' slots busy:
+	// 80 busy slots at 10 s are 8/s.
+	h.Learn(t0.Add(lead-24*time.Hour), 10)
+	in := with(sloBase(2, 20), func(in *Inputs) {
+		in.Predictive, in.History = &Predictive{Lead: lead}, h
+	})
+	d := Decide(in)
+	if d.Desired != 11 || d.SLO.Expected != 8 || d.Forecast == nil || *d.Forecast != 11 {
+		t.Fatalf("active: desired %d expected %v forecast %v (%s)", d.Desired, d.SLO.Expected, d.Forecast, d.ForecastMessage)
+	}
+	if !strings.Contains(d.ForecastMessage, "8/s arrivals forecast for 03:14 UTC") {
+		t.Errorf("forecast message %q", d.ForecastMessage)
+	}
+	// Today's reading was learned: 2/s × 10 s over 8 slots is 2.5 tasks,
+	// blended half and half with yesterday's 10 in the same quarter hour.
+	if got, ok := d.History.Forecast(t0.Add(7 * 24 * time.Hour)); !ok || got != 6.25 {
+		t.Errorf("learned %v %v, want 6.25", got, ok)
+	}
+
+	in.Predictive.Preview = true
+	d = Decide(in)
+	if d.Desired != 3 || d.SLO.Expected != 2 || d.Forecast == nil || *d.Forecast != 11 || !strings.Contains(d.ForecastMessage, "preview") {
+		t.Fatalf("preview: desired %d expected %v forecast %v (%s)", d.Desired, d.SLO.Expected, d.Forecast, d.ForecastMessage)
+	}
+
+	// A failed read keeps the history as it was.
+	in.Metrics[0].Err = errors.New("timeout")
+	if d = Decide(in); d.History != h {
+		t.Error("a failed read lost the history")
+	}
+}
+
+func TestCheckRoles(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		roles []gputaskv1.MetricRole
+		msg   string
+	}{
+		{"arrivals and running", []gputaskv1.MetricRole{gputaskv1.RoleArrivals, gputaskv1.RoleRunning}, ""},
+		{"completions and running", []gputaskv1.MetricRole{gputaskv1.RoleCompletions, gputaskv1.RoleRunning, gputaskv1.RoleWaiting, gputaskv1.RoleWaitPercentile}, ""},
+		{"no running", []gputaskv1.MetricRole{gputaskv1.RoleArrivals}, "the SLO policy needs a metric of role Running"},
+		{"no arrivals", []gputaskv1.MetricRole{gputaskv1.RoleRunning, gputaskv1.RoleWaiting}, "the SLO policy needs a metric of role Arrivals or Completions"},
+		{"no roles", []gputaskv1.MetricRole{""}, "the SLO policy needs a metric of role Running and one of role Arrivals or Completions"},
+		{"twice", []gputaskv1.MetricRole{gputaskv1.RoleArrivals, gputaskv1.RoleRunning, gputaskv1.RoleRunning}, "the SLO policy reads one metric of role Running, 2 have it"},
+	} {
+		var metrics []MetricInput
+		for _, r := range tc.roles {
+			metrics = append(metrics, MetricInput{Role: r})
+		}
+		reason, msg := CheckRoles(metrics)
+		if msg != tc.msg || (msg == "") != (reason == "") || (reason != "" && reason != ReasonMissingMetricRole) {
+			t.Errorf("%s: %q %q, want %q", tc.name, reason, msg, tc.msg)
+		}
+	}
+}
+
+func TestInputsForSLO(t *testing.T) {
+	set := &gputaskv1.GPUTaskSet{Spec: gputaskv1.GPUTaskSetSpec{Autoscaling: &gputaskv1.AutoscalingSpec{
+		MaxReplicas: 10,
+		Policy: gputaskv1.ScalingPolicy{Type: gputaskv1.SLOPolicy, SLO: &gputaskv1.SLOSpec{
+			Wait: gputaskv1.Duration{Duration: 10 * time.Second}, SlotsPerTask: 8,
+		}},
+		StartupTimeout: &gputaskv1.Duration{Duration: 3 * time.Minute},
+		Metrics:        []gputaskv1.MetricSpec{{Name: "in", Role: gputaskv1.RoleArrivals}},
+	}}}
+	in := InputsFor(set, t0, []MetricInput{MetricFor(set.Spec.Autoscaling.Metrics[0])}, nil, nil)
+	want := SLO{Wait: 10 * time.Second, Percentile: DefaultSLOPercentile, SlotsPerTask: 8, ServiceVariability: DefaultServiceTimeVariability}
+	if in.Policy.SLO != want || in.Startup != 3*time.Minute || in.Metrics[0].Role != gputaskv1.RoleArrivals {
+		t.Errorf("slo %+v startup %v metric %+v", in.Policy.SLO, in.Startup, in.Metrics[0])
+	}
+}
+
+// FuzzDecideSLO: the SLO decision never yields NaN, never asks for fewer
+// tasks than the running requests occupy, and more arrivals or more
+// waiting requests at the same service time and arrival variability never
+// ask for fewer tasks.
+func FuzzDecideSLO(f *testing.F) {
+	f.Add(2.0, 2.0, 20.0, 0.0, 3.0, 0.5, int32(5), int32(100), int32(8), int64(10), 0.01, int64(15))
+	f.Add(0.0, 0.0, 0.0, 0.0, -1.0, 0.0, int32(0), int32(1), int32(1), int64(1), 0.0, int64(0))
+	f.Add(1e9, 1e-9, 1e12, 1e12, 1e300, 1e9, int32(100000), int32(100000), int32(100000), int64(3600), -5.0, int64(600))
+	f.Fuzz(func(t *testing.T, arrivals, completions, running, waiting, observed, more float64,
+		current, maxR, slots int32, waitSeconds int64, slope float64, lastAgo int64) {
+		in := sloBase(arrivals, running, role(gputaskv1.RoleCompletions, completions), role(gputaskv1.RoleWaiting, waiting))
+		if observed >= 0 {
+			in.Metrics = append(in.Metrics, role(gputaskv1.RoleWaitPercentile, observed))
+		}
+		in.Current, in.Min, in.Max = current, 0, maxR
+		in.Policy.SLO.SlotsPerTask = slots
+		in.Policy.SLO.Wait = time.Duration(waitSeconds) * time.Second
+		// Three earlier rates: a trend, but too few counts for Ca², which
+		// stays 1, so the load alone changes between the two decisions.
+		in.Queue = steady(arrivals, slope)
+		in.Queue.Rates = in.Queue.Rates[len(in.Queue.Rates)-3:]
+		in.Queue.LastTime = t0.Add(-time.Duration(lastAgo) * time.Second)
+		d := Decide(in)
+		for _, m := range d.Metrics {
+			if m.Err != nil {
+				return // a reading the API would not give
+			}
+		}
+		o := d.SLO
+		for _, v := range []float64{o.Arrivals, o.Expected, o.Backlog, o.Ca2, o.Cs2, o.Correction, o.PredictedWait} {
+			if math.IsNaN(v) || v < 0 {
+				t.Fatalf("outcome %+v", *o)
+			}
+		}
+		norm := normalize(in)
+		// A count at or above the model's meets the SLO by the model's own
+		// prediction.
+		if wait := norm.Policy.SLO.Wait.Seconds(); o.service > 0 && !o.Unmet && d.Desired >= o.Tasks && o.PredictedWait > wait*(1+1e-9) {
+			t.Fatalf("%d tasks for %v/s predict a wait of %v, over the SLO of %v", d.Desired, o.Expected, o.PredictedWait, wait)
+		}
+		occupied := ceilSat(running / float64(norm.Policy.SLO.SlotsPerTask))
+		if o.Tasks < occupied || d.Desired < min(occupied, norm.Max) {
+			t.Fatalf("%d tasks (desired %d) for %v running requests in %d slots a task", o.Tasks, d.Desired, running, norm.Policy.SLO.SlotsPerTask)
+		}
+		more = math.Abs(more)
+		if math.IsNaN(more) || math.IsInf(more, 0) {
+			return
+		}
+		for _, i := range []int{0, 3} {
+			up := in
+			up.Metrics = append([]MetricInput(nil), in.Metrics...)
+			up.Metrics[i].Value += more
+			if e := Decide(up); e.Desired < d.Desired {
+				t.Fatalf("%s %v → %v: %d tasks, %d before", up.Metrics[i].Name, in.Metrics[i].Value, up.Metrics[i].Value, e.Desired, d.Desired)
+			}
+		}
+	})
+}
