@@ -3,6 +3,7 @@ package replay
 import (
 	"container/heap"
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -68,6 +69,25 @@ type Observation struct {
 	Serving, Starting, Draining int
 	// Concurrency is the slots of one worker.
 	Concurrency int
+	// Running counts every request in flight, on draining and deleted
+	// workers that still finish theirs too: vLLM's num_requests_running
+	// summed over every pod that still serves.
+	Running int
+	// Arrivals and Completions are the requests per second that arrived
+	// and that finished (vLLM's request_success_total: a request lost
+	// with its worker is not one) over the last RateWindow, as a
+	// Prometheus rate(...[1m]) gives them.
+	Arrivals, Completions float64
+}
+
+// RateWindow is the window of Observation's rates: the [1m] of the
+// rate() that docs/autoscaling.md's vLLM metrics use.
+const RateWindow = time.Minute
+
+// counterSample is the pool's request counters at one scrape.
+type counterSample struct {
+	at                 time.Time
+	arrived, completed int
 }
 
 // Workers is every live worker.
@@ -130,6 +150,11 @@ type Pool struct {
 	scrape     time.Duration
 	nextScrape time.Time
 	scraped    Observation
+	// counters are the scrapes' request counters within the last
+	// RateWindow, oldest first: Prometheus's samples for rate().
+	counters []counterSample
+	// finishedAt is when each request that finished did, in order.
+	finishedAt []time.Time
 
 	next    int   // next arrival
 	queue   []int // waiting requests, FIFO from queueHead
@@ -177,7 +202,8 @@ func (p *Pool) Grace() time.Duration { return p.grace }
 func (p *Pool) SetScrape(interval time.Duration) {
 	p.scrape = max(interval, 0)
 	p.nextScrape = p.start.Add(p.scrape / 2)
-	p.scraped = p.Observe()
+	p.counters = nil
+	p.scraped = p.scrapeNow()
 }
 
 // Metrics is what a metrics source serves now: the workers as they are
@@ -196,9 +222,30 @@ func (p *Pool) scrapeUntil(t time.Time, inclusive bool) {
 		if p.nextScrape.After(p.now) {
 			p.now = p.nextScrape
 		}
-		p.scraped = p.Observe()
+		p.scraped = p.scrapeNow()
 		p.nextScrape = p.nextScrape.Add(p.scrape)
 	}
+}
+
+// scrapeNow is one scrape: the gauges as they are, and the rates of the
+// counters over the scrapes within the last RateWindow, as Prometheus's
+// rate() takes the increase between the first and the last sample in its
+// window over the time between them (0 until there are two).
+func (p *Pool) scrapeNow() Observation {
+	o := p.Observe()
+	p.counters = append(p.counters, counterSample{at: p.now, arrived: p.next, completed: len(p.finishedAt)})
+	drop := 0
+	for drop < len(p.counters) && !p.counters[drop].at.After(p.now.Add(-RateWindow)) {
+		drop++
+	}
+	p.counters = p.counters[drop:]
+	o.Arrivals, o.Completions = 0, 0
+	if first, last := p.counters[0], p.counters[len(p.counters)-1]; last.at.After(first.at) {
+		span := last.at.Sub(first.at).Seconds()
+		o.Arrivals = float64(last.arrived-first.arrived) / span
+		o.Completions = float64(last.completed-first.completed) / span
+	}
+	return o
 }
 
 // Now is the pool's virtual time.
@@ -330,7 +377,11 @@ func (p *Pool) Undrain(w *Worker) {
 // Observe is what the backend knows now.
 func (p *Pool) Observe() Observation {
 	o := Observation{Waiting: len(p.queue) - p.qHead, Concurrency: p.concurrency}
+	for _, w := range p.terminating {
+		o.Running += len(w.inFlight)
+	}
 	for _, w := range p.workers {
+		o.Running += len(w.inFlight)
 		switch {
 		case w.Draining:
 			o.Draining++
@@ -341,6 +392,11 @@ func (p *Pool) Observe() Observation {
 			o.InFlight += len(w.inFlight)
 		}
 	}
+	from := p.now.Add(-RateWindow)
+	arrived := p.next - sort.Search(p.next, func(i int) bool { return p.start.Add(p.trace[i].Arrival).After(from) })
+	finished := len(p.finishedAt) - sort.Search(len(p.finishedAt), func(i int) bool { return p.finishedAt[i].After(from) })
+	o.Arrivals = float64(arrived) / RateWindow.Seconds()
+	o.Completions = float64(finished) / RateWindow.Seconds()
 	return o
 }
 
@@ -435,6 +491,7 @@ func (p *Pool) complete(c completion) {
 		}
 	}
 	p.done++
+	p.finishedAt = append(p.finishedAt, p.now)
 	if w.Terminating && len(w.inFlight) == 0 {
 		p.Remove(w) // its last request done, the process exits
 		return
