@@ -121,10 +121,10 @@ func (o *Ours) Evaluate(now time.Time, value float64, tasks []*gputaskv1.GPUTask
 
 // RoleValue is what a metric of role reads from the modelled backend: the
 // pool's request rates and counts for the SLO policy's roles, the load
-// index value for a metric without one. ok is false for a role the
-// backend does not report (WaitPercentile: the modelled pool keeps no
-// wait histogram).
-func RoleValue(role gputaskv1.MetricRole, value float64, obs Observation) (v float64, ok bool) {
+// index value for a metric without one; WaitPercentile is the wait in
+// seconds at percentile. ok is false where the source has no value: a
+// wait percentile while no request got a slot within WaitWindow.
+func RoleValue(role gputaskv1.MetricRole, value float64, obs Observation, percentile float64) (v float64, ok bool) {
 	switch role {
 	case "":
 		return value, true
@@ -136,6 +136,9 @@ func RoleValue(role gputaskv1.MetricRole, value float64, obs Observation) (v flo
 		return float64(obs.Running), true
 	case gputaskv1.RoleWaiting:
 		return float64(obs.Waiting), true
+	case gputaskv1.RoleWaitPercentile:
+		w, ok := obs.WaitPercentile(percentile)
+		return w.Seconds(), ok
 	}
 	return 0, false
 }
@@ -150,12 +153,13 @@ func (o *Ours) EvaluateRoles(now time.Time, value float64, obs Observation, task
 	// What pkg/autoscaler's evaluate does, in its order: the readings, the
 	// last step, the tasks on their way, the inputs, the decision.
 	readings := make([]scaling.MetricInput, len(spec.Metrics))
+	percentile := scaling.SLOOf(spec.Policy.SLO).Percentile
 	for i, m := range spec.Metrics {
 		readings[i] = scaling.MetricFor(m)
-		v, ok := RoleValue(m.Role, value, obs)
+		v, ok := RoleValue(m.Role, value, obs, percentile)
 		readings[i].Value = v
 		if !ok {
-			readings[i].Err = fmt.Errorf("the modelled backend reports no %s", m.Role)
+			readings[i].Err = fmt.Errorf("no request got a slot within %v: no %s", WaitWindow, m.Role)
 		}
 	}
 	asked := maxTime(o.lastStep, o.set.CreationTimestamp.Time)

@@ -3,6 +3,8 @@ package replay
 import (
 	"container/heap"
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -78,6 +80,29 @@ type Observation struct {
 	// with its worker is not one) over the last RateWindow, as a
 	// Prometheus rate(...[1m]) gives them.
 	Arrivals, Completions float64
+	// Started are the waits of the requests that got a slot within the
+	// last WaitWindow, in the order they did: what vLLM's
+	// request_queue_time_seconds histogram holds for
+	// histogram_quantile(q, rate(...[5m])). Shared with the pool: read
+	// only.
+	Started []time.Duration
+}
+
+// WaitWindow is the window of Observation.Started: the [5m] of the wait
+// percentile query in docs/autoscaling.md.
+const WaitWindow = 5 * time.Minute
+
+// WaitPercentile is the wait at percentile (0-100) of the requests in
+// Started, by nearest rank; ok is false when none started, where
+// histogram_quantile gives NaN.
+func (o Observation) WaitPercentile(percentile float64) (wait time.Duration, ok bool) {
+	if len(o.Started) == 0 {
+		return 0, false
+	}
+	waits := slices.Clone(o.Started)
+	slices.Sort(waits)
+	rank := int(math.Ceil(percentile / 100 * float64(len(waits))))
+	return waits[min(max(rank, 1), len(waits))-1], true
 }
 
 // RateWindow is the window of Observation's rates: the [1m] of the
@@ -153,8 +178,12 @@ type Pool struct {
 	// counters are the scrapes' request counters within the last
 	// RateWindow, oldest first: Prometheus's samples for rate().
 	counters []counterSample
-	// finishedAt is when each request that finished did, in order.
+	// finishedAt is when each request that finished did, in order;
+	// startedAt and startWaits when each request got a slot, and how
+	// long it had waited.
 	finishedAt []time.Time
+	startedAt  []time.Time
+	startWaits []time.Duration
 
 	next    int   // next arrival
 	queue   []int // waiting requests, FIFO from queueHead
@@ -210,9 +239,19 @@ func (p *Pool) SetScrape(interval time.Duration) {
 // with a fresh read, or as they were at the last scrape.
 func (p *Pool) Metrics() Observation {
 	if p.scrape <= 0 {
-		return p.Observe()
+		o := p.Observe()
+		o.Started = p.recentWaits()
+		return o
 	}
 	return p.scraped
+}
+
+// recentWaits are the waits of the requests that got a slot within the
+// last WaitWindow.
+func (p *Pool) recentWaits() []time.Duration {
+	from := p.now.Add(-WaitWindow)
+	i := sort.Search(len(p.startedAt), func(i int) bool { return p.startedAt[i].After(from) })
+	return p.startWaits[i:len(p.startWaits):len(p.startWaits)]
 }
 
 // scrapeUntil takes the scrapes due before t (or at t, when inclusive),
@@ -233,6 +272,7 @@ func (p *Pool) scrapeUntil(t time.Time, inclusive bool) {
 // window over the time between them (0 until there are two).
 func (p *Pool) scrapeNow() Observation {
 	o := p.Observe()
+	o.Started = p.recentWaits()
 	p.counters = append(p.counters, counterSample{at: p.now, arrived: p.next, completed: len(p.finishedAt)})
 	drop := 0
 	for drop < len(p.counters) && !p.counters[drop].at.After(p.now.Add(-RateWindow)) {
@@ -521,6 +561,7 @@ func (p *Pool) dispatch() {
 		p.qHead++
 		arrival := p.start.Add(p.trace[r].Arrival)
 		p.waits[r] = p.now.Sub(arrival)
+		p.startedAt, p.startWaits = append(p.startedAt, p.now), append(p.startWaits, p.waits[r])
 		p.started[r] = true
 		best.inFlight = append(best.inFlight, r)
 		heap.Push(&p.pending, completion{at: p.now.Add(p.trace[r].Service), req: r, worker: best})
