@@ -76,9 +76,10 @@ type Variant struct {
 }
 
 // BuiltinVariants are the variants that --variant names without a file:
-// the inference pool with burst, predictive, a scheduled floor, or scaled
-// to a wait SLO.
-var BuiltinVariants = []string{"burst", "predictive", "schedule", "slo"}
+// the inference pool with burst, predictive or a scheduled floor (each on
+// the load index), scaled to a wait SLO (the default set), or on a
+// load index target of 0.7 (proportional).
+var BuiltinVariants = []string{"burst", "predictive", "schedule", "slo", "proportional"}
 
 // ParseVariant reads a --variant value: a built-in name, or NAME=FILE for a
 // GPUTaskSet of one's own.
