@@ -51,3 +51,45 @@ func TestSLOPoolMeetsItsSLO(t *testing.T) {
 		}
 	}
 }
+
+// The roles read what vLLM's metrics would show of the modelled pool:
+// rates over the last minute, the requests running and waiting, and the
+// wait percentile of the requests that got a slot; through a scrape, as
+// they were at the last one.
+func TestRoleValues(t *testing.T) {
+	t0 := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	s := func(n int) time.Duration { return time.Duration(n) * time.Second }
+	// One slot: the first request runs 5-35 s, the second waits 20 s and
+	// runs 35-65 s, the third waits from 25 s.
+	tr := Trace{Requests: []Request{{s(5), s(30)}, {s(15), s(30)}, {s(25), s(30)}}}
+	check := func(name string, obs Observation, want map[gputaskv1.MetricRole]float64) {
+		t.Helper()
+		for role, w := range want {
+			got, ok := RoleValue(role, 0.5, obs, 95)
+			if !ok || got < w-1e-9 || got > w+1e-9 {
+				t.Errorf("%s: %s = %v (ok %v), want %v", name, role, got, ok, w)
+			}
+		}
+	}
+	p := NewPool(tr, t0, 1, 0)
+	p.AddReady(1)
+	p.Advance(t0.Add(s(60)))
+	check("fresh", p.Metrics(), map[gputaskv1.MetricRole]float64{
+		"": 0.5, gputaskv1.RoleArrivals: 3.0 / 60, gputaskv1.RoleCompletions: 1.0 / 60,
+		gputaskv1.RoleRunning: 1, gputaskv1.RoleWaiting: 1, gputaskv1.RoleWaitPercentile: 20,
+	})
+	if _, ok := RoleValue(gputaskv1.RoleWaitPercentile, 0, Observation{}, 95); ok {
+		t.Error("a wait percentile with no request started reads as a value")
+	}
+
+	// Scrapes at 0, 7.5, 22.5, 37.5 and 52.5 s: the last one's window
+	// holds them all (arrivals 0 to 3, completions 0 to 1 over 52.5 s).
+	p = NewPool(tr, t0, 1, 0)
+	p.SetScrape(s(15))
+	p.AddReady(1)
+	p.Advance(t0.Add(s(60)))
+	check("scraped", p.Metrics(), map[gputaskv1.MetricRole]float64{
+		gputaskv1.RoleArrivals: 3 / 52.5, gputaskv1.RoleCompletions: 1 / 52.5,
+		gputaskv1.RoleRunning: 1, gputaskv1.RoleWaiting: 1, gputaskv1.RoleWaitPercentile: 20,
+	})
+}
