@@ -83,13 +83,20 @@ func clean(v float64) float64 {
 }
 
 // Tail is the share of requests that wait longer than t seconds with tasks
-// tasks at the given arrival rate, by the Allen–Cunneen approximation of
-// the G/G/c tail:
+// tasks at the given arrival rate:
 //
-//	P(wait > t) ≈ C(c, a) · exp(−(c − a) · t / (S · (Ca² + Cs²)/2))
+//	P(wait > t) ≈ C(a + (c − a)/√v, a) · exp(−(c − a) · t / (S · v)),  v = (Ca² + Cs²)/2
 //
-// with c = tasks × slots, a = rate × S and C Erlang C. It is 1 when the
-// slots cannot keep up (a ≥ c) and 0 without load.
+// with c = tasks × slots, a = rate × S and C Erlang C. The exponent is the
+// Allen–Cunneen approximation: the M/M/c wait stretched by v. Bursty
+// arrivals also make waiting at all more likely than Erlang C says; in
+// the many-server regime a G/G/c queue waits as often as an M/M/c queue
+// whose spare slots c − a are divided by √v (Halfin–Whitt), so C is taken
+// there, between whole server counts by linear interpolation. At v = 1
+// (M/M/c) this is Erlang C's tail exactly. Against a simulated queue of 64
+// slots at a = 50 with Ca² = 4, it gives 0.090 where the simulation
+// measures 0.092; Erlang C unscaled would give 0.021 (simulate_test.go).
+// Tail is 1 when the slots cannot keep up (a ≥ c) and 0 without load.
 func (m Model) Tail(tasks int32, rate, t float64) float64 {
 	a := m.load(rate)
 	if a == 0 {
@@ -99,27 +106,71 @@ func (m Model) Tail(tasks int32, rate, t float64) float64 {
 	if a >= float64(c) {
 		return 1
 	}
-	return m.tailFrom(ErlangB(int(c), a), c, a, max(t, 0))
+	var cur erlangCursor
+	return m.tailAt(&cur, c, a, max(t, 0))
 }
 
-// tailFrom is Tail given B = ErlangB(c, a) for a < c.
-func (m Model) tailFrom(b float64, c int64, a, t float64) float64 {
-	fc := float64(c)
-	erlangC := fc * b / (fc - a*(1-b))
+// erlangCursor runs the Erlang-B recursion up the server counts for one
+// offered load, so that a search over growing counts costs one recursion.
+type erlangCursor struct {
+	started bool
+	k       int
+	b       float64
+}
+
+// erlangC is Erlang C at a whole count k ≥ 0 for offered load a; the
+// cursor only moves up, so k must not fall between calls.
+func (e *erlangCursor) erlangC(k int, a float64) float64 {
+	if float64(k) <= a {
+		return 1
+	}
+	if !e.started || e.k > k {
+		e.k, e.b = warmStart(k, a)
+		e.started = true
+	}
+	for e.k < k {
+		e.k++
+		e.b = a * e.b / (float64(e.k) + a*e.b)
+	}
+	fk := float64(k)
+	return fk * e.b / (fk - a*(1-e.b))
+}
+
+// delayed is the chance of waiting at all: Erlang C at the equivalent
+// server count a + (c − a)/√v, 0 without variability.
+func (m Model) delayed(cur *erlangCursor, c int64, a float64) float64 {
+	v := m.stretch()
+	if v == 0 {
+		return 0
+	}
+	eq := a + (float64(c)-a)/math.Sqrt(v)
+	if eq >= math.MaxInt32 {
+		// Beyond any pool: as good as never waiting.
+		eq = math.MaxInt32
+	}
+	lo := math.Floor(eq)
+	f := eq - lo
+	cLo := cur.erlangC(int(lo), a)
+	if f == 0 {
+		return cLo
+	}
+	return (1-f)*cLo + f*cur.erlangC(int(lo)+1, a)
+}
+
+// tailAt is Tail for a < c.
+func (m Model) tailAt(cur *erlangCursor, c int64, a, t float64) float64 {
 	v := m.stretch()
 	if v == 0 {
 		// Without variability nobody waits while the slots keep up.
-		if t > 0 {
-			return 0
-		}
-		return erlangC
+		return 0
 	}
-	return erlangC * math.Exp(-(fc-a)*t/(m.serviceTime()*v))
+	return m.delayed(cur, c, a) * math.Exp(-(float64(c)-a)*t/(m.serviceTime()*v))
 }
 
 // WaitPercentile is the wait that the SLO's percentile of requests stays
-// within, with tasks tasks at the given arrival rate: 0 when fewer than the
-// excess share wait at all, +Inf when the slots cannot keep up.
+// within, with tasks tasks at the given arrival rate (where Tail equals the
+// excess share): 0 when fewer than the excess share wait at all, +Inf when
+// the slots cannot keep up.
 func (m Model) WaitPercentile(tasks int32, rate float64, slo SLO) float64 {
 	a := m.load(rate)
 	if a == 0 {
@@ -129,14 +180,12 @@ func (m Model) WaitPercentile(tasks int32, rate float64, slo SLO) float64 {
 	if a >= float64(c) {
 		return math.Inf(1)
 	}
-	fc := float64(c)
-	b := ErlangB(int(c), a)
-	erlangC := fc * b / (fc - a*(1-b))
-	eps := slo.excess()
-	if erlangC <= eps || m.stretch() == 0 {
+	var cur erlangCursor
+	delayed, eps := m.delayed(&cur, c, a), slo.excess()
+	if delayed <= eps {
 		return 0
 	}
-	return m.serviceTime() * m.stretch() * math.Log(erlangC/eps) / (fc - a)
+	return m.serviceTime() * m.stretch() * math.Log(delayed/eps) / (float64(c) - a)
 }
 
 // Tasks is the smallest task count, at most limit, whose slots keep the
@@ -145,8 +194,8 @@ func (m Model) WaitPercentile(tasks int32, rate float64, slo SLO) float64 {
 // needs no task.
 //
 // The Erlang-B recursion runs once up the server counts, checking each
-// whole task on the way, so the search costs what one ErlangB at the
-// answer does.
+// whole task on the way, so the search costs about what one ErlangB at
+// the answer does.
 func (m Model) Tasks(rate float64, slo SLO, limit int32) (tasks int32, met bool) {
 	limit = max(limit, 0)
 	a := m.load(rate)
@@ -158,16 +207,10 @@ func (m Model) Tasks(rate float64, slo SLO, limit int32) (tasks int32, met bool)
 		return limit, false
 	}
 	eps, wait := slo.excess(), slo.wait()
+	var cur erlangCursor
 	// The first count whose slots exceed the load: fewer never keep up.
-	n := int64(a/float64(slots)) + 1
-	k, b := warmStart(int(n*slots), a)
-	for ; n <= int64(limit); n++ {
-		c := n * slots
-		for int64(k) < c {
-			k++
-			b = a * b / (float64(k) + a*b)
-		}
-		if m.tailFrom(b, c, a, wait) <= eps {
+	for n := int64(a/float64(slots)) + 1; n <= int64(limit); n++ {
+		if m.tailAt(&cur, n*slots, a, wait) <= eps {
 			return int32(n), true
 		}
 	}

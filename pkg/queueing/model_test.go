@@ -44,8 +44,14 @@ func TestTail(t *testing.T) {
 		{"M/M/2", mmc, 2, 1, 1, math.Exp(-1) / 3},
 		// Two slots per task are the same queue as two tasks of one.
 		{"slots pool", Model{ServiceTime: 1, Slots: 2, Ca2: 1, Cs2: 1}, 1, 1, 1, math.Exp(-1) / 3},
-		// Allen–Cunneen: Ca² = 3 doubles the stretch, halving the decay.
-		{"bursty", Model{ServiceTime: 1, Slots: 1, Ca2: 3, Cs2: 1}, 2, 1, 1, math.Exp(-0.5) / 3},
+		// Ca² = 3 doubles the stretch v, halving the decay, and C is
+		// taken at 1 + 1/√2 servers: between C(1, 1) = 1 and C(2, 1) = 1/3.
+		{"bursty", Model{ServiceTime: 1, Slots: 1, Ca2: 3, Cs2: 1}, 2, 1, 1,
+			((1 - 1/math.Sqrt2) + 1/math.Sqrt2/3) * math.Exp(-0.5)},
+		// Smooth arrivals (v = 1/2) wait as often as 2 + 2√2 servers
+		// offered 2 erlangs: between C(4, 2) = 4/23 and C(5, 2).
+		{"smooth", Model{ServiceTime: 1, Slots: 1, Ca2: 0, Cs2: 1}, 4, 2, 0,
+			(1-(2*math.Sqrt2-2))*4/23 + (2*math.Sqrt2-2)*erlangCByFactorials(5, 2)},
 		// The service time scales the decay: S = 4 s, rate 0.25 gives a = 1.
 		{"slow service", Model{ServiceTime: 4, Slots: 1, Ca2: 1, Cs2: 1}, 2, 0.25, 4, math.Exp(-1) / 3},
 		{"clockwork", Model{ServiceTime: 1, Slots: 1}, 2, 1, 1, 0},
