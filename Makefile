@@ -66,8 +66,9 @@ bench: control-plane build ## Benchmarks: decision, ranking, sources, throughput
 	$(GO) run ./test/bench/sidebyside
 
 # The autoscaling benchmark: the synthetic traces replayed in virtual time
-# under ours (and its variants with burst, predictive pre-warming and a
-# scheduled floor), an HPA with and without a behavior, the HPA at the best
+# under ours (the inference pool on the SLO policy: p95 wait within 10 s),
+# its variants on the load index (target 0.7, and with burst, predictive
+# pre-warming and a scheduled floor), an HPA with and without a behavior, the HPA at the best
 # fixed target found over all the traces (hpa-best), KEDA on the load index
 # and on the request queue, the seed's step script, a static pool and the
 # oracle; one run over all the traces per start-up time (2 and 5 minutes),
@@ -80,7 +81,7 @@ REPLAY_STARTUPS ?= 2m 5m
 REPLAY_FLAGS ?= --time-column Timestamp \
 	--input-tokens-column 'Request tokens' --output-tokens-column 'Response tokens' \
 	--prefill-tokens-per-second 4000 --decode-tokens-per-second 40 --concurrency 8 \
-	--variant burst --variant predictive --variant schedule
+	--variant proportional --variant burst --variant predictive --variant schedule
 
 .PHONY: bench-autoscaling
 bench-autoscaling: ## Replay synthetic request traces through every autoscaling policy; tables and plots in _output/replay/.

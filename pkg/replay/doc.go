@@ -10,15 +10,18 @@
 // in flight is busy (gputask.io/busy); a draining one takes no new request
 // and finishes its own; a deleted one (Pool.Delete) leaves the router,
 // finishes what ends within the pods' grace and loses the rest. The backend
-// reports a load index (demand or utilization) computed from the pool,
-// fresh or through a Prometheus scrape (Pool.Metrics), and LoadIndexServer
-// serves it over HTTP as a backend does.
+// reports a load index (demand or utilization) computed from the pool and,
+// for the SLO policy's roles, the request rates, the requests running and
+// waiting and the recent wait percentile (RoleValue), fresh or through a
+// Prometheus scrape (Pool.Metrics); LoadIndexServer serves the index over
+// HTTP as a backend does.
 //
 // The policies, on the same trace and workers:
 //
 //	ours    ours.go   the project's code: scaling.CountStarting and
-//	                  scaling.Decide each interval, taskset.PlanScale for
-//	                  victims, minTaskAge and draining
+//	                  scaling.Decide each interval (by default the SLO
+//	                  policy), taskset.PlanScale for victims, minTaskAge
+//	                  and draining
 //	hpa     hpa.go    autoscaling/v2 External metric, after
 //	                  pkg/controller/podautoscaler, with a behavior
 //	                  (hpa_behavior.go); hpa-default without one

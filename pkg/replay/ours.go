@@ -32,8 +32,11 @@ type Ours struct {
 	// the exact time of its last step and status.recommendations.
 	lastStep time.Time
 	recs     []gputaskv1.Recommendation
-	wake     time.Time
-	byName   map[string]*Worker
+	// queue is what the SLO policy carries from one evaluation to the
+	// next (Decision.Queue), kept in the autoscaler's memory.
+	queue  scaling.QueueState
+	wake   time.Time
+	byName map[string]*Worker
 
 	// Label names the run in reports; empty means "ours".
 	Label string
@@ -89,8 +92,23 @@ func (o *Ours) Wake() time.Time { return o.wake }
 
 // Step implements Policy: one evaluation, then the set controller's sync.
 func (o *Ours) Step(p *Pool) {
-	o.Evaluate(p.Now(), p.Metrics().LoadIndex(o.load), o.Tasks(p))
+	obs := p.Metrics()
+	o.EvaluateRoles(p.Now(), obs.LoadIndex(o.load), obs, o.startedTasks(p))
 	o.Sync(p)
+}
+
+// startedTasks are the tasks as the autoscaler sees them, where the
+// workers the pool began with Ready show the start-up they had before the
+// replay: a running set has measured its starts, and the SLO policy looks
+// ahead by them (scaling.StartupOf).
+func (o *Ours) startedTasks(p *Pool) []*gputaskv1.GPUTask {
+	tasks := o.Tasks(p)
+	for i, w := range p.Workers() {
+		if w.Created.Equal(p.Start()) && w.ReadyAt.Equal(w.Created) {
+			tasks[i].CreationTimestamp = metav1.NewTime(w.Created.Add(-p.Startup()))
+		}
+	}
+	return tasks
 }
 
 // Evaluate is the autoscaler's evaluation at now, with the load index
@@ -98,20 +116,62 @@ func (o *Ours) Step(p *Pool) {
 // shows them. It updates spec.replicas and the autoscaler's status, and
 // returns the decision.
 func (o *Ours) Evaluate(now time.Time, value float64, tasks []*gputaskv1.GPUTask) scaling.Decision {
+	return o.EvaluateRoles(now, value, Observation{}, tasks)
+}
+
+// RoleValue is what a metric of role reads from the modelled backend: the
+// pool's request rates and counts for the SLO policy's roles, the load
+// index value for a metric without one; WaitPercentile is the wait in
+// seconds at percentile. ok is false where the source has no value: a
+// wait percentile while no request got a slot within WaitWindow.
+func RoleValue(role gputaskv1.MetricRole, value float64, obs Observation, percentile float64) (v float64, ok bool) {
+	switch role {
+	case "":
+		return value, true
+	case gputaskv1.RoleArrivals:
+		return obs.Arrivals, true
+	case gputaskv1.RoleCompletions:
+		return obs.Completions, true
+	case gputaskv1.RoleRunning:
+		return float64(obs.Running), true
+	case gputaskv1.RoleWaiting:
+		return float64(obs.Waiting), true
+	case gputaskv1.RoleWaitPercentile:
+		w, ok := obs.WaitPercentile(percentile)
+		return w.Seconds(), ok
+	}
+	return 0, false
+}
+
+// EvaluateRoles is Evaluate where the metrics of the SLO policy read
+// their role's value from obs (RoleValue). The start-up time it looks
+// ahead by is the one the tasks show (scaling.StartupOf), as the
+// autoscaler measures it.
+func (o *Ours) EvaluateRoles(now time.Time, value float64, obs Observation, tasks []*gputaskv1.GPUTask) scaling.Decision {
 	spec := o.set.Spec.Autoscaling
 	current := o.Replicas()
 	// What pkg/autoscaler's evaluate does, in its order: the readings, the
 	// last step, the tasks on their way, the inputs, the decision.
 	readings := make([]scaling.MetricInput, len(spec.Metrics))
+	percentile := scaling.SLOOf(spec.Policy.SLO).Percentile
 	for i, m := range spec.Metrics {
 		readings[i] = scaling.MetricFor(m)
-		readings[i].Value = value
+		v, ok := RoleValue(m.Role, value, obs, percentile)
+		readings[i].Value = v
+		if !ok {
+			readings[i].Err = fmt.Errorf("no request got a slot within %v: no %s", WaitWindow, m.Role)
+		}
 	}
 	asked := maxTime(o.lastStep, o.set.CreationTimestamp.Time)
 	st := scaling.CountStarting(scaling.TaskStarts(tasks), current, asked, scaling.StartupTimeoutOf(spec), now)
 	in := scaling.InputsFor(o.set, now, readings, nil, o.recs)
 	in.LastScaleTime, in.Starting = o.lastStep, st.Starting
+	if spec.Policy.Type == gputaskv1.SLOPolicy {
+		in.Startup = scaling.StartupOf(tasks, scaling.StartupTimeoutOf(spec))
+		in.Queue = o.queue
+	}
 	d := scaling.Decide(in)
+	o.queue = d.Queue
 	o.recs = d.Recommendations
 	o.set.Status.ConsecutiveFailures = d.ConsecutiveFailures
 	o.set.Status.Predictive = scaling.PredictiveStatusOf(o.set, d)
@@ -181,11 +241,13 @@ func TaskOf(w *Worker, now time.Time) *gputaskv1.GPUTask {
 		t.Annotations[gputaskv1.AnnotationDraining] = "true"
 		t.Annotations[gputaskv1.AnnotationDrainStartedAt] = w.DrainStarted.UTC().Format(time.RFC3339Nano)
 	}
-	ready := metav1.ConditionFalse
+	// The condition's transition time is when the worker was created or
+	// became Ready: the start-up time the SLO policy measures.
+	ready, since := metav1.ConditionFalse, w.Created
 	if w.Ready(now) {
-		ready = metav1.ConditionTrue
+		ready, since = metav1.ConditionTrue, w.ReadyAt
 	}
-	meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{Type: gputaskv1.ConditionReady, Status: ready, Reason: "Modelled"})
+	meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{Type: gputaskv1.ConditionReady, Status: ready, Reason: "Modelled", LastTransitionTime: metav1.NewTime(since)})
 	return t
 }
 

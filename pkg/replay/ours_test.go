@@ -195,15 +195,28 @@ func TestOursScaleUpTakesDrainsBack(t *testing.T) {
 	}
 }
 
-// The default set is the embedded inference pool, and parses as valid.
+// The default set is the embedded inference pool on the SLO policy, and
+// parses as valid; hpa and keda beside it aim at 0.7, as beside the
+// proportional variant.
 func TestDefaultSet(t *testing.T) {
 	set := DefaultSet()
-	if set.Spec.Autoscaling.Policy.Type != gputaskv1.ProportionalPolicy {
+	if set.Spec.Autoscaling.Policy.Type != gputaskv1.SLOPolicy {
 		t.Errorf("policy = %s", set.Spec.Autoscaling.Policy.Type)
 	}
 	c := Config{Set: set}
 	if got := c.Target(); math.Abs(got-0.7) > 1e-9 {
 		t.Errorf("target = %v, want 0.7", got)
+	}
+	v, err := ParseVariant("proportional")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Set.Spec.Autoscaling.Policy.Type != gputaskv1.ProportionalPolicy {
+		t.Errorf("proportional variant's policy = %s", v.Set.Spec.Autoscaling.Policy.Type)
+	}
+	c = Config{Set: v.Set}
+	if got := c.Target(); math.Abs(got-0.7) > 1e-9 {
+		t.Errorf("proportional target = %v, want 0.7", got)
 	}
 	c = Config{Set: stepSet(t, "0s")}
 	if got := c.Target(); math.Abs(got-0.65) > 1e-9 {

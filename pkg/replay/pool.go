@@ -3,6 +3,9 @@ package replay
 import (
 	"container/heap"
 	"fmt"
+	"math"
+	"slices"
+	"sort"
 	"time"
 )
 
@@ -68,6 +71,48 @@ type Observation struct {
 	Serving, Starting, Draining int
 	// Concurrency is the slots of one worker.
 	Concurrency int
+	// Running counts every request in flight, on draining and deleted
+	// workers that still finish theirs too: vLLM's num_requests_running
+	// summed over every pod that still serves.
+	Running int
+	// Arrivals and Completions are the requests per second that arrived
+	// and that finished (vLLM's request_success_total: a request lost
+	// with its worker is not one) over the last RateWindow, as a
+	// Prometheus rate(...[1m]) gives them.
+	Arrivals, Completions float64
+	// Started are the waits of the requests that got a slot within the
+	// last WaitWindow, in the order they did: what vLLM's
+	// request_queue_time_seconds histogram holds for
+	// histogram_quantile(q, rate(...[5m])). Shared with the pool: read
+	// only.
+	Started []time.Duration
+}
+
+// WaitWindow is the window of Observation.Started: the [5m] of the wait
+// percentile query in docs/autoscaling.md.
+const WaitWindow = 5 * time.Minute
+
+// WaitPercentile is the wait at percentile (0-100) of the requests in
+// Started, by nearest rank; ok is false when none started, where
+// histogram_quantile gives NaN.
+func (o Observation) WaitPercentile(percentile float64) (wait time.Duration, ok bool) {
+	if len(o.Started) == 0 {
+		return 0, false
+	}
+	waits := slices.Clone(o.Started)
+	slices.Sort(waits)
+	rank := int(math.Ceil(percentile / 100 * float64(len(waits))))
+	return waits[min(max(rank, 1), len(waits))-1], true
+}
+
+// RateWindow is the window of Observation's rates: the [1m] of the
+// rate() that docs/autoscaling.md's vLLM metrics use.
+const RateWindow = time.Minute
+
+// counterSample is the pool's request counters at one scrape.
+type counterSample struct {
+	at                 time.Time
+	arrived, completed int
 }
 
 // Workers is every live worker.
@@ -130,6 +175,15 @@ type Pool struct {
 	scrape     time.Duration
 	nextScrape time.Time
 	scraped    Observation
+	// counters are the scrapes' request counters within the last
+	// RateWindow, oldest first: Prometheus's samples for rate().
+	counters []counterSample
+	// finishedAt is when each request that finished did, in order;
+	// startedAt and startWaits when each request got a slot, and how
+	// long it had waited.
+	finishedAt []time.Time
+	startedAt  []time.Time
+	startWaits []time.Duration
 
 	next    int   // next arrival
 	queue   []int // waiting requests, FIFO from queueHead
@@ -177,16 +231,27 @@ func (p *Pool) Grace() time.Duration { return p.grace }
 func (p *Pool) SetScrape(interval time.Duration) {
 	p.scrape = max(interval, 0)
 	p.nextScrape = p.start.Add(p.scrape / 2)
-	p.scraped = p.Observe()
+	p.counters = nil
+	p.scraped = p.scrapeNow()
 }
 
 // Metrics is what a metrics source serves now: the workers as they are
 // with a fresh read, or as they were at the last scrape.
 func (p *Pool) Metrics() Observation {
 	if p.scrape <= 0 {
-		return p.Observe()
+		o := p.Observe()
+		o.Started = p.recentWaits()
+		return o
 	}
 	return p.scraped
+}
+
+// recentWaits are the waits of the requests that got a slot within the
+// last WaitWindow.
+func (p *Pool) recentWaits() []time.Duration {
+	from := p.now.Add(-WaitWindow)
+	i := sort.Search(len(p.startedAt), func(i int) bool { return p.startedAt[i].After(from) })
+	return p.startWaits[i:len(p.startWaits):len(p.startWaits)]
 }
 
 // scrapeUntil takes the scrapes due before t (or at t, when inclusive),
@@ -196,9 +261,31 @@ func (p *Pool) scrapeUntil(t time.Time, inclusive bool) {
 		if p.nextScrape.After(p.now) {
 			p.now = p.nextScrape
 		}
-		p.scraped = p.Observe()
+		p.scraped = p.scrapeNow()
 		p.nextScrape = p.nextScrape.Add(p.scrape)
 	}
+}
+
+// scrapeNow is one scrape: the gauges as they are, and the rates of the
+// counters over the scrapes within the last RateWindow, as Prometheus's
+// rate() takes the increase between the first and the last sample in its
+// window over the time between them (0 until there are two).
+func (p *Pool) scrapeNow() Observation {
+	o := p.Observe()
+	o.Started = p.recentWaits()
+	p.counters = append(p.counters, counterSample{at: p.now, arrived: p.next, completed: len(p.finishedAt)})
+	drop := 0
+	for drop < len(p.counters) && !p.counters[drop].at.After(p.now.Add(-RateWindow)) {
+		drop++
+	}
+	p.counters = p.counters[drop:]
+	o.Arrivals, o.Completions = 0, 0
+	if first, last := p.counters[0], p.counters[len(p.counters)-1]; last.at.After(first.at) {
+		span := last.at.Sub(first.at).Seconds()
+		o.Arrivals = float64(last.arrived-first.arrived) / span
+		o.Completions = float64(last.completed-first.completed) / span
+	}
+	return o
 }
 
 // Now is the pool's virtual time.
@@ -330,7 +417,11 @@ func (p *Pool) Undrain(w *Worker) {
 // Observe is what the backend knows now.
 func (p *Pool) Observe() Observation {
 	o := Observation{Waiting: len(p.queue) - p.qHead, Concurrency: p.concurrency}
+	for _, w := range p.terminating {
+		o.Running += len(w.inFlight)
+	}
 	for _, w := range p.workers {
+		o.Running += len(w.inFlight)
 		switch {
 		case w.Draining:
 			o.Draining++
@@ -341,6 +432,11 @@ func (p *Pool) Observe() Observation {
 			o.InFlight += len(w.inFlight)
 		}
 	}
+	from := p.now.Add(-RateWindow)
+	arrived := p.next - sort.Search(p.next, func(i int) bool { return p.start.Add(p.trace[i].Arrival).After(from) })
+	finished := len(p.finishedAt) - sort.Search(len(p.finishedAt), func(i int) bool { return p.finishedAt[i].After(from) })
+	o.Arrivals = float64(arrived) / RateWindow.Seconds()
+	o.Completions = float64(finished) / RateWindow.Seconds()
 	return o
 }
 
@@ -435,6 +531,7 @@ func (p *Pool) complete(c completion) {
 		}
 	}
 	p.done++
+	p.finishedAt = append(p.finishedAt, p.now)
 	if w.Terminating && len(w.inFlight) == 0 {
 		p.Remove(w) // its last request done, the process exits
 		return
@@ -464,6 +561,7 @@ func (p *Pool) dispatch() {
 		p.qHead++
 		arrival := p.start.Add(p.trace[r].Arrival)
 		p.waits[r] = p.now.Sub(arrival)
+		p.startedAt, p.startWaits = append(p.startedAt, p.now), append(p.startWaits, p.waits[r])
 		p.started[r] = true
 		best.inFlight = append(best.inFlight, r)
 		heap.Push(&p.pending, completion{at: p.now.Add(p.trace[r].Service), req: r, worker: best})

@@ -76,8 +76,10 @@ type Variant struct {
 }
 
 // BuiltinVariants are the variants that --variant names without a file:
-// the inference pool with burst, predictive or a scheduled floor.
-var BuiltinVariants = []string{"burst", "predictive", "schedule"}
+// the inference pool with burst, predictive or a scheduled floor (each on
+// the load index), scaled to a wait SLO (the default set), or on a
+// load index target of 0.7 (proportional).
+var BuiltinVariants = []string{"burst", "predictive", "schedule", "slo", "proportional"}
 
 // ParseVariant reads a --variant value: a built-in name, or NAME=FILE for a
 // GPUTaskSet of one's own.
@@ -196,12 +198,21 @@ type Config struct {
 	hpaBestTarget float64
 }
 
+// DefaultHPATarget is the load index target of hpa and keda beside a set
+// that has none: the inference pool's target before the SLO policy.
+const DefaultHPATarget = 0.7
+
 // Target is the load index value hpa and keda aim for.
 func (c Config) Target() float64 {
 	if c.HPATarget > 0 {
 		return c.HPATarget
 	}
 	spec := c.Set.Spec.Autoscaling
+	if spec.Policy.Type == gputaskv1.SLOPolicy {
+		// An SLO set has no load index target; the rows that need one
+		// play the inference pool's.
+		return DefaultHPATarget
+	}
 	m := scaling.MetricFor(spec.Metrics[0])
 	if spec.Policy.Type == gputaskv1.ProportionalPolicy {
 		if m.Target <= 0 {
