@@ -70,6 +70,9 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		jsonPath     = fs.String("json", "", "write the figures and time series as JSON to this file")
 		plotPath     = fs.String("plot", "", "write a plot of demand, replicas and queue per policy to this file (.png, .svg or .pdf)")
 		markdown     = fs.Bool("markdown", false, "print the table as Markdown")
+		serving      = fs.String("serving", "fixed", "how a worker serves its requests: fixed (each holds a slot for its service time) or batched (decode slows as the batch grows; needs the token columns)")
+		itlBase      = fs.Duration("itl-base", replay.DefaultITL.Base, "with --serving batched: inter-token latency of a worker, the part that does not grow with the batch")
+		itlPerSeq    = fs.Duration("itl-per-seq", replay.DefaultITL.PerSeq, "with --serving batched: inter-token latency added by each sequence in the batch")
 		variants     []replay.Variant
 		tracePaths   []string
 	)
@@ -107,6 +110,17 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		model.Fixed, model.Sigma = m.Fixed, m.Sigma
+	}
+	var batched *replay.ITL
+	switch *serving {
+	case "fixed":
+	case "batched":
+		if *outputColumn == "" {
+			return fmt.Errorf("--serving batched needs the trace's token columns: give --output-tokens-column (and --input-tokens-column for the prefill)")
+		}
+		batched = &replay.ITL{Base: *itlBase, PerSeq: *itlPerSeq}
+	default:
+		return fmt.Errorf("--serving must be fixed or batched, got %q", *serving)
 	}
 	loadKind, err := replay.ParseLoadKind(*load)
 	if err != nil {
@@ -162,10 +176,14 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	}
 	reports, best, err := replay.RunTraces(traces, replay.Config{
 		Concurrency: *concurrency, Startup: *startup, Grace: *grace, Load: loadKind, SLO: *slo, Set: set,
-		HPABehavior: behavior, HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", KEDAValue: *kedaType == "Value", Scrape: scrapeEvery, Policies: names, Variants: variants,
+		HPABehavior: behavior, HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", KEDAValue: *kedaType == "Value", Scrape: scrapeEvery, Policies: names, Variants: variants, Batched: batched,
 	})
 	if err != nil {
 		return err
+	}
+	servingNote := ""
+	if batched != nil {
+		servingNote = fmt.Sprintf(", batched serving at %v + %v per sequence between tokens", batched.Base, batched.PerSeq)
 	}
 	metrics := "fresh metrics"
 	if scrapeEvery > 0 {
@@ -176,8 +194,8 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
-		fmt.Fprintf(stdout, "%s: %d requests over %v, %d slots per worker, %v startup, %v grace, %s load index, %s, SLO %v\n",
-			traces[i].Name, len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, *startup, *grace, loadKind, metrics, *slo)
+		fmt.Fprintf(stdout, "%s: %d requests over %v, %d slots per worker, %v startup, %v grace, %s load index, %s, SLO %v%s\n",
+			traces[i].Name, len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, *startup, *grace, loadKind, metrics, *slo, servingNote)
 		if *markdown {
 			err = report.WriteMarkdown(stdout)
 		} else {

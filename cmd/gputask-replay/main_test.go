@@ -73,6 +73,8 @@ func TestReplayFlagErrors(t *testing.T) {
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--source", "statsd"}, "--source must be http or prometheus"},
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--source", "prometheus", "--scrape-interval", "0s"}, "--scrape-interval must be above 0"},
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--keda-metric-type", "Utilization"}, "--keda-metric-type must be Value or AverageValue"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--serving", "batched"}, "--serving batched needs the trace's token columns"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--serving", "paged"}, "--serving must be fixed or batched"},
 		{[]string{"generate", "--shape", "sine"}, "unknown shape"},
 	} {
 		var out, errOut bytes.Buffer

@@ -76,6 +76,11 @@ func SearchHPATarget(traces []NamedTrace, c Config) (HPABest, error) {
 	if err != nil {
 		return HPABest{}, err
 	}
+	for _, t := range traces {
+		if err := c.checkServing(t.Trace); err != nil {
+			return HPABest{}, fmt.Errorf("%s: %w", t.Name, err)
+		}
+	}
 	targets := HPABestTargets()
 	type job struct{ target, trace int }
 	results := make([][]Result, len(targets))

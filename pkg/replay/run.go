@@ -180,6 +180,10 @@ type Config struct {
 	// nil means GPUServingBehavior. hpa-default has none.
 	HPABehavior *autoscalingv2.HorizontalPodAutoscalerBehavior
 	Policies    []string
+	// Batched serves requests as a batching server does, at this
+	// inter-token latency (Pool.SetBatched); nil gives each request its
+	// fixed Service.
+	Batched *ITL
 	// Variants are more runs of ours, after the policies.
 	Variants []Variant
 	// SampleEvery is the time between samples of the series; 0 picks one
@@ -272,6 +276,9 @@ func (c Config) playOptions() PlayOptions {
 func Run(tr Trace, c Config) (Report, error) {
 	c, err := c.withDefaults()
 	if err != nil {
+		return Report{}, err
+	}
+	if err := c.checkServing(tr); err != nil {
 		return Report{}, err
 	}
 	if c.SampleEvery <= 0 {
@@ -379,7 +386,23 @@ func (c Config) newPool(tr Trace) *Pool {
 	pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
 	pool.SetGrace(c.Grace)
 	pool.SetScrape(c.Scrape)
+	if c.Batched != nil {
+		if err := pool.SetBatched(*c.Batched); err != nil {
+			panic(err) // checkServing let the trace through
+		}
+	}
 	return pool
+}
+
+// checkServing reports a trace that c's serving model cannot play.
+func (c Config) checkServing(tr Trace) error {
+	if c.Batched == nil {
+		return nil
+	}
+	if err := NewPool(tr, c.Start, c.Concurrency, 0).SetBatched(*c.Batched); err != nil {
+		return fmt.Errorf("%w: give the trace's token columns", err)
+	}
+	return nil
 }
 
 // InitialWorkers is the pool every autoscaled policy starts with: the

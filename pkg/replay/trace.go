@@ -24,6 +24,17 @@ type Request struct {
 // Trace is a request trace, sorted by arrival.
 type Trace struct {
 	Requests []Request
+	// Tokens are the requests' token counts, by index, when the trace has
+	// token columns; nil otherwise. Batched serving (Pool.SetBatched)
+	// needs them.
+	Tokens []Tokens
+}
+
+// Tokens is what a request asks of a batching server: a prefill of fixed
+// length, then OutputTokens decoded at the batch's inter-token latency.
+type Tokens struct {
+	Prefill      time.Duration
+	OutputTokens float64
 }
 
 // Duration is the arrival time of the last request.
@@ -230,6 +241,15 @@ func ReadTrace(r io.Reader, opts TraceOptions) (Trace, error) {
 	tr := Trace{Requests: make([]Request, len(rows))}
 	for i, rw := range rows {
 		tr.Requests[i] = Request{Arrival: rw.arrival, Service: serviceOf(rw, opts.Service, rng)}
+	}
+	if opts.Service.usesTokens() {
+		tr.Tokens = make([]Tokens, len(rows))
+		for i, rw := range rows {
+			tr.Tokens[i].OutputTokens = rw.output
+			if opts.Service.PrefillPerSecond > 0 {
+				tr.Tokens[i].Prefill = time.Duration(rw.input / opts.Service.PrefillPerSecond * float64(time.Second))
+			}
+		}
 	}
 	return tr, nil
 }
