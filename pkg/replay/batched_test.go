@@ -66,21 +66,7 @@ func TestBatchedCompletions(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.AddReady(tc.workers)
-			got := make([]time.Duration, len(tc.reqs))
-			for !p.Finished() {
-				next, kind := p.nextEvent()
-				if kind == eventNone {
-					t.Fatal("no event left, not finished")
-				}
-				running := p.running()
-				p.Advance(next)
-				after := p.running()
-				for r := range running {
-					if !after[r] && !p.failed[r] {
-						got[r] = p.now.Sub(t0)
-					}
-				}
-			}
+			got := finishTimes(t, p)
 			for i := range tc.want {
 				if d := got[i] - tc.want[i]; d < -time.Microsecond || d > time.Microsecond {
 					t.Errorf("request %d finished at %v, want %v", i, got[i], tc.want[i])
@@ -116,4 +102,63 @@ func (p *Pool) running() map[int]bool {
 		}
 	}
 	return out
+}
+
+// finishTimes plays p to its end event by event and gives when each
+// request finished, from t0.
+func finishTimes(t testing.TB, p *Pool) []time.Duration {
+	got := make([]time.Duration, len(p.trace))
+	for !p.Finished() {
+		next, kind := p.nextEvent()
+		if kind == eventNone {
+			t.Fatal("no event left, not finished")
+		}
+		running := p.running()
+		p.Advance(next)
+		after := p.running()
+		for r := range running {
+			if !after[r] && !p.failed[r] {
+				got[r] = p.now.Sub(t0)
+			}
+		}
+	}
+	return got
+}
+
+// Whatever the arrivals, a request's decode runs between the speed of a
+// batch of one and that of a full worker: it finishes no sooner than
+// prefill + tokens × (α+β) after it started, and no later than prefill +
+// tokens × (α + concurrency × β).
+func FuzzBatchedBounds(f *testing.F) {
+	f.Add(uint64(1), uint8(3), uint8(2), uint8(20))
+	f.Add(uint64(7), uint8(1), uint8(1), uint8(40))
+	f.Add(uint64(42), uint8(8), uint8(3), uint8(60))
+	f.Fuzz(func(t *testing.T, seed uint64, concurrency, workers, n uint8) {
+		c, w := int(concurrency%8)+1, int(workers%4)+1
+		itl := ITL{Base: 6 * time.Millisecond, PerSeq: 300 * time.Microsecond}
+		rng := seed
+		next := func(m uint64) uint64 { rng = rng*6364136223846793005 + 1442695040888963407; return (rng >> 33) % m }
+		var tr Trace
+		at := time.Duration(0)
+		for range int(n%64) + 1 {
+			at += time.Duration(next(3000)) * time.Millisecond
+			tr.Requests = append(tr.Requests, Request{Arrival: at, Service: time.Second})
+			tr.Tokens = append(tr.Tokens, Tokens{Prefill: time.Duration(next(500)) * time.Millisecond, OutputTokens: float64(next(400) + 1)})
+		}
+		p := NewPool(tr, t0, c, 0)
+		if err := p.SetBatched(itl); err != nil {
+			t.Fatal(err)
+		}
+		p.AddReady(w)
+		got := finishTimes(t, p)
+		for r, req := range tr.Requests {
+			start := req.Arrival + p.waits[r]
+			tok := tr.Tokens[r]
+			lo := start + tok.Prefill + time.Duration(tok.OutputTokens*float64(itl.At(1)))
+			hi := start + tok.Prefill + time.Duration(tok.OutputTokens*float64(itl.At(c)))
+			if got[r] < lo-time.Microsecond || got[r] > hi+time.Microsecond {
+				t.Errorf("request %d (started %v, %+v) finished at %v, want within [%v, %v]", r, start, tok, got[r], lo, hi)
+			}
+		}
+	})
 }
