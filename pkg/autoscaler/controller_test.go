@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,10 +12,8 @@ import (
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,7 +31,6 @@ import (
 	applyv1 "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/kueue"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
-	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
@@ -510,106 +506,6 @@ func TestPausedAndStoppedMakeNoScaleWrite(t *testing.T) {
 	}
 }
 
-func gpuNode(name, model string, gpus int64, unschedulable bool) *corev1.Node {
-	n := controllertest.GPUNode(name, model, gpus)
-	n.Spec.Unschedulable = unschedulable
-	return n
-}
-
-func gpuPod(name, node string, gpus int64, phase corev1.PodPhase) *corev1.Pod {
-	return controllertest.GPUPod(name, node, gpus, phase)
-}
-
-func task(name string, owner *gputaskv1.GPUTaskSet, node string) *gputaskv1.GPUTask {
-	t := controllertest.OwnedTask(owner, name)
-	t.Status.NodeName = node
-	return t
-}
-
-func TestCapacityAwareCapsScaleUp(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	set := newSet("web", 2)
-	set.Spec.Autoscaling.CapacityAware = true
-	set.Spec.Autoscaling.Policy.StepUp = ptr.To[int32](8)
-	impostor := set.DeepCopy()
-	impostor.UID = "someone-else"
-	f.Add(
-		gpuNode("a100-1", "A100", 4, false),
-		gpuNode("a100-2", "A100", 4, false),
-		gpuNode("a100-cordoned", "A100", 8, true),
-		gpuNode("h100", "H100", 8, false),
-	)
-	f.Add(
-		gpuPod("web-0", "a100-1", 1, corev1.PodRunning),
-		gpuPod("web-1", "a100-1", 1, corev1.PodRunning),
-		gpuPod("other", "a100-1", 1, corev1.PodRunning),
-		gpuPod("done", "a100-2", 4, corev1.PodSucceeded),
-		gpuPod("pending", "", 1, corev1.PodPending),
-	)
-	f.Add(
-		task("web-0", set, "a100-1"), task("web-1", set, "a100-1"),
-		task("web-2", set, ""),               // not bound yet
-		task("stranger", impostor, "a100-2"), // same label, other owner
-	)
-	c := f.autoscale(ctx, set, fakeSource{value: 0.95})
-
-	f.syncOK(ctx, c, "web")
-	// a100-1: 4 − 3 used = 1; a100-2: 4 free; plus 2 bound tasks = 7.
-	if f.scaleReplicas != 7 {
-		t.Errorf("scale replicas = %d, want capacity 7", f.scaleReplicas)
-	}
-	got := f.lastStatus()
-	if ptr.Deref(got.Status.CapacityReplicas, -1) != 7 {
-		t.Errorf("status.capacityReplicas = %v, want 7", got.Status.CapacityReplicas)
-	}
-	assertCondition(t, got, gputaskv1.ConditionScalingLimited, metav1.ConditionTrue, scaling.ReasonCapacityLimited)
-}
-
-func TestCapacityCountsGPUAmountAndAnyModel(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	set := newSet("web", 1)
-	set.Spec.Template.Spec.GPU = ""
-	set.Spec.Template.Spec.GPUAmount = ptr.To(intstr.FromString("2"))
-	f.Add(set)
-	f.Add(gpuNode("a", "A100", 5, false), gpuNode("b", "H100", 4, false), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu"}})
-	c := f.newController(ctx)
-	n, err := c.capacity(ctx, set)
-	if err != nil {
-		t.Fatalf("capacity: %v", err)
-	}
-	if n.Tasks != 4 { // floor(5/2) + floor(4/2)
-		t.Errorf("capacity = %d, want 4", n.Tasks)
-	}
-
-	// An amount the tasks cannot be built with has no capacity to compute.
-	set.Spec.Template.Spec.GPUAmount = ptr.To(intstr.FromString("abc"))
-	if _, err := c.capacity(ctx, set); err == nil || !strings.Contains(err.Error(), "spec.gpu-amount") {
-		t.Errorf("capacity with gpu-amount abc: err = %v, want one naming spec.gpu-amount", err)
-	}
-}
-
-// TestCapacityCountsEveryAcceptedModel: a template with gpuAlternatives fits
-// on the nodes of each accepted model, and on no other.
-func TestCapacityCountsEveryAcceptedModel(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFixture(t)
-	set := newSet("web", 1)
-	set.Spec.Template.Spec.GPU = "A100"
-	set.Spec.Template.Spec.GPUAlternatives = []string{"H100"}
-	f.Add(set)
-	f.Add(gpuNode("a", "A100", 2, false), gpuNode("h", "H100", 3, false), gpuNode("l", "L40S", 8, false))
-	c := f.newController(ctx)
-	n, err := c.capacity(ctx, set)
-	if err != nil {
-		t.Fatalf("capacity: %v", err)
-	}
-	if n.Tasks != 5 { // 2 A100 + 3 H100, never the L40S
-		t.Errorf("capacity = %d, want 5", n.Tasks)
-	}
-}
-
 func TestStatusConflictKeepsOtherWritersFields(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
@@ -841,114 +737,6 @@ func TestRunScalesAndStopsWithContext(t *testing.T) {
 	controllertest.ExpectStopped(t, done, "Run()")
 	f.Informers.Shutdown()
 	f.KubeInformers.Shutdown()
-}
-
-// BenchmarkCapacity measures the capacity sum over a large cluster: 1,000
-// GPU nodes and 8,000 pods. Target: under 10ms per evaluation, so that
-// capacityAware sets can be evaluated every few seconds.
-func BenchmarkCapacity(b *testing.B) {
-	_, ctx := ktesting.NewTestContext(b)
-	f := newFixture(b)
-	set := newSet("web", 1)
-	f.Add(set)
-	for i := range 1000 {
-		node := fmt.Sprintf("node-%d", i)
-		f.Add(gpuNode(node, "A100", 8, false))
-		for j := range 8 {
-			f.Add(gpuPod(fmt.Sprintf("pod-%d-%d", i, j), node, int64(j%2), corev1.PodRunning))
-		}
-	}
-	c := f.newController(ctx)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := c.capacity(ctx, set); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func TestBuildInputsAppliesDefaultsAndSpec(t *testing.T) {
-	set := newSet("web", 4)
-	set.Spec.Autoscaling.MinReplicas = nil
-	set.Status.HeldBackReplicas = 2
-	set.Status.ConsecutiveFailures = 1
-	in := scaling.InputsFor(set, t0, nil, nil, nil)
-	want := scaling.Inputs{Now: t0, Current: 4, Min: scaling.DefaultMinReplicas, Max: 20,
-		Policy:              scaling.Policy{StepUp: scaling.DefaultStepUp, StepDown: scaling.DefaultStepDown, Tolerance: scaling.DefaultTolerance},
-		StabilizationWindow: scaling.DefaultStabilizationWindow, FailureThreshold: scaling.DefaultFailureThreshold,
-		ConsecutiveFailures: 1, HeldBack: 2, Interval: scaling.DefaultInterval}
-	if !reflect.DeepEqual(in, want) {
-		t.Errorf("defaults:\n got %+v\nwant %+v", in, want)
-	}
-
-	as := set.Spec.Autoscaling
-	as.MinReplicas = ptr.To[int32](2)
-	as.Policy = gputaskv1.ScalingPolicy{Type: gputaskv1.ProportionalPolicy, StepUp: ptr.To[int32](5), StepDown: ptr.To[int32](2), Tolerance: ptr.To(resource.MustParse("0.2"))}
-	as.ScaleDownStabilizationWindow = &gputaskv1.Duration{}
-	as.ScaleUpLimit = &gputaskv1.ScaleUpLimit{Tasks: 4, Period: &gputaskv1.Duration{Duration: 2 * time.Minute}}
-	as.FailureThreshold = ptr.To[int32](5)
-	as.Fallback = &gputaskv1.Fallback{Replicas: 3}
-	as.DryRun = true
-	set.Spec.Replicas = nil
-	set.Annotations = map[string]string{gputaskv1.AnnotationPaused: "true", gputaskv1.AnnotationStopped: "yes"}
-	set.Status.LastScaleTime = ptr.To(metav1.NewTime(t0.Add(-time.Minute)))
-	in = scaling.InputsFor(set, t0, nil, ptr.To[int32](9), nil)
-	want = scaling.Inputs{Now: t0, Current: 1, Min: 2, Max: 20,
-		Policy:       scaling.Policy{Type: gputaskv1.ProportionalPolicy, StepUp: 5, StepDown: 2, Tolerance: 0.2},
-		ScaleUpLimit: &scaling.ScaleUpLimit{Tasks: 4, Period: 2 * time.Minute}, LastScaleTime: t0.Add(-time.Minute),
-		FailureThreshold: 5, Fallback: ptr.To[int32](3), Capacity: ptr.To[int32](9),
-		ConsecutiveFailures: 1, HeldBack: 2, Paused: true, DryRun: true, Interval: scaling.DefaultInterval}
-	if !reflect.DeepEqual(in, want) {
-		t.Errorf("spec:\n got %+v\nwant %+v", in, want)
-	}
-	if got := scaling.IntervalOf(&gputaskv1.AutoscalingSpec{Interval: &gputaskv1.Duration{Duration: time.Millisecond}}); got != scaling.MinInterval {
-		t.Errorf("interval = %v, want the %v floor", got, scaling.MinInterval)
-	}
-}
-
-func TestMetricInputDefaults(t *testing.T) {
-	got := scaling.MetricFor(gputaskv1.MetricSpec{Name: "q", Target: ptr.To(resource.MustParse("500m"))})
-	want := scaling.MetricInput{Name: "q", UpThreshold: 0.8, DownThreshold: 0.5, Target: 0.5}
-	if got != want {
-		t.Errorf("metricInput = %+v, want %+v", got, want)
-	}
-}
-
-func TestPodGPUs(t *testing.T) {
-	gpu := func(n int64) corev1.ResourceList {
-		return corev1.ResourceList{podspec.DefaultGPUResourceName: *resource.NewQuantity(n, resource.DecimalSI)}
-	}
-	// Requests as the API server defaults them from the limits.
-	res := func(n int64) corev1.ResourceRequirements {
-		return corev1.ResourceRequirements{Requests: gpu(n), Limits: gpu(n)}
-	}
-	sidecar := corev1.ContainerRestartPolicyAlways
-	for _, tc := range []struct {
-		name string
-		spec corev1.PodSpec
-		want int64
-	}{
-		{"largest init container", corev1.PodSpec{
-			InitContainers: []corev1.Container{{Resources: res(3)}},
-			Containers:     []corev1.Container{{Resources: res(1)}, {Resources: res(1)}, {}},
-		}, 3},
-		{"containers summed", corev1.PodSpec{
-			Containers: []corev1.Container{{Resources: res(1)}, {Resources: res(1)}, {}},
-		}, 2},
-		{"sidecar init container adds to the containers", corev1.PodSpec{
-			InitContainers: []corev1.Container{{Resources: res(1), RestartPolicy: &sidecar}},
-			Containers:     []corev1.Container{{Resources: res(1)}},
-		}, 2},
-		{"overhead counts", corev1.PodSpec{
-			Containers: []corev1.Container{{Resources: res(1)}},
-			Overhead:   gpu(1),
-		}, 2},
-	} {
-		if got := podGPUs(&corev1.Pod{Spec: tc.spec}, podspec.DefaultGPUResourceName); got != tc.want {
-			t.Errorf("%s: podGPUs = %d, want %d", tc.name, got, tc.want)
-		}
-	}
 }
 
 func TestDeleteForgetsTheSet(t *testing.T) {
