@@ -227,6 +227,10 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(cniConf, "10-gputask.conflist"), []byte(cni), 0o644); err != nil {
 		return err
 	}
+	// restrict_oom_score_adj: a sandbox asks for -998, which a process
+	// without CAP_SYS_RESOURCE (a container or a sandboxed VM running the
+	// tests) may not set; runc's init then dies before it reports its PID.
+	// The scores are kept no lower than containerd's own.
 	config := fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -244,6 +248,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   enable_cdi = false
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %q
     conf_dir = %q
