@@ -24,6 +24,7 @@ generate: ## Regenerate deepcopy, clientset, listers, informers and CRDs.
 verify: ## Fail if generated code is stale or vet finds a problem.
 	hack/verify-codegen.sh
 	$(GO) vet ./...
+	$(GO) vet -tags realnode,image ./test/node/ ./test/image/
 
 .PHONY: build
 build: ## Build the controller and gputask-replay into bin/.
@@ -46,15 +47,27 @@ test-unit: ## Unit tests: pure logic and fake-clientset controller tests.
 # HPA's sync period) rather than on the CPU; they run beside the others, on
 # a control plane of their own, with their output printed after.
 BESIDE_PKGS = ./test/hpafidelity
+# The real node's tests (root, containerd, a kubelet; docs/node.md) run beside
+# too, on their own control plane: they wait on the image build and the
+# kubelet more than on the CPU.
+NODE_PKGS = ./test/node
 
 .PHONY: test-integration
-test-integration: tools build ## Integration and end-to-end tests on a real local control plane.
+test-integration: tools node-tools build ## Integration and end-to-end tests on a real local control plane and a real node.
 	@mkdir -p _output
 	@set -uo pipefail; \
 	$(GO) test -count=1 -timeout 20m $(BESIDE_PKGS) > _output/test-beside.log 2>&1 & beside=$$!; \
+	$(GO) test -tags realnode -count=1 -timeout 30m $(NODE_PKGS) > _output/test-node.log 2>&1 & node=$$!; \
 	$(GO) test -count=1 -p 1 -timeout 45m $$($(GO) list ./test/... | grep -vxF "$$($(GO) list $(BESIDE_PKGS))"); rc=$$?; \
 	wait $$beside; beside_rc=$$?; cat _output/test-beside.log; \
-	if [[ $$rc -ne 0 ]]; then exit $$rc; fi; exit $$beside_rc
+	wait $$node; node_rc=$$?; cat _output/test-node.log; \
+	for r in $$rc $$beside_rc $$node_rc; do if [[ $$r -ne 0 ]]; then exit $$r; fi; done
+
+.PHONY: node-tools
+node-tools: ## What the real node's tests need: containerd, runc, CNI plugins, iptables, podman and buildah (Debian packages, when missing) and the kubelet.
+	hack/node/install.sh
+	hack/image/ensure-tools.sh
+	hack/tools/build.sh node
 
 .PHONY: test-alerts
 test-alerts: tools ## Alert rules in artifacts/monitoring: promtool check and unit tests, PrometheusRule in step.

@@ -19,7 +19,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -944,42 +943,13 @@ func waitMetrics(t *testing.T, addr string, wants []metricWant) {
 		}
 		var missing []string
 		for _, w := range wants {
-			v, found := metricValue(body, w.name, w.labels)
+			v, found := framework.MetricValue(body, w.name, w.labels)
 			if !found || (w.ok != nil && !w.ok(v)) {
 				missing = append(missing, fmt.Sprintf("%s%v (found %v, value %v)", w.name, w.labels, found, v))
 			}
 		}
 		return len(missing) == 0, "missing or wrong: " + strings.Join(missing, "; ")
 	})
-}
-
-// metricValue finds the sample of name whose labels include labels, in the
-// Prometheus text format, and returns its value.
-func metricValue(body, name string, labels map[string]string) (float64, bool) {
-	var pairs []string
-	for k, v := range labels {
-		pairs = append(pairs, fmt.Sprintf("%s=%q", k, v))
-	}
-	sort.Strings(pairs)
-	for _, line := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		all := true
-		for _, p := range pairs {
-			all = all && strings.Contains(line, p)
-		}
-		if !all {
-			continue
-		}
-		fields := strings.Fields(line)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			continue
-		}
-		return v, true
-	}
-	return 0, false
 }
 
 func waitCounts(t *testing.T, c *framework.ControlPlane, ns, what string, ok func(tasks, pods int) bool) {

@@ -38,9 +38,14 @@ const (
 	startAttempts = 3
 )
 
-// ServiceClusterIPRange is the apiserver's Service IP range. It only feeds the
-// allocator: nothing routes traffic on this machine.
+// ServiceClusterIPRange is the apiserver's Service IP range. Nothing routes
+// it but the one DNAT rule a real node adds for the kubernetes Service.
 const ServiceClusterIPRange = "10.0.0.0/24"
+
+// KubernetesServiceIP is the ClusterIP the API server gives the kubernetes
+// Service, the first of ServiceClusterIPRange; its serving certificate names
+// it, and pods on a real node reach it (StartNode).
+const KubernetesServiceIP = "10.0.0.1"
 
 // PodCIDR is the range kwok gives fake pod IPs from.
 const PodCIDR = "10.244.0.0/16"

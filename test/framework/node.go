@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,11 +161,14 @@ func StartNode(ctx context.Context, cp *ControlPlane, opts NodeOptions) (n *Node
 	if err := setUpNodeNetwork(); err != nil {
 		return n, err
 	}
+	if err := setUpServiceNAT(cp.APIServerURL); err != nil {
+		return n, err
+	}
 	if err := n.startContainerd(ctx); err != nil {
 		return n, err
 	}
 	if opts.Image != "" {
-		if err := n.ctr("images", "import", opts.Image); err != nil {
+		if err := n.ImportImage(opts.Image); err != nil {
 			return n, err
 		}
 	}
@@ -194,8 +198,52 @@ func setUpNodeNetwork() error {
 	return runHost("iptables", append([]string{"-I", "FORWARD", "1"}, forwardDropRule()...)...)
 }
 
+// setUpServiceNAT lets pods reach the API server at the kubernetes Service's
+// ClusterIP, as in-cluster clients do, without kube-proxy: one DNAT rule for
+// packets that come in on the bridge, to the API server's loopback address,
+// and route_localnet on the bridge only (the bridge, and with it the
+// setting, is deleted at cleanup).
+func setUpServiceNAT(apiServerURL string) error {
+	u, err := url.Parse(apiServerURL)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(sysctlPath("net.ipv4.conf."+NodeBridge+".route_localnet"), []byte("1"), 0o644); err != nil {
+		return err
+	}
+	return runHost("iptables", "-t", "nat", "-I", "PREROUTING", "1", "-i", NodeBridge, "-d", KubernetesServiceIP+"/32",
+		"-p", "tcp", "--dport", "443", "-m", "comment", "--comment", nodeRuleTag, "-j", "DNAT", "--to-destination", "127.0.0.1:"+u.Port())
+}
+
+// deleteNATRules deletes every rule of the nat table's PREROUTING chain
+// that carries the node's tag, whatever port it points to.
+func deleteNATRules(logf func(string, ...any)) {
+	out, err := exec.Command("iptables", "-t", "nat", "-S", "PREROUTING").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if !strings.HasPrefix(line, "-A PREROUTING ") || !strings.Contains(line, nodeRuleTag) {
+			continue
+		}
+		args := append([]string{"-t", "nat", "-D"}, strings.Fields(strings.TrimPrefix(line, "-A "))...)
+		for i, a := range args {
+			args[i] = strings.Trim(a, `"`)
+		}
+		if err := runHost("iptables", args...); err != nil {
+			logf("cleanup: %v", err)
+		}
+	}
+}
+
 func forwardDropRule() []string {
 	return []string{"-i", NodeBridge, "!", "-o", NodeBridge, "-m", "comment", "--comment", nodeRuleTag, "-j", "DROP"}
+}
+
+// ImportImage imports an image archive (OCI or docker) into the node's
+// containerd, for containers with imagePullPolicy Never.
+func (n *Node) ImportImage(path string) error {
+	return n.ctr("images", "import", path)
 }
 
 func (n *Node) ctr(args ...string) error {
@@ -209,6 +257,8 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	}
 	// The bridge plugin with host-local addresses: no masquerading, so a pod
 	// that got past the FORWARD rule still could not answer from outside.
+	// Pods have a route to the Service range only (through the bridge, where
+	// the API server's address is translated), none to anywhere else.
 	cni := fmt.Sprintf(`{
   "cniVersion": "0.4.0",
   "name": "gputask-node",
@@ -220,17 +270,20 @@ func (n *Node) startContainerd(ctx context.Context) error {
     "ipam": {
       "type": "host-local",
       "dataDir": %q,
-      "ranges": [[{"subnet": "10.88.0.0/16", "rangeStart": "10.88.0.10", "gateway": %q}]]
+      "ranges": [[{"subnet": "10.88.0.0/16", "rangeStart": "10.88.0.10", "gateway": %q}]],
+      "routes": [{"dst": %q}]
     }
   }]
-}`, NodeBridge, filepath.Join(nodeDataDir, "cni", "ipam"), NodeIP)
+}`, NodeBridge, filepath.Join(nodeDataDir, "cni", "ipam"), NodeIP, ServiceClusterIPRange)
 	if err := os.WriteFile(filepath.Join(cniConf, "10-gputask.conflist"), []byte(cni), 0o644); err != nil {
 		return err
 	}
 	// restrict_oom_score_adj: a sandbox asks for -998, which a process
 	// without CAP_SYS_RESOURCE (a container or a sandboxed VM running the
 	// tests) may not set; runc's init then dies before it reports its PID.
-	// The scores are kept no lower than containerd's own.
+	// The scores are kept no lower than containerd's own. The pods' network
+	// namespaces are mounted under containerd's state, not /run/netns, so
+	// that the cleanup of that directory finds them after a crash.
 	config := fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -249,6 +302,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
   stream_server_port = "0"
   enable_cdi = false
   restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %q
     conf_dir = %q
@@ -433,6 +487,7 @@ func CleanupNodeHost(logf func(string, ...any)) {
 	unmountUnder(logf, nodeDataDir, nodeStateDir, "/var/lib/kubelet")
 	for runHost("iptables", append([]string{"-D", "FORWARD"}, forwardDropRule()...)...) == nil {
 	}
+	deleteNATRules(logf)
 	if _, err := net.InterfaceByName(NodeBridge); err == nil {
 		if err := runHost("ip", "link", "delete", NodeBridge); err != nil {
 			logf("cleanup: %v", err)

@@ -43,7 +43,7 @@ type pki struct {
 // loopback address, and the in-cluster names and service IP of the apiserver
 // so that clients that assume them also verify.
 var (
-	servingIPs   = []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}
+	servingIPs   = []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(KubernetesServiceIP)}
 	servingNames = []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
 )
 

@@ -2,12 +2,9 @@ package helm
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -24,28 +21,9 @@ import (
 	"github.com/gputask/gputask-controller/test/framework"
 )
 
-// binHelm is the Helm client that `make tools` builds into bin/.
-const binHelm = "helm"
-
-// runHelm runs bin/helm against the control plane. Helm's configuration,
-// cache and data go to a directory of the control plane's, so that a
-// developer's repositories and plugins play no part and nothing is left
-// behind.
+// runHelm runs bin/helm against the control plane.
 func runHelm(ctx context.Context, args ...string) (string, error) {
-	home := filepath.Join(cp.Dir, "helm-home")
-	cmd := exec.CommandContext(ctx, filepath.Join(cp.BinDir, binHelm), args...)
-	cmd.Env = append(os.Environ(),
-		"KUBECONFIG="+cp.KubeconfigPath,
-		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
-		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
-		"HELM_DATA_HOME="+filepath.Join(home, "data"),
-	)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
+	return cp.Helm(ctx, args...)
 }
 
 // helmT runs bin/helm and fails the test on error.
@@ -255,5 +233,5 @@ func sameFlagValue(value, def string) bool {
 // requireHelm fails with "run make tools" when bin/helm is missing, as the
 // framework does for the control plane's binaries.
 func requireHelm(binDir string) error {
-	return framework.CheckBinaries(binDir, binHelm)
+	return framework.CheckBinaries(binDir, framework.BinHelm)
 }

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,8 +32,6 @@ import (
 
 // The images the test makes, in its own storage.
 const (
-	builderImage    = "localhost/gputask-builder:test"
-	runtimeImage    = "localhost/gputask-runtime:test"
 	controllerImage = "localhost/gputask-controller:test"
 )
 
@@ -171,36 +168,15 @@ func TestImageRunsAsTheDeployment(t *testing.T) {
 // the Go module proxy) and mounted read-only, with GOPROXY=off.
 func buildImage(t *testing.T, pm *podman, root string) {
 	t.Helper()
-	pm.RunT(t, root, filepath.Join(root, "hack", "image", "base-images.sh"), builderImage, runtimeImage)
-
-	goEnv := func(name string) string {
-		out, err := exec.Command("go", "env", name).Output()
-		if err != nil {
-			t.Fatalf("go env %s: %v", name, err)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	pm.RunT(t, root, "go", "mod", "download")
-	modCache, buildCache := goEnv("GOMODCACHE"), goEnv("GOCACHE")
-	if err := os.MkdirAll(buildCache, 0o755); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), framework.PodmanCommandTimeout)
+	defer cancel()
+	started := time.Now()
+	if err := pm.BuildControllerImage(ctx, controllerImage); err != nil {
 		t.Fatal(err)
 	}
-
-	started := time.Now()
-	pm.PodmanT(t, "build",
-		"--file="+filepath.Join(root, "Dockerfile"),
-		"--network=none",
-		"--build-arg=BUILDER_IMAGE="+builderImage,
-		"--build-arg=RUNTIME_IMAGE="+runtimeImage,
-		"--build-arg=GOPROXY=off",
-		"--volume="+modCache+":/go/pkg/mod:ro",
-		// The build cache only saves time on a second run.
-		"--volume="+buildCache+":/root/.cache/go-build",
-		"--tag="+controllerImage,
-		root)
 	t.Logf("podman build: %s", time.Since(started).Round(time.Second))
 
-	for _, image := range []string{builderImage, runtimeImage, controllerImage} {
+	for _, image := range []string{framework.BuilderImage, framework.RuntimeImage, controllerImage} {
 		size := pm.PodmanT(t, "image", "inspect", image, "--format", "{{.Size}}")
 		bytes, err := strconv.ParseInt(size, 10, 64)
 		if err != nil {
@@ -314,7 +290,7 @@ func poll(t *testing.T, pm *podman, name, what string, cond func(ctx context.Con
 		if ok, last = cond(ctx); ok {
 			return true, nil
 		}
-		state, err := pm.Podman(ctx, "inspect", name, "--format", "{{.State.Status}}")
+		state, err := pm.Exec(ctx, "inspect", name, "--format", "{{.State.Status}}")
 		if err == nil && strings.TrimSpace(state) != "running" {
 			return false, fmt.Errorf("container %s is %s", name, strings.TrimSpace(state))
 		}
@@ -327,7 +303,7 @@ func poll(t *testing.T, pm *podman, name, what string, cond func(ctx context.Con
 
 // containerLog returns the container's output: klog writes to stderr.
 func containerLog(pm *podman, name string) string {
-	out, err := pm.PodmanCombined(context.Background(), "logs", name)
+	out, err := pm.ExecCombined(context.Background(), "logs", name)
 	if err != nil {
 		return fmt.Sprintf("(%v)", err)
 	}
@@ -349,7 +325,7 @@ func removeContainer(t *testing.T, pm *podman, name, dir string) {
 	if err := os.WriteFile(filepath.Join(dir, name+".log"), []byte(containerLog(pm, name)), 0o644); err != nil {
 		t.Logf("saving the container log: %v", err)
 	}
-	if out, err := pm.Podman(context.Background(), "rm", "--force", "--time=0", name); err != nil {
+	if out, err := pm.Exec(context.Background(), "rm", "--force", "--time=0", name); err != nil {
 		t.Errorf("removing container %s: %v\n%s", name, err, out)
 	}
 }

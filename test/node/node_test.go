@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,9 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
-	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/test/framework"
 )
 
@@ -37,15 +36,43 @@ var (
 	node *framework.Node
 )
 
+// setUpTimeout bounds the image build, the control plane, the node and the
+// controller's installation; the build compiles the controller in a
+// container.
+const setUpTimeout = 15 * time.Minute
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
 func run(m *testing.M) int {
-	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "node: "+format+"\n", args...) }
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), setUpTimeout)
 	defer cancel()
-	started, err := framework.Start(ctx, framework.Options{Scheduler: true, ControllerManager: true, KubeletClient: true, Logf: logf})
+	root, err := framework.RepoRoot()
+	if err != nil {
+		logf("FAIL: %v", err)
+		return 1
+	}
+	// The controller's image builds while the control plane and the node
+	// come up.
+	images := make(chan controllerImage, 1)
+	go func() { images <- buildControllerImage(ctx, root, logf) }()
+	image := func() controllerImage {
+		img := <-images
+		images <- img
+		return img
+	}
+	defer func() {
+		if err := image().close(); err != nil {
+			logf("cleanup: %v", err)
+		}
+	}()
+
+	started, err := framework.Start(ctx, framework.Options{
+		Scheduler: true, ControllerManager: true, KubeletClient: true, Logf: logf,
+		// The chart's Deployment needs its controllers.
+		Controllers: append(slices.Clone(framework.DefaultControllers), "deployment-controller", "replicaset-controller"),
+	})
 	if err != nil {
 		logf("FAIL: starting the control plane: %v", err)
 		return 1
@@ -63,12 +90,26 @@ func run(m *testing.M) int {
 		if node == nil {
 			return
 		}
+		uninstallController()
 		_ = cp.GPUTask.GputaskV1().GPUTasks(metav1.NamespaceAll).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 		node.Stop(context.Background())
 	}()
 	if err := setUp(ctx); err != nil {
 		logf("FAIL: %v", err)
 		framework.CleanupNodeHost(logf)
+		return 1
+	}
+	img := image()
+	if img.err != nil {
+		logf("FAIL: %v", img.err)
+		return 1
+	}
+	if err := node.ImportImage(img.archive); err != nil {
+		logf("FAIL: importing the controller's image: %v", err)
+		return 1
+	}
+	if err := installController(ctx); err != nil {
+		logf("FAIL: %v", err)
 		return 1
 	}
 	code = m.Run()
@@ -107,9 +148,6 @@ func setUp(ctx context.Context) error {
 		return err
 	}
 	node.Own(p)
-	if _, err := cp.StartController(ctx); err != nil {
-		return err
-	}
 	return nil
 }
 
@@ -132,44 +170,7 @@ func TestNodeHasDevicePluginGPUs(t *testing.T) {
 func TestTaskGetsTwoDistinctDevices(t *testing.T) {
 	TestNodeHasDevicePluginGPUs(t)
 	ns := cp.NamespaceT(t)
-	two := intstr.FromInt32(2)
-	noToken := false
-	task := &gputaskv1.GPUTask{
-		ObjectMeta: metav1.ObjectMeta{Name: "two-gpus"},
-		Spec: gputaskv1.GPUTaskSpec{
-			GPU:       gpuModel,
-			GPUAmount: &two,
-			Template: &gputaskv1.PodTemplate{Spec: corev1.PodSpec{
-				AutomountServiceAccountToken:  &noToken,
-				TerminationGracePeriodSeconds: ptr.To(int64(5)),
-				Containers: []corev1.Container{{
-					Name:            "task",
-					Image:           framework.NodeImage,
-					ImagePullPolicy: corev1.PullNever,
-					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-						corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("128Mi"),
-					}},
-				}},
-			}},
-		},
-	}
-	ctx := context.Background()
-	if _, err := cp.GPUTask.GputaskV1().GPUTasks(ns).Create(ctx, task, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var pod *corev1.Pod
-	framework.Poll(t, 2*time.Minute, "the task's pod Running on the real node", func(ctx context.Context) (bool, string) {
-		pods, err := cp.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		if len(pods.Items) != 1 {
-			return false, fmt.Sprintf("%d pods", len(pods.Items))
-		}
-		pod = &pods.Items[0]
-		return pod.Status.Phase == corev1.PodRunning && pod.Spec.NodeName == nodeName,
-			fmt.Sprintf("phase=%s node=%s", pod.Status.Phase, pod.Spec.NodeName)
-	})
+	pod := runTask(t, ns, newTask("two-gpus", 2))
 	var devices []string
 	framework.Poll(t, time.Minute, "the container's devices in its log", func(ctx context.Context) (bool, string) {
 		var err error
@@ -179,12 +180,13 @@ func TestTaskGetsTwoDistinctDevices(t *testing.T) {
 	if len(devices) != 2 || devices[0] == devices[1] {
 		t.Fatalf("container got devices %q, want 2 distinct", devices)
 	}
-	framework.Poll(t, time.Minute, "the GPUTask Running", func(ctx context.Context) (bool, string) {
-		got, err := cp.GPUTask.GputaskV1().GPUTasks(ns).Get(ctx, task.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return got.Status.Phase == gputaskv1.GPUTaskRunning, string(got.Status.Phase)
-	})
 	t.Logf("pod %s got devices %v", pod.Name, devices)
+}
+
+func intOrString(n int32) intstr.IntOrString { return intstr.FromInt32(n) }
+
+func smallRequests() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("128Mi"),
+	}}
 }
