@@ -68,7 +68,7 @@ func TestVLLMMetrics(t *testing.T) {
 		// only once Prometheus has scraped for a minute; half of it
 		// already shows a pool that serves, at half the wait.
 		waitVLLMQueries(t, prom, example.Spec.Autoscaling.Metrics, gputaskv1.RoleCompletions, 0.5*vllmSlotsPerTask/vllmServiceTime.Seconds())
-		testVLLMDecision(t, example)
+		testSLOExampleDecision(t, example)
 	})
 	t.Run("a set stored without a Running metric holds its count", func(t *testing.T) {
 		t.Parallel()
@@ -76,11 +76,11 @@ func TestVLLMMetrics(t *testing.T) {
 	})
 }
 
-// testVLLMDecision: the autoscaler reads each of the four metrics by its
+// testSLOExampleDecision: the autoscaler reads each of the four metrics by its
 // role and scales to the count that scaling.Decide gives for the readings
 // it shows in status, with the same reason and model inputs, and the pool
 // then runs that many tasks.
-func testVLLMDecision(t *testing.T, example *gputaskv1.GPUTaskSet) {
+func testSLOExampleDecision(t *testing.T, example *gputaskv1.GPUTaskSet) {
 	ns := cp.NamespaceT(t)
 	model := createGPUNodes(t, ns, 1, 8)
 	rec := recordPool(t, ns)
@@ -167,6 +167,32 @@ func testVLLMDecision(t *testing.T, example *gputaskv1.GPUTaskSet) {
 	}
 }
 
+// TestSLOHTTPExample: the HTTP source reads the same roles by JSON path.
+// The example set's four metrics, unchanged but for the URL, read the
+// answer its comment shows from a router on 127.0.0.1, and the set scales
+// to the pure decision's count as the vLLM set does.
+func TestSLOHTTPExample(t *testing.T) {
+	t.Parallel()
+	const (
+		file        = "artifacts/examples/autoscaling/gputaskset-slo-http.yaml"
+		placeholder = "http://llm-router.inference.svc:8080/stats"
+		answer      = `{"requests":{"completed_per_second":3.2,"running":20,"waiting":4,"wait_p95_seconds":1.8}}`
+	)
+	raw, err := os.ReadFile(filepath.Join(cp.Root, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), answer) {
+		t.Fatalf("%s no longer shows the answer %s; update the test to match", file, answer)
+	}
+	router := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, answer)
+	}))
+	t.Cleanup(router.Close)
+	testSLOExampleDecision(t, exampleSLOSet(t, file, placeholder, router.URL+"/stats"))
+}
+
 // testVLLMMissingRole: a set without the Running metric, as stored before
 // the CRD required one, keeps its count and says why in ScalingActive
 // (MissingMetricRole) and SpecValid.
@@ -216,21 +242,28 @@ func testVLLMMissingRole(t *testing.T, example *gputaskv1.GPUTaskSet) {
 	}
 }
 
-// vllmExampleSet is the example set with serverAddress pointed at the
+// vllmExampleSet is the vLLM example set with serverAddress pointed at the
 // test's Prometheus, and nothing else changed.
 func vllmExampleSet(t *testing.T, promURL string) *gputaskv1.GPUTaskSet {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(cp.Root, vllmExample))
+	return exampleSLOSet(t, vllmExample, vllmPlaceholder, promURL)
+}
+
+// exampleSLOSet reads an example SLO set with the address placeholder
+// replaced by url, and checks that it has a metric of every role.
+func exampleSLOSet(t *testing.T, file, placeholder, url string) *gputaskv1.GPUTaskSet {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(cp.Root, file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(raw), vllmPlaceholder) {
-		t.Fatalf("%s no longer names %s; update the test to match", vllmExample, vllmPlaceholder)
+	if !strings.Contains(string(raw), placeholder) {
+		t.Fatalf("%s no longer names %s; update the test to match", file, placeholder)
 	}
-	raw = []byte(strings.ReplaceAll(string(raw), vllmPlaceholder, promURL))
+	raw = []byte(strings.ReplaceAll(string(raw), placeholder, url))
 	var set gputaskv1.GPUTaskSet
 	if err := yaml.UnmarshalStrict(raw, &set); err != nil {
-		t.Fatalf("%s: %v", vllmExample, err)
+		t.Fatalf("%s: %v", file, err)
 	}
 	roles := map[gputaskv1.MetricRole]bool{}
 	for _, m := range set.Spec.Autoscaling.Metrics {
@@ -238,7 +271,7 @@ func vllmExampleSet(t *testing.T, promURL string) *gputaskv1.GPUTaskSet {
 	}
 	for _, role := range []gputaskv1.MetricRole{gputaskv1.RoleCompletions, gputaskv1.RoleRunning, gputaskv1.RoleWaiting, gputaskv1.RoleWaitPercentile} {
 		if !roles[role] {
-			t.Fatalf("%s has no metric of role %s", vllmExample, role)
+			t.Fatalf("%s has no metric of role %s", file, role)
 		}
 	}
 	return &set
