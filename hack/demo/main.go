@@ -4,7 +4,7 @@
 // controller into bin/.
 //
 // It starts etcd, kube-apiserver, kube-scheduler, kube-controller-manager and
-// kwok on 127.0.0.1, creates three fake GPU nodes and one whose GPUs are
+// kwok on 127.0.0.1, creates four fake GPU nodes and one whose GPUs are
 // handed out by Dynamic Resource Allocation, installs the CRDs and the
 // manifests of artifacts/examples (and the DRA task of
 // artifacts/examples/dra), and runs bin/gputask-controller. It also
