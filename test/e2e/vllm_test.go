@@ -30,15 +30,18 @@ import (
 )
 
 // The vLLM example's file, the Prometheus address it names (which the
-// tests replace with their own), and its model name.
+// tests replace with their own), and its model name; and the fake pool.
 const (
-	vllmExample       = "artifacts/examples/autoscaling/gputaskset-vllm.yaml"
-	vllmPlaceholder   = "http://prometheus.monitoring:9090"
-	vllmModel         = "llama"
-	vllmSlotsPerTask  = 8
-	vllmServiceTime   = 2 * time.Second
-	vllmArrivalRate   = 8 // requests/s: twice what one worker's 8 slots of 2s finish
-	vllmExampleWorker = 1
+	vllmExample     = "artifacts/examples/autoscaling/gputaskset-vllm.yaml"
+	vllmPlaceholder = "http://prometheus.monitoring:9090"
+	vllmModel       = "llama"
+	// The fake pool keeps one worker of 8 slots of 2s whatever the set's
+	// count: the tests look at one decision, made before a new task serves.
+	vllmWorkers      = 1
+	vllmSlotsPerTask = 8
+	vllmServiceTime  = 2 * time.Second
+	// vllmArrivalRate is requests/s, twice what the pool finishes.
+	vllmArrivalRate = 8
 )
 
 // TestVLLMMetrics scales SLO sets whose metrics are the documented vLLM
@@ -51,7 +54,7 @@ func TestVLLMMetrics(t *testing.T) {
 	pool := fakevllm.New(fakevllm.Config{
 		ModelName: vllmModel, Rate: func(time.Duration) float64 { return vllmArrivalRate },
 		ServiceTime: vllmServiceTime, SlotsPerWorker: vllmSlotsPerTask,
-		Workers: func() int { return vllmExampleWorker }, Seed: 1,
+		Workers: func() int { return vllmWorkers }, Seed: 1,
 	})
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", pool)
@@ -63,10 +66,10 @@ func TestVLLMMetrics(t *testing.T) {
 
 	t.Run("every role is read and the count is the pure decision's", func(t *testing.T) {
 		t.Parallel()
-		// The pool finishes 4 requests/s, 8 slots of 2s. rate(...[1m])
-		// divides what finished by the whole minute, so it reaches that
-		// only once Prometheus has scraped for a minute; half of it
-		// already shows a pool that serves, at half the wait.
+		// The pool finishes 4 requests/s. rate(...[1m]) divides what
+		// finished by the whole minute, so it reads 4/s only once
+		// Prometheus has scraped for a minute; half of that, some 30s in,
+		// is a pool that serves, and half the wait.
 		waitVLLMQueries(t, prom, example.Spec.Autoscaling.Metrics, gputaskv1.RoleCompletions, 0.5*vllmSlotsPerTask/vllmServiceTime.Seconds())
 		testSLOExampleDecision(t, example)
 	})
