@@ -36,8 +36,12 @@ tools: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, k
 	hack/tools/build.sh
 
 .PHONY: control-plane
-control-plane: ## Build only what the demo and the benchmarks run: the control plane, kwok and helm (only what is missing).
+control-plane: ## Build only what the benchmarks run: the control plane, kwok and helm (only what is missing).
 	hack/tools/build.sh control-plane
+
+.PHONY: demo-tools
+demo-tools: ## Build what the demo runs: the control plane, kwok, helm and Prometheus (only what is missing).
+	hack/tools/build.sh demo
 
 .PHONY: test-unit
 test-unit: ## Unit tests: pure logic and fake-clientset controller tests.
@@ -130,7 +134,7 @@ DEMO_FLAGS ?=
 # the demo is make's own child: it gets make's SIGTERM, and make reports its
 # exit status.
 .PHONY: demo
-demo: control-plane build ## Local control plane with fake GPU nodes, the controller, the examples and a live view.
+demo: demo-tools build ## Local control plane with fake GPU nodes, the controller, the examples and a live view.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/gputask-demo ./hack/demo
 	exec $(BIN_DIR)/gputask-demo $(DEMO_FLAGS)
 

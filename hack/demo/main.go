@@ -4,7 +4,7 @@
 // controller into bin/.
 //
 // It starts etcd, kube-apiserver, kube-scheduler, kube-controller-manager and
-// kwok on 127.0.0.1, creates three fake GPU nodes and one whose GPUs are
+// kwok on 127.0.0.1, creates four fake GPU nodes and one whose GPUs are
 // handed out by Dynamic Resource Allocation, installs the CRDs and the
 // manifests of artifacts/examples (and the DRA task of
 // artifacts/examples/dra), and runs bin/gputask-controller. It also
@@ -13,7 +13,11 @@
 // so the view shows the set growing and shrinking with the load. The set's
 // workers take kwok.SlowStartup to become Ready, and the demo plays them:
 // some mark themselves busy for a while (workers.go), so the view shows
-// starting, ready, busy and draining tasks next to the load. Ctrl-C
+// starting, ready, busy and draining tasks next to the load. A second
+// autoscaled set, artifacts/examples/autoscaling/gputaskset-vllm.yaml,
+// scales vLLM workers to a wait SLO from vLLM's metrics: a fake vLLM pool
+// (test/framework/fakevllm) serves them on 127.0.0.1 with as many workers
+// as the set has Ready tasks, and a Prometheus scrapes it (vllm.go). Ctrl-C
 // or SIGTERM stops every process, removes the temporary files and exits 0;
 // a second Ctrl-C kills what still runs instead of waiting for it.
 package main
@@ -45,6 +49,7 @@ var demoNodes = []demoNode{
 	{"gpu-a100-1", "A100", 8},
 	{"gpu-a100-2", "A100", 8},
 	{"gpu-h100-1", "H100", 4},
+	{"gpu-l40s-1", vllmGPU, 8},
 }
 
 // draNodes are the demo's DRA node pool: their GPUs are published as
@@ -142,7 +147,18 @@ func run(ctx context.Context, opts options, stop *stopper) (err error) {
 	defer load.Close()
 	logf("load index served at %s (a %v curve: %s)", load.URL, demoCurve.period(), demoCurve.names())
 
-	if err := setUp(ctx, cp, opts, load.URL, logf); err != nil {
+	vllm, err := startVLLM(ctx, cp)
+	if err != nil {
+		if stoppedByUser(ctx, err) {
+			return nil
+		}
+		return err
+	}
+	defer vllm.Close()
+	logf("fake vLLM metrics served at %s (%v a request, %d slots a worker; a %v curve of requests/s: %s), scraped by Prometheus at %s",
+		vllm.URL, vllmServiceTime, vllmSlots, vllmCurve.period(), vllmCurve.names(), vllm.prom.URL)
+
+	if err := setUp(ctx, cp, opts, load.URL, vllm.prom.URL, logf); err != nil {
 		if stoppedByUser(ctx, err) {
 			return nil
 		}
@@ -150,8 +166,9 @@ func run(ctx context.Context, opts options, stop *stopper) (err error) {
 	}
 
 	go newWorkers(cp, logf).run(ctx)
+	go vllm.followWorkers(ctx, cp)
 
-	v := newView(cp, opts, started, load)
+	v := newView(cp, opts, started, load, vllm)
 	if err := v.loop(ctx); err != nil {
 		// Nobody sees the view any more (`make demo | head`, say): stop.
 		fmt.Fprintf(os.Stderr, "demo: writing the view: %v; stopping\n", err)
@@ -164,8 +181,9 @@ func run(ctx context.Context, opts options, stop *stopper) (err error) {
 }
 
 // setUp makes the demo cluster: the kubeconfig for the user, the nodes, the
-// controller, the examples, and the autoscaled set reading loadURL.
-func setUp(ctx context.Context, cp *framework.ControlPlane, opts options, loadURL string, logf func(string, ...any)) error {
+// controller, the examples, the autoscaled set reading loadURL, and the SLO
+// set reading vLLM's metrics from the Prometheus at promURL.
+func setUp(ctx context.Context, cp *framework.ControlPlane, opts options, loadURL, promURL string, logf func(string, ...any)) error {
 	kubeconfig, err := os.ReadFile(cp.KubeconfigPath)
 	if err != nil {
 		return fmt.Errorf("reading kubeconfig: %w", err)
@@ -211,7 +229,10 @@ func setUp(ctx context.Context, cp *framework.ControlPlane, opts options, loadUR
 		}
 		fmt.Print(out)
 	}
-	return applyAutoscaledSet(ctx, cp, loadURL)
+	if err := applyAutoscaledSet(ctx, cp, loadURL); err != nil {
+		return err
+	}
+	return applyVLLMSet(ctx, cp, promURL)
 }
 
 // autoscaledSetFile is the example the demo applies with the load index's

@@ -35,6 +35,7 @@ type view struct {
 	opts     options
 	started  time.Time
 	load     *loadServer
+	vllm     *vllmDemo
 	sections []section
 
 	// history holds the autoscaled set over time, one sample per
@@ -46,12 +47,13 @@ type view struct {
 	allRunningAfter time.Duration
 }
 
-func newView(cp *framework.ControlPlane, opts options, started time.Time, load *loadServer) *view {
-	v := &view{cp: cp, opts: opts, started: started, load: load}
+func newView(cp *framework.ControlPlane, opts options, started time.Time, load *loadServer, vllm *vllmDemo) *view {
+	v := &view{cp: cp, opts: opts, started: started, load: load, vllm: vllm}
 	v.sections = []section{
 		{"GPUTasks", v.renderTasks},
 		{"GPUTaskSets", v.renderTaskSets},
 		{"Autoscaling " + autoscaledSetName + " (load index " + load.URL + ")", v.renderAutoscaling},
+		{"SLO pool " + vllmSetName + " (vLLM metrics " + vllm.URL + ", Prometheus " + vllm.prom.URL + ")", v.renderVLLM},
 		{"Pods", v.renderPods},
 		{"Nodes", v.renderNodes},
 	}

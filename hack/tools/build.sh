@@ -72,8 +72,7 @@ build "${TOOLS_DIR}" "${LDFLAGS}" "" \
   kubectl=k8s.io/kubernetes/cmd/kubectl \
   kwok=sigs.k8s.io/kwok/cmd/kwok \
   helm=helm.sh/helm/v3/cmd/helm
-# `build.sh control-plane` stops here: the demo and the benchmarks need
-# nothing more.
+# `build.sh control-plane` stops here: the benchmarks need nothing more.
 if [[ "${1:-}" == control-plane ]]; then
   exit 0
 fi
@@ -94,6 +93,11 @@ version="$((minor / 100)).$((minor % 100)).${release#*.}"
 build "${PROM_DIR}" "-s -w -X github.com/prometheus/common/version.Version=${version}" remove_all_sd \
   prometheus=github.com/prometheus/prometheus/cmd/prometheus \
   promtool=github.com/prometheus/prometheus/cmd/promtool
+# `build.sh demo` stops here: the demo runs a Prometheus that scrapes its
+# fake vLLM endpoint, and nothing more.
+if [[ "${1:-}" == demo ]]; then
+  exit 0
+fi
 
 # Kueue, for the tests that run the controller under a real Kueue, comes from
 # a module of its own (hack/tools/kueue) at the release go.mod pins, on the

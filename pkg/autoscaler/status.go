@@ -55,6 +55,7 @@ func desiredStatus(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decis
 	}
 	status.LastDecision = &gputaskv1.ScalingDecision{
 		Time: ts, Inputs: decisionInputs(in, d), From: in.Current, To: d.Desired, Reason: d.Reason, Message: d.Message,
+		PredictedWait: predictedWait(d),
 	}
 	status.Metrics = metricStatuses(d, ts)
 	status.ConsecutiveFailures = d.ConsecutiveFailures
@@ -100,15 +101,25 @@ func metricStatuses(d scaling.Decision, ts metav1.Time) []gputaskv1.MetricStatus
 // decisionInputs is what lastDecision.inputs shows: what the decision saw
 // and, for the SLO policy, the wait it predicts at the count it chose.
 func decisionInputs(in scaling.Inputs, d scaling.Decision) string {
-	o := d.SLO
-	if o == nil || o.ServiceTime <= 0 {
+	wait := predictedWait(d)
+	if wait == "" {
 		return d.Inputs
 	}
-	wait := "unbounded"
-	if !math.IsInf(o.PredictedWait, 1) {
-		wait = time.Duration(o.PredictedWait * float64(time.Second)).Round(time.Millisecond).String()
-	}
 	return fmt.Sprintf("%s predicted-p%s-wait=%s", d.Inputs, scaling.FormatValue(in.Policy.SLO.Percentile), wait)
+}
+
+// predictedWait is lastDecision.predictedWait, a scalar that kubectl's
+// PREDICTED-WAIT column can show: the SLO policy's predicted wait at its
+// percentile, "" without one.
+func predictedWait(d scaling.Decision) string {
+	o := d.SLO
+	if o == nil || o.ServiceTime <= 0 {
+		return ""
+	}
+	if math.IsInf(o.PredictedWait, 1) {
+		return "unbounded"
+	}
+	return time.Duration(o.PredictedWait * float64(time.Second)).Round(time.Millisecond).String()
 }
 
 func setCondition(status *gputaskv1.GPUTaskSetStatus, ts metav1.Time, cond metav1.Condition) {
@@ -252,6 +263,9 @@ func statusApply(status *gputaskv1.GPUTaskSetStatus) *applyv1.GPUTaskSetStatusAp
 		}
 		if d.Message != "" {
 			decision.WithMessage(d.Message)
+		}
+		if d.PredictedWait != "" {
+			decision.WithPredictedWait(d.PredictedWait)
 		}
 		out.WithLastDecision(decision)
 	}

@@ -1888,6 +1888,13 @@ func schema_pkg_apis_gputask_v1_ScalingDecision(ref common.ReferenceCallback) co
 							Format:      "",
 						},
 					},
+					"predictedWait": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PredictedWait is, for the SLO policy, the wait at the SLO's percentile that the model predicts with the count chosen, such as \"4.2s\"; \"0s\" when fewer requests than the percentile's share wait at all, \"unbounded\" when the slots cannot keep up. Empty for the other policies and while the service time is unknown.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"time", "from", "to", "reason"},
 			},

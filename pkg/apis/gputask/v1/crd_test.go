@@ -215,7 +215,7 @@ func TestCRDNames(t *testing.T) {
 		columns     []string
 	}{
 		{"gputask.io_gputasks.yaml", "gt", false, []string{"GPU", "AMOUNT", "PHASE", "NODE", "SCHEDULED", "AGE"}},
-		{"gputask.io_gputasksets.yaml", "gts", true, []string{"DESIRED", "CURRENT", "READY", "RUNNING", "STARTING", "DRAINING", "LOAD", "STOPPED", "ABLE", "AGE"}},
+		{"gputask.io_gputasksets.yaml", "gts", true, []string{"DESIRED", "CURRENT", "READY", "RUNNING", "STARTING", "DRAINING", "LOAD", "PREDICTED-WAIT", "STOPPED", "ABLE", "AGE"}},
 	} {
 		crd, _, _ := crdSchema(t, tc.file)
 		if !reflect.DeepEqual(crd.Spec.Names.ShortNames, []string{tc.short}) || !reflect.DeepEqual(crd.Spec.Names.Categories, []string{"gpu"}) {
@@ -265,6 +265,44 @@ func TestStoppedAndAbleColumns(t *testing.T) {
 		}
 		if buf.String() != w {
 			t.Errorf("column %s = %q, want %q", c.Name, buf.String(), w)
+		}
+	}
+}
+
+// TestPredictedWaitColumn evaluates the PREDICTED-WAIT printer column as
+// the API server does: it shows the SLO policy's predicted wait, a scalar
+// of the last decision, and nothing for a set without one.
+func TestPredictedWaitColumn(t *testing.T) {
+	crd, _, _ := crdSchema(t, "gputask.io_gputasksets.yaml")
+	var column *apiextensionsv1.CustomResourceColumnDefinition
+	for i, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+		if c.Name == "PREDICTED-WAIT" {
+			column = &crd.Spec.Versions[0].AdditionalPrinterColumns[i]
+		}
+	}
+	if column == nil || column.Type != "string" || column.Priority != 0 {
+		t.Fatalf("PREDICTED-WAIT column = %+v, want a string column shown by default", column)
+	}
+	jp := jsonpath.New(column.Name).AllowMissingKeys(true)
+	if err := jp.Parse("{" + column.JSONPath + "}"); err != nil {
+		t.Fatalf("parsing %q: %v", column.JSONPath, err)
+	}
+	for _, tc := range []struct {
+		name   string
+		status map[string]any
+		want   string
+	}{
+		{"SLO decision", map[string]any{"lastDecision": map[string]any{"reason": "SLOScaleUp", "predictedWait": "4.2s"}}, "4.2s"},
+		{"slots cannot keep up", map[string]any{"lastDecision": map[string]any{"predictedWait": "unbounded"}}, "unbounded"},
+		{"Step decision", map[string]any{"lastDecision": map[string]any{"reason": "AboveUpThreshold"}}, ""},
+		{"no decision", map[string]any{}, ""},
+	} {
+		var buf bytes.Buffer
+		if err := jp.Execute(&buf, map[string]any{"status": tc.status}); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if buf.String() != tc.want {
+			t.Errorf("%s: column = %q, want %q", tc.name, buf.String(), tc.want)
 		}
 	}
 }

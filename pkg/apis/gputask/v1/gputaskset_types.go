@@ -39,6 +39,7 @@ const (
 // +kubebuilder:printcolumn:name="STARTING",type=integer,JSONPath=`.status.startingReplicas`,priority=1
 // +kubebuilder:printcolumn:name="DRAINING",type=integer,JSONPath=`.status.drainingReplicas`,priority=1
 // +kubebuilder:printcolumn:name="LOAD",type=string,JSONPath=`.status.loadIndex`
+// +kubebuilder:printcolumn:name="PREDICTED-WAIT",type=string,JSONPath=`.status.lastDecision.predictedWait`
 // +kubebuilder:printcolumn:name="STOPPED",type=string,JSONPath=`.metadata.annotations.gputask\.io/stopped`
 // +kubebuilder:printcolumn:name="ABLE",type=string,JSONPath=`.status.conditions[?(@.type=="AbleToScale")].reason`,priority=1
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -671,6 +672,13 @@ type ScalingDecision struct {
 	// Message explains the decision.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// PredictedWait is, for the SLO policy, the wait at the SLO's
+	// percentile that the model predicts with the count chosen, such as
+	// "4.2s"; "0s" when fewer requests than the percentile's share wait at
+	// all, "unbounded" when the slots cannot keep up. Empty for the other
+	// policies and while the service time is unknown.
+	// +optional
+	PredictedWait string `json:"predictedWait,omitempty"`
 }
 
 // MetricStatus is the last reading of one metric.

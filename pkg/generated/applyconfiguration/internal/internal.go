@@ -570,6 +570,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: message
       type:
         scalar: string
+    - name: predictedWait
+      type:
+        scalar: string
     - name: reason
       type:
         scalar: string

@@ -39,6 +39,12 @@ type ScalingDecisionApplyConfiguration struct {
 	Reason *string `json:"reason,omitempty"`
 	// Message explains the decision.
 	Message *string `json:"message,omitempty"`
+	// PredictedWait is, for the SLO policy, the wait at the SLO's
+	// percentile that the model predicts with the count chosen, such as
+	// "4.2s"; "0s" when fewer requests than the percentile's share wait at
+	// all, "unbounded" when the slots cannot keep up. Empty for the other
+	// policies and while the service time is unknown.
+	PredictedWait *string `json:"predictedWait,omitempty"`
 }
 
 // ScalingDecisionApplyConfiguration constructs a declarative configuration of the ScalingDecision type for use with
@@ -92,5 +98,13 @@ func (b *ScalingDecisionApplyConfiguration) WithReason(value string) *ScalingDec
 // If called multiple times, the Message field is set to the value of the last call.
 func (b *ScalingDecisionApplyConfiguration) WithMessage(value string) *ScalingDecisionApplyConfiguration {
 	b.Message = &value
+	return b
+}
+
+// WithPredictedWait sets the PredictedWait field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PredictedWait field is set to the value of the last call.
+func (b *ScalingDecisionApplyConfiguration) WithPredictedWait(value string) *ScalingDecisionApplyConfiguration {
+	b.PredictedWait = &value
 	return b
 }

@@ -1,0 +1,271 @@
+// Package fakevllm serves the request metrics of a vLLM pool on /metrics,
+// with vLLM's names, types, labels and buckets, for the tests and the demo
+// that scale a GPUTaskSet from a real Prometheus scraping them:
+//
+//	vllm:num_requests_running          gauge     requests in the batches
+//	vllm:num_requests_waiting          gauge     requests waiting for a slot
+//	vllm:request_success_total         counter   requests finished
+//	vllm:request_queue_time_seconds    histogram time each finished request waited
+//
+// The values come from a load model instead of a GPU: requests arrive as a
+// Poisson stream at a rate that may change with time, hold one of the
+// pool's slots (workers × slots per worker, vLLM's --max-num-seqs) for an
+// exponentially distributed time, and wait in one first-come queue in front
+// of all the slots while none is free. That is the queue the SLO policy
+// models, and what a router sending each request to the least busy worker
+// approximates. The pool shows as one server (one series per metric); the
+// documented queries sum over series, so they read a pool of many servers
+// the same way.
+//
+// Time is virtual: each scrape advances the model to the clock's now, so a
+// fake clock drives it in unit tests and the real one in end-to-end tests.
+package fakevllm
+
+import (
+	"container/heap"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// The metric names, as vLLM exposes them.
+const (
+	MetricRunning   = "vllm:num_requests_running"
+	MetricWaiting   = "vllm:num_requests_waiting"
+	MetricSuccess   = "vllm:request_success_total"
+	MetricQueueTime = "vllm:request_queue_time_seconds"
+)
+
+// QueueTimeBuckets are the upper bounds, in seconds, of vLLM's request
+// latency histograms, which vllm:request_queue_time_seconds uses.
+var QueueTimeBuckets = []float64{0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680}
+
+// Config is the pool and its load.
+type Config struct {
+	// ModelName is the model_name label of every series.
+	ModelName string
+	// Rate is the arrival rate, in requests per second, at a time since
+	// the pool started. It is read at each arrival.
+	Rate func(elapsed time.Duration) float64
+	// ServiceTime is the mean time a request holds a slot.
+	ServiceTime time.Duration
+	// SlotsPerWorker is how many requests one worker serves at once.
+	SlotsPerWorker int
+	// Workers is the number of workers serving now, read at each scrape:
+	// a test or the demo ties it to the set's tasks. A worker removed
+	// while its slots are busy finishes its requests first.
+	Workers func() int
+	// Seed makes a run repeatable.
+	Seed uint64
+	// Clock is the time the model runs to at each scrape; the real clock
+	// when nil.
+	Clock clock.PassiveClock
+}
+
+// Snapshot is the pool's state at one time.
+type Snapshot struct {
+	Running, Waiting int
+	// Succeeded counts the requests finished.
+	Succeeded uint64
+	// QueueTimeSum is the time, in seconds, that the finished requests
+	// waited for a slot, summed.
+	QueueTimeSum float64
+}
+
+// Pool is the load model and its /metrics handler.
+type Pool struct {
+	cfg   Config
+	clock clock.PassiveClock
+	start time.Time
+
+	mu          sync.Mutex
+	rng         *rand.Rand
+	now         time.Time
+	slots       int
+	nextArrival time.Time
+	// arrives is false when nextArrival is only a second look at a rate
+	// that was zero.
+	arrives bool
+	// waiting holds the arrival times of the requests waiting, oldest first.
+	waiting []time.Time
+	running completions
+	// finished counts the finished requests per bucket of their queue
+	// time, the last entry for those above every bound (+Inf).
+	finished     []uint64
+	succeeded    uint64
+	queueTimeSum float64
+}
+
+// New returns a pool that starts now, with no request yet.
+func New(cfg Config) *Pool {
+	c := cfg.Clock
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	now := c.Now()
+	p := &Pool{
+		cfg: cfg, clock: c, start: now, now: now,
+		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		finished: make([]uint64, len(QueueTimeBuckets)+1),
+	}
+	p.slots = p.slotsNow()
+	p.nextArrival, p.arrives = p.arrivalAfter(now)
+	return p
+}
+
+func (p *Pool) slotsNow() int {
+	if p.cfg.Workers == nil {
+		return 0
+	}
+	return max(p.cfg.Workers(), 0) * max(p.cfg.SlotsPerWorker, 0)
+}
+
+// arrivalAfter draws the next arrival after t at the rate at t. With no
+// load it looks again a second later, when the rate may have risen.
+func (p *Pool) arrivalAfter(t time.Time) (time.Time, bool) {
+	rate := 0.0
+	if p.cfg.Rate != nil {
+		rate = p.cfg.Rate(t.Sub(p.start))
+	}
+	if !(rate > 0) || math.IsInf(rate, 1) {
+		return t.Add(time.Second), false
+	}
+	gap := time.Duration(p.rng.ExpFloat64() / rate * float64(time.Second))
+	return t.Add(max(gap, time.Nanosecond)), true
+}
+
+// serviceTime draws the time one request holds its slot.
+func (p *Pool) serviceTime() time.Duration {
+	return time.Duration(p.rng.ExpFloat64() * float64(p.cfg.ServiceTime))
+}
+
+// Advance runs the model up to t: arrivals, completions and starts, in
+// the order they happen. A t before the model's time does nothing.
+func (p *Pool) Advance(t time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.advance(t)
+}
+
+func (p *Pool) advance(t time.Time) {
+	if !t.After(p.now) {
+		return
+	}
+	// The workers change between scrapes; the model sees a change at the
+	// scrape that reads it, as a scrape sees the pods that are there.
+	p.slots = p.slotsNow()
+	for {
+		next := p.nextArrival
+		completion := p.running.Len() > 0 && !p.running[0].done.After(next)
+		if completion {
+			next = p.running[0].done
+		}
+		if next.After(t) {
+			break
+		}
+		p.now = next
+		if completion {
+			r := heap.Pop(&p.running).(request)
+			p.finish(r.queued)
+		} else {
+			if p.arrives {
+				p.waiting = append(p.waiting, next)
+			}
+			p.nextArrival, p.arrives = p.arrivalAfter(next)
+		}
+		p.startWaiting()
+	}
+	p.now = t
+	p.startWaiting()
+}
+
+// startWaiting gives free slots to the oldest waiting requests.
+func (p *Pool) startWaiting() {
+	for len(p.waiting) > 0 && p.running.Len() < p.slots {
+		arrived := p.waiting[0]
+		p.waiting = p.waiting[1:]
+		heap.Push(&p.running, request{done: p.now.Add(p.serviceTime()), queued: p.now.Sub(arrived).Seconds()})
+	}
+}
+
+func (p *Pool) finish(queued float64) {
+	p.succeeded++
+	p.queueTimeSum += queued
+	i := 0
+	for i < len(QueueTimeBuckets) && queued > QueueTimeBuckets[i] {
+		i++
+	}
+	p.finished[i]++
+}
+
+// Snapshot advances the model to the clock's now and returns its state.
+func (p *Pool) Snapshot() Snapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.advance(p.clock.Now())
+	return p.snapshot()
+}
+
+func (p *Pool) snapshot() Snapshot {
+	return Snapshot{Running: p.running.Len(), Waiting: len(p.waiting), Succeeded: p.succeeded, QueueTimeSum: p.queueTimeSum}
+}
+
+// ServeHTTP answers a scrape in the Prometheus text format.
+func (p *Pool) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	// Prometheus 3 refuses a scrape without a known Content-Type.
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	p.WriteMetrics(w)
+}
+
+// WriteMetrics advances the model to the clock's now and writes the four
+// metric families in the Prometheus text format.
+func (p *Pool) WriteMetrics(w io.Writer) {
+	p.mu.Lock()
+	p.advance(p.clock.Now())
+	s := p.snapshot()
+	finished := append([]uint64(nil), p.finished...)
+	p.mu.Unlock()
+
+	labels := fmt.Sprintf(`engine="0",model_name=%q`, p.cfg.ModelName)
+	fmt.Fprintf(w, "# HELP %s Number of requests in model execution batches.\n# TYPE %[1]s gauge\n%[1]s{%s} %d\n", MetricRunning, labels, s.Running)
+	fmt.Fprintf(w, "# HELP %s Number of requests waiting to be processed.\n# TYPE %[1]s gauge\n%[1]s{%s} %d\n", MetricWaiting, labels, s.Waiting)
+	fmt.Fprintf(w, "# HELP %s Count of successfully processed requests.\n# TYPE %[1]s counter\n%[1]s{%s,finished_reason=\"stop\"} %d\n",
+		MetricSuccess, labels, s.Succeeded)
+	fmt.Fprintf(w, "# HELP %s Histogram of time spent in WAITING phase for request.\n# TYPE %[1]s histogram\n", MetricQueueTime)
+	var cumulative uint64
+	for i, le := range QueueTimeBuckets {
+		cumulative += finished[i]
+		fmt.Fprintf(w, "%s_bucket{%s,le=%q} %d\n", MetricQueueTime, labels, strconv.FormatFloat(le, 'f', -1, 64), cumulative)
+	}
+	fmt.Fprintf(w, "%s_bucket{%s,le=\"+Inf\"} %d\n", MetricQueueTime, labels, s.Succeeded)
+	fmt.Fprintf(w, "%s_sum{%s} %s\n", MetricQueueTime, labels, strconv.FormatFloat(s.QueueTimeSum, 'g', -1, 64))
+	fmt.Fprintf(w, "%s_count{%s} %d\n", MetricQueueTime, labels, s.Succeeded)
+}
+
+// request is one request holding a slot.
+type request struct {
+	// done is when it finishes, and queued how long it waited, in seconds.
+	done   time.Time
+	queued float64
+}
+
+// completions is a min-heap of the running requests by their end.
+type completions []request
+
+func (c completions) Len() int           { return len(c) }
+func (c completions) Less(i, j int) bool { return c[i].done.Before(c[j].done) }
+func (c completions) Swap(i, j int)      { c[i], c[j] = c[j], c[i] }
+func (c *completions) Push(x any)        { *c = append(*c, x.(request)) }
+func (c *completions) Pop() any {
+	old := *c
+	r := old[len(old)-1]
+	*c = old[:len(old)-1]
+	return r
+}
