@@ -93,7 +93,7 @@ type Options struct {
 	Clock clock.WithTicker
 	// StatusQPS and StatusBurst are the rate limit of the client that writes
 	// task status. A write that would wait for it is not made to wait in a
-	// worker: its task comes back at the time reserved for it (statusWriteDue).
+	// worker: its task comes back at the time reserved for it (statusWriteWait).
 	// StatusQPS 0 means no limit here, only the client's.
 	StatusQPS   float64
 	StatusBurst int
@@ -477,7 +477,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	s.plan = taskplan.Make(s.input)
 	err = c.act(ctx, s)
 	if err == nil {
-		err = c.updateStatus(ctx, s)
+		err = c.syncStatus(ctx, s)
 	}
 	s.state.memory = s.plan.Memory
 	c.store(key, s.state, s.dealtWith)

@@ -27,11 +27,11 @@ import (
 	"github.com/gputask/gputask-controller/pkg/taskstatus"
 )
 
-// updateStatus writes the task's status as the plan says, computed from
+// syncStatus writes the task's status as the plan says, computed from
 // what acting on it found out: a failed create, a conflicting pod, a drift
 // found by a read, a replacement to count. A failed create is returned
 // after the write, so that the queue backs off.
-func (c *Controller) updateStatus(ctx context.Context, s *taskSync) error {
+func (c *Controller) syncStatus(ctx context.Context, s *taskSync) error {
 	p := &s.plan
 	view := taskstatus.View{Pod: s.mirrored, SpecErr: p.SpecErr, Stale: s.stale, Conflict: s.conflict, CreateErr: s.createErr}
 	if s.conflict != "" && !taskplan.Warned(s.task, gputaskv1.ConditionPodOwned, gputaskv1.ReasonPodConflict, s.conflict) {
@@ -40,14 +40,14 @@ func (c *Controller) updateStatus(ctx context.Context, s *taskSync) error {
 	var err error
 	switch p.Status {
 	case taskplan.WriteStatus:
-		_, err = c.writeStatus(ctx, s, c.status(s.task, view), "")
+		_, err = c.applyStatus(ctx, s, c.status(s.task, view), "")
 	case taskplan.WriteCounted:
 		// A count from a stale copy could undo a newer one: the write is
 		// conditional on the version the count was made from, and the
 		// replacement stays until a status counts it.
 		view.Replaced = &p.Memory.Replacement.Counted
 		var shown bool
-		if shown, err = c.writeStatus(ctx, s, c.status(s.task, view), s.task.ResourceVersion); shown {
+		if shown, err = c.applyStatus(ctx, s, c.status(s.task, view), s.task.ResourceVersion); shown {
 			p.Memory.Replacement = nil
 		}
 	case taskplan.WriteUnlessSettling:
@@ -59,12 +59,12 @@ func (c *Controller) updateStatus(ctx context.Context, s *taskSync) error {
 			p.LookAgainIn(wait)
 			break
 		}
-		_, err = c.writeStatus(ctx, s, want, "")
+		_, err = c.applyStatus(ctx, s, want, "")
 	}
 	return errors.Join(s.createErr, err)
 }
 
-// writeStatus applies status with server-side apply, as this controller's
+// applyStatus applies status with server-side apply, as this controller's
 // field manager, when it differs from what the task has; a resourceVersion
 // other than "" is a precondition of the write. It reports whether the
 // task now shows status: false when the write waits, for the cache to show
@@ -72,7 +72,7 @@ func (c *Controller) updateStatus(ctx context.Context, s *taskSync) error {
 // or for its turn within the status client's rate limit (the plan looks
 // again then). A worker never sits in the client's rate limiter, where it
 // would hold up the pod creates of other tasks.
-func (c *Controller) writeStatus(ctx context.Context, s *taskSync, status gputaskv1.GPUTaskStatus, resourceVersion string) (bool, error) {
+func (c *Controller) applyStatus(ctx context.Context, s *taskSync, status gputaskv1.GPUTaskStatus, resourceVersion string) (bool, error) {
 	task := s.task
 	if equality.Semantic.DeepEqual(task.Status, status) {
 		return true, nil
