@@ -42,6 +42,7 @@ import (
 	"github.com/gputask/gputask-controller/pkg/orphans"
 	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/reschedule"
+	"github.com/gputask/gputask-controller/pkg/taskplan"
 	"github.com/gputask/gputask-controller/pkg/tombstone"
 )
 
@@ -52,9 +53,6 @@ import (
 const ControllerName = "gputask-controller"
 
 const (
-	// replacementPoll is how soon a task whose old pod is terminating is looked
-	// at again; the pod's delete event usually comes first.
-	replacementPoll = 2 * time.Second
 	// conflictRecheck is how soon a task blocked by a pod outside the
 	// controller's informer (no gputask.io/task label, so no events) is
 	// looked at again.
@@ -95,7 +93,7 @@ type Options struct {
 	Clock clock.WithTicker
 	// StatusQPS and StatusBurst are the rate limit of the client that writes
 	// task status. A write that would wait for it is not made to wait in a
-	// worker: its task comes back at the time reserved for it (statusWriteDue).
+	// worker: its task comes back at the time reserved for it (statusWriteWait).
 	// StatusQPS 0 means no limit here, only the client's.
 	StatusQPS   float64
 	StatusBurst int
@@ -210,31 +208,22 @@ type Controller struct {
 
 // taskState is what the controller remembers of one task between syncs,
 // in memory only: after a restart each field starts empty, and the sync
-// falls back to what the caches and the API server show.
+// falls back to what the caches and the API server show. A sync works on a
+// copy and stores it once (store); the event handlers note deletions in
+// place (update).
 type taskState struct {
-	// replacement is the pod being replaced, if any.
-	replacement *replacement
 	// deletedUID is the UID of a deleted task, kept until its pod is
 	// deleted, so that only the pod this very task controlled is deleted.
 	deletedUID types.UID
 	// orphaningUID is the UID of a task being deleted with its pod orphaned.
 	orphaningUID types.UID
-	// warnedRestartedAt is the bad restartedAt value already reported, so a
-	// bad annotation costs one event, not one per sync.
-	warnedRestartedAt string
+	// memory is what the planner remembers (taskplan.Memory).
+	memory taskplan.Memory
 	// statusWrittenFrom is, once this controller wrote the task's status and
 	// until the cache shows the write, the resourceVersion it replaced.
 	statusWrittenFrom *string
 	// statusWriteAt is the time reserved for a deferred status write.
 	statusWriteAt time.Time
-	// drift is the last drift found by reading a pod whose hash differs
-	// from the spec's.
-	drift *driftCheck
-	// gatedPod is the UID of the task's pod when it was seen held by a
-	// scheduling gate and is not placed yet; unschedulableSince is when it
-	// was first seen unschedulable after the gate was lifted.
-	gatedPod           types.UID
-	unschedulableSince time.Time
 }
 
 // update runs fn on the task's state under the lock, and forgets the task
@@ -252,6 +241,29 @@ func (c *Controller) update(key cache.ObjectName, fn func(*taskState)) {
 		return
 	}
 	c.state[key] = s
+}
+
+// load returns a copy of what the controller remembers of the task.
+func (c *Controller) load(key cache.ObjectName) taskState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.state[key]; s != nil {
+		return *s
+	}
+	return taskState{}
+}
+
+// store keeps what a sync remembers of the task. What the event handlers
+// noted meanwhile stays, except the deleted task's UID the sync dealt with.
+func (c *Controller) store(key cache.ObjectName, next taskState, dealtWith types.UID) {
+	c.update(key, func(s *taskState) {
+		deleted, orphaning := s.deletedUID, s.orphaningUID
+		*s = next
+		s.deletedUID, s.orphaningUID = deleted, orphaning
+		if deleted == dealtWith {
+			s.deletedUID = ""
+		}
+	})
 }
 
 // Events about GPUTasks need the GPUTask kind in the scheme the recorder
@@ -450,44 +462,60 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 }
 
 // syncHandler makes the task's pod match the task and the task's status match
-// the pod. It reads only from listers and writes only what differs.
+// the pod. It reads the task, its pod and what the controller remembers of
+// the task; plans (pkg/taskplan); carries the plan out; writes the status
+// from the outcomes; stores what to remember; and requeues once. It reads
+// only from listers and writes only what differs.
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "gputask", key)
 	ctx = klog.NewContext(ctx, logger)
 
-	task, err := c.tasksLister.GPUTasks(key.Namespace).Get(key.Name)
-	if apierrors.IsNotFound(err) {
-		return c.deletePodOfDeletedTask(ctx, key)
-	}
+	s, err := c.read(key)
 	if err != nil {
-		return fmt.Errorf("getting gputask %s from the cache: %w", key, err)
+		return err
 	}
-	c.forgetDeletedTask(key)
-	if task.DeletionTimestamp != nil {
-		// The task is going away; its pod goes with it through garbage collection.
-		return nil
+	s.plan = taskplan.Make(s.input)
+	err = c.act(ctx, s)
+	if err == nil {
+		err = c.syncStatus(ctx, s)
 	}
+	s.state.memory = s.plan.Memory
+	c.store(key, s.state, s.dealtWith)
+	if s.plan.After > 0 {
+		c.workqueue.AddAfter(key, s.plan.After)
+	}
+	return err
+}
 
-	pod, err := c.podsLister.Pods(task.Namespace).Get(task.Name)
+// read gathers, from the caches, what the plan of a sync of key needs.
+func (c *Controller) read(key cache.ObjectName) (*taskSync, error) {
+	task, err := c.tasksLister.GPUTasks(key.Namespace).Get(key.Name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("getting gputask %s from the cache: %w", key, err)
+	}
+	s := &taskSync{key: key, state: c.load(key)}
+	s.input = taskplan.Input{
+		PodOptions: c.podOpts, Rescheduling: c.rescheduling,
+		DeletedUID: s.state.deletedUID, Memory: s.state.memory, Now: c.clock.Now(),
+	}
 	if apierrors.IsNotFound(err) {
-		pod = nil
-	} else if err != nil {
-		return fmt.Errorf("getting pod %s/%s from the cache: %w", task.Namespace, task.Name, err)
+		return s, nil
 	}
-
+	// The task is here: a deletion noted earlier was of another task.
+	s.task, s.input.Task, s.dealtWith = task, task, s.state.deletedUID
+	if task.DeletionTimestamp != nil {
+		return s, nil
+	}
+	pod, err := c.podsLister.Pods(task.Namespace).Get(task.Name)
 	switch {
-	case pod == nil:
-		return c.syncMissingPod(ctx, key, task)
-	case !isControlledBy(pod, task):
-		// The pod of an earlier task of this name is an orphan: once it is
-		// deleted, its delete event brings the task back here.
-		if deleted, err := c.orphans.DeleteOrphan(ctx, key); err != nil || deleted {
-			return err
-		}
-		return c.syncConflict(ctx, task, pod)
+	case apierrors.IsNotFound(err):
+		s.input.ExpectationsMet = c.expectations.Satisfied(key.String())
+	case err != nil:
+		return nil, fmt.Errorf("getting pod %s/%s from the cache: %w", task.Namespace, task.Name, err)
 	default:
-		return c.syncOwnedPod(ctx, key, task, pod)
+		s.pod, s.input.Pod, s.input.Node = pod, pod, c.nodeOf(pod)
 	}
+	return s, nil
 }
 
 // addTask puts a task's key on the queue.
@@ -639,13 +667,6 @@ func (c *Controller) enqueueTaskOfClaim(logger klog.Logger, obj any) {
 	}
 	logger.V(4).Info("Claim of a task changed", "object", klog.KObj(meta), "task", name)
 	c.workqueue.Add(cache.ObjectName{Namespace: meta.GetNamespace(), Name: name})
-}
-
-// isControlledBy checks the controller reference's kind and group as well as
-// its UID: metav1.IsControlledBy checks the UID alone.
-func isControlledBy(pod *corev1.Pod, task *gputaskv1.GPUTask) bool {
-	ref := metav1.GetControllerOf(pod)
-	return ref != nil && ref.UID == task.UID && isTaskRef(ref)
 }
 
 func isTaskRef(ref *metav1.OwnerReference) bool {

@@ -82,7 +82,7 @@ func TestSpecEditOfStampedPod(t *testing.T) {
 	want = runningAtGeneration(back, 2)
 	f.ExpectApplyStatus(want)
 	f.Run(ctx, key(task))
-	if d := c.knownDrift(key(task)); d != nil {
+	if d := stateOf(c, key(task)).memory.Drift; d != nil {
 		t.Errorf("drift still remembered once the pod is up to date: %+v", d)
 	}
 	f.ExpectEvents()

@@ -333,7 +333,7 @@ func replacements(c *Controller) int {
 	defer c.mu.Unlock()
 	n := 0
 	for _, s := range c.state {
-		if s.replacement != nil {
+		if s.memory.Replacement != nil {
 			n++
 		}
 	}
