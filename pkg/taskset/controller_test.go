@@ -383,7 +383,7 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 			}
 		},
 		want: []string{"render-b1", "render-c1"}, running: 4,
-		event: "Normal SuccessfulDelete Deleted 2 tasks; fewest GPUs of the set in use first: gpu-node-b (2), gpu-node-c (2)",
+		event: "Normal SuccessfulDelete Deleted 2 tasks; fewest GPUs of the set in use first: gpu-node-c (2), gpu-node-b (2)",
 	}, {
 		name:     "scale to zero deletes all",
 		replicas: 0,

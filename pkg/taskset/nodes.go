@@ -2,8 +2,8 @@ package taskset
 
 import (
 	"fmt"
-	"sort"
 	"strings"
+	"time"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/podspec"
@@ -41,17 +41,43 @@ func GPUsInUse(tasks []*gputaskv1.GPUTask) NodeGPUs {
 	return use
 }
 
+// nodeOrder is what the ranking knows of the nodes: the set's GPUs in use
+// on each, and the creation of the youngest candidate on each.
+type nodeOrder struct {
+	use    NodeGPUs
+	newest map[string]time.Time
+}
+
+func newNodeOrder(candidates []*gputaskv1.GPUTask, use NodeGPUs) nodeOrder {
+	newest := make(map[string]time.Time, len(use))
+	for _, t := range candidates {
+		if n := t.Status.NodeName; n != "" && t.CreationTimestamp.After(newest[n]) {
+			newest[n] = t.CreationTimestamp.Time
+		}
+	}
+	return nodeOrder{use: use, newest: newest}
+}
+
 // emptierNode compares the nodes of two placed tasks: negative when a's
 // node should be emptied first, positive when b's, 0 on the same node. The
-// node with the fewest GPUs in use goes first, and the node name breaks a
-// tie, so that all the tasks of one node come before any of the next one.
-func (use NodeGPUs) emptierNode(a, b *gputaskv1.GPUTask) int {
+// node with the fewest GPUs in use goes first. Between nodes with as many,
+// the one with the younger youngest task goes first, so that tasks alone on
+// nodes of equal use keep the younger-first order of the rules after this
+// one; the node name breaks what is left. Every key is the node's, so all
+// the tasks of one node come before any of the next one.
+func (o nodeOrder) emptierNode(a, b *gputaskv1.GPUTask) int {
 	na, nb := a.Status.NodeName, b.Status.NodeName
 	if na == nb {
 		return 0
 	}
-	if ua, ub := use[na], use[nb]; ua != ub {
+	if ua, ub := o.use[na], o.use[nb]; ua != ub {
 		if ua < ub {
+			return -1
+		}
+		return 1
+	}
+	if ta, tb := o.newest[na], o.newest[nb]; !ta.Equal(tb) {
+		if ta.After(tb) {
 			return -1
 		}
 		return 1
@@ -60,29 +86,20 @@ func (use NodeGPUs) emptierNode(a, b *gputaskv1.GPUTask) int {
 }
 
 // ExplainNodes says which nodes the victims leave and how many of the
-// set's GPUs each had in use, in rank order, for the events that report a
-// scale-in; empty when no victim was on a node.
+// set's GPUs each had in use, in the order the ranking took them (victims
+// are in rank order), for the events that report a scale-in; empty when no
+// victim was on a node.
 func ExplainNodes(victims []*gputaskv1.GPUTask, use NodeGPUs) string {
-	var nodes []string
+	var parts []string
 	seen := map[string]bool{}
 	for _, t := range victims {
 		if n := t.Status.NodeName; n != "" && !seen[n] {
 			seen[n] = true
-			nodes = append(nodes, n)
+			parts = append(parts, fmt.Sprintf("%s (%d)", n, use[n]))
 		}
 	}
-	if len(nodes) == 0 {
+	if len(parts) == 0 {
 		return ""
-	}
-	sort.SliceStable(nodes, func(i, j int) bool {
-		if use[nodes[i]] != use[nodes[j]] {
-			return use[nodes[i]] < use[nodes[j]]
-		}
-		return nodes[i] < nodes[j]
-	})
-	parts := make([]string, len(nodes))
-	for i, n := range nodes {
-		parts[i] = fmt.Sprintf("%s (%d)", n, use[n])
 	}
 	return "fewest GPUs of the set in use first: " + strings.Join(parts, ", ")
 }

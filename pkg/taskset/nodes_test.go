@@ -71,12 +71,25 @@ func TestRankEmptiesTheEmptiestNodeFirst(t *testing.T) {
 		},
 		want: []string{"small-1", "small-2", "big"},
 	}, {
-		name: "a tie goes to the node name, so one node empties before the next",
+		name: "a tie goes to the node with the younger youngest task, so one node empties before the next",
 		tasks: []*gputaskv1.GPUTask{
 			onNode("b-young", "node-b", time.Minute, 1), onNode("a-old", "node-a", time.Hour, 1),
 			onNode("b-old", "node-b", 2*time.Hour, 1), onNode("a-young", "node-a", 2*time.Minute, 1),
 		},
+		want: []string{"b-young", "b-old", "a-young", "a-old"},
+	}, {
+		name: "then to the node name",
+		tasks: []*gputaskv1.GPUTask{
+			onNode("b-young", "node-b", time.Minute, 1), onNode("a-old", "node-a", time.Hour, 1),
+			onNode("b-old", "node-b", 2*time.Hour, 1), onNode("a-young", "node-a", time.Minute, 1),
+		},
 		want: []string{"a-young", "a-old", "b-young", "b-old"},
+	}, {
+		name: "tasks alone on nodes of equal use keep younger first",
+		tasks: []*gputaskv1.GPUTask{
+			onNode("old", "node-a", time.Hour, 1), onNode("young", "node-c", time.Minute, 1), onNode("mid", "node-b", 30*time.Minute, 1),
+		},
+		want: []string{"young", "mid", "old"},
 	}, {
 		name: "idle before busy, whatever the node",
 		tasks: []*gputaskv1.GPUTask{
@@ -129,7 +142,7 @@ func TestScaleInSixteenToFourLeavesOneNode(t *testing.T) {
 	if len(left) != 1 {
 		t.Errorf("tasks left on %d nodes (%v), want 1", len(left), left)
 	}
-	if got := ExplainNodes(plan.Delete, plan.NodeGPUs); got != "fewest GPUs of the set in use first: node-0 (4), node-1 (4), node-2 (4)" {
+	if got := ExplainNodes(plan.Delete, plan.NodeGPUs); got != "fewest GPUs of the set in use first: node-3 (4), node-2 (4), node-1 (4)" {
 		t.Errorf("ExplainNodes() = %q", got)
 	}
 }
@@ -149,7 +162,7 @@ func TestPlanScaleCountsDrainingGPUs(t *testing.T) {
 
 func TestExplainNodes(t *testing.T) {
 	use := NodeGPUs{"a": 3, "b": 1}
-	victims := []*gputaskv1.GPUTask{onNode("x", "a", 0, 1), onNode("y", "b", 0, 1), onNode("z", "a", 0, 1), onNode("u", "", 0, 1)}
+	victims := []*gputaskv1.GPUTask{onNode("u", "", 0, 1), onNode("y", "b", 0, 1), onNode("x", "a", 0, 1), onNode("z", "a", 0, 1)}
 	if got, want := ExplainNodes(victims, use), "fewest GPUs of the set in use first: b (1), a (3)"; got != want {
 		t.Errorf("ExplainNodes() = %q, want %q", got, want)
 	}

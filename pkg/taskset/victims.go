@@ -88,9 +88,10 @@ func protectedUntil(t *gputaskv1.GPUTask, minAge time.Duration, now time.Time) (
 //  4. a lower gputask.io/deletion-cost before a higher one (missing or invalid
 //     counts as 0);
 //  5. a task on the node with the fewest of the set's GPUs in use before one
-//     on a busier node, ties broken by node name (nodes.go): scale-in empties
-//     one node at a time, so the node autoscaler can remove it, where the
-//     ReplicaSet controller thins the fullest nodes instead;
+//     on a busier node, ties broken by the node's youngest task, then by node
+//     name (nodes.go): scale-in empties one node at a time, so the node
+//     autoscaler can remove it, where the ReplicaSet controller thins the
+//     fullest nodes instead;
 //  6. a younger task before an older one, so long-running work survives;
 //  7. name, only so that the order is stable.
 //
@@ -110,12 +111,13 @@ func rankForScaleIn(tasks []*gputaskv1.GPUTask, busy BusyFunc, use NodeGPUs) []*
 	for _, t := range ranked {
 		isBusy[t] = busy(t)
 	}
-	sort.SliceStable(ranked, func(i, j int) bool { return victimBefore(ranked[i], ranked[j], isBusy, use) })
+	nodes := newNodeOrder(ranked, use)
+	sort.SliceStable(ranked, func(i, j int) bool { return victimBefore(ranked[i], ranked[j], isBusy, nodes) })
 	return ranked
 }
 
 // victimBefore reports whether a is a better scale-in victim than b.
-func victimBefore(a, b *gputaskv1.GPUTask, busy map[*gputaskv1.GPUTask]bool, use NodeGPUs) bool {
+func victimBefore(a, b *gputaskv1.GPUTask, busy map[*gputaskv1.GPUTask]bool, nodes nodeOrder) bool {
 	if pa, pb := isPlaced(a), isPlaced(b); pa != pb {
 		return !pa
 	}
@@ -130,7 +132,7 @@ func victimBefore(a, b *gputaskv1.GPUTask, busy map[*gputaskv1.GPUTask]bool, use
 	}
 	if isPlaced(a) {
 		// Both are placed: rule 1 has told any other pair apart.
-		if d := use.emptierNode(a, b); d != 0 {
+		if d := nodes.emptierNode(a, b); d != 0 {
 			return d < 0
 		}
 	}
