@@ -208,11 +208,16 @@ func runFragmentation(ctx context.Context, cp *framework.ControlPlane, ns, sched
 	return res, nil
 }
 
+// fragTask asks for gpus GPUs with the CPU and memory that go with them on
+// a fake node (64 CPUs and 512 GiB for 8 GPUs), so that the default
+// scheduler's cpu and memory scores tell the nodes apart, as they do for
+// real workers.
 func fragTask(name, model, scheduler string, gpus int) *gputaskv1.GPUTask {
 	amount := intstr.FromInt(gpus)
+	cpu, memory := intstr.FromInt(8*gpus), intstr.FromString(fmt.Sprintf("%dGi", 64*gpus))
 	task := &gputaskv1.GPUTask{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       gputaskv1.GPUTaskSpec{GPU: model, GPUAmount: &amount},
+		Spec:       gputaskv1.GPUTaskSpec{GPU: model, GPUAmount: &amount, CPU: &cpu, Memory: &memory},
 	}
 	if scheduler != "" {
 		task.Spec.Template = &gputaskv1.PodTemplate{Spec: corev1.PodSpec{SchedulerName: scheduler}}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
@@ -15,11 +16,20 @@ import (
 // packingScheduler is the profile name of artifacts/scheduler/gputask-pack.yaml.
 const packingScheduler = "gputask-pack"
 
+// withNodeShare asks for the CPU and memory that go with one GPU of a fake
+// node (64 CPUs and 512 GiB for 8 GPUs), as inference workers do: without
+// requests every node scores the same for the default scheduler, which then
+// picks among them at random instead of spreading.
+func withNodeShare(s *gputaskv1.GPUTaskSpec) {
+	cpu, memory := intstr.FromString("8"), intstr.FromString("64Gi")
+	s.CPU, s.Memory = &cpu, &memory
+}
+
 // TestPackingProfile runs a second kube-scheduler with the packing profile
 // shipped in artifacts/scheduler beside the default one. Four one-GPU
 // tasks that select it with their template's schedulerName share one of
 // three empty 8-GPU nodes; four that do not are spread by the default
-// scheduler, which weighs cpu and memory only, over more than one.
+// scheduler, which weighs cpu and memory only, over all three.
 func TestPackingProfile(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -36,14 +46,14 @@ func TestPackingProfile(t *testing.T) {
 		want          string
 	}{
 		{"pack", packingScheduler, func(n int) bool { return n == 1 }, "one node"},
-		{"default", "", func(n int) bool { return n > 1 }, "more than one node"},
+		{"default", "", func(n int) bool { return n == 3 }, "all three nodes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ns := cp.NamespaceT(t)
 			model := createGPUNodes(t, ns, 3, gpusPerNode)
 			for i := range 4 {
-				task := newTask(fmt.Sprintf("worker-%d", i), model, 1, func(s *gputaskv1.GPUTaskSpec) {
+				task := newTask(fmt.Sprintf("worker-%d", i), model, 1, withNodeShare, func(s *gputaskv1.GPUTaskSpec) {
 					s.Template = &gputaskv1.PodTemplate{Spec: corev1.PodSpec{SchedulerName: tc.schedulerName}}
 				})
 				createTask(t, cp, ns, task)
