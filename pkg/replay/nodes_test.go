@@ -277,3 +277,53 @@ func TestRunReportsNodeHours(t *testing.T) {
 		t.Errorf("table without nodes shows node columns: %v\n%s", err, table.String())
 	}
 }
+
+// FuzzNodes adds and removes workers at random steps of virtual time: no
+// node ever holds more workers than GPUs, the nodes' GPUs in use are the
+// live workers, a worker is Ready no sooner than its node is up plus its
+// start-up, the peak covers the most workers ever live, and the node-hours
+// stay within the peak nodes over the time played.
+func FuzzNodes(f *testing.F) {
+	f.Add(uint8(8), true, uint64(0x1234), []byte{3, 200, 7, 9, 130, 5})
+	f.Add(uint8(1), false, uint64(7), []byte{1, 1, 129, 2, 255})
+	f.Fuzz(func(t *testing.T, gpus uint8, pack bool, seed uint64, ops []byte) {
+		m := NodeModel{GPUsPerNode: int(gpus%8) + 1, Placement: PlacementSpread, Startup: time.Duration(seed%300) * time.Second, Grace: time.Duration(seed>>9%120) * time.Second}
+		if pack {
+			m.Placement = PlacementPack
+		}
+		p := NewPool(Trace{}, t0, 1, time.Minute)
+		if err := p.SetNodes(m); err != nil {
+			t.Fatal(err)
+		}
+		mostLive := 0
+		for i, op := range ops {
+			p.Advance(p.Now().Add(time.Duration(op%64) * 5 * time.Second))
+			if op >= 128 && len(p.Workers()) > 0 {
+				p.Remove(p.Workers()[int(op)%len(p.Workers())])
+			} else {
+				for _, w := range p.Add(int(op%4) + 1) {
+					if w.ReadyAt.Before(w.Node.Up.Add(time.Minute)) && w.Node.Up.After(p.Now()) {
+						t.Fatalf("op %d: %s Ready at %v before its node (up %v) plus its start-up", i, w.Name, w.ReadyAt, w.Node.Up)
+					}
+				}
+			}
+			inUse := 0
+			for _, n := range p.Nodes() {
+				if n.InUse > m.GPUsPerNode || n.InUse < 0 {
+					t.Fatalf("op %d: %s holds %d of %d GPUs", i, n.Name, n.InUse, m.GPUsPerNode)
+				}
+				inUse += n.InUse
+			}
+			if inUse != len(p.Workers()) {
+				t.Fatalf("op %d: %d GPUs in use for %d workers", i, inUse, len(p.Workers()))
+			}
+			mostLive = max(mostLive, len(p.Workers()))
+		}
+		if need := (mostLive + m.GPUsPerNode - 1) / m.GPUsPerNode; p.PeakNodes() < need {
+			t.Fatalf("peak %d nodes for %d workers of %d per node", p.PeakNodes(), mostLive, m.GPUsPerNode)
+		}
+		if h := p.NodeHours(p.Now()); h < 0 || h > float64(p.PeakNodes())*p.Now().Sub(t0).Hours()+1e-9 {
+			t.Fatalf("node-hours %v: below 0 or above %d peak nodes over %v", h, p.PeakNodes(), p.Now().Sub(t0))
+		}
+	})
+}

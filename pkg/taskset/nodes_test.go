@@ -170,3 +170,59 @@ func TestExplainNodes(t *testing.T) {
 		t.Errorf("ExplainNodes() of unplaced victims = %q, want empty", got)
 	}
 }
+
+// FuzzScaleInEmptiesNodes: for idle, Running one-GPU tasks of any ages on
+// up to six nodes, the ranking takes each node's tasks together, nodes in
+// order of their GPUs in use, so removing the first k tasks for any k
+// leaves as few nodes occupied as any choice of k tasks could.
+func FuzzScaleInEmptiesNodes(f *testing.F) {
+	f.Add(uint8(16), uint64(0x9e3779b97f4a7c15))
+	f.Add(uint8(7), uint64(42))
+	f.Fuzz(func(t *testing.T, n uint8, seed uint64) {
+		var tasks []*gputaskv1.GPUTask
+		for i := range int(n % 40) {
+			bits := seed>>(i%58) ^ uint64(i)*0x2545f4914f6cdd1d
+			node := fmt.Sprintf("node-%d", bits%6)
+			tasks = append(tasks, onNode(fmt.Sprintf("t-%02d", i), node, time.Duration(bits%7200)*time.Second, 1))
+		}
+		use := GPUsInUse(tasks)
+		ranked := RankForScaleIn(tasks, nil)
+		if len(ranked) != len(tasks) {
+			t.Fatalf("ranked %d of %d tasks", len(ranked), len(tasks))
+		}
+		done := map[string]bool{}
+		for i, task := range ranked {
+			node := task.Status.NodeName
+			if i > 0 && ranked[i-1].Status.NodeName != node {
+				prev := ranked[i-1].Status.NodeName
+				done[prev] = true
+				if use[node] < use[prev] {
+					t.Fatalf("%s (%d GPUs) after %s (%d GPUs)", node, use[node], prev, use[prev])
+				}
+			}
+			if done[node] {
+				t.Fatalf("%s comes back after other nodes: %v", node, names(ranked))
+			}
+		}
+		counts := make([]int, 0, len(use))
+		for _, c := range use {
+			counts = append(counts, int(c))
+		}
+		slices.Sort(counts)
+		for k := range len(ranked) + 1 {
+			left := len(GPUsInUse(ranked[k:]))
+			// The most nodes k removals can empty: the smallest ones first.
+			emptied, removed := 0, 0
+			for _, c := range counts {
+				if removed+c > k {
+					break
+				}
+				removed += c
+				emptied++
+			}
+			if want := len(counts) - emptied; left != want {
+				t.Fatalf("after %d removals %d nodes occupied, want %d", k, left, want)
+			}
+		}
+	})
+}
