@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -41,6 +42,17 @@ type NodeModel struct {
 	// Grace is how long a node stays up empty (Karpenter's
 	// consolidateAfter with consolidationPolicy WhenEmpty).
 	Grace time.Duration
+}
+
+// MarshalJSON writes the model as the report's other settings are
+// written: durations as Go strings.
+func (m NodeModel) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		GPUsPerNode int       `json:"gpus_per_node"`
+		Placement   Placement `json:"placement"`
+		Startup     string    `json:"node_startup"`
+		Grace       string    `json:"node_grace"`
+	}{m.GPUsPerNode, m.Placement, m.Startup.String(), m.Grace.String()})
 }
 
 // DefaultNodeModel is the command line's: 8-GPU nodes, the default

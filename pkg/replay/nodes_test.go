@@ -272,6 +272,10 @@ func TestRunReportsNodeHours(t *testing.T) {
 	if err := rep.WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "| node-h | peak nodes |") {
 		t.Errorf("markdown: %v\n%s", err, md.String())
 	}
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil || !strings.Contains(js.String(), `"node_hours"`) || !strings.Contains(js.String(), `"peak_nodes"`) || !strings.Contains(js.String(), `"gpus_per_node": 8`) || !strings.Contains(js.String(), `"node_startup": "0s"`) {
+		t.Errorf("JSON lacks the node figures or the model: %v", err)
+	}
 	table.Reset()
 	if err := without.WriteTable(&table); err != nil || strings.Contains(table.String(), "node-h") {
 		t.Errorf("table without nodes shows node columns: %v\n%s", err, table.String())
