@@ -102,12 +102,14 @@ bench: control-plane build ## Benchmarks: decision, ranking, sources, throughput
 # pods with a 30 s termination grace. Tables go to standard output and
 # _output/replay/STARTUP.txt, figures and time series to
 # _output/replay/STARTUP-SHAPE.json, plots to STARTUP-SHAPE.png. Add
-# flags with REPLAY_FLAGS+='--grace 120s'. See docs/replay.md.
+# flags with REPLAY_FLAGS+='--grace 120s'. It models no nodes
+# (--gpus-per-node 0): `make bench-cost` does. See docs/replay.md.
 REPLAY_SHAPES ?= diurnal bursty step flash
 REPLAY_STARTUPS ?= 2m 5m
-REPLAY_FLAGS ?= --time-column Timestamp \
+REPLAY_TRACE_FLAGS ?= --time-column Timestamp \
 	--input-tokens-column 'Request tokens' --output-tokens-column 'Response tokens' \
-	--prefill-tokens-per-second 4000 --decode-tokens-per-second 40 --concurrency 8 \
+	--prefill-tokens-per-second 4000 --decode-tokens-per-second 40 --concurrency 8
+REPLAY_FLAGS ?= $(REPLAY_TRACE_FLAGS) --gpus-per-node 0 \
 	--variant proportional --variant burst --variant predictive --variant schedule
 
 .PHONY: bench-autoscaling
@@ -123,6 +125,27 @@ bench-autoscaling: ## Replay synthetic request traces through every autoscaling 
 			$(REPLAY_FLAGS) --startup $$startup \
 			--json _output/replay/$$startup.json --plot _output/replay/$$startup.png \
 			| tee _output/replay/$$startup.txt; \
+	done
+
+# What a pool costs in nodes: the same traces on 8-GPU nodes that take 3
+# minutes to launch and go 30 s after their last worker (the replay's
+# defaults), placed by the default scheduler (spread) and by the packing
+# profile of artifacts/scheduler (pack), 2-minute starts. Tables go to
+# _output/replay/cost-PLACEMENT.md. See docs/cost.md.
+COST_POLICIES ?= ours,hpa,keda,static,oracle
+
+.PHONY: bench-cost
+bench-cost: ## Node-hours and peak nodes of every policy on the synthetic traces, spread and packed; tables in _output/replay/.
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/gputask-replay ./cmd/gputask-replay
+	@mkdir -p _output/replay
+	@set -eo pipefail; for shape in $(REPLAY_SHAPES); do \
+		$(BIN_DIR)/gputask-replay generate --shape $$shape --out _output/replay/$$shape.csv; \
+	done; \
+	for placement in spread pack; do \
+		echo; echo "== $$placement"; \
+		$(BIN_DIR)/gputask-replay $(foreach shape,$(REPLAY_SHAPES),--trace _output/replay/$(shape).csv) \
+			$(REPLAY_TRACE_FLAGS) --startup 2m --policies $(COST_POLICIES) --placement $$placement --markdown \
+			| tee _output/replay/cost-$$placement.md; \
 	done
 
 # Flags for the demo, for example DEMO_FLAGS='-for=5m -plain'; see bin/gputask-demo -help.

@@ -72,6 +72,10 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		markdown     = fs.Bool("markdown", false, "print the table as Markdown")
 		serving      = fs.String("serving", "fixed", "how a worker serves its requests: fixed (each holds a slot for its service time) or batched (decode slows as the batch grows; needs the token columns)")
 		itlBase      = fs.Duration("itl-base", replay.DefaultITL.Base, "with --serving batched: inter-token latency of a worker, the part that does not grow with the batch")
+		gpusPerNode  = fs.Int("gpus-per-node", replay.DefaultNodeModel.GPUsPerNode, "GPUs of a node; each worker takes one, and every policy reports node-hours and peak nodes (0 models no nodes)")
+		placement    = fs.String("placement", string(replay.DefaultNodeModel.Placement), "how the scheduler places a new worker: spread (the default scheduler, which ignores GPUs: the node with the fewest workers) or pack (the packing profile of artifacts/scheduler: the node with the most GPUs in use)")
+		nodeStartup  = fs.Duration("node-startup", replay.DefaultNodeModel.Startup, "time a new node takes before a worker on it starts its own start-up")
+		nodeGrace    = fs.Duration("node-grace", replay.DefaultNodeModel.Grace, "time a node stays up after its last worker left (the node autoscaler's WhenEmpty consolidation)")
 		itlPerSeq    = fs.Duration("itl-per-seq", replay.DefaultITL.PerSeq, "with --serving batched: inter-token latency added by each sequence in the batch")
 		variants     []replay.Variant
 		tracePaths   []string
@@ -159,6 +163,20 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if !(*rateScale > 0) {
 		return fmt.Errorf("--rate-scale must be above 0, got %v", *rateScale)
 	}
+	var nodes *replay.NodeModel
+	if *gpusPerNode < 0 {
+		return fmt.Errorf("--gpus-per-node must not be negative, got %d", *gpusPerNode)
+	}
+	if *gpusPerNode > 0 {
+		pl, err := replay.ParsePlacement(*placement)
+		if err != nil {
+			return fmt.Errorf("--placement: %w", err)
+		}
+		nodes = &replay.NodeModel{GPUsPerNode: *gpusPerNode, Placement: pl, Startup: *nodeStartup, Grace: *nodeGrace}
+		if err := nodes.Validate(); err != nil {
+			return err
+		}
+	}
 	set := replay.DefaultSet()
 	if *setPath != "" {
 		if set, err = replay.LoadSet(*setPath); err != nil {
@@ -177,6 +195,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	reports, best, err := replay.RunTraces(traces, replay.Config{
 		Concurrency: *concurrency, Startup: *startup, Grace: *grace, Load: loadKind, SLO: *slo, Set: set,
 		HPABehavior: behavior, HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", KEDAValue: *kedaType == "Value", Scrape: scrapeEvery, Policies: names, Variants: variants, Batched: batched,
+		Nodes: nodes,
 	})
 	if err != nil {
 		return err
@@ -184,6 +203,9 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	servingNote := ""
 	if batched != nil {
 		servingNote = fmt.Sprintf(", batched serving at %v + %v per sequence between tokens", batched.Base, batched.PerSeq)
+	}
+	if nodes != nil {
+		servingNote += fmt.Sprintf(", %d-GPU nodes placed by %s, %v node start-up, %v node grace", nodes.GPUsPerNode, nodes.Placement, nodes.Startup, nodes.Grace)
 	}
 	metrics := "fresh metrics"
 	if scrapeEvery > 0 {

@@ -29,7 +29,7 @@ func TestGenerateAndReplay(t *testing.T) {
 	if err := run(args, &out, &errOut); err != nil {
 		t.Fatalf("replay: %v\n%s", err, errOut.String())
 	}
-	for _, want := range []string{"ours", "hpa", "oracle", "GPU-h"} {
+	for _, want := range []string{"ours", "hpa", "oracle", "GPU-h", "node-h", "peak nodes", "8-GPU nodes placed by spread, 3m0s node start-up, 30s node grace"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
@@ -75,6 +75,9 @@ func TestReplayFlagErrors(t *testing.T) {
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--keda-metric-type", "Utilization"}, "--keda-metric-type must be Value or AverageValue"},
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--serving", "batched"}, "--serving batched needs the trace's token columns"},
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--serving", "paged"}, "--serving must be fixed or batched"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--placement", "bestfit"}, "--placement: unknown placement"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--gpus-per-node", "-1"}, "--gpus-per-node must not be negative"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--node-grace", "-1s"}, "grace -1s: want both >= 0"},
 		{[]string{"generate", "--shape", "sine"}, "unknown shape"},
 	} {
 		var out, errOut bytes.Buffer

@@ -16,6 +16,15 @@
 // Prometheus scrape (Pool.Metrics); LoadIndexServer serves the index over
 // HTTP as a backend does.
 //
+// With a NodeModel (nodes.go) the workers run on nodes of a few GPUs,
+// placed as the default scheduler spreads them or as the packing profile
+// packs them; a node is launched when a worker fits nowhere, takes its
+// start-up before the worker starts its own, and goes a grace after its
+// last worker left, as Karpenter's WhenEmpty consolidation removes it.
+// Every policy then reports node-hours and peak nodes; the Deployment
+// rows delete pods in the ReplicaSet's order (replicaset.go), ours in
+// taskset's, which empties the node with the fewest GPUs in use first.
+//
 // The policies, on the same trace and workers:
 //
 //	ours    ours.go   the project's code: scaling.CountStarting and

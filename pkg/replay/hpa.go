@@ -3,7 +3,6 @@ package replay
 import (
 	"hash/fnv"
 	"math"
-	"sort"
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -357,38 +356,6 @@ func scaleDeployment(p *Pool, replicas int32) {
 			p.Delete(w)
 		}
 	}
-}
-
-// replicaSetVictims orders workers as the ReplicaSet controller picks pods
-// to delete (pkg/controller/controller_utils.go, ActivePodsWithRanks.Less),
-// for pods that are all Running on a node of their own with no deletion
-// cost and no restarts: not Ready before Ready; among Ready pods the one
-// Ready more recently first, compared by the log2 of the time since (then
-// by UID); then the newer pod first, by the same log2 rank.
-func replicaSetVictims(workers []*Worker, now time.Time) []*Worker {
-	ranked := append([]*Worker(nil), workers...)
-	sort.SliceStable(ranked, func(i, j int) bool { return podLess(ranked[i], ranked[j], now) })
-	return ranked
-}
-
-func podLess(a, b *Worker, now time.Time) bool {
-	ra, rb := a.Ready(now), b.Ready(now)
-	if ra != rb {
-		return !ra
-	}
-	if ra && !a.ReadyAt.Equal(b.ReadyAt) {
-		if d := logarithmicRankDiff(a.ReadyAt, b.ReadyAt, now); d != 0 {
-			return d < 0
-		}
-		return uid(a) < uid(b)
-	}
-	if !a.Created.Equal(b.Created) {
-		if d := logarithmicRankDiff(a.Created, b.Created, now); d != 0 {
-			return d < 0
-		}
-		return uid(a) < uid(b)
-	}
-	return false
 }
 
 // logarithmicRankDiff follows controller_utils.go's function of the same name.

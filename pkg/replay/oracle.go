@@ -59,11 +59,14 @@ func neededOverTime(tr Trace, concurrency int) []need {
 type Oracle struct {
 	Concurrency int
 	Startup     time.Duration
+	// Nodes, when set, packs the levels on nodes (see nodeHours).
+	Nodes *NodeModel
 }
 
-// life is one worker of the oracle.
+// life is one worker of the oracle, at capacity level level+1.
 type life struct {
 	created, removed time.Duration
+	level            int
 }
 
 // Run computes the oracle's figures on tr, sampled every sampleEvery.
@@ -82,6 +85,9 @@ func (o Oracle) Run(tr Trace, sampleEvery time.Duration) Result {
 		changes = append(changes, workerChange{l.created, +1}, workerChange{l.removed, -1})
 	}
 	r.GPUHours = total.Hours()
+	if o.Nodes != nil {
+		r.NodeHours, r.PeakNodes = o.nodeHours(lives, end)
+	}
 	sort.Slice(changes, func(i, j int) bool {
 		if changes[i].at != changes[j].at {
 			return changes[i].at < changes[j].at
@@ -167,7 +173,7 @@ func (o Oracle) lives(needs []need) []life {
 			if n.at == 0 {
 				created = 0
 			}
-			lives = append(lives, life{created: created, removed: -1})
+			lives = append(lives, life{created: created, removed: -1, level: int(k)})
 			open[k] = len(lives) - 1
 		}
 		for k := n.workers; k < prev; k++ { // level k+1 falls idle
@@ -179,4 +185,56 @@ func (o Oracle) lives(needs []need) []life {
 		lives[open[k]].removed = needs[len(needs)-1].at
 	}
 	return lives
+}
+
+// nodeHours is the node-hours and peak nodes of the lower bound: levels
+// 1 to GPUsPerNode on the first node, the next ones on the second, and so
+// on, which packs as tightly as any placement can, as the lowest levels
+// are the most used. A node is launched its start-up before its first
+// worker and removed its grace after its last, and kept through a gap
+// shorter than a launch and a grace.
+func (o Oracle) nodeHours(lives []life, end time.Duration) (float64, int) {
+	m := *o.Nodes
+	byNode := map[int][]life{}
+	for _, l := range lives {
+		byNode[l.level/m.GPUsPerNode] = append(byNode[l.level/m.GPUsPerNode], l)
+	}
+	var total time.Duration
+	var changes []workerChange
+	for _, ls := range byNode {
+		sort.Slice(ls, func(i, j int) bool { return ls[i].created < ls[j].created })
+		launch := func(l life) time.Duration {
+			if l.created == 0 {
+				return 0
+			}
+			return l.created - m.Startup
+		}
+		from, to := launch(ls[0]), ls[0].removed
+		flush := func() {
+			stop := min(to+m.Grace, end)
+			total += stop - from
+			changes = append(changes, workerChange{from, +1}, workerChange{stop, -1})
+		}
+		for _, l := range ls[1:] {
+			if launch(l) <= to+m.Grace {
+				to = max(to, l.removed)
+				continue
+			}
+			flush()
+			from, to = launch(l), l.removed
+		}
+		flush()
+	}
+	sort.Slice(changes, func(i, j int) bool {
+		if changes[i].at != changes[j].at {
+			return changes[i].at < changes[j].at
+		}
+		return changes[i].delta < changes[j].delta
+	})
+	peak, up := 0, 0
+	for _, c := range changes {
+		up += c.delta
+		peak = max(peak, up)
+	}
+	return total.Hours(), peak
 }

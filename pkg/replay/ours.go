@@ -212,9 +212,10 @@ func (o *Ours) Sync(p *Pool) {
 	}
 }
 
-// Tasks shows the live workers as the set's GPUTasks: Running on a node,
-// Ready once the model is loaded, gputask.io/busy while a request is in
-// flight, and gputask.io/draining once scale-in chose a busy one.
+// Tasks shows the live workers as the set's GPUTasks: Pending while their
+// node launches, then Running on it, Ready once the model is loaded,
+// gputask.io/busy while a request is in flight, and gputask.io/draining
+// once scale-in chose a busy one.
 func (o *Ours) Tasks(p *Pool) []*gputaskv1.GPUTask {
 	now := p.Now()
 	tasks := make([]*gputaskv1.GPUTask, 0, len(p.Workers()))
@@ -232,7 +233,10 @@ func TaskOf(w *Worker, now time.Time) *gputaskv1.GPUTask {
 			CreationTimestamp: metav1.NewTime(w.Created),
 			Annotations:       map[string]string{},
 		},
-		Status: gputaskv1.GPUTaskStatus{Phase: gputaskv1.GPUTaskRunning, PodName: w.Name, NodeName: "node-" + w.Name},
+		Status: gputaskv1.GPUTaskStatus{Phase: gputaskv1.GPUTaskRunning, PodName: w.Name, NodeName: w.NodeName(now)},
+	}
+	if !w.Bound(now) {
+		t.Status.Phase = gputaskv1.GPUTaskPending
 	}
 	if w.Busy() {
 		t.Annotations[gputaskv1.AnnotationBusy] = "true"

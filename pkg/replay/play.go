@@ -164,6 +164,8 @@ func (e *engine) result() Result {
 	r.GPUHours = p.GPUHours(p.Now())
 	r.ScaleEvents = e.events
 	r.PeakReplicas = e.peak
+	r.NodeHours = p.NodeHours(p.Now())
+	r.PeakNodes = p.PeakNodes()
 	r.Series = e.series
 	return r
 }

@@ -47,6 +47,9 @@ type Worker struct {
 	Terminating bool
 	ExitBy      time.Time
 
+	// Node is the node it runs on, when the pool models nodes (SetNodes).
+	Node *Node
+
 	inFlight []int // indexes of the requests it serves
 	// progressed is when batched serving last drained its sequences'
 	// remaining tokens.
@@ -220,6 +223,9 @@ type Pool struct {
 	decodeFrom []time.Time
 	remaining  []float64
 	gen        []int
+
+	// nodes places the workers on nodes (SetNodes); nil models none.
+	nodes *nodes
 }
 
 // ITL is a batching server's inter-token latency: Base + PerSeq × the
@@ -367,13 +373,13 @@ func (p *Pool) ArrivalsDone() bool { return p.next == len(p.trace) }
 
 // Add creates n workers at the pool's time; they become Ready after the startup.
 func (p *Pool) Add(n int) []*Worker {
-	return p.add(n, p.now.Add(p.startup))
+	return p.add(n, p.now.Add(p.startup), false)
 }
 
 // AddReady creates n workers that are Ready at once: the pool a policy
 // starts with.
 func (p *Pool) AddReady(n int) []*Worker {
-	ws := p.add(n, p.now)
+	ws := p.add(n, p.now, true)
 	p.dispatch()
 	return ws
 }
@@ -381,7 +387,7 @@ func (p *Pool) AddReady(n int) []*Worker {
 // AddPending creates n workers that become Ready only when MarkReady says
 // so: the workers of a real pool, whose readiness the cluster reports.
 func (p *Pool) AddPending(n int) []*Worker {
-	return p.add(n, never)
+	return p.add(n, never, false)
 }
 
 // MarkReady makes w Ready now, if it is not yet, and hands it work.
@@ -395,11 +401,19 @@ func (p *Pool) MarkReady(w *Worker) {
 // never is the ReadyAt of a worker whose readiness is not known yet.
 var never = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func (p *Pool) add(n int, readyAt time.Time) []*Worker {
+// add creates n workers that are Ready at readyAt, or later when their
+// node is still launching; nodesUp launches the nodes they need up already.
+func (p *Pool) add(n int, readyAt time.Time, nodesUp bool) []*Worker {
 	var out []*Worker
 	for range n {
 		p.seq++
 		w := &Worker{Name: fmt.Sprintf("worker-%d", p.seq), Created: p.now, ReadyAt: readyAt}
+		if p.nodes != nil {
+			w.Node = p.nodes.place(p.now, nodesUp)
+			if w.ReadyAt != never && w.Node.Up.After(p.now) {
+				w.ReadyAt = w.Node.Up.Add(p.startup)
+			}
+		}
 		p.workers = append(p.workers, w)
 		p.all = append(p.all, w)
 		out = append(out, w)
@@ -421,6 +435,9 @@ func (p *Pool) Remove(w *Worker) {
 	w.inFlight = nil
 	p.workers = without(p.workers, w)
 	p.terminating = without(p.terminating, w)
+	if w.Node != nil {
+		p.nodes.leave(w.Node, p.now)
+	}
 }
 
 // Delete deletes a worker's pod as the API server and kubelet do: the pod

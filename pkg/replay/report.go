@@ -31,8 +31,13 @@ type Result struct {
 	// ScaleEvents counts changes of the count asked for.
 	ScaleEvents int `json:"scale_events"`
 	// PeakReplicas is the most workers alive at once.
-	PeakReplicas int      `json:"peak_replicas"`
-	Series       []Sample `json:"-"`
+	PeakReplicas int `json:"peak_replicas"`
+	// NodeHours counts every node from its launch to its removal, when
+	// the replay models nodes (NodeModel); PeakNodes is the most nodes up
+	// or launching at once.
+	NodeHours float64  `json:"node_hours,omitempty"`
+	PeakNodes int      `json:"peak_nodes,omitempty"`
+	Series    []Sample `json:"-"`
 }
 
 // measure computes the wait figures.
@@ -77,7 +82,9 @@ type Report struct {
 	Startup     string   `json:"startup"`
 	Load        LoadKind `json:"load"`
 	SLO         string   `json:"slo"`
-	Policies    []Result `json:"policies"`
+	// Nodes is the node model, when the replay has one.
+	Nodes    *NodeModel `json:"nodes,omitempty"`
+	Policies []Result   `json:"policies"`
 	// Series holds each policy's samples, by policy name.
 	Series map[string][]Sample `json:"series"`
 }
@@ -96,16 +103,16 @@ func (r Report) oracle() (Result, bool) {
 // as a ratio to the oracle's.
 func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "policy\tGPU-h\t×oracle\twait p50\tp95\tp99\tSLO met\tfailed\tscale events\tpeak\t\n")
+	fmt.Fprintf(tw, "policy\tGPU-h\t×oracle\twait p50\tp95\tp99\tSLO met\tfailed\tscale events\tpeak%s\t\n", r.nodeHeader("\t"))
 	oracle, hasOracle := r.oracle()
 	for _, p := range r.Policies {
 		ratio := "-"
 		if hasOracle && oracle.GPUHours > 0 {
 			ratio = fmt.Sprintf("%.2f", p.GPUHours/oracle.GPUHours)
 		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%s\t%s\t%.2f%%\t%d\t%d\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%s\t%s\t%.2f%%\t%d\t%d\t%d%s\t\n",
 			p.Name, p.GPUHours, ratio, seconds(p.WaitP50), seconds(p.WaitP95), seconds(p.WaitP99),
-			100*p.SLOAttainment, p.FailedRequests, p.ScaleEvents, p.PeakReplicas)
+			100*p.SLOAttainment, p.FailedRequests, p.ScaleEvents, p.PeakReplicas, r.nodeCells(p, "\t"))
 	}
 	return tw.Flush()
 }
@@ -113,20 +120,42 @@ func (r Report) WriteTable(w io.Writer) error {
 // WriteMarkdown prints the table as Markdown.
 func (r Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
-	b.WriteString("| policy | GPU-h | × oracle | wait p50 | p95 | p99 | SLO met | failed | scale events | peak |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| policy | GPU-h | × oracle | wait p50 | p95 | p99 | SLO met | failed | scale events | peak" + r.nodeHeader(" | ") + " |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	if r.Nodes != nil {
+		b.WriteString("--:|--:|")
+	}
+	b.WriteString("\n")
 	oracle, hasOracle := r.oracle()
 	for _, p := range r.Policies {
 		ratio := "-"
 		if hasOracle && oracle.GPUHours > 0 {
 			ratio = fmt.Sprintf("%.2f", p.GPUHours/oracle.GPUHours)
 		}
-		fmt.Fprintf(&b, "| %s | %.1f | %s | %s | %s | %s | %.2f%% | %d | %d | %d |\n",
+		fmt.Fprintf(&b, "| %s | %.1f | %s | %s | %s | %s | %.2f%% | %d | %d | %d%s |\n",
 			p.Name, p.GPUHours, ratio, seconds(p.WaitP50), seconds(p.WaitP95), seconds(p.WaitP99),
-			100*p.SLOAttainment, p.FailedRequests, p.ScaleEvents, p.PeakReplicas)
+			100*p.SLOAttainment, p.FailedRequests, p.ScaleEvents, p.PeakReplicas, r.nodeCells(p, " | "))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// nodeHeader is the node columns' headings, each after sep, when the
+// replay models nodes.
+func (r Report) nodeHeader(sep string) string {
+	if r.Nodes == nil {
+		return ""
+	}
+	return sep + "node-h" + sep + "peak nodes"
+}
+
+// nodeCells is p's node columns, each after sep, when the replay models
+// nodes.
+func (r Report) nodeCells(p Result, sep string) string {
+	if r.Nodes == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s%.1f%s%d", sep, p.NodeHours, sep, p.PeakNodes)
 }
 
 func seconds(s float64) string {

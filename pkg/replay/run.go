@@ -180,6 +180,9 @@ type Config struct {
 	// nil means GPUServingBehavior. hpa-default has none.
 	HPABehavior *autoscalingv2.HorizontalPodAutoscalerBehavior
 	Policies    []string
+	// Nodes places the workers on nodes and measures node-hours
+	// (Pool.SetNodes); nil models no nodes.
+	Nodes *NodeModel
 	// Batched serves requests as a batching server does, at this
 	// inter-token latency (Pool.SetBatched); nil gives each request its
 	// fixed Service.
@@ -241,6 +244,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Grace < 0 {
 		return c, fmt.Errorf("grace must not be negative, got %v", c.Grace)
 	}
+	if c.Nodes != nil {
+		if err := c.Nodes.Validate(); err != nil {
+			return c, err
+		}
+	}
 	if c.Set == nil {
 		c.Set = DefaultSet()
 	}
@@ -293,13 +301,13 @@ func Run(tr Trace, c Config) (Report, error) {
 	}
 	report := Report{
 		Trace: c.Name, Requests: len(tr.Requests), Concurrency: c.Concurrency,
-		Startup: c.Startup.String(), Load: c.Load, SLO: c.SLO.String(),
+		Startup: c.Startup.String(), Load: c.Load, SLO: c.SLO.String(), Nodes: c.Nodes,
 		Series: map[string][]Sample{},
 	}
 	for _, name := range c.Policies {
 		var res Result
 		if name == PolicyOracle {
-			res = Oracle{Concurrency: c.Concurrency, Startup: c.Startup}.Run(tr, c.SampleEvery)
+			res = Oracle{Concurrency: c.Concurrency, Startup: c.Startup, Nodes: c.Nodes}.Run(tr, c.SampleEvery)
 		} else {
 			pol, err := c.policy(name, tr)
 			if err != nil {
@@ -386,6 +394,11 @@ func (c Config) newPool(tr Trace) *Pool {
 	pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
 	pool.SetGrace(c.Grace)
 	pool.SetScrape(c.Scrape)
+	if c.Nodes != nil {
+		if err := pool.SetNodes(*c.Nodes); err != nil {
+			panic(err) // withDefaults validated the model
+		}
+	}
 	if c.Batched != nil {
 		if err := pool.SetBatched(*c.Batched); err != nil {
 			panic(err) // checkServing let the trace through

@@ -320,6 +320,8 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 		want     []string
 		// status after the sync: running and pending among all the tasks
 		running, pending int32
+		// event, when set, is one of the events recorded
+		event string
 	}{{
 		name:     "a task without a pod goes first",
 		replicas: 2,
@@ -364,6 +366,25 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 		},
 		want: []string{"render-young", "render-mid"}, running: 3,
 	}, {
+		// The set's tasks, from its own lister, say which node holds how
+		// many of its GPUs: the one with the fewest is emptied first, the
+		// younger task on a fuller node survives, and the event says why.
+		name:     "the emptiest node first, before age",
+		replicas: 2,
+		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
+			on := func(node string) controllertest.TaskOption {
+				return controllertest.TaskFunc(func(t *gputaskv1.GPUTask) { t.Status.NodeName = node })
+			}
+			return []*gputaskv1.GPUTask{
+				ownedTask(set, "render-b1", 3*time.Hour, on("gpu-node-b")),
+				ownedTask(set, "render-a1", time.Minute, on("gpu-node-a")),
+				ownedTask(set, "render-a2", 2*time.Minute, on("gpu-node-a")),
+				ownedTask(set, "render-c1", 2*time.Hour, on("gpu-node-c")),
+			}
+		},
+		want: []string{"render-b1", "render-c1"}, running: 4,
+		event: "Normal SuccessfulDelete Deleted 2 tasks; fewest GPUs of the set in use first: gpu-node-c (2), gpu-node-b (2)",
+	}, {
 		name:     "scale to zero deletes all",
 		replicas: 0,
 		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
@@ -387,8 +408,12 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 			f.Run(ctx, key(set))
 
 			// One event for the step, not one per task.
-			if n := controllertest.CountEvents(f.events(), "Normal SuccessfulDelete"); n != min(len(tc.want), 1) {
+			events := f.events()
+			if n := controllertest.CountEvents(events, "Normal SuccessfulDelete"); n != min(len(tc.want), 1) {
 				t.Errorf("SuccessfulDelete events = %d, want %d", n, min(len(tc.want), 1))
+			}
+			if tc.event != "" && !slices.Contains(events, tc.event) {
+				t.Errorf("events = %q, want %q among them", events, tc.event)
 			}
 			// The deletions are expected until the informer reports them.
 			if c.expectations.Satisfied(setKey(set)) {

@@ -34,6 +34,9 @@ type ScalePlan struct {
 	Draining int32
 	// HeldBack is how many removals minTaskAge held back.
 	HeldBack int32
+	// NodeGPUs is the GPUs each node has in use by the active tasks, which
+	// the victim ranking empties one node at a time (ExplainNodes).
+	NodeGPUs NodeGPUs
 	// RetryAfter is when the set should be synced again without an event:
 	// the first drain timeout or the first protected task coming of age.
 	// Zero means no such time.
@@ -61,7 +64,7 @@ func PlanScale(active []*gputaskv1.GPUTask, desired int, busy BusyFunc, drainTim
 	if busy == nil {
 		busy = gputaskv1.WorkerBusy
 	}
-	plan := ScalePlan{Desired: max(desired, 0)}
+	plan := ScalePlan{Desired: max(desired, 0), NodeGPUs: GPUsInUse(active)}
 	var serving, draining []*gputaskv1.GPUTask
 	for _, t := range active {
 		if gputaskv1.IsDraining(t) {
@@ -74,14 +77,14 @@ func PlanScale(active []*gputaskv1.GPUTask, desired int, busy BusyFunc, drainTim
 	switch diff := len(serving) - plan.Desired; {
 	case diff < 0:
 		need := -diff
-		ranked := RankForScaleIn(draining, busy)
+		ranked := rankForScaleIn(draining, busy, plan.NodeGPUs)
 		for i := len(ranked) - 1; i >= 0 && len(plan.Undrain) < need; i-- {
 			plan.Undrain = append(plan.Undrain, ranked[i])
 		}
 		plan.Create = min(need-len(plan.Undrain), burst)
 		draining = withoutTasks(draining, plan.Undrain)
 	case diff > 0:
-		scaleIn := ChooseVictims(serving, min(diff, burst), minAge, now, busy)
+		scaleIn := chooseVictims(serving, min(diff, burst), minAge, now, busy, plan.NodeGPUs)
 		plan.HeldBack = scaleIn.HeldBack
 		plan.RetryAfter = scaleIn.RetryAfter
 		for _, v := range scaleIn.Victims {

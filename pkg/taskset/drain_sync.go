@@ -29,8 +29,9 @@ func drainingPatch(on bool, now time.Time) ([]byte, error) {
 
 // setDraining marks the tasks draining (on), or takes the mark back. The
 // GPUTask controller carries the mark to each task's pod, where the worker
-// reads it. A task that is gone is no error.
-func (c *Controller) setDraining(ctx context.Context, set *gputaskv1.GPUTaskSet, tasks []*gputaskv1.GPUTask, on bool) error {
+// reads it. A task that is gone is no error. Each event names the task's
+// node and the set's GPUs in use on it (use), as the ranking saw them.
+func (c *Controller) setDraining(ctx context.Context, set *gputaskv1.GPUTaskSet, tasks []*gputaskv1.GPUTask, on bool, use NodeGPUs) error {
 	now := c.clock.Now()
 	taskPatch, err := drainingPatch(on, now)
 	if err != nil {
@@ -49,7 +50,11 @@ func (c *Controller) setDraining(ctx context.Context, set *gputaskv1.GPUTaskSet,
 			continue
 		}
 		klog.FromContext(ctx).V(2).Info(verb, "gputask", klog.KObj(t))
-		c.recorder.Eventf(set, corev1.EventTypeNormal, reason, "%s: %s", verb, t.Name)
+		msg := fmt.Sprintf("%s: %s", verb, t.Name)
+		if n := t.Status.NodeName; n != "" {
+			msg += fmt.Sprintf(" on %s (%d GPUs of the set in use)", n, use[n])
+		}
+		c.recorder.Event(set, corev1.EventTypeNormal, reason, msg)
 	}
 	if len(errs) > 0 {
 		return &replicaError{reason: gputaskv1.ReasonFailedDrain, err: errors.Join(errs...)}

@@ -136,11 +136,11 @@ func (c *Controller) manageReplicas(ctx context.Context, set *gputaskv1.GPUTaskS
 	var errs []error
 	if len(plan.Undrain) > 0 {
 		logger.V(2).Info("Taking drains back", "desired", plan.Desired, "undraining", len(plan.Undrain))
-		errs = append(errs, c.setDraining(ctx, set, plan.Undrain, false))
+		errs = append(errs, c.setDraining(ctx, set, plan.Undrain, false, plan.NodeGPUs))
 	}
 	if len(plan.Drain) > 0 {
 		logger.V(2).Info("Draining busy tasks", "desired", plan.Desired, "draining", len(plan.Drain))
-		errs = append(errs, c.setDraining(ctx, set, plan.Drain, true))
+		errs = append(errs, c.setDraining(ctx, set, plan.Drain, true, plan.NodeGPUs))
 	}
 	if plan.Create > 0 {
 		logger.V(2).Info("Too few tasks", "desired", plan.Desired, "creating", plan.Create)
@@ -148,7 +148,7 @@ func (c *Controller) manageReplicas(ctx context.Context, set *gputaskv1.GPUTaskS
 	}
 	if len(plan.Delete) > 0 {
 		logger.V(2).Info("Too many tasks", "desired", plan.Desired, "deleting", len(plan.Delete))
-		errs = append(errs, c.deleteTasks(ctx, set, plan.Delete))
+		errs = append(errs, c.deleteTasks(ctx, set, plan.Delete, plan.NodeGPUs))
 	}
 	return errors.Join(errs...)
 }
@@ -262,8 +262,10 @@ func slowStartBatch(count, initialBatchSize int, fn func() error) (int, error) {
 // deleteTasks deletes the victims in parallel, as the ReplicaSet controller
 // does: the ranking chose them, and the order of the calls changes nothing.
 // Each delete is conditional on the task's UID, so a task re-created under
-// the same name is never removed by mistake.
-func (c *Controller) deleteTasks(ctx context.Context, set *gputaskv1.GPUTaskSet, victims []*gputaskv1.GPUTask) error {
+// the same name is never removed by mistake. The event names the nodes the
+// victims leave, with the set's GPUs in use on each (use), which is how
+// the ranking chose among them.
+func (c *Controller) deleteTasks(ctx context.Context, set *gputaskv1.GPUTaskSet, victims []*gputaskv1.GPUTask, use NodeGPUs) error {
 	key := cache.MetaObjectToName(set).String()
 	names := make([]string, 0, len(victims))
 	for _, t := range victims {
@@ -294,7 +296,11 @@ func (c *Controller) deleteTasks(ctx context.Context, set *gputaskv1.GPUTaskSet,
 	}
 	wg.Wait()
 	if deleted > 0 {
-		c.recorder.Eventf(set, corev1.EventTypeNormal, gputaskv1.ReasonSuccessfulDelete, "Deleted %d %s", deleted, tasksNoun(deleted))
+		msg := fmt.Sprintf("Deleted %d %s", deleted, tasksNoun(deleted))
+		if nodes := ExplainNodes(victims, use); nodes != "" {
+			msg += "; " + nodes
+		}
+		c.recorder.Event(set, corev1.EventTypeNormal, gputaskv1.ReasonSuccessfulDelete, msg)
 	}
 	if len(errs) > 0 {
 		return &replicaError{reason: gputaskv1.ReasonFailedDelete, err: fmt.Errorf("deleting tasks of gputaskset %s: %w", klog.KObj(set), errors.Join(errs...))}

@@ -35,12 +35,18 @@ type BusyFunc func(*gputaskv1.GPUTask) bool
 // not Running yet are never protected, because removing them interrupts no
 // work. minAge <= 0 protects nothing. The input slice is not modified.
 func ChooseVictims(tasks []*gputaskv1.GPUTask, count int, minAge time.Duration, now time.Time, busy BusyFunc) ScaleIn {
+	return chooseVictims(tasks, count, minAge, now, busy, GPUsInUse(tasks))
+}
+
+// chooseVictims is ChooseVictims with the nodes' GPUs in use counted over
+// more tasks than the candidates: draining tasks hold their GPUs too.
+func chooseVictims(tasks []*gputaskv1.GPUTask, count int, minAge time.Duration, now time.Time, busy BusyFunc, use NodeGPUs) ScaleIn {
 	var out ScaleIn
 	if count <= 0 {
 		return out
 	}
 	var earliestOfAge time.Time
-	for _, t := range RankForScaleIn(tasks, busy) {
+	for _, t := range rankForScaleIn(tasks, busy, use) {
 		if len(out.Victims) == count {
 			break
 		}
@@ -81,11 +87,21 @@ func protectedUntil(t *gputaskv1.GPUTask, minAge time.Duration, now time.Time) (
 //     its pod, as busy reports): the worker's own word beats every static hint;
 //  4. a lower gputask.io/deletion-cost before a higher one (missing or invalid
 //     counts as 0);
-//  5. a younger task before an older one, so long-running work survives;
-//  6. name, only so that the order is stable.
+//  5. a task on the node with the fewest of the set's GPUs in use before one
+//     on a busier node, ties broken by the node's youngest task, then by node
+//     name (nodes.go): scale-in empties one node at a time, so the node
+//     autoscaler can remove it, where the ReplicaSet controller thins the
+//     fullest nodes instead;
+//  6. a younger task before an older one, so long-running work survives;
+//  7. name, only so that the order is stable.
 //
-// busy nil looks at the task's annotation only.
+// busy nil looks at the task's annotation only. The GPUs in use are counted
+// over tasks.
 func RankForScaleIn(tasks []*gputaskv1.GPUTask, busy BusyFunc) []*gputaskv1.GPUTask {
+	return rankForScaleIn(tasks, busy, GPUsInUse(tasks))
+}
+
+func rankForScaleIn(tasks []*gputaskv1.GPUTask, busy BusyFunc, use NodeGPUs) []*gputaskv1.GPUTask {
 	if busy == nil {
 		busy = gputaskv1.WorkerBusy
 	}
@@ -95,12 +111,13 @@ func RankForScaleIn(tasks []*gputaskv1.GPUTask, busy BusyFunc) []*gputaskv1.GPUT
 	for _, t := range ranked {
 		isBusy[t] = busy(t)
 	}
-	sort.SliceStable(ranked, func(i, j int) bool { return victimBefore(ranked[i], ranked[j], isBusy) })
+	nodes := newNodeOrder(ranked, use)
+	sort.SliceStable(ranked, func(i, j int) bool { return victimBefore(ranked[i], ranked[j], isBusy, nodes) })
 	return ranked
 }
 
 // victimBefore reports whether a is a better scale-in victim than b.
-func victimBefore(a, b *gputaskv1.GPUTask, busy map[*gputaskv1.GPUTask]bool) bool {
+func victimBefore(a, b *gputaskv1.GPUTask, busy map[*gputaskv1.GPUTask]bool, nodes nodeOrder) bool {
 	if pa, pb := isPlaced(a), isPlaced(b); pa != pb {
 		return !pa
 	}
@@ -112,6 +129,12 @@ func victimBefore(a, b *gputaskv1.GPUTask, busy map[*gputaskv1.GPUTask]bool) boo
 	}
 	if ca, cb := DeletionCost(a), DeletionCost(b); ca != cb {
 		return ca < cb
+	}
+	if isPlaced(a) {
+		// Both are placed: rule 1 has told any other pair apart.
+		if d := nodes.emptierNode(a, b); d != 0 {
+			return d < 0
+		}
 	}
 	if ta, tb := a.CreationTimestamp, b.CreationTimestamp; !ta.Equal(&tb) {
 		return tb.Before(&ta)

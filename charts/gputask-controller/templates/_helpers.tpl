@@ -111,3 +111,9 @@ its error. extraArgs come last, so they win over the chart's own.
 {{- $args = concat $args .Values.extraArgs }}
 {{- toYaml $args }}
 {{- end }}
+
+{{/* The labels that select the packing scheduler's pods, apart from the controller's. */}}
+{{- define "gputask-controller.packingSchedulerLabels" -}}
+app.kubernetes.io/name: gputask-pack-scheduler
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
