@@ -139,10 +139,10 @@ var promQueries = map[gputaskv1.MetricRole]string{
 // Prometheus, the scrape: gauges as of the last scrape, rates over the
 // scrapes of the last minute (Pool.SetScrape). The cluster's evaluations
 // come a few milliseconds later each interval than exact multiples of it;
-// they are the times the model is stepped at, so that the model's elapsed
-// time between evaluations, which the SLO policy's smoothing and derived
-// arrivals divide by, differs from the controller's by those milliseconds
-// only.
+// the model is stepped when they read (at least an interval apart, as the
+// controller dates them), so that the model's elapsed time between
+// evaluations, which the SLO policy's smoothing and derived arrivals
+// divide by, differs from the controller's by milliseconds only.
 //
 // The Prometheus runs start the counters at a base and scrape for a
 // minute before the first request. Prometheus's rate() extrapolates
@@ -252,9 +252,14 @@ type sloDriver struct {
 	// each.
 	at       []time.Time
 	replicas []int32
-	inputs   []string
-	err      error
-	extra    []string
+	// reads are when each evaluation's first read came, which at may
+	// be a few milliseconds after.
+	reads []time.Time
+	// inputs are what the model decided at each evaluation and why;
+	// extra the reads that came apart from an evaluation's first.
+	inputs []string
+	err    error
+	extra  []string
 }
 
 // serveBackend serves the model's pool: to a scrape as it is now, to a
@@ -295,6 +300,7 @@ func (d *sloDriver) evaluation() {
 	// by a time that varies by a millisecond or so. So the model's
 	// evaluations keep at least the interval between them, as the
 	// controller's do, lest one be held for a step a millisecond short.
+	d.reads = append(d.reads, now)
 	if len(d.at) > 0 {
 		now = maxTime(now, d.at[len(d.at)-1].Add(sloInterval))
 	}
@@ -344,7 +350,7 @@ func (d *sloDriver) progress() string {
 }
 
 // decisions are the model's changes of the count, by evaluation (the
-// first is 0), and the evaluations' times.
+// first is 0), and when the evaluations' first reads came.
 func (d *sloDriver) decisions() ([]decision, []time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -356,7 +362,7 @@ func (d *sloDriver) decisions() ([]decision, []time.Time) {
 			last = r
 		}
 	}
-	return out, append([]time.Time(nil), d.at...)
+	return out, append([]time.Time(nil), d.reads...)
 }
 
 func (d *sloDriver) summary() string {
@@ -372,9 +378,13 @@ func (d *sloDriver) summary() string {
 		}
 	}
 	drift := d.at[len(d.at)-1].Sub(d.at[0]) - time.Duration(len(d.at)-1)*sloInterval
+	var ahead time.Duration
+	for k := range d.at {
+		ahead = max(ahead, d.at[k].Sub(d.reads[k]))
+	}
 	p := d.sim.Pool
-	return fmt.Sprintf("reads apart from the evaluations': %v; %d evaluations, %v later in all than exact intervals, off by more than 100ms: %v; %d scrapes; the model's pool: %d workers, %.4f GPU-hours, last decision %q",
-		d.extra, len(d.at), drift.Round(time.Millisecond), late, len(d.scrapes), len(p.AllWorkers()), p.GPUHours(p.Now()), d.sim.Ours.Last.Message)
+	return fmt.Sprintf("reads apart from the evaluations': %v; %d evaluations, %v later in all than exact intervals, off by more than 100ms: %v, the model at most %v after the read; %d scrapes; the model's pool: %d workers, %.4f GPU-hours, last decision %q",
+		d.extra, len(d.at), drift.Round(time.Millisecond), late, ahead, len(d.scrapes), len(p.AllWorkers()), p.GPUHours(p.Now()), d.sim.Ours.Last.Message)
 }
 
 // alignToScrapes waits until Prometheus has scraped the backend twice and
@@ -396,8 +406,8 @@ func (d *sloDriver) alignToScrapes(t *testing.T) {
 }
 
 // realDecisions are the controller's changes of the count, each by the
-// last evaluation the model was stepped at before it, up to the
-// evaluation after the model's last.
+// last evaluation whose first read came before it, up to the evaluation
+// after the model's last.
 func realDecisions(rec *poolRecorder, at []time.Time) []decision {
 	var out []decision
 	steps, _ := rec.snapshot()
