@@ -35,7 +35,7 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 	key := cache.MetaObjectToName(set)
 
 	state, sources, configErrs := c.sourcesFor(ctx, key, set, now)
-	readings, ok := c.takeReading(ctx, key, set, state, sources, configErrs)
+	readings, readAt, ok := c.takeReading(ctx, key, set, state, sources, configErrs)
 	if !ok {
 		// The set's read is on its way; its end queues the set again.
 		logger.V(4).Info("Waiting for the load-index reading")
@@ -84,8 +84,20 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 	var scaledAt time.Time
 	if scaled {
 		// Remembered at once, before the status write that persists it may
-		// fail: a retry must not step again.
-		scaledAt = c.opts.Clock.Now()
+		// fail: a retry must not step again. Dated by the reading it was
+		// decided on, not by the write's end: the next evaluation's read
+		// starts one interval after this one's, so the time this read and
+		// write took never holds the next step back by as much, which would
+		// cost a retry and one more reading (one that the SLO policy
+		// learns from, over a sliver of an interval).
+		// A read that began before the interval was up (and ended after)
+		// dates the step no earlier than the interval allows.
+		scaledAt = readAt
+		if !last.IsZero() {
+			if earliest := last.Add(in.Interval); earliest.After(readAt) {
+				scaledAt = earliest
+			}
+		}
 		state.lastStep = scaledAt
 		// The events and the status speak of the size just written, which
 		// the cached set does not show yet.

@@ -144,3 +144,53 @@ func readyTask(name string, owner *gputaskv1.GPUTaskSet, created time.Time) *gpu
 	tk.Status.Conditions = []metav1.Condition{{Type: gputaskv1.ConditionReady, Status: metav1.ConditionTrue, Reason: "PodReady"}}
 	return tk
 }
+
+// TestStepDatedByItsReading: a step is dated by the start of the reading it
+// was decided on, so the time its write takes does not hold back the step
+// that the next evaluation, one interval later, decides: no retry, and no
+// extra reading between the two.
+func TestStepDatedByItsReading(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	const interval = 4 * time.Second
+	f := newFixture(t)
+	set := newSet("web", 1)
+	set.Spec.Autoscaling.Interval = &gputaskv1.Duration{Duration: interval}
+	set.Spec.Autoscaling.MaxReplicas = 10
+	set.Spec.Autoscaling.Policy.StepUp = ptr.To[int32](1)
+	f.Add(set)
+	f.scaleReplicas = 1
+	f.readings["queue"] = fakeSource{value: 0.9}
+	c := f.newController(ctx)
+	indexer := f.Informers.Gputask().V1().GPUTaskSets().Informer().GetIndexer()
+	taskIndexer := f.Informers.Gputask().V1().GPUTasks().Informer().GetIndexer()
+	t0 := f.Clock.Now()
+	var writes []time.Time
+	f.Client.PrependReactor("update", "gputasksets", func(action core.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() == "scale" {
+			// The write ends 300 ms after the decision.
+			f.Clock.Step(300 * time.Millisecond)
+			writes = append(writes, f.Clock.Now())
+		}
+		return false, nil, nil
+	})
+	for k := range 3 {
+		f.Clock.SetTime(t0.Add(time.Duration(k) * interval))
+		s := set.DeepCopy()
+		s.Spec.Replicas = ptr.To(f.scaleReplicas)
+		controllertest.Update(t, indexer, s)
+		for i := len(taskIndexer.List()); i < int(f.scaleReplicas); i++ {
+			controllertest.Preload(t, taskIndexer, readyTask(fmt.Sprintf("web-%d", i), set, f.Clock.Now()))
+		}
+		f.syncOK(ctx, c, "web")
+	}
+	if len(writes) != 3 || f.scaleReplicas != 4 {
+		t.Errorf("%d scale writes %v to %d replicas in 3 evaluations an interval apart, want 3 to 4", len(writes), writes, f.scaleReplicas)
+	}
+	if n := f.readsStarted.Load(); n != 3 {
+		t.Errorf("%d readings, want one per evaluation", n)
+	}
+	got := f.lastStatus().Status.LastScaleTime
+	if want := t0.Add(2 * interval); got == nil || !got.Time.Equal(want) {
+		t.Errorf("lastScaleTime %v, want %v: when the reading it was decided on began", got, want)
+	}
+}

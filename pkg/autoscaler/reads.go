@@ -24,6 +24,9 @@ type reading struct {
 	// sources since rebuilt for a new metric spec is dropped.
 	sources time.Time
 	at      time.Time
+	// started is when the read began: the time a step decided on it is
+	// dated by (see evaluate).
+	started time.Time
 }
 
 // reads runs the sets' load-index reads off the workers: a worker starts a
@@ -72,27 +75,30 @@ func (r *reads) run(ctx context.Context, namespace string, read func()) {
 func (r *reads) wait() { r.wg.Wait() }
 
 // takeReading returns the set's completed reading that no decision has used
-// yet, or starts a read and reports false: the read's end queues the set. A
-// set whose metrics all failed to build needs no read and is decided at once.
-func (c *Controller) takeReading(ctx context.Context, key cache.ObjectName, set *gputaskv1.GPUTaskSet, state *setState, sources []loadindex.Source, configErrs []error) ([]scaling.MetricInput, bool) {
+// yet and when that read began, or starts a read and reports false: the
+// read's end queues the set. A set whose metrics all failed to build needs
+// no read and is decided at once.
+func (c *Controller) takeReading(ctx context.Context, key cache.ObjectName, set *gputaskv1.GPUTaskSet, state *setState, sources []loadindex.Source, configErrs []error) ([]scaling.MetricInput, time.Time, bool) {
 	specs := set.Spec.Autoscaling.Metrics
 	if !anySource(sources, configErrs) {
-		return readAll(ctx, specs, sources, configErrs), true
+		started := c.clock.Now()
+		return readAll(ctx, specs, sources, configErrs), started, true
 	}
 	c.mu.Lock()
 	if r := state.ready; r != nil && r.sources.Equal(state.builtAt) {
 		state.ready = nil
 		c.mu.Unlock()
-		return r.metrics, true
+		return r.metrics, r.started, true
 	}
 	state.ready = nil
 	if state.reading {
 		c.mu.Unlock()
-		return nil, false
+		return nil, time.Time{}, false
 	}
 	state.reading = true
 	builtAt := state.builtAt
 	c.mu.Unlock()
+	started := c.clock.Now()
 
 	specs = deepCopyMetrics(specs)
 	c.reads.run(ctx, set.Namespace, func() {
@@ -102,14 +108,14 @@ func (c *Controller) takeReading(ctx context.Context, key cache.ObjectName, set 
 		if ctx.Err() == nil {
 			// Shutting down fails the reads because of us, not the
 			// endpoints: such a reading is not kept.
-			state.ready = &reading{metrics: metrics, sources: builtAt, at: c.clock.Now()}
+			state.ready = &reading{metrics: metrics, sources: builtAt, at: c.clock.Now(), started: started}
 		}
 		c.mu.Unlock()
 		if ctx.Err() == nil {
 			c.workqueue.Add(key)
 		}
 	})
-	return nil, false
+	return nil, time.Time{}, false
 }
 
 // anySource reports whether some metric has a source to read.

@@ -285,6 +285,11 @@ func (s *Sim) Step(now time.Time) int32 {
 	return s.Ours.Replicas()
 }
 
+// Advance plays the trace up to now without an evaluation, the set
+// controller acting as in Step: what the backend has done by the time
+// something other than the autoscaler looks at it.
+func (s *Sim) Advance(now time.Time) { s.advance(now) }
+
 // LoadIndex is what the modelled backend reports now.
 func (s *Sim) LoadIndex() float64 { return s.Pool.Observe().LoadIndex(s.Ours.load) }
 

@@ -86,6 +86,9 @@ type Observation struct {
 	// with its worker is not one) over the last RateWindow, as a
 	// Prometheus rate(...[1m]) gives them.
 	Arrivals, Completions float64
+	// Arrived and Completed count the requests that arrived and that
+	// finished since the trace's start: the counters behind the rates.
+	Arrived, Completed int
 	// Started are the waits of the requests that got a slot within the
 	// last WaitWindow, in the order they did: what vLLM's
 	// request_queue_time_seconds histogram holds for
@@ -507,6 +510,7 @@ func (p *Pool) Observe() Observation {
 	finished := len(p.finishedAt) - sort.Search(len(p.finishedAt), func(i int) bool { return p.finishedAt[i].After(from) })
 	o.Arrivals = float64(arrived) / RateWindow.Seconds()
 	o.Completions = float64(finished) / RateWindow.Seconds()
+	o.Arrived, o.Completed = p.next, len(p.finishedAt)
 	return o
 }
 

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -92,4 +93,40 @@ func TestRoleValues(t *testing.T) {
 		gputaskv1.RoleArrivals: 3 / 52.5, gputaskv1.RoleCompletions: 1 / 52.5,
 		gputaskv1.RoleRunning: 1, gputaskv1.RoleWaiting: 1, gputaskv1.RoleWaitPercentile: 20,
 	})
+}
+
+// Sim.Advance plays the trace without an evaluation: the SLO policy, whose
+// state learns from every evaluation, decides at the next step as if the
+// pool had not been looked at in between.
+func TestSimAdvanceDoesNotEvaluate(t *testing.T) {
+	v, err := ParseVariant("slo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := func(n int) time.Duration { return time.Duration(n) * time.Second }
+	var reqs []Request
+	for i := range 40 {
+		reqs = append(reqs, Request{Arrival: s(i * 3), Service: s(20)})
+	}
+	tr := Trace{Requests: reqs}
+	run := func(advance bool) (string, []int32) {
+		ours, err := NewOurs(v.Set, LoadDemand)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sim := NewSim(NewPool(tr, t0, 2, s(30)), ours)
+		var counts []int32
+		for k := 1; k <= 8; k++ {
+			if advance {
+				sim.Advance(t0.Add(s(15*k - 7)))
+			}
+			counts = append(counts, sim.Step(t0.Add(s(15*k))))
+		}
+		return ours.Last.Inputs, counts
+	}
+	plain, plainCounts := run(false)
+	advanced, advancedCounts := run(true)
+	if plain != advanced || fmt.Sprint(plainCounts) != fmt.Sprint(advancedCounts) {
+		t.Errorf("with Advance between the steps: %v, %s; without: %v, %s", advancedCounts, advanced, plainCounts, plain)
+	}
 }

@@ -283,7 +283,7 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 
 	startup := max(in.Startup, in.Interval, time.Second).Seconds()
 	interval := in.Interval.Seconds()
-	slope := queueing.Trend(trendSamples(state.Rates, in.Now, max(in.Startup, 3*in.Interval)))
+	slope := queueing.Trend(trendSamples(state.Rates, in.Now, max(in.Startup, 3*in.Interval)+jitterOf(in)))
 	ahead := func(h float64) float64 {
 		return max(0, arrivals+min(slope*h, maxTrendGrowth*arrivals))
 	}
@@ -391,8 +391,15 @@ func correctionOf(c float64) float64 {
 // rateWindow is how far back the arrival rates are kept: enough intervals
 // for their dispersion, and two start-up times for their trend.
 func rateWindow(in Inputs) time.Duration {
-	return max(2*in.Startup, 20*in.Interval)
+	return max(2*in.Startup, 20*in.Interval) + jitterOf(in)
 }
+
+// jitterOf is how much later than whole intervals a cluster's evaluations
+// may come: the rates are read an interval apart, give or take
+// milliseconds, so a window of whole intervals widened by it holds the
+// same readings in a cluster as in exact time, rather than losing its
+// oldest whenever an evaluation comes a millisecond late.
+func jitterOf(in Inputs) time.Duration { return in.Interval / 4 }
 
 func appendRate(rates []RateSample, now time.Time, rate float64, window time.Duration) []RateSample {
 	kept := make([]RateSample, 0, len(rates)+1)

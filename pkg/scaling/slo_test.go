@@ -467,3 +467,35 @@ func FuzzDecideSLO(f *testing.F) {
 		}
 	})
 }
+
+// Evaluations a few milliseconds off whole intervals, as a cluster makes
+// them, keep the readings of exact ones: the oldest rate of the trend's
+// and of the dispersion's window is not lost to a late evaluation, so
+// the expected rate and Ca² are those of the exact run to within the
+// milliseconds.
+func TestDecideSLOEvaluationJitter(t *testing.T) {
+	rates := []float64{1, 1, 2, 4, 3, 1, 6, 2, 2, 5, 1, 3, 4, 8, 2, 1, 1, 3, 2, 6, 7, 9, 12, 15}
+	run := func(late func(k int) time.Duration) (expected, ca2 float64, kept int) {
+		var q QueueState
+		for k, r := range rates {
+			in := sloBase(r, 20)
+			in.Now = t0.Add(time.Duration(k)*in.Interval + late(k))
+			in.Queue = q
+			d := Decide(in)
+			q = d.Queue
+			expected, ca2, kept = d.SLO.Expected, d.SLO.Ca2, len(q.Rates)
+		}
+		return expected, ca2, kept
+	}
+	exact, exactCa2, exactKept := run(func(int) time.Duration { return 0 })
+	// Every evaluation on time but the last, which comes 3 ms late.
+	late, lateCa2, lateKept := run(func(k int) time.Duration {
+		if k == len(rates)-1 {
+			return 3 * time.Millisecond
+		}
+		return 0
+	})
+	if lateKept != exactKept || math.Abs(late-exact) > 1e-3*exact || math.Abs(lateCa2-exactCa2) > 1e-3*exactCa2 {
+		t.Errorf("3 ms late: %d rates kept, expected %v/s, Ca² %v; on time: %d, %v/s, %v", lateKept, late, lateCa2, exactKept, exact, exactCa2)
+	}
+}

@@ -47,8 +47,16 @@ func StartupOf(tasks []*gputaskv1.GPUTask, timeout time.Duration) time.Duration 
 	}
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
 	n := len(took)
-	if n%2 == 1 {
-		return took[n/2]
+	median := took[n/2]
+	if n%2 == 0 {
+		median = (took[n/2-1] + took[n/2]) / 2
 	}
-	return (took[n/2-1] + took[n/2]) / 2
+	// The API's timestamps are whole seconds, so a task Ready within the
+	// second it was created shows a start of 0; it took under
+	// minMeasuredStartup, and 0 would read as no measurement (Inputs).
+	return max(median, minMeasuredStartup)
 }
+
+// minMeasuredStartup is the resolution of the timestamps a start is
+// measured from.
+const minMeasuredStartup = time.Second

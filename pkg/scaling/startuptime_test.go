@@ -57,6 +57,9 @@ func TestStartupOf(t *testing.T) {
 		// Of eleven starts, the nine most recent count: five of 2 minutes
 		// and four of 5, not the oldest two, which would make 5 the median.
 		{"the most recent starts", append(many(5, 2*time.Minute), older(6, 5*time.Minute)...), 2 * time.Minute},
+		// Created and Ready within one second of the API's timestamps:
+		// under a second, not no measurement, which 0 would mean.
+		{"a start within the second", []*gputaskv1.GPUTask{readyTask(time.Hour, 0, metav1.ConditionTrue), readyTask(2*time.Hour, 0, metav1.ConditionTrue)}, time.Second},
 		{"at most the timeout", []*gputaskv1.GPUTask{readyTask(24*time.Hour, 3*time.Hour, metav1.ConditionTrue)}, timeout},
 		{"a task being deleted does not count", []*gputaskv1.GPUTask{deleted}, timeout},
 		{"Ready before created is ignored", []*gputaskv1.GPUTask{readyTask(time.Hour, -time.Minute, metav1.ConditionTrue)}, timeout},
