@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -365,4 +366,34 @@ func oneAgeBucketAt(pods []corev1.Pod, margin time.Duration) time.Time {
 		k *= 2
 	}
 	return newest.Add(k + margin/10)
+}
+
+// TestOneAgeBucketAt checks that from the time oneAgeBucketAt returns, and
+// for its margin, every ready and creation age of the pods has one
+// floor(log2(nanoseconds)), for spreads on either side of a power of two.
+func TestOneAgeBucketAt(t *testing.T) {
+	t.Parallel()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	margin := 5 * time.Second
+	for _, spread := range []time.Duration{0, time.Second, 12 * time.Second, 13 * time.Second, 40 * time.Second} {
+		created := metav1.NewTime(base)
+		ready := metav1.NewTime(base.Add(spread))
+		pods := []corev1.Pod{
+			{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: created}},
+			{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: created}, Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: ready},
+			}}},
+		}
+		at := oneAgeBucketAt(pods, margin)
+		for _, now := range []time.Time{at, at.Add(margin / 2), at.Add(margin * 9 / 10)} {
+			oldest, newest := math.Log2(float64(now.Sub(base))), math.Log2(float64(now.Sub(base.Add(spread))))
+			if int(oldest) != int(newest) {
+				t.Errorf("spread %s: at %s the ages %s and %s are in buckets %d and %d",
+					spread, now.Sub(at), now.Sub(base), now.Sub(base.Add(spread)), int(oldest), int(newest))
+			}
+		}
+		if wait := at.Sub(base.Add(spread)); wait > 2*(spread+margin)+margin {
+			t.Errorf("spread %s: waits %s after the last ready pod, want at most %s", spread, wait, 2*(spread+margin)+margin)
+		}
+	}
 }
