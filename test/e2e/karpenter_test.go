@@ -84,11 +84,12 @@ spec:
 
 // TestKarpenterScaleIn runs Karpenter, a node autoscaler, under two
 // workloads of 16 one-GPU pods on the same NodePool: a GPUTaskSet and a
-// Deployment. Karpenter launches four nodes for each; both are scaled in to
-// 4; Karpenter removes the nodes left empty. The set's scale-in, which
-// empties whole nodes, leaves one node up and disrupts none of the 4 tasks
-// it keeps; the ReplicaSet's, which takes pods from the most crowded nodes
-// first, leaves more.
+// Deployment. Karpenter launches nodes for each (four: a node takes four of
+// the pods); both are scaled in to 4; Karpenter removes the nodes left
+// empty. The set's scale-in, which empties whole nodes, leaves one node up
+// and disrupts none of the 4 tasks it keeps; the ReplicaSet's, which takes
+// pods from the most crowded nodes first and, between nodes as crowded, in
+// UID order, leaves more.
 func TestKarpenterScaleIn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
