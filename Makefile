@@ -32,7 +32,7 @@ build: ## Build the controller and gputask-replay into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/gputask-replay ./cmd/gputask-replay
 
 .PHONY: tools
-tools: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, kwok, prometheus, promtool, helm and kueue into bin/ (only what is missing).
+tools: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, kwok, prometheus, promtool, helm, kueue and karpenter into bin/ (only what is missing).
 	hack/tools/build.sh
 
 .PHONY: control-plane

@@ -2,8 +2,9 @@
 # Builds the local control plane into bin/ (or $BIN_DIR): etcd, kube-apiserver,
 # kube-scheduler, kube-controller-manager, kubectl and kwok; Helm, for the
 # chart's tests; and the Prometheus server that the tests of the Prometheus
-# load-index source query, with its promtool; and Kueue, for the tests that
-# run the controller under it. A binary that is already there is left alone,
+# load-index source query, with its promtool; Kueue, for the tests that run
+# the controller under it; and Karpenter, a node autoscaler, for the test of
+# how many nodes a scale-in leaves up. A binary that is already there is left alone,
 # so a second run does nothing.
 set -euo pipefail
 
@@ -18,6 +19,9 @@ LDFLAGS="-s -w -X ${VERSION_PKG}.gitVersion=${KUBE_VERSION} -X ${VERSION_PKG}.gi
 KUBE_MINOR=${KUBE_VERSION#v1.}; KUBE_MINOR=${KUBE_MINOR%%.*}
 LDFLAGS+=" -X ${VERSION_PKG}.gitMajor=1 -X ${VERSION_PKG}.gitMinor=${KUBE_MINOR}"
 mkdir -p "${BIN_DIR}"
+# Temporary directories of the builds below, removed however the script ends.
+tmp_dirs=()
+trap 'rm -rf "${tmp_dirs[@]}"' EXIT
 
 # build compiles, in module directory dir, the missing commands among
 # "name=package" pairs with one go build, so that their common packages are
@@ -45,6 +49,56 @@ build() {
   done
   rmdir "${out}"
 }
+
+# build_karpenter builds Karpenter, the node autoscaler of the test that
+# measures how many nodes a scale-in leaves up (docs/cost.md), from a module
+# of its own (hack/tools/karpenter) at the release go.mod pins: its kwok
+# provider, whose nodes are plain Node objects that the tests' kwok makes
+# Ready. Its CRDs (NodePool, NodeClaim, KWOKNodeClass) are taken from the
+# same module, as its kwok chart installs them, into bin/karpenter-manifests.
+# One thing changes in what is built: its metrics and health servers listen
+# on 127.0.0.1 instead of every interface, on the ports its flags give. The
+# build takes the module from a copy with that change, through a go.mod of
+# its own that replaces the module with the copy (the module cache is read
+# only, and a build overlay may not replace files there).
+build_karpenter() {
+  local dir=${TOOLS_DIR}/karpenter
+  if [[ -x "${BIN_DIR}/karpenter" && -d "${BIN_DIR}/karpenter-manifests" ]]; then
+    return
+  fi
+  local version src copy any_interface='fmt.Sprintf(":%d", '
+  version=$(cd "${dir}" && go list -m -f '{{.Version}}' sigs.k8s.io/karpenter)
+  src=$(cd "${dir}" && go mod download -json sigs.k8s.io/karpenter | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  if [[ $(grep -cF "${any_interface}" "${src}/pkg/operator/operator.go") -ne 2 ]]; then
+    echo "karpenter ${version}: pkg/operator/operator.go has not two lines with ${any_interface}; update $0" >&2
+    return 1
+  fi
+  copy=$(mktemp -d "${dir}/build.XXXXXX")
+  tmp_dirs+=("${copy}")
+  mkdir "${copy}/karpenter"
+  cp -r "${src}/go.mod" "${src}/pkg" "${src}/kwok" "${copy}/karpenter/"
+  chmod -R u+w "${copy}/karpenter"
+  sed -i "s|${any_interface}|fmt.Sprintf(\"127.0.0.1:%d\", |" "${copy}/karpenter/pkg/operator/operator.go"
+  cp "${dir}/go.sum" "${copy}/go.sum"
+  { cat "${dir}/go.mod"; echo "replace sigs.k8s.io/karpenter => ./${copy##*/}/karpenter"; } > "${copy}/go.mod"
+  rm -f "${BIN_DIR}/karpenter"
+  GOFLAGS="$(go env GOFLAGS) -modfile=${copy}/go.mod" \
+    build "${dir}" "-s -w -X sigs.k8s.io/karpenter/pkg/operator.Version=${version}" "" \
+    karpenter=sigs.k8s.io/karpenter/kwok
+  rm -rf "${BIN_DIR}/karpenter-manifests"
+  mkdir -p "${BIN_DIR}/karpenter-manifests/crds"
+  cp "${src}"/kwok/charts/crds/karpenter.sh_nodepools.yaml \
+    "${src}"/kwok/charts/crds/karpenter.sh_nodeclaims.yaml \
+    "${src}"/kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml \
+    "${BIN_DIR}/karpenter-manifests/crds/"
+  chmod -R u+w "${BIN_DIR}/karpenter-manifests"
+}
+
+# `build.sh karpenter` builds only Karpenter.
+if [[ "${1:-}" == karpenter ]]; then
+  build_karpenter
+  exit 0
+fi
 
 # `build.sh node` builds only the kubelet, from the same module and with the
 # same version stamps as the control plane, for the tests that run a real
@@ -118,7 +172,7 @@ if [[ ! -x "${BIN_DIR}/kueue" || ! -d "${BIN_DIR}/kueue-manifests" ]]; then
     exit 1
   fi
   main_dir=$(mktemp -d "${KUEUE_DIR}/kueue.XXXXXX")
-  trap 'rm -rf "${main_dir}"' EXIT
+  tmp_dirs+=("${main_dir}")
   mkdir "${main_dir}/kueue"
   sed "s|${fixed}|metricsCertPath := os.Getenv(\"KUEUE_METRICS_CERT_DIR\")|" \
     "${kueue_src}/cmd/kueue/main.go" > "${main_dir}/kueue/main.go"
@@ -131,3 +185,5 @@ if [[ ! -x "${BIN_DIR}/kueue" || ! -d "${BIN_DIR}/kueue-manifests" ]]; then
   cp "${kueue_src}/config/components/webhook/manifests.yaml" "${BIN_DIR}/kueue-manifests/webhooks.yaml"
   chmod -R u+w "${BIN_DIR}/kueue-manifests"
 fi
+
+build_karpenter

@@ -24,7 +24,10 @@ const (
 	BinPrometheus = "prometheus"
 	// BinKueue is started by the tests that run under Kueue, through
 	// StartKueue.
-	BinKueue      = "kueue"
+	BinKueue = "kueue"
+	// BinKarpenter is Karpenter's kwok provider, started by the test of how
+	// many nodes a scale-in leaves up, through StartKarpenter.
+	BinKarpenter  = "karpenter"
 	BinController = "gputask-controller"
 )
 

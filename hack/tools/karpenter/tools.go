@@ -1,0 +1,11 @@
+//go:build tools
+
+// Package tools records Karpenter's kwok provider, which hack/tools/build.sh
+// builds from this module for the test that runs a real node autoscaler
+// under the controller's scale-in, so that `go mod tidy` keeps its
+// dependencies in go.sum. Karpenter has a module of its own because it is
+// built on the Kubernetes libraries of its own release, not on those of the
+// control plane in hack/tools.
+package tools
+
+import _ "sigs.k8s.io/karpenter/kwok"
