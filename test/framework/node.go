@@ -41,6 +41,9 @@ const (
 	// imported into containerd. Its registry is a closed loopback port, so an
 	// accidental pull fails on this machine instead of reaching out.
 	NodeImage = "127.0.0.1:1/gputask/pause:local"
+	// WorkerImage is test/node/worker, an inference server's stand-in,
+	// built by BuildGoImage; its registry is closed like NodeImage's.
+	WorkerImage = "127.0.0.1:1/gputask/worker:local"
 
 	nodeDataDir   = "/var/lib/gputask-node"
 	nodeStateDir  = "/run/gputask-node"
