@@ -135,6 +135,13 @@ func setUp(ctx context.Context) error {
 		node = nil
 		return fmt.Errorf("starting the node: %w", err)
 	}
+	worker, err := framework.BuildGoImage(cp.Root, dir, framework.WorkerImage, "./test/node/worker")
+	if err != nil {
+		return err
+	}
+	if err := node.ImportImage(worker); err != nil {
+		return fmt.Errorf("importing the worker's image: %w", err)
+	}
 	plugin := filepath.Join(node.Dir, "gputask-device-plugin")
 	build := exec.Command("go", "build", "-o", plugin, "./cmd/gputask-device-plugin")
 	build.Dir = cp.Root
