@@ -59,6 +59,8 @@ const (
 //   - Every request sent was answered 200 (503s from a draining worker are
 //     sent again elsewhere); none was lost, and the surviving worker counted
 //     in vllm:request_success_total exactly the requests answered by it.
+//   - The last worker's pod, deleted while it holds requests, answers them
+//     all and exits 0; the task's new pod takes the requests after them.
 func TestWorkersScaleWithLoad(t *testing.T) {
 	ns := cp.NamespaceT(t)
 	ctx := context.Background()
@@ -162,7 +164,44 @@ func TestWorkersScaleWithLoad(t *testing.T) {
 	if running != 0 || waiting != 0 || success != float64(s.perPod[last[0].Name]) {
 		t.Errorf("worker %s reports running %v, waiting %v, %v served; want 0, 0, %d", last[0].Name, running, waiting, success, s.perPod[last[0].Name])
 	}
+
+	// SIGTERM with work in hand: the last worker's pod is deleted while 3
+	// clients send to it. It finishes what it holds within its grace period
+	// and exits 0; the clients' later requests wait for the task's new pod.
+	gen.setClients(3)
+	var held int
+	framework.Poll(t, 30*time.Second, "requests outstanding on the last worker", func(context.Context) (bool, string) {
+		held = gen.outstandingOn(last[0].Name)
+		return held > 0, fmt.Sprint(held, " outstanding")
+	})
+	if err := cp.Kube.CoreV1().Pods(ns).Delete(ctx, last[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Poll(t, time.Minute, "the deleted worker gone, exited 0, and a new one serving", func(context.Context) (bool, string) {
+		gone := pods.gone()
+		code, left := gone[last[0].Name]
+		now := pods.serving()
+		return left && code == 0 && len(now) == 1 && now[0].UID != last[0].UID, fmt.Sprintf("gone %v, serving %d", gone, len(now))
+	})
+	gen.setClients(0)
+	gen.wait()
+	s = gen.stats()
+	t.Logf("with the last worker deleted holding %d: %d sent, %d answered 200, %d refused with 503 and sent again, %d lost; per pod %v",
+		held, s.sent, s.answered, s.refused, s.lost, s.perPod)
+	if s.answered != s.sent || s.lost != 0 {
+		t.Errorf("%d requests sent, %d answered, %d lost (%v); want every one answered", s.sent, s.answered, s.lost, s.errors)
+	}
+	if s.perPod[last[0].Name] <= int(success) {
+		t.Errorf("the deleted worker answered %d requests, no more than the %v before its last clients came", s.perPod[last[0].Name], success)
+	}
 	t.Logf("kubectl get gts -o wide:\n%s", cp.KubectlT(t, "get", "gts", "-o", "wide", "-n", ns))
+}
+
+// outstandingOn is how many requests wait for an answer from pod.
+func (g *loadGenerator) outstandingOn(pod string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.outstanding[pod]
 }
 
 // workerPool is the set: 1 to 3 workers, read every 2 s, no stabilization
