@@ -11,7 +11,8 @@
 // gputask.io/draining from the pod's annotations through a downward API
 // volume, and then answers 503 to new requests while it finishes the ones
 // it holds. On SIGTERM it does the same, lingers while clients that have
-// not yet seen the pod go still send to it, and exits 0.
+// not yet seen the pod go still send to it, and exits 0. With --crash-after
+// it only exits with an error, for the tests of a crashing container.
 package main
 
 import (
@@ -53,9 +54,16 @@ func main() {
 		idleAfter   = flag.Duration("idle-after", time.Second, "how long without work before busy is cleared")
 		linger      = flag.Duration("linger", time.Second, "how long to answer 503 after SIGTERM once idle, before exiting")
 		model       = flag.String("model", "worker", "model_name label of the metrics")
+		crashAfter  = flag.Duration("crash-after", 0, "when above 0, exit with --crash-code this long after the start, as a crashing server does")
+		crashCode   = flag.Int("crash-code", 3, "exit code of --crash-after")
 	)
 	flag.Parse()
 	log.SetFlags(log.Lmicroseconds)
+	if *crashAfter > 0 {
+		time.Sleep(*crashAfter)
+		log.Printf("crashing with exit code %d, as told", *crashCode)
+		os.Exit(*crashCode)
+	}
 
 	w := &worker{slots: make(chan struct{}, *slots), nslots: *slots, serviceTime: *serviceTime, changed: make(chan struct{}, 1)}
 	w.idle = sync.NewCond(&w.mu)
