@@ -30,6 +30,9 @@ func TestFaultCrashingContainer(t *testing.T) {
 	c := &task.Spec.Template.Spec.Containers[0]
 	c.Image = framework.WorkerImage
 	c.Args = []string{"--crash-after=1s", "--crash-code=3"}
+	// The Failed pod is replaced at once: an informer, started first, sees
+	// it before it goes.
+	pods := watchPods(t, ns)
 	if _, err := cp.GPUTask.GputaskV1().GPUTasks(ns).Create(ctx, task, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +40,6 @@ func TestFaultCrashingContainer(t *testing.T) {
 		_ = cp.GPUTask.GputaskV1().GPUTasks(ns).Delete(context.Background(), task.Name, metav1.DeleteOptions{})
 	})
 
-	// The Failed pod is replaced at once: an informer sees it before.
-	pods := watchPods(t, ns)
 	var first string
 	framework.Poll(t, 2*time.Minute, "the task's first pod Failed, its container exited 3", func(context.Context) (bool, string) {
 		var failed []string
