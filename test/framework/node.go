@@ -41,6 +41,9 @@ const (
 	// imported into containerd. Its registry is a closed loopback port, so an
 	// accidental pull fails on this machine instead of reaching out.
 	NodeImage = "127.0.0.1:1/gputask/pause:local"
+	// WorkerImage is test/node/worker, an inference server's stand-in,
+	// built by BuildGoImage; its registry is closed like NodeImage's.
+	WorkerImage = "127.0.0.1:1/gputask/worker:local"
 
 	nodeDataDir   = "/var/lib/gputask-node"
 	nodeStateDir  = "/run/gputask-node"
@@ -78,6 +81,7 @@ type Node struct {
 	ContainerdSocket string
 
 	cp         *ControlPlane
+	opts       NodeOptions
 	containerd *Process
 	kubelet    *Process
 	// owned are processes that run on the node, such as its device plugin;
@@ -144,7 +148,7 @@ func StartNode(ctx context.Context, cp *ControlPlane, opts NodeOptions) (n *Node
 		return nil, err
 	}
 	CleanupNodeHost(cp.logf)
-	n = &Node{Name: opts.Name, Dir: nodeDataDir, LogDir: filepath.Join(cp.Dir, "node"), ContainerdSocket: filepath.Join(nodeStateDir, "containerd.sock"), cp: cp}
+	n = &Node{Name: opts.Name, Dir: nodeDataDir, LogDir: filepath.Join(cp.Dir, "node"), ContainerdSocket: filepath.Join(nodeStateDir, "containerd.sock"), cp: cp, opts: opts}
 	defer func() {
 		if err != nil {
 			n.Stop(context.Background())
@@ -358,6 +362,8 @@ func (n *Node) startKubelet(opts NodeOptions) error {
 	// failCgroupV1 and cgroupfs: this machine has cgroup v1 and no systemd.
 	// The image thresholds keep the imported images, which cannot be pulled
 	// again; the eviction thresholds keep a busy test disk from evicting.
+	// The lease, renewed every quarter of its duration (2 s), keeps the node
+	// alive for a node lifecycle controller of a short grace period.
 	config := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -388,6 +394,7 @@ evictionHard:
   imagefs.available: "1%%"
   nodefs.inodesFree: "1%%"
 nodeStatusUpdateFrequency: 2s
+nodeLeaseDurationSeconds: 8
 syncFrequency: 5s
 `, NodeIP, kubeletPort, healthzPort, n.ContainerdSocket, n.cp.pki.CACert, resolvConf, filepath.Join(nodeDataDir, "pod-logs"))
 	configPath := filepath.Join(dir, "kubelet.yaml")
@@ -414,6 +421,43 @@ syncFrequency: 5s
 		return err
 	}
 	n.kubelet = p
+	return nil
+}
+
+// StopKubelet stops the kubelet alone, as a crash or an upgrade of it
+// would: containerd and the pods' containers go on running.
+func (n *Node) StopKubelet() {
+	if n.kubelet != nil {
+		n.kubelet.Stop()
+	}
+}
+
+// StartKubelet starts the kubelet again after StopKubelet (or stops it
+// first), and waits for its Node to be Ready. A kubelet registers its Node
+// when it starts, so this also brings back a Node that was deleted.
+func (n *Node) StartKubelet(ctx context.Context) error {
+	n.StopKubelet()
+	// The Node may still say Ready from before: only a status the new
+	// kubelet posted counts, and its first one always goes out.
+	started := metav1.NewTime(time.Now().Truncate(time.Second))
+	if err := n.startKubelet(n.opts); err != nil {
+		return err
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, nodeReadyTimeout, true, func(ctx context.Context) (bool, error) {
+		node, err := n.cp.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue && !c.LastHeartbeatTime.Before(&started), nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for node %s to be Ready again: %w (kubelet log %s)", n.Name, err, n.kubelet.LogPath)
+	}
 	return nil
 }
 

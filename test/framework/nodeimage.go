@@ -18,22 +18,31 @@ import (
 // imports. It returns the archive's path in dir. Nothing is pulled: the
 // image is made of a binary built here.
 func BuildNodeImage(root, dir string) (string, error) {
-	bin := filepath.Join(dir, "pause")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./test/node/pause")
+	return BuildGoImage(root, dir, NodeImage, "./test/node/pause")
+}
+
+// BuildGoImage builds the Go program pkg (a path relative to root, such as
+// ./test/node/worker) as a static binary and writes an OCI image archive
+// named ref whose one file and entrypoint is that binary, for
+// Node.ImportImage. It returns the archive's path in dir.
+func BuildGoImage(root, dir, ref, pkg string) (string, error) {
+	name := filepath.Base(pkg)
+	bin := filepath.Join(dir, name)
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg)
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the pause binary: %w: %s", err, out)
+		return "", fmt.Errorf("building %s: %w: %s", pkg, err, out)
 	}
-	pause, err := os.ReadFile(bin)
+	program, err := os.ReadFile(bin)
 	if err != nil {
 		return "", err
 	}
-	archive, err := ociArchive(NodeImage, map[string][]byte{"pause": pause}, []string{"/pause"})
+	archive, err := ociArchive(ref, map[string][]byte{name: program}, []string{"/" + name})
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, "node-image.tar")
+	path := filepath.Join(dir, name+"-image.tar")
 	return path, os.WriteFile(path, archive, 0o644)
 }
 

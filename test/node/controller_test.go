@@ -122,11 +122,14 @@ func uninstallController() {
 func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "node: "+format+"\n", args...) }
 
 // helmArgs installs or upgrades the release to the image tag; the CRDs are
-// the control plane's already.
+// the control plane's already. Load-index sources may reach the node's own
+// address only, where the tests serve their load indexes, as an operator
+// would allow the network of the servers that sets name.
 func helmArgs(verb, tag string) []string {
 	return []string{verb, release, filepath.Join(cp.Root, "charts", "gputask-controller"),
 		"--namespace", releaseNamespace, "--skip-crds", "--wait", "--timeout=3m",
-		"--set", "image.repository=" + imageRepository, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never"}
+		"--set", "image.repository=" + imageRepository, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never",
+		"--set", "controller.loadIndex.allowedCIDRs={" + framework.NodeIP + "/32}"}
 }
 
 func controllerPods(ctx context.Context) ([]corev1.Pod, error) {

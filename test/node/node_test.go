@@ -69,9 +69,18 @@ func run(m *testing.M) int {
 	}()
 
 	started, err := framework.Start(ctx, framework.Options{
-		Scheduler: true, ControllerManager: true, KubeletClient: true, Logf: logf,
-		// The chart's Deployment needs its controllers.
-		Controllers: append(slices.Clone(framework.DefaultControllers), "deployment-controller", "replicaset-controller"),
+		Scheduler: true, ControllerManager: true, KubeletClient: true, Kwok: true, Logf: logf,
+		// The chart's Deployment needs its controllers; a stopped kubelet
+		// needs the node lifecycle and taint eviction controllers, with a
+		// grace period of seconds, not the default 50 s, before the node
+		// is NotReady. Node leases are renewed every 2 s (kubelet and kwok)
+		// so that a live node never misses it.
+		Controllers: append(slices.Clone(framework.DefaultControllers), "deployment-controller", "replicaset-controller",
+			"node-lifecycle-controller", "taint-eviction-controller"),
+		ExtraArgs: map[string][]string{
+			framework.BinControllerManager: {"--node-monitor-grace-period=10s", "--node-monitor-period=1s"},
+			framework.BinKwok:              {"--node-lease-duration-seconds=8"},
+		},
 	})
 	if err != nil {
 		logf("FAIL: starting the control plane: %v", err)
@@ -135,6 +144,16 @@ func setUp(ctx context.Context) error {
 		node = nil
 		return fmt.Errorf("starting the node: %w", err)
 	}
+	worker, err := framework.BuildGoImage(cp.Root, dir, framework.WorkerImage, "./test/node/worker")
+	if err != nil {
+		return err
+	}
+	if err := node.ImportImage(worker); err != nil {
+		return fmt.Errorf("importing the worker's image: %w", err)
+	}
+	if err := createWitnessNode(ctx); err != nil {
+		return err
+	}
 	plugin := filepath.Join(node.Dir, "gputask-device-plugin")
 	build := exec.Command("go", "build", "-o", plugin, "./cmd/gputask-device-plugin")
 	build.Dir = cp.Root
@@ -149,6 +168,29 @@ func setUp(ctx context.Context) error {
 	}
 	node.Own(p)
 	return nil
+}
+
+// witnessNode is a kwok node beside the real one, tainted so that nothing
+// is placed on it. With the real node as the only node, the node lifecycle
+// controller would read a stopped kubelet as a disruption of the whole
+// cluster, and evict nothing; with one node of two NotReady it taints the
+// node and evicts its pods.
+const witnessNode = "witness-0"
+
+func createWitnessNode(ctx context.Context) error {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        witnessNode,
+			Labels:      map[string]string{"type": "kwok", corev1.LabelHostname: witnessNode},
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+		},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "gputask.io/witness", Effect: corev1.TaintEffectNoSchedule}}},
+	}
+	if _, err := cp.Kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the witness node: %w", err)
+	}
+	_, err := cp.WaitNodeReady(ctx, witnessNode)
+	return err
 }
 
 // TestNodeHasDevicePluginGPUs: the node is Ready, labelled as an A100 node,
