@@ -36,8 +36,9 @@ type Expectations struct {
 type pending struct {
 	creations int
 	deletions sets.Set[string]
-	// annotations maps an object name to the annotation value patched onto it.
-	annotations map[string]string
+	// annotations maps an annotation of a named object to the value
+	// patched onto it ("" for a patch that removed it).
+	annotations map[annotationRef]string
 	// since is when the latest write was recorded; expiry counts from it.
 	since time.Time
 }
@@ -113,42 +114,53 @@ func (e *Expectations) DeletionObserved(key, name string) {
 	defer e.mu.Unlock()
 	if p, ok := e.byKey[key]; ok {
 		p.deletions.Delete(name)
-		delete(p.annotations, name)
+		for ref := range p.annotations {
+			if ref.name == name {
+				delete(p.annotations, ref)
+			}
+		}
 		e.observed(key, p)
 	}
 }
 
-// ExpectAnnotation records that value was patched into an annotation of the
-// named object.
-func (e *Expectations) ExpectAnnotation(key, name, value string) {
+// annotationRef is one annotation of one object of the owner.
+type annotationRef struct{ name, annotation string }
+
+// ExpectAnnotation records that value was patched into the annotation of
+// the named object; "" stands for a patch that removed it.
+func (e *Expectations) ExpectAnnotation(key, name, annotation, value string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p := e.entry(key)
 	if p.annotations == nil {
-		p.annotations = map[string]string{}
+		p.annotations = map[annotationRef]string{}
 	}
-	p.annotations[name] = value
+	p.annotations[annotationRef{name, annotation}] = value
 }
 
-// AnnotationObserved forgets the annotation expectation on the object once
-// the informer shows the value that was patched.
-func (e *Expectations) AnnotationObserved(key, name, value string) {
+// AnnotationObserved forgets each annotation expectation on the named object
+// whose patched value the informer now shows in annotations.
+func (e *Expectations) AnnotationObserved(key, name string, annotations map[string]string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if p, ok := e.byKey[key]; ok {
-		if v, found := p.annotations[name]; found && v == value {
-			delete(p.annotations, name)
-			e.observed(key, p)
+	p, ok := e.byKey[key]
+	if !ok {
+		return
+	}
+	for ref, v := range p.annotations {
+		if ref.name == name && annotations[ref.annotation] == v {
+			delete(p.annotations, ref)
 		}
 	}
+	e.observed(key, p)
 }
 
 // ForgetAnnotation drops an annotation expectation whose patch failed.
-func (e *Expectations) ForgetAnnotation(key, name string) {
+func (e *Expectations) ForgetAnnotation(key, name, annotation string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if p, ok := e.byKey[key]; ok {
-		delete(p.annotations, name)
+		delete(p.annotations, annotationRef{name, annotation})
 		e.observed(key, p)
 	}
 }

@@ -58,7 +58,7 @@ func TestDeletionsAndAnnotations(t *testing.T) {
 
 	e.ExpectCreations(key, 2)
 	e.ExpectDeletions(key, "a", "b")
-	e.ExpectAnnotation(key, "c", "T1")
+	e.ExpectAnnotation(key, "c", "a", "T1")
 	if e.Satisfied(key) {
 		t.Fatal("pending writes must not be satisfied")
 	}
@@ -68,26 +68,38 @@ func TestDeletionsAndAnnotations(t *testing.T) {
 	e.CreationObserved(key) // a stray extra observation must not go below zero
 	e.DeletionObserved(key, "a")
 	e.DeletionObserved(key, "a") // seen twice: deletion timestamp, then delete
-	e.AnnotationObserved(key, "c", "T0")
+	e.AnnotationObserved(key, "c", map[string]string{"a": "T0"})
 	if e.Satisfied(key) {
 		t.Fatal("deletion of b and annotation T1 on c are still pending")
 	}
 	e.DeletionObserved(key, "b")
-	e.AnnotationObserved(key, "c", "T1")
+	e.AnnotationObserved(key, "c", map[string]string{"a": "T1"})
 	if !e.Satisfied(key) {
 		t.Fatal("every write was observed; want satisfied")
 	}
 
+	// Two annotations of one object are expected apart.
+	e.ExpectAnnotation(key, "c", "a", "T4")
+	e.ExpectAnnotation(key, "c", "b", "")
+	e.AnnotationObserved(key, "c", map[string]string{"a": "T4", "b": "x"})
+	if e.Satisfied(key) {
+		t.Fatal("annotation b of c, removed, still shows; want pending")
+	}
+	e.AnnotationObserved(key, "c", map[string]string{"a": "T4"})
+	if !e.Satisfied(key) {
+		t.Fatal("both annotations of c were observed; want satisfied")
+	}
+
 	// A deleted task settles its annotation expectation too.
-	e.ExpectAnnotation(key, "d", "T2")
+	e.ExpectAnnotation(key, "d", "a", "T2")
 	e.DeletionObserved(key, "d")
 	if !e.Satisfied(key) {
 		t.Fatal("deleting an annotated task must settle its expectation")
 	}
 
 	// A failed patch is forgotten.
-	e.ExpectAnnotation(key, "e", "T3")
-	e.ForgetAnnotation(key, "e")
+	e.ExpectAnnotation(key, "e", "a", "T3")
+	e.ForgetAnnotation(key, "e", "a")
 	if !e.Satisfied(key) {
 		t.Fatal("a forgotten annotation must not block")
 	}
@@ -122,8 +134,8 @@ func TestObservedRecordsDropped(t *testing.T) {
 	e := New(nil, time.Minute)
 	e.ExpectCreations("ns/a", 2)
 	e.ExpectDeletions("ns/b", "pod-1")
-	e.ExpectAnnotation("ns/c", "task-1", "v1")
-	e.ExpectAnnotation("ns/d", "task-2", "v1")
+	e.ExpectAnnotation("ns/c", "task-1", "a", "v1")
+	e.ExpectAnnotation("ns/d", "task-2", "a", "v1")
 	if len(e.byKey) != 4 {
 		t.Fatalf("%d records, want 4", len(e.byKey))
 	}
@@ -133,12 +145,12 @@ func TestObservedRecordsDropped(t *testing.T) {
 	}
 	e.CreationObserved("ns/a")
 	e.DeletionObserved("ns/b", "pod-1")
-	e.AnnotationObserved("ns/c", "task-1", "v0")
+	e.AnnotationObserved("ns/c", "task-1", map[string]string{"a": "v0"})
 	if _, ok := e.byKey["ns/c"]; !ok {
 		t.Error("ns/c dropped on another value")
 	}
-	e.AnnotationObserved("ns/c", "task-1", "v1")
-	e.ForgetAnnotation("ns/d", "task-2")
+	e.AnnotationObserved("ns/c", "task-1", map[string]string{"a": "v1"})
+	e.ForgetAnnotation("ns/d", "task-2", "a")
 	if len(e.byKey) != 0 {
 		t.Errorf("records left after every write was seen: %v", e.byKey)
 	}

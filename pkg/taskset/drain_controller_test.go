@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	core "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -133,5 +134,51 @@ func TestDrainTimesOutAndScaleUpTakesDrainsBack(t *testing.T) {
 	f.Run(ctx, key(set))
 	if n := controllertest.CountEvents(f.events(), "Normal SuccessfulCreate"); n != 1 {
 		t.Errorf("%d tasks created, want 1", n)
+	}
+}
+
+// TestDrainMarkedOnceWhileTheCacheLags: until the cache shows a task's
+// draining mark, the next sync leaves the task alone: one patch and one
+// DrainingTask event per drain, however soon the set is synced again.
+func TestDrainMarkedOnceWhileTheCacheLags(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	set := newSet("render", ptr.To[int32](1))
+	older := ownedTask(set, "render-a", 2*time.Hour)
+	younger := ownedTask(set, "render-b", time.Hour)
+	for _, tk := range []*gputaskv1.GPUTask{older, younger} {
+		tk.Annotations = map[string]string{gputaskv1.AnnotationBusy: "true"}
+	}
+	f := newFixture(t)
+	f.Add(set)
+	f.addTasks(older, younger)
+	f.expectPatch(set.Namespace, "render-b", `{"metadata":{"annotations":{"gputask.io/drainStartedAt":"`+testNow.Format(time.RFC3339)+`","gputask.io/draining":"true"}}}`)
+	f.ExpectApplyStatus(withDraining(set, 2, 1))
+	c := f.newController(ctx)
+	f.Run(ctx, key(set))
+
+	// The cache shows the set's new status but render-b still unmarked:
+	// no write.
+	cur, err := f.Client.GputaskV1().GPUTaskSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Update(cur)
+	f.Run(ctx, key(set))
+	if n := controllertest.CountEvents(f.events(), "Normal DrainingTask"); n != 1 {
+		t.Errorf("%d DrainingTask events, want 1", n)
+	}
+
+	// The informer shows the mark: the set may act again, and all is in
+	// sync.
+	marked, err := f.Client.GputaskV1().GPUTasks(set.Namespace).Get(ctx, "render-b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked = marked.DeepCopy()
+	marked.ResourceVersion = "2"
+	f.Update(marked)
+	c.updateTask(klog.FromContext(ctx), younger, marked)
+	if !c.expectations.Satisfied(setKey(set)) {
+		t.Error("the mark is in the cache; want the set's expectations satisfied")
 	}
 }

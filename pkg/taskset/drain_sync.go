@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
@@ -18,11 +19,11 @@ import (
 
 // drainingPatch marks (on) or unmarks a task as draining, with the time
 // the drain started, from which drainTimeout is measured.
-func drainingPatch(on bool, now time.Time) ([]byte, error) {
+func drainingPatch(startedAt string) ([]byte, error) {
 	annotations := map[string]any{gputaskv1.AnnotationDraining: nil, gputaskv1.AnnotationDrainStartedAt: nil}
-	if on {
+	if startedAt != "" {
 		annotations[gputaskv1.AnnotationDraining] = "true"
-		annotations[gputaskv1.AnnotationDrainStartedAt] = now.UTC().Format(time.RFC3339Nano)
+		annotations[gputaskv1.AnnotationDrainStartedAt] = startedAt
 	}
 	return json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
 }
@@ -32,8 +33,12 @@ func drainingPatch(on bool, now time.Time) ([]byte, error) {
 // reads it. A task that is gone is no error. Each event names the task's
 // node and the set's GPUs in use on it (use), as the ranking saw them.
 func (c *Controller) setDraining(ctx context.Context, set *gputaskv1.GPUTaskSet, tasks []*gputaskv1.GPUTask, on bool, use NodeGPUs) error {
-	now := c.clock.Now()
-	taskPatch, err := drainingPatch(on, now)
+	// startedAt is the mark's time, "" when the mark is taken back.
+	startedAt := ""
+	if on {
+		startedAt = c.clock.Now().UTC().Format(time.RFC3339Nano)
+	}
+	taskPatch, err := drainingPatch(startedAt)
 	if err != nil {
 		return fmt.Errorf("building draining patch: %w", err)
 	}
@@ -41,9 +46,16 @@ func (c *Controller) setDraining(ctx context.Context, set *gputaskv1.GPUTaskSet,
 	if !on {
 		reason, verb = gputaskv1.ReasonUndrainTask, "Took back draining task"
 	}
+	// Expect before patching: until the cache shows the mark, the next sync
+	// must not pick the same task again (one patch, one event per drain).
+	key := cache.MetaObjectToName(set).String()
 	var errs []error
 	for _, t := range tasks {
+		c.expectations.ExpectAnnotation(key, t.Name, gputaskv1.AnnotationDrainStartedAt, startedAt)
 		_, err := c.gputaskclientset.GputaskV1().GPUTasks(t.Namespace).Patch(ctx, t.Name, types.MergePatchType, taskPatch, metav1.PatchOptions{})
+		if err != nil {
+			c.expectations.ForgetAnnotation(key, t.Name, gputaskv1.AnnotationDrainStartedAt)
+		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			c.recorder.Eventf(set, corev1.EventTypeWarning, gputaskv1.ReasonFailedDrain, "Error marking task %s: %v", t.Name, err)
 			errs = append(errs, fmt.Errorf("marking gputask %s draining=%v: %w", klog.KObj(t), on, err))

@@ -78,7 +78,8 @@ func (c *Controller) addTask(logger klog.Logger, obj any) {
 }
 
 // updateTask wakes the owner of a task whose status, annotations or owner
-// changed, and records observed deletions and restart annotations.
+// changed, and records observed deletions and the annotations this
+// controller patched (restart, draining).
 func (c *Controller) updateTask(logger klog.Logger, old, cur any) {
 	oldTask, ok1 := old.(*gputaskv1.GPUTask)
 	curTask, ok2 := cur.(*gputaskv1.GPUTask)
@@ -103,7 +104,7 @@ func (c *Controller) updateTask(logger klog.Logger, old, cur any) {
 		return
 	}
 	key := cache.MetaObjectToName(set).String()
-	c.expectations.AnnotationObserved(key, curTask.Name, curTask.Annotations[gputaskv1.AnnotationRestartedAt])
+	c.expectations.AnnotationObserved(key, curTask.Name, curTask.Annotations)
 	if statusOnly(oldTask, curTask) {
 		// A task's progress only changes the set's counts, which are
 		// written at most once per statusInterval: one sync per interval

@@ -142,10 +142,10 @@ func (c *Controller) annotateForRestart(ctx context.Context, set *gputaskv1.GPUT
 	key := cache.MetaObjectToName(set).String()
 	// Expect before patching: the next sync must not pick another task
 	// until the cache shows this one annotated.
-	c.expectations.ExpectAnnotation(key, task.Name, value)
+	c.expectations.ExpectAnnotation(key, task.Name, gputaskv1.AnnotationRestartedAt, value)
 	_, err = c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace).Patch(ctx, task.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
-		c.expectations.ForgetAnnotation(key, task.Name)
+		c.expectations.ForgetAnnotation(key, task.Name, gputaskv1.AnnotationRestartedAt)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
