@@ -18,7 +18,13 @@ func (cp *ControlPlane) StartControllerManager(ctx context.Context, controllers 
 		"--service-account-private-key-file=" + cp.pki.SAPrivateKey,
 		"--use-service-account-credentials=false",
 	}, extra...)
-	p, port, err := cp.startSecureComponent(BinControllerManager, args)
+	return cp.startHealthyComponent(ctx, BinControllerManager, args)
+}
+
+// startHealthyComponent starts a component with a secure port and waits
+// until it is healthy; one that never is, is stopped.
+func (cp *ControlPlane) startHealthyComponent(ctx context.Context, bin string, args []string) (*Process, error) {
+	p, port, err := cp.startSecureComponent(bin, args)
 	if err != nil {
 		return nil, err
 	}

@@ -46,13 +46,5 @@ func (cp *ControlPlane) StartScheduler(ctx context.Context, configPath string) (
 	}
 	// --leader-elect=false (from startSecureComponent) still applies with
 	// --config, and overrides the file's leader election.
-	p, port, err := cp.startSecureComponent(BinScheduler, []string{"--config=" + f.Name()})
-	if err != nil {
-		return nil, err
-	}
-	if err := cp.waitHealthz(ctx, p, port); err != nil {
-		p.Stop()
-		return nil, err
-	}
-	return p, nil
+	return cp.startHealthyComponent(ctx, BinScheduler, []string{"--config=" + f.Name()})
 }
