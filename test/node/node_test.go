@@ -9,11 +9,13 @@ package node
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +42,10 @@ var (
 // controller's installation; the build compiles the controller in a
 // container.
 const setUpTimeout = 15 * time.Minute
+
+// timeoutMargin is how long before go test's -timeout the node is taken
+// down: the teardown uninstalls the chart and stops the pods and the kubelet.
+const timeoutMargin = 2 * time.Minute
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -95,14 +101,15 @@ func run(m *testing.M) int {
 	}()
 	// Owners go first, or the controller would place their pods again
 	// while the node is taken down.
-	defer func() {
+	stopNode := sync.OnceFunc(func() {
 		if node == nil {
 			return
 		}
 		uninstallController()
 		_ = cp.GPUTask.GputaskV1().GPUTasks(metav1.NamespaceAll).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 		node.Stop(context.Background())
-	}()
+	})
+	defer stopNode()
 	if err := setUp(ctx); err != nil {
 		logf("FAIL: %v", err)
 		framework.CleanupNodeHost(logf)
@@ -120,6 +127,19 @@ func run(m *testing.M) int {
 	if err := installController(ctx); err != nil {
 		logf("FAIL: %v", err)
 		return 1
+	}
+	// go test's -timeout ends the binary with a panic, which runs no
+	// deferred call: the node is taken down shortly before, so that the
+	// host gets its settings back on that path too.
+	flag.Parse()
+	if d := flag.Lookup("test.timeout").Value.(flag.Getter).Get().(time.Duration); d > timeoutMargin {
+		alarm := time.AfterFunc(d-timeoutMargin, func() {
+			logf("FAIL: the -timeout of %s is near; taking the node down", d)
+			stopNode()
+			framework.CleanupNodeHost(logf)
+			os.Exit(1)
+		})
+		defer alarm.Stop()
 	}
 	code = m.Run()
 	return code
