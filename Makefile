@@ -12,6 +12,13 @@ KUBECONFIG ?= $(HOME)/.kube/config
 # Packages that need no control plane.
 UNIT_PKGS = $$($(GO) list ./... | grep -v '/test/')
 export GPUTASK_BIN_DIR := $(BIN_DIR)
+# Every Go command here (vet, the tests, the binaries, the tools of
+# hack/tools and what the tests build) compiles with cgo off and -trimpath,
+# as the released binaries are: the libraries they share (client-go,
+# apimachinery, apiserver...), at the same versions in go.mod and
+# hack/tools/go.mod, are then compiled once, not once per setting.
+export CGO_ENABLED := 0
+export GOFLAGS := $(strip $(filter-out -trimpath,$(shell $(GO) env GOFLAGS)) -trimpath)
 
 .PHONY: all
 all: build
