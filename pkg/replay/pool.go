@@ -204,8 +204,12 @@ type Pool struct {
 	waits   []time.Duration
 	started []bool
 	failed  []bool
-	done    int // requests completed or failed
-	pending completions
+	// firstToken and finished are when each request's first output token
+	// came and when its last did (see Outcomes).
+	firstToken []time.Time
+	finished   []time.Time
+	done       int // requests completed or failed
+	pending    completions
 
 	workers     []*Worker // live workers, in creation order
 	terminating []*Worker // deleted pods still finishing their requests
@@ -273,6 +277,7 @@ func NewPool(trace Trace, start time.Time, concurrency int, startup time.Duratio
 		start: start, now: start, trace: trace.Requests,
 		concurrency: max(concurrency, 1), startup: max(startup, 0),
 		waits: make([]time.Duration, n), started: make([]bool, n), failed: make([]bool, n),
+		firstToken: make([]time.Time, n), finished: make([]time.Time, n),
 		tokens: trace.Tokens,
 	}
 }
@@ -647,6 +652,7 @@ func (p *Pool) complete(c completion) {
 	}
 	p.done++
 	p.finishedAt = append(p.finishedAt, p.now)
+	p.finished[c.req] = p.now
 	p.reschedule(w)
 	if w.Terminating && len(w.inFlight) == 0 {
 		p.Remove(w) // its last request done, the process exits
@@ -679,6 +685,10 @@ func (p *Pool) dispatch() {
 		p.waits[r] = p.now.Sub(arrival)
 		p.startedAt, p.startWaits = append(p.startedAt, p.now), append(p.startWaits, p.waits[r])
 		p.started[r] = true
+		p.firstToken[r] = p.now
+		if p.tokens != nil {
+			p.firstToken[r] = p.now.Add(min(p.tokens[r].Prefill, p.trace[r].Service))
+		}
 		if !p.batched {
 			best.inFlight = append(best.inFlight, r)
 			heap.Push(&p.pending, completion{at: p.now.Add(p.trace[r].Service), req: r, worker: best})
@@ -686,6 +696,7 @@ func (p *Pool) dispatch() {
 		}
 		p.progress(best)
 		p.decodeFrom[r], p.remaining[r] = p.now.Add(p.tokens[r].Prefill), p.tokens[r].OutputTokens
+		p.firstToken[r] = p.decodeFrom[r]
 		best.inFlight = append(best.inFlight, r)
 		p.reschedule(best)
 	}

@@ -35,6 +35,8 @@ type Trace struct {
 type Tokens struct {
 	Prefill      time.Duration
 	OutputTokens float64
+	// InputTokens is the prompt's length, as the trace gives it.
+	InputTokens float64
 }
 
 // Duration is the arrival time of the last request.
@@ -245,7 +247,7 @@ func ReadTrace(r io.Reader, opts TraceOptions) (Trace, error) {
 	if opts.Service.usesTokens() {
 		tr.Tokens = make([]Tokens, len(rows))
 		for i, rw := range rows {
-			tr.Tokens[i].OutputTokens = rw.output
+			tr.Tokens[i].OutputTokens, tr.Tokens[i].InputTokens = rw.output, rw.input
 			if opts.Service.PrefillPerSecond > 0 {
 				tr.Tokens[i].Prefill = time.Duration(rw.input / opts.Service.PrefillPerSecond * float64(time.Second))
 			}
