@@ -127,13 +127,14 @@ REPLAY_FLAGS ?= $(REPLAY_TRACE_FLAGS) --gpus-per-node 0 \
 # SERVEGEN_DAYS of each. The data are not in the repository: SERVEGEN_DIR
 # must hold the model folders, or SERVEGEN_MODELS= runs the synthetic traces
 # alone. The scales put the zero-wait oracle's peak at 20-100 workers of 8
-# slots under REPLAY_TRACE_FLAGS' service model, measured with
-# `--policies oracle --startup 2m` on 1 day at seeds 1-3: deepseek-r1 x0.2
-# peaks at 49-52 workers (278 k requests), mm-image x2 at 29-30 (1.6 M),
+# slots under REPLAY_TRACE_FLAGS' service model, and below the embedded
+# set's maxReplicas (40), so that every policy can reach it; measured with
+# `--policies oracle --startup 2m` on 1 day at seeds 1-3: deepseek-r1 x0.12
+# peaks at 32-34 workers (168 k requests), mm-image x2 at 29-30 (1.6 M),
 # m-small x0.1 at 29-31 (3.3 M).
 SERVEGEN_DIR ?= ../shared/data/traces/servegen
 SERVEGEN_DAYS ?= 1
-SERVEGEN_MODELS ?= deepseek-r1:0.2 mm-image:2 m-small:0.1
+SERVEGEN_MODELS ?= deepseek-r1:0.12 mm-image:2 m-small:0.1
 REPLAY_TRACES = $(foreach shape,$(REPLAY_SHAPES),_output/replay/$(shape).csv) \
 	$(foreach model,$(SERVEGEN_MODELS),_output/replay/$(firstword $(subst :, ,$(model))).csv)
 
