@@ -26,6 +26,9 @@ import (
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
 )
 
+// testNow is the fixed "now" of every test in this package.
+var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
 var (
 	tasksResource = gputaskv1.SchemeGroupVersion.WithResource("gputasks")
 	setsResource  = gputaskv1.SchemeGroupVersion.WithResource("gputasksets")

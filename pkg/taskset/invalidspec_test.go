@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/setplan"
 )
 
 // withInvalidSpec is status with ReplicaFailure InvalidSpec carrying msg.
@@ -90,7 +91,7 @@ func TestInvalidDrainTimeoutStillCreates(t *testing.T) {
 func TestInvalidSpecMessageIsCapped(t *testing.T) {
 	set := newSet("render", ptr.To[int32](1))
 	set.Spec.MinTaskAge = &gputaskv1.Duration{Unparsed: `"` + strings.Repeat("x", 64<<10) + `"`}
-	msg := invalidSpecMessage(invalidOwnSpec(set))
+	msg := invalidSpecMessage(setplan.InvalidSpec(set))
 	if len(msg) > maxFailureMessage || !strings.HasPrefix(msg, "spec.minTaskAge: ") || !strings.HasSuffix(msg, scaleInHeldSuffix) {
 		t.Errorf("message of %d bytes = %.80q...%q", len(msg), msg, msg[max(len(msg)-60, 0):])
 	}

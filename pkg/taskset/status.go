@@ -16,6 +16,7 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	applyv1 "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/setplan"
 )
 
 // ownStatus holds the status fields this controller owns as its field
@@ -41,7 +42,7 @@ type ownStatus struct {
 // create or delete, then by an invalid spec (reason InvalidSpec, as long as
 // the spec stays invalid), cleared by a sync that managed replicas without
 // error, and otherwise left as it was by a sync that did not act.
-func calculateStatus(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, plan ScalePlan, acted bool, manageErr error, now time.Time) ownStatus {
+func calculateStatus(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, plan setplan.Plan, acted bool, manageErr error, now time.Time) ownStatus {
 	s := ownStatus{
 		Replicas:           int32(len(active)),
 		HeldBackReplicas:   plan.HeldBack,
@@ -67,7 +68,7 @@ func calculateStatus(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, pla
 		}
 	}
 	var rerr *replicaError
-	invalid := invalidOwnSpec(set)
+	invalid := setplan.InvalidSpec(set)
 	switch {
 	case errors.As(manageErr, &rerr):
 		s.ReplicaFailure = &metav1.Condition{
