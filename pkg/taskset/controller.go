@@ -263,6 +263,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		c.expectations.Delete(key.String())
 		c.statusPacer.forget(key)
 		metrics.CurrentReplicas.DeleteLabelValues(key.Namespace, key.Name)
+		metrics.Nodes.DeleteLabelValues(key.Namespace, key.Name)
 		return nil
 	}
 	if err != nil {
@@ -296,6 +297,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 
 	metrics.CurrentReplicas.WithLabelValues(set.Namespace, set.Name).Set(float64(len(active)))
 	want := calculateStatus(set, active, plan, canAct, manageErr, c.clock.Now())
+	metrics.Nodes.WithLabelValues(set.Namespace, set.Name).Set(float64(want.Nodes))
 	if wait := c.statusPacer.wait(key); wait > 0 && ownStatusOf(set).countsDifferOnly(want) {
 		// The status was written less than statusInterval ago and only the
 		// counts moved: the sync this brings writes them, with whatever

@@ -42,7 +42,7 @@ func TestInvalidMinTaskAgeHoldsScaleInUntilFixed(t *testing.T) {
 	// 3 tasks, 1 wanted, but the minimum age is unknown: nothing is deleted,
 	// the two removals are held back, and ReplicaFailure says why.
 	const msg = `spec.minTaskAge: Invalid value: "abc": must be a duration such as 30s, 5m or 1h30m; scale-in is held until it is fixed`
-	held := withInvalidSpec(withStatus(set, 3, 3, 0, 2), msg)
+	held := withInvalidSpec(withStatus(set, 3, 3, 0, 2, 1), msg)
 	f.ExpectApplyStatus(held)
 	f.newController(ctx)
 	f.Run(ctx, key(set))
@@ -65,7 +65,7 @@ func TestInvalidMinTaskAgeHoldsScaleInUntilFixed(t *testing.T) {
 	f.Update(fixed)
 	f.expectDelete(set.Namespace, "render-a")
 	f.expectDelete(set.Namespace, "render-b")
-	want := withStatus(fixed, 3, 3, 0, 0)
+	want := withStatus(fixed, 3, 3, 0, 0, 1)
 	want.Status.Conditions = nil
 	f.ExpectApplyStatus(want)
 	f.Run(ctx, key(set))
@@ -82,7 +82,7 @@ func TestInvalidDrainTimeoutStillCreates(t *testing.T) {
 	// Creating up to replicas removes nothing, so it goes on; the condition
 	// names the field.
 	f.expectCreates(set, 1)
-	f.ExpectApplyStatus(withInvalidSpec(withStatus(set, 1, 1, 0, 0),
+	f.ExpectApplyStatus(withInvalidSpec(withStatus(set, 1, 1, 0, 0, 1),
 		`spec.scaleIn.drainTimeout: Invalid value: "30": must be a duration such as 30s, 5m or 1h30m; scale-in is held until it is fixed`))
 	f.newController(ctx)
 	f.Run(ctx, key(set))
