@@ -102,7 +102,8 @@ bench: control-plane build ## Benchmarks: decision, ranking, sources, throughput
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./test/bench/
 	$(GO) run ./test/bench/sidebyside
 
-# The autoscaling benchmark: the synthetic traces replayed in virtual time
+# The autoscaling benchmark: the synthetic traces and a day of each of
+# three ServeGen models (below) replayed in virtual time
 # under ours (the inference pool on the SLO policy: p95 wait within 10 s),
 # its variants on the load index (target 0.7, and with burst, predictive
 # pre-warming and a scheduled floor), an HPA with and without a behavior, the HPA at the best
@@ -111,7 +112,7 @@ bench: control-plane build ## Benchmarks: decision, ranking, sources, throughput
 # oracle; one run over all the traces per start-up time (2 and 5 minutes),
 # pods with a 30 s termination grace. Tables go to standard output and
 # _output/replay/STARTUP.txt, figures and time series to
-# _output/replay/STARTUP-SHAPE.json, plots to STARTUP-SHAPE.png. Add
+# _output/replay/STARTUP-TRACE.json, plots to STARTUP-TRACE.png. Add
 # flags with REPLAY_FLAGS+='--grace 120s'. It models no nodes
 # (--gpus-per-node 0): `make bench-cost` does. See docs/replay.md.
 REPLAY_SHAPES ?= diurnal bursty step flash
@@ -121,17 +122,40 @@ REPLAY_TRACE_FLAGS ?= --time-column Timestamp \
 	--prefill-tokens-per-second 4000 --decode-tokens-per-second 40 --concurrency 8
 REPLAY_FLAGS ?= $(REPLAY_TRACE_FLAGS) --gpus-per-node 0 \
 	--variant proportional --variant burst --variant predictive --variant schedule
+# Real traffic: ServeGen's production windows (Alibaba Cloud Model Studio,
+# Apache-2.0; docs/replay.md, Real traffic), MODEL:RATE_SCALE, the first
+# SERVEGEN_DAYS of each. The data are not in the repository: SERVEGEN_DIR
+# must hold the model folders, or SERVEGEN_MODELS= runs the synthetic traces
+# alone. The scales put the zero-wait oracle's peak at 20-100 workers of 8
+# slots under REPLAY_TRACE_FLAGS' service model, and below the embedded
+# set's maxReplicas (40), so that every policy can reach it; measured with
+# `--policies oracle --startup 2m` on 1 day at seeds 1-3: deepseek-r1 x0.12
+# peaks at 32-34 workers (168 k requests), mm-image x2 at 29-30 (1.6 M),
+# m-small x0.1 at 29-31 (3.3 M).
+SERVEGEN_DIR ?= ../shared/data/traces/servegen
+SERVEGEN_DAYS ?= 1
+SERVEGEN_MODELS ?= deepseek-r1:0.12 mm-image:2 m-small:0.1
+REPLAY_TRACES = $(foreach shape,$(REPLAY_SHAPES),_output/replay/$(shape).csv) \
+	$(foreach model,$(SERVEGEN_MODELS),_output/replay/$(firstword $(subst :, ,$(model))).csv)
 
 .PHONY: bench-autoscaling
-bench-autoscaling: ## Replay synthetic request traces through every autoscaling policy; tables and plots in _output/replay/.
+bench-autoscaling: ## Replay synthetic and ServeGen request traces through every autoscaling policy; tables and plots in _output/replay/.
+	@if [ -n "$(strip $(SERVEGEN_MODELS))" ] && [ ! -d "$(SERVEGEN_DIR)" ]; then \
+		echo "bench-autoscaling: no ServeGen data at SERVEGEN_DIR=$(SERVEGEN_DIR): set SERVEGEN_DIR to the folder of its model folders, or SERVEGEN_MODELS= for the synthetic traces alone" >&2; \
+		exit 1; \
+	fi
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/gputask-replay ./cmd/gputask-replay
 	@mkdir -p _output/replay
 	@set -eo pipefail; for shape in $(REPLAY_SHAPES); do \
 		$(BIN_DIR)/gputask-replay generate --shape $$shape --out _output/replay/$$shape.csv; \
 	done; \
+	for model in $(SERVEGEN_MODELS); do \
+		$(BIN_DIR)/gputask-replay generate --servegen "$(SERVEGEN_DIR)/$${model%%:*}" --days $(SERVEGEN_DAYS) \
+			--rate-scale $${model#*:} --out _output/replay/$${model%%:*}.csv; \
+	done; \
 	for startup in $(REPLAY_STARTUPS); do \
 		echo; echo "== $$startup startup"; \
-		$(BIN_DIR)/gputask-replay $(foreach shape,$(REPLAY_SHAPES),--trace _output/replay/$(shape).csv) \
+		$(BIN_DIR)/gputask-replay $(foreach trace,$(REPLAY_TRACES),--trace $(trace)) \
 			$(REPLAY_FLAGS) --startup $$startup \
 			--json _output/replay/$$startup.json --plot _output/replay/$$startup.png \
 			| tee _output/replay/$$startup.txt; \

@@ -1,7 +1,8 @@
 // Command gputask-replay plays a request trace against a modelled pool of
 // GPU workers in virtual time, under our autoscaler and the policies users
 // would run instead, and prints what each cost and how long requests
-// waited. `gputask-replay generate` writes synthetic traces.
+// waited. `gputask-replay generate` writes synthetic traces, or draws them
+// from ServeGen's production windows (--servegen).
 //
 //	gputask-replay generate --shape diurnal --out diurnal.csv
 //	gputask-replay --trace diurnal.csv --time-column Timestamp \
@@ -25,6 +26,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 
 	"github.com/gputask/gputask-controller/pkg/replay"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 func main() {
@@ -82,7 +84,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		variants     []replay.Variant
 		tracePaths   []string
 	)
-	fs.Func("trace", "CSV request trace with a header row (required); repeatable: each gets its table, and hpa-best's target is searched over all", func(v string) error {
+	fs.Func("trace", "request trace (required): CSV with a header row, or Mooncake's JSONL if it ends in .jsonl; repeatable: each gets its table, and hpa-best's target is searched over all", func(v string) error {
 		if v == "" {
 			return errors.New("empty path")
 		}
@@ -103,8 +105,9 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if len(tracePaths) == 0 || *timeColumn == "" || *concurrency < 1 {
-		return fmt.Errorf("--trace, --time-column and --concurrency (at least 1) are required")
+	// --time-column is checked where a CSV trace is read: a JSONL trace needs none.
+	if len(tracePaths) == 0 || *concurrency < 1 {
+		return fmt.Errorf("--trace and --concurrency (at least 1) are required, and --time-column for a CSV trace")
 	}
 	model := replay.ServiceModel{
 		Column: *serviceCol, InputTokensColumn: *inputColumn, OutputTokensColumn: *outputColumn,
@@ -259,7 +262,11 @@ func readTrace(path string, o replay.TraceOptions) (replay.Trace, error) {
 		return replay.Trace{}, err
 	}
 	defer f.Close()
-	tr, err := replay.ReadTrace(f, o)
+	read := replay.ReadTrace
+	if strings.EqualFold(filepath.Ext(path), ".jsonl") {
+		read = replay.ReadMooncakeTrace
+	}
+	tr, err := read(f, o)
 	if err != nil {
 		return replay.Trace{}, fmt.Errorf("%s: %w", path, err)
 	}
@@ -299,6 +306,9 @@ func generate(args []string, stdout, stderr io.Writer) error {
 		outputMedian = fs.Float64("output-tokens-median", 0, "median generated tokens")
 		tokensSigma  = fs.Float64("tokens-sigma", 0, "log-normal sigma of token counts")
 		seed         = fs.Uint64("seed", 0, "seed (default 1)")
+		servegen     = fs.String("servegen", "", "draw the trace from a ServeGen model folder (windows.csv, tokens.csv) instead of a shape")
+		days         = fs.Int("days", 1, "with --servegen: the first days of the windows to draw")
+		rateScale    = fs.Float64("rate-scale", 1, "with --servegen: multiply every client's rate")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -306,9 +316,15 @@ func generate(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := replay.DefaultGenerateOptions(*shape)
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *servegen != "" {
+		return generateServeGen(*servegen, *days, *rateScale, max(*seed, 1), *out, set, stdout, stderr)
+	}
+	if set["days"] || set["rate-scale"] {
+		return errors.New("--days and --rate-scale go with --servegen")
+	}
+	o := replay.DefaultGenerateOptions(*shape)
 	override := func(name string, apply func()) {
 		if set[name] {
 			apply()
@@ -337,6 +353,43 @@ func generate(args []string, stdout, stderr io.Writer) error {
 		return replay.WriteTrace(stdout, reqs)
 	}
 	return writeFile(*out, func(w io.Writer) error { return replay.WriteTrace(w, reqs) })
+}
+
+// generateServeGen writes a trace drawn from a ServeGen model folder. The
+// shape's flags do not apply to it; given, they are an error rather than
+// silently ignored.
+func generateServeGen(dir string, days int, rateScale float64, seed uint64, out string, set map[string]bool, stdout, stderr io.Writer) error {
+	for name := range set {
+		if name != "servegen" && name != "days" && name != "rate-scale" && name != "seed" && name != "out" {
+			return fmt.Errorf("--%s does not go with --servegen", name)
+		}
+	}
+	s, err := workload.LoadServeGen(dir)
+	if err != nil {
+		return err
+	}
+	var sum workload.ServeGenSummary
+	write := func(w io.Writer) error {
+		cw := workload.NewCSVWriter(w)
+		if sum, err = s.Generate(days, rateScale, seed, cw.Write); err != nil {
+			return err
+		}
+		return cw.Flush()
+	}
+	if out == "" {
+		err = write(stdout)
+	} else {
+		err = writeFile(out, write)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "%s: %d requests from %d clients over %d days at %v times their rate", dir, sum.Requests, sum.Clients, days, rateScale)
+	if len(sum.LeftOut) > 0 {
+		fmt.Fprintf(stderr, "; %d clients without token data left out, as ServeGen does (%.0f %% of the requests)", len(sum.LeftOut), 100*sum.LeftOutShare)
+	}
+	fmt.Fprintln(stderr)
+	return nil
 }
 
 // writeFile writes a file through write, creating its directory.

@@ -106,7 +106,7 @@ func TestStatusApplyIsExactlyTheAutoscalersFields(t *testing.T) {
 	at := metav1.NewTime(time.Date(2026, 11, 24, 0, 1, 0, 0, time.UTC))
 	set := &gputaskv1.GPUTaskSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: metav1.NamespaceDefault}}
 	set.Status = gputaskv1.GPUTaskSetStatus{
-		Replicas: 4, RunningReplicas: 3, PendingReplicas: 1, ReadyReplicas: 3, DrainingReplicas: 1, HeldBackReplicas: 1,
+		Replicas: 4, RunningReplicas: 3, PendingReplicas: 1, ReadyReplicas: 3, DrainingReplicas: 1, HeldBackReplicas: 1, Nodes: 2,
 		Selector: "gputask.io/taskset=web", ObservedGeneration: 7,
 		LoadIndex: "0.5", DesiredReplicas: ptr.To[int32](0), CapacityReplicas: ptr.To[int32](6),
 		StartingReplicas: 1, QueuedReplicas: 2, LastScaleTime: &at,

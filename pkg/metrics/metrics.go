@@ -60,6 +60,15 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"namespace", "taskset"})
 
+	// Nodes is the number of distinct nodes holding a set's tasks
+	// (status.nodes).
+	Nodes = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      namespace,
+		Name:           "taskset_nodes",
+		Help:           "Distinct nodes that hold a set's tasks (status.nodes), by set.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"namespace", "taskset"})
+
 	// ScalingDecisions counts autoscaler decisions by direction (up, down, hold) and reason.
 	ScalingDecisions = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      namespace,
@@ -95,7 +104,7 @@ func Register() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(
 			ReconcileTotal, ReconcileDuration,
-			LoadIndex, DesiredReplicas, CurrentReplicas,
+			LoadIndex, DesiredReplicas, CurrentReplicas, Nodes,
 			ScalingDecisions, LoadIndexErrors, Reschedules,
 		)
 	})

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
-	"github.com/gputask/gputask-controller/pkg/taskset"
+	"github.com/gputask/gputask-controller/pkg/setplan"
 )
 
 // Consolidation is a Karpenter NodePool's
@@ -95,7 +95,7 @@ func nodeAwareVictims(workers []*Worker, now time.Time) []*Worker {
 		tasks[i] = TaskOf(w, now)
 		byTask[tasks[i]] = w
 	}
-	ranked := taskset.RankForScaleIn(tasks, func(*gputaskv1.GPUTask) bool { return false })
+	ranked := setplan.RankForScaleIn(tasks, func(*gputaskv1.GPUTask) bool { return false })
 	out := make([]*Worker, len(ranked))
 	for i, t := range ranked {
 		out[i] = byTask[t]

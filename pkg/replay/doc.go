@@ -29,7 +29,7 @@
 //
 //	ours    ours.go   the project's code: scaling.CountStarting and
 //	                  scaling.Decide each interval (by default the SLO
-//	                  policy), taskset.PlanScale for victims, minTaskAge
+//	                  policy), setplan.Make for victims, minTaskAge
 //	                  and draining
 //	hpa     hpa.go    autoscaling/v2 External metric, after
 //	                  pkg/controller/podautoscaler, with a behavior

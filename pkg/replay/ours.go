@@ -10,13 +10,13 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/scaling"
-	"github.com/gputask/gputask-controller/pkg/taskset"
+	"github.com/gputask/gputask-controller/pkg/setplan"
 )
 
 // Ours is the project's own policy. Each Step is what one interval does on
 // a cluster: the autoscaler's evaluation (scaling.CountStarting and
 // scaling.Decide, as pkg/autoscaler's evaluate calls them) and then the set
-// controller's sync (taskset.PlanScale: victim choice, minTaskAge, draining
+// controller's sync (setplan.Make: victim choice, minTaskAge, draining
 // and taking drains back). Nothing of the policy is decided here; this type
 // only turns the modelled workers into tasks and keeps the set as the two
 // controllers leave it between intervals: spec.replicas and the status
@@ -187,10 +187,10 @@ func (o *Ours) EvaluateRoles(now time.Time, value float64, obs Observation, task
 }
 
 // Sync is the set controller's sync: it moves the workers towards
-// spec.replicas with taskset.PlanScale and carries the plan out.
+// spec.replicas with setplan.Make and carries the plan out.
 func (o *Ours) Sync(p *Pool) {
 	now := p.Now()
-	plan := taskset.PlanScale(o.Tasks(p), int(o.Replicas()), nil, taskset.DrainTimeoutOf(o.set), taskset.MinTaskAgeOf(o.set), now, taskset.DefaultBurstReplicas)
+	plan := setplan.Make(o.Tasks(p), int(o.Replicas()), nil, setplan.DrainTimeout(o.set), setplan.MinTaskAge(o.set), now, setplan.DefaultBurstReplicas)
 	// The workers are looked up afresh: the pool replaces a worker that
 	// consolidation evicted, as the GPUTask controller creates a new pod.
 	byName := make(map[string]*Worker, len(p.Workers()))

@@ -104,7 +104,7 @@ func TestOursOneStepPerInterval(t *testing.T) {
 	}
 }
 
-// Scale-in drains a busy worker instead of deleting it (taskset.PlanScale):
+// Scale-in drains a busy worker instead of deleting it (setplan.Make):
 // it takes no new requests, finishes the ones in flight, and is deleted the
 // moment it falls idle. No request is lost.
 func TestOursDrainsBusyWorkers(t *testing.T) {
@@ -144,7 +144,7 @@ func TestOursDrainsBusyWorkers(t *testing.T) {
 }
 
 // A Running task younger than minTaskAge is never removed
-// (taskset.ChooseVictims); the set wakes when it comes of age.
+// (setplan.ChooseVictims); the set wakes when it comes of age.
 func TestOursMinTaskAgeHoldsScaleIn(t *testing.T) {
 	ours, err := NewOurs(stepSet(t, "5m"), LoadDemand)
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // Request is one request of a trace.
@@ -237,7 +239,34 @@ func ReadTrace(r io.Reader, opts TraceOptions) (Trace, error) {
 	if len(rows) == 0 {
 		return Trace{}, errors.New("line 2: the trace has a header but no requests")
 	}
+	return traceOf(rows, opts), nil
+}
 
+// ReadMooncakeTrace reads a trace in Mooncake's JSONL format
+// (workload.ReadMooncake). Its fields are fixed, so the time column is not
+// needed, and the token columns, whatever they name, say only that the
+// service time counts input_length and output_length; a service column
+// does not exist in it.
+func ReadMooncakeTrace(r io.Reader, opts TraceOptions) (Trace, error) {
+	if err := opts.Service.Validate(); err != nil {
+		return Trace{}, err
+	}
+	if opts.Service.Column != "" {
+		return Trace{}, errors.New("a Mooncake trace has no service column: give the token columns or --service")
+	}
+	reqs, err := workload.ReadMooncake(r)
+	if err != nil {
+		return Trace{}, err
+	}
+	rows := make([]row, len(reqs))
+	for i, q := range reqs {
+		rows[i] = row{arrival: q.Arrival, input: float64(q.InputTokens), output: float64(q.OutputTokens), hasColumnValues: true}
+	}
+	return traceOf(rows, opts), nil
+}
+
+// traceOf applies the rate scale and the service model to the rows read.
+func traceOf(rows []row, opts TraceOptions) Trace {
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x5eed))
 	rows = scaleRate(rows, opts.RateScale, rng)
 	tr := Trace{Requests: make([]Request, len(rows))}
@@ -253,7 +282,7 @@ func ReadTrace(r io.Reader, opts TraceOptions) (Trace, error) {
 			}
 		}
 	}
-	return tr, nil
+	return tr
 }
 
 // traceColumns are the indexes of the columns read; -1 when unused.

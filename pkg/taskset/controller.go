@@ -1,7 +1,8 @@
 // Package taskset is the GPUTaskSet controller: it keeps exactly the desired
-// number of GPUTasks for each set, removes the cheapest ones first on
-// scale-in (victims.go), honours the stop annotation and minTaskAge, and rolls
-// a restart through the set's tasks one at a time (restart.go).
+// number of GPUTasks for each set, carrying out the scale plan that
+// pkg/setplan makes (the cheapest tasks first on scale-in, busy ones drained,
+// the stop annotation and minTaskAge honoured), and rolls a restart through
+// the set's tasks one at a time (restart.go).
 //
 // It follows the shape of k8s.io/sample-controller (Run → runWorker →
 // processNextWorkItem → syncHandler) and the safety habits of the ReplicaSet
@@ -39,6 +40,7 @@ import (
 	gputaskscheme "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/scheme"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions/gputask/v1"
 	listers "github.com/gputask/gputask-controller/pkg/generated/listers/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/setplan"
 	"github.com/gputask/gputask-controller/pkg/taskindex"
 )
 
@@ -48,11 +50,6 @@ const (
 	// controller label of its reconcile metrics, its user agent and its
 	// field manager.
 	ControllerName = "gputaskset-controller"
-
-	// DefaultBurstReplicas caps the tasks created or deleted in one sync, as
-	// the ReplicaSet controller's burstReplicas does, so that one huge scale
-	// step cannot flood the API server; the next sync does the rest.
-	DefaultBurstReplicas = 500
 )
 
 // setKind is the kind written into the tasks' controller references.
@@ -67,7 +64,7 @@ type Options struct {
 	// drives the queue's delays. Nil means the real clock; tests pass a fake one.
 	Clock clock.WithTicker
 	// BurstReplicas caps creations or deletions per sync. Zero means
-	// DefaultBurstReplicas.
+	// setplan.DefaultBurstReplicas.
 	BurstReplicas int
 	// ExpectationsTimeout is how long to wait for the cache to show this
 	// controller's writes. Zero means expectations.DefaultTTL.
@@ -83,7 +80,7 @@ func (o Options) withDefaults() Options {
 		o.Clock = clock.RealClock{}
 	}
 	if o.BurstReplicas <= 0 {
-		o.BurstReplicas = DefaultBurstReplicas
+		o.BurstReplicas = setplan.DefaultBurstReplicas
 	}
 	if o.ExpectationsTimeout <= 0 {
 		o.ExpectationsTimeout = expectations.DefaultTTL
@@ -266,6 +263,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		c.expectations.Delete(key.String())
 		c.statusPacer.forget(key)
 		metrics.CurrentReplicas.DeleteLabelValues(key.Namespace, key.Name)
+		metrics.Nodes.DeleteLabelValues(key.Namespace, key.Name)
 		return nil
 	}
 	if err != nil {
@@ -279,12 +277,12 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	if err != nil {
 		return err
 	}
-	plan := planReplicas(set, active, nil, c.clock.Now(), c.burst)
+	plan := setplan.ForSet(set, active, nil, c.clock.Now(), c.burst)
 
 	var manageErr, restartErr error
 	if canAct {
 		manageErr = c.manageReplicas(ctx, set, plan)
-		restartErr = c.rollRestart(ctx, set, servingAfter(active, plan))
+		restartErr = c.rollRestart(ctx, set, plan.ServingAfter(active))
 	} else {
 		logger.V(4).Info("Waiting for the cache to show earlier writes before acting")
 	}
@@ -299,6 +297,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 
 	metrics.CurrentReplicas.WithLabelValues(set.Namespace, set.Name).Set(float64(len(active)))
 	want := calculateStatus(set, active, plan, canAct, manageErr, c.clock.Now())
+	metrics.Nodes.WithLabelValues(set.Namespace, set.Name).Set(float64(want.Nodes))
 	if wait := c.statusPacer.wait(key); wait > 0 && ownStatusOf(set).countsDifferOnly(want) {
 		// The status was written less than statusInterval ago and only the
 		// counts moved: the sync this brings writes them, with whatever

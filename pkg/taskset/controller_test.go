@@ -26,6 +26,9 @@ import (
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/fake"
 )
 
+// testNow is the fixed "now" of every test in this package.
+var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
 var (
 	tasksResource = gputaskv1.SchemeGroupVersion.WithResource("gputasks")
 	setsResource  = gputaskv1.SchemeGroupVersion.WithResource("gputasksets")
@@ -62,7 +65,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 }
 
 // ownedStatus is the apply the set controller's field manager owns for
-// set: its counts, selector and observed generation, zeros included, and
+// set: its counts (nodes included), selector and observed generation, zeros included, and
 // the ReplicaFailure condition when there is one. The autoscaler's fields
 // are never in it.
 func ownedStatus(obj runtime.Object) any {
@@ -71,7 +74,7 @@ func ownedStatus(obj runtime.Object) any {
 	status := map[string]any{
 		"replicas": st.Replicas, "runningReplicas": st.RunningReplicas, "pendingReplicas": st.PendingReplicas,
 		"readyReplicas": st.ReadyReplicas, "drainingReplicas": st.DrainingReplicas, "heldBackReplicas": st.HeldBackReplicas,
-		"selector": st.Selector, "observedGeneration": st.ObservedGeneration,
+		"nodes": st.Nodes, "selector": st.Selector, "observedGeneration": st.ObservedGeneration,
 	}
 	if c := meta.FindStatusCondition(st.Conditions, gputaskv1.ConditionReplicaFailure); c != nil {
 		status["conditions"] = []metav1.Condition{*c}
@@ -186,13 +189,15 @@ func expectedTask(set *gputaskv1.GPUTaskSet) *gputaskv1.GPUTask {
 }
 
 // withStatus returns a copy of set whose owned status fields are the ones
-// the controller computes for these tasks, so that it is in sync.
-func withStatus(set *gputaskv1.GPUTaskSet, replicas, running, pending, heldBack int32) *gputaskv1.GPUTaskSet {
+// the controller computes for these tasks, so that it is in sync. nodes is
+// how many nodes the tasks are on: ownedTask puts every task on gpu-node-1.
+func withStatus(set *gputaskv1.GPUTaskSet, replicas, running, pending, heldBack, nodes int32) *gputaskv1.GPUTaskSet {
 	s := set.DeepCopy()
 	s.Status.Replicas = replicas
 	s.Status.RunningReplicas = running
 	s.Status.PendingReplicas = pending
 	s.Status.HeldBackReplicas = heldBack
+	s.Status.Nodes = nodes
 	s.Status.Selector = gputaskv1.LabelTaskSet + "=" + set.Name
 	s.Status.ObservedGeneration = set.Generation
 	return s
@@ -219,7 +224,7 @@ func TestCreatesTasksFromTemplate(t *testing.T) {
 	f.Add(set)
 
 	f.expectCreates(set, 3)
-	f.ExpectApplyStatus(withStatus(set, 0, 0, 0, 0))
+	f.ExpectApplyStatus(withStatus(set, 0, 0, 0, 0, 0))
 	c := f.newController(ctx)
 	f.Run(ctx, key(set))
 
@@ -236,7 +241,7 @@ func TestNilReplicasMeansOne(t *testing.T) {
 	set := newSet("render", nil)
 	f.Add(set)
 	f.expectCreate(expectedTask(set))
-	f.ExpectApplyStatus(withStatus(set, 0, 0, 0, 0))
+	f.ExpectApplyStatus(withStatus(set, 0, 0, 0, 0, 0))
 	f.newController(ctx)
 	f.Run(ctx, key(set))
 }
@@ -247,7 +252,7 @@ func TestTemplateChangeLeavesExistingTasks(t *testing.T) {
 	set := newSet("render", ptr.To[int32](2))
 	old := ownedTask(set, "render-old", time.Hour)
 	set.Spec.Template.Spec.Image = "registry.example/render:2"
-	f.Add(withStatus(set, 1, 1, 0, 0))
+	f.Add(withStatus(set, 1, 1, 0, 0, 1))
 	f.addTasks(old)
 
 	// One new task from the new template; the old task is not updated.
@@ -263,7 +268,7 @@ func TestNoWritesWhenInSync(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](3))
 	pending := ownedTask(set, "render-c", time.Minute, withoutPod)
-	inSync := withStatus(set, 3, 2, 1, 0)
+	inSync := withStatus(set, 3, 2, 1, 0, 1)
 	// Fields the autoscaler owns do not matter to this controller.
 	inSync.Status.LoadIndex = "0.83"
 	inSync.Status.Conditions = []metav1.Condition{{Type: gputaskv1.ConditionAbleToScale, Status: metav1.ConditionTrue, Reason: "ReadyForNewScale"}}
@@ -281,7 +286,7 @@ func TestIgnoresTasksItDoesNotControl(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
-	f.Add(withStatus(set, 1, 1, 0, 0))
+	f.Add(withStatus(set, 1, 1, 0, 0, 1))
 
 	orphan := ownedTask(set, "render-orphan", time.Hour)
 	orphan.OwnerReferences = nil
@@ -304,7 +309,7 @@ func TestTerminatingTaskIsReplacedNotDeletedTwice(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
-	f.Add(withStatus(set, 0, 0, 0, 0))
+	f.Add(withStatus(set, 0, 0, 0, 0, 0))
 	f.addTasks(ownedTask(set, "render-terminating", time.Hour, deleting))
 
 	f.expectCreate(expectedTask(set))
@@ -318,8 +323,9 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 		replicas int32
 		tasks    func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask
 		want     []string
-		// status after the sync: running and pending among all the tasks
-		running, pending int32
+		// status after the sync: running and pending among all the tasks,
+		// and the nodes they are on
+		running, pending, nodes int32
 		// event, when set, is one of the events recorded
 		event string
 	}{{
@@ -328,7 +334,7 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
 			return []*gputaskv1.GPUTask{ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-nopod", 3*time.Hour, withoutPod), ownedTask(set, "render-b", 2*time.Hour)}
 		},
-		want: []string{"render-nopod"}, running: 2, pending: 1,
+		want: []string{"render-nopod"}, running: 2, pending: 1, nodes: 1,
 	}, {
 		name:     "an unscheduled pod goes before a scheduled one",
 		replicas: 1,
@@ -339,7 +345,7 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 			scheduled.Status.Phase = gputaskv1.GPUTaskScheduled
 			return []*gputaskv1.GPUTask{scheduled, unscheduled}
 		},
-		want: []string{"render-unscheduled"}, running: 0, pending: 2,
+		want: []string{"render-unscheduled"}, running: 0, pending: 2, nodes: 1,
 	}, {
 		name:     "Scheduled before Running",
 		replicas: 1,
@@ -348,7 +354,7 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 			scheduled.Status.Phase = gputaskv1.GPUTaskScheduled
 			return []*gputaskv1.GPUTask{ownedTask(set, "render-running", time.Minute), scheduled}
 		},
-		want: []string{"render-scheduled"}, running: 1, pending: 1,
+		want: []string{"render-scheduled"}, running: 1, pending: 1, nodes: 1,
 	}, {
 		name:     "lower deletion cost first",
 		replicas: 1,
@@ -357,14 +363,14 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 			dear := ownedTask(set, "render-dear", time.Minute, controllertest.Annotation(gputaskv1.AnnotationDeletionCost, "100"))
 			return []*gputaskv1.GPUTask{dear, cheap, ownedTask(set, "render-zero", time.Minute)}
 		},
-		want: []string{"render-cheap", "render-zero"}, running: 3,
+		want: []string{"render-cheap", "render-zero"}, running: 3, nodes: 1,
 	}, {
 		name:     "younger first",
 		replicas: 1,
 		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
 			return []*gputaskv1.GPUTask{ownedTask(set, "render-old", 3*time.Hour), ownedTask(set, "render-young", time.Minute), ownedTask(set, "render-mid", time.Hour)}
 		},
-		want: []string{"render-young", "render-mid"}, running: 3,
+		want: []string{"render-young", "render-mid"}, running: 3, nodes: 1,
 	}, {
 		// The set's tasks, from its own lister, say which node holds how
 		// many of its GPUs: the one with the fewest is emptied first, the
@@ -382,7 +388,7 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 				ownedTask(set, "render-c1", 2*time.Hour, on("gpu-node-c")),
 			}
 		},
-		want: []string{"render-b1", "render-c1"}, running: 4,
+		want: []string{"render-b1", "render-c1"}, running: 4, nodes: 3,
 		event: "Normal SuccessfulDelete Deleted 2 tasks; fewest GPUs of the set in use first: gpu-node-c (2), gpu-node-b (2)",
 	}, {
 		name:     "scale to zero deletes all",
@@ -390,7 +396,7 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 		tasks: func(set *gputaskv1.GPUTaskSet) []*gputaskv1.GPUTask {
 			return []*gputaskv1.GPUTask{ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-b", time.Minute)}
 		},
-		want: []string{"render-b", "render-a"}, running: 2,
+		want: []string{"render-b", "render-a"}, running: 2, nodes: 1,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -403,7 +409,7 @@ func TestScaleInDeletesTheRightVictims(t *testing.T) {
 			for _, name := range tc.want {
 				f.expectDelete(set.Namespace, name)
 			}
-			f.ExpectApplyStatus(withStatus(set, int32(len(tasks)), tc.running, tc.pending, 0))
+			f.ExpectApplyStatus(withStatus(set, int32(len(tasks)), tc.running, tc.pending, 0, tc.nodes))
 			c := f.newController(ctx)
 			f.Run(ctx, key(set))
 
@@ -456,7 +462,7 @@ func TestMinTaskAgeHoldsBackYoungRunningTasks(t *testing.T) {
 	// synced again when the older of them turns ten minutes old.
 	f.expectDelete(set.Namespace, "render-young-pending")
 	f.expectDelete(set.Namespace, "render-old")
-	f.ExpectApplyStatus(withStatus(set, 4, 3, 1, 1))
+	f.ExpectApplyStatus(withStatus(set, 4, 3, 1, 1, 1))
 	f.newController(ctx)
 	f.Run(ctx, key(set))
 
@@ -470,7 +476,7 @@ func TestMinTaskAgeHeldBackIsStableWhenNothingChanged(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
 	set.Spec.MinTaskAge = &gputaskv1.Duration{Duration: 10 * time.Minute}
-	f.Add(withStatus(set, 2, 2, 0, 1))
+	f.Add(withStatus(set, 2, 2, 0, 1, 1))
 	f.addTasks(ownedTask(set, "render-a", 2*time.Minute), ownedTask(set, "render-b", 3*time.Minute))
 
 	// Both tasks are protected: no delete, no status write, one requeue.
@@ -486,7 +492,7 @@ func TestStoppedDeletesAllAndIgnoresMinTaskAge(t *testing.T) {
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](2), controllertest.Annotation(gputaskv1.AnnotationStopped, "true"))
 	set.Spec.MinTaskAge = &gputaskv1.Duration{Duration: time.Hour}
-	f.Add(withStatus(set, 2, 2, 0, 0))
+	f.Add(withStatus(set, 2, 2, 0, 0, 1))
 	f.addTasks(ownedTask(set, "render-a", time.Minute), ownedTask(set, "render-b", 2*time.Minute))
 
 	// Only deletes: spec.replicas stays 2, and no status field changes
@@ -504,7 +510,7 @@ func TestStoppedWithNoTasksIsInSync(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](2), controllertest.Annotation(gputaskv1.AnnotationStopped, "true"))
-	f.Add(withStatus(set, 0, 0, 0, 0))
+	f.Add(withStatus(set, 0, 0, 0, 0, 0))
 	f.newController(ctx)
 	f.Run(ctx, key(set))
 }
@@ -514,7 +520,7 @@ func TestStartRecreatesToSpecReplicas(t *testing.T) {
 	f := newFixture(t)
 	// The stop annotation was removed; spec.replicas kept the old count.
 	set := newSet("render", ptr.To[int32](2), controllertest.Annotation(gputaskv1.AnnotationStopped, "false"))
-	f.Add(withStatus(set, 0, 0, 0, 0))
+	f.Add(withStatus(set, 0, 0, 0, 0, 0))
 	f.expectCreates(set, 2)
 	f.newController(ctx)
 	f.Run(ctx, key(set))
@@ -524,7 +530,7 @@ func TestExpectationsPreventDuplicateCreates(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](2))
-	f.Add(withStatus(set, 0, 0, 0, 0))
+	f.Add(withStatus(set, 0, 0, 0, 0, 0))
 	f.expectCreates(set, 2)
 	c := f.newController(ctx)
 	f.Run(ctx, key(set))
@@ -553,7 +559,7 @@ func TestExpectationsExpire(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
-	f.Add(withStatus(set, 0, 0, 0, 0))
+	f.Add(withStatus(set, 0, 0, 0, 0, 0))
 	f.expectCreate(expectedTask(set))
 	f.newController(ctx)
 	f.Run(ctx, key(set))
@@ -580,7 +586,7 @@ func TestSetBeingDeletedIsNotManaged(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](3), controllertest.Deleting(testNow, "foregroundDeletion"))
-	f.Add(withStatus(set, 1, 1, 0, 0))
+	f.Add(withStatus(set, 1, 1, 0, 0, 1))
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
 	f.newController(ctx)
 	f.Run(ctx, key(set))
@@ -734,7 +740,7 @@ func TestBurstReplicasCapsOneSync(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](5))
-	f.Add(withStatus(set, 0, 0, 0, 0))
+	f.Add(withStatus(set, 0, 0, 0, 0, 0))
 	f.expectCreates(set, 2)
 	c := f.newController(ctx)
 	c.burst = 2

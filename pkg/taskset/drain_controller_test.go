@@ -21,10 +21,10 @@ func (f *fixture) expectPatch(namespace, name, patch string) {
 	f.Actions = append(f.Actions, core.NewPatchAction(tasksResource, namespace, name, types.MergePatchType, []byte(patch)))
 }
 
-// withDraining is set with the status of n running tasks, draining of
-// them draining.
+// withDraining is set with the status of n running tasks on one node,
+// draining of them draining.
 func withDraining(set *gputaskv1.GPUTaskSet, n, draining int32) *gputaskv1.GPUTaskSet {
-	s := withStatus(set, n, n, 0, 0)
+	s := withStatus(set, n, n, 0, 0, 1)
 	s.Status.DrainingReplicas = draining
 	return s
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/setplan"
 )
 
 // drainingPatch marks (on) or unmarks a task as draining, with the time
@@ -32,7 +33,7 @@ func drainingPatch(startedAt string) ([]byte, error) {
 // GPUTask controller carries the mark to each task's pod, where the worker
 // reads it. A task that is gone is no error. Each event names the task's
 // node and the set's GPUs in use on it (use), as the ranking saw them.
-func (c *Controller) setDraining(ctx context.Context, set *gputaskv1.GPUTaskSet, tasks []*gputaskv1.GPUTask, on bool, use NodeGPUs) error {
+func (c *Controller) setDraining(ctx context.Context, set *gputaskv1.GPUTaskSet, tasks []*gputaskv1.GPUTask, on bool, use setplan.NodeGPUs) error {
 	// startedAt is the mark's time, "" when the mark is taken back.
 	startedAt := ""
 	if on {

@@ -72,7 +72,7 @@ func TestStandingCreateFailureWritesStatusOnce(t *testing.T) {
 	}
 
 	first := newFixture(t)
-	first.Add(withStatus(set, 0, 0, 0, 0))
+	first.Add(withStatus(set, 0, 0, 0, 0, 0))
 	first.Reactors = append(first.Reactors, refuse("render-x7k2p"))
 	c := first.newController(ctx)
 	first.Client.ClearActions()

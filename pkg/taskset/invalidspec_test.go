@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/setplan"
 )
 
 // withInvalidSpec is status with ReplicaFailure InvalidSpec carrying msg.
@@ -41,7 +42,7 @@ func TestInvalidMinTaskAgeHoldsScaleInUntilFixed(t *testing.T) {
 	// 3 tasks, 1 wanted, but the minimum age is unknown: nothing is deleted,
 	// the two removals are held back, and ReplicaFailure says why.
 	const msg = `spec.minTaskAge: Invalid value: "abc": must be a duration such as 30s, 5m or 1h30m; scale-in is held until it is fixed`
-	held := withInvalidSpec(withStatus(set, 3, 3, 0, 2), msg)
+	held := withInvalidSpec(withStatus(set, 3, 3, 0, 2, 1), msg)
 	f.ExpectApplyStatus(held)
 	f.newController(ctx)
 	f.Run(ctx, key(set))
@@ -64,7 +65,7 @@ func TestInvalidMinTaskAgeHoldsScaleInUntilFixed(t *testing.T) {
 	f.Update(fixed)
 	f.expectDelete(set.Namespace, "render-a")
 	f.expectDelete(set.Namespace, "render-b")
-	want := withStatus(fixed, 3, 3, 0, 0)
+	want := withStatus(fixed, 3, 3, 0, 0, 1)
 	want.Status.Conditions = nil
 	f.ExpectApplyStatus(want)
 	f.Run(ctx, key(set))
@@ -81,7 +82,7 @@ func TestInvalidDrainTimeoutStillCreates(t *testing.T) {
 	// Creating up to replicas removes nothing, so it goes on; the condition
 	// names the field.
 	f.expectCreates(set, 1)
-	f.ExpectApplyStatus(withInvalidSpec(withStatus(set, 1, 1, 0, 0),
+	f.ExpectApplyStatus(withInvalidSpec(withStatus(set, 1, 1, 0, 0, 1),
 		`spec.scaleIn.drainTimeout: Invalid value: "30": must be a duration such as 30s, 5m or 1h30m; scale-in is held until it is fixed`))
 	f.newController(ctx)
 	f.Run(ctx, key(set))
@@ -90,7 +91,7 @@ func TestInvalidDrainTimeoutStillCreates(t *testing.T) {
 func TestInvalidSpecMessageIsCapped(t *testing.T) {
 	set := newSet("render", ptr.To[int32](1))
 	set.Spec.MinTaskAge = &gputaskv1.Duration{Unparsed: `"` + strings.Repeat("x", 64<<10) + `"`}
-	msg := invalidSpecMessage(invalidOwnSpec(set))
+	msg := invalidSpecMessage(setplan.InvalidSpec(set))
 	if len(msg) > maxFailureMessage || !strings.HasPrefix(msg, "spec.minTaskAge: ") || !strings.HasSuffix(msg, scaleInHeldSuffix) {
 		t.Errorf("message of %d bytes = %.80q...%q", len(msg), msg, msg[max(len(msg)-60, 0):])
 	}

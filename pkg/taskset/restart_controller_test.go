@@ -57,7 +57,7 @@ func TestRestartAnnotatesOneTaskAtATime(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			f := newFixture(t)
 			set := newSet("render", ptr.To[int32](3), controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt))
-			f.Add(withStatus(set, 3, 3, 0, 0))
+			f.Add(withStatus(set, 3, 3, 0, 0, 1))
 			tasks := tc.tasks(set)
 			f.addTasks(tasks...)
 			if tc.wantPatch != "" {
@@ -102,7 +102,7 @@ func TestRestartWithInvalidTimeWarnsAndWaits(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1), controllertest.Annotation(gputaskv1.AnnotationRestartedAt, "now please"))
-	f.Add(withStatus(set, 1, 1, 0, 0))
+	f.Add(withStatus(set, 1, 1, 0, 0, 1))
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
 	f.newController(ctx)
 	f.Run(ctx, key(set))
@@ -116,7 +116,7 @@ func TestFailedRestartPatchIsRetried(t *testing.T) {
 	f := newFixture(t)
 	restartAt := testNow.Add(-time.Minute).Format(time.RFC3339)
 	set := newSet("render", ptr.To[int32](1), controllertest.Annotation(gputaskv1.AnnotationRestartedAt, restartAt))
-	f.Add(withStatus(set, 1, 1, 0, 0))
+	f.Add(withStatus(set, 1, 1, 0, 0, 1))
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
 	f.Reactors = append(f.Reactors, controllertest.Reactor{Verb: "patch", Resource: "gputasks", Fn: func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("try later")

@@ -16,6 +16,7 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	applyv1 "github.com/gputask/gputask-controller/pkg/generated/applyconfiguration/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/setplan"
 )
 
 // ownStatus holds the status fields this controller owns as its field
@@ -30,6 +31,7 @@ type ownStatus struct {
 	ReadyReplicas      int32
 	DrainingReplicas   int32
 	HeldBackReplicas   int32
+	Nodes              int32
 	Selector           string
 	ObservedGeneration int64
 	// ReplicaFailure is the wanted condition; nil means absent.
@@ -41,10 +43,11 @@ type ownStatus struct {
 // create or delete, then by an invalid spec (reason InvalidSpec, as long as
 // the spec stays invalid), cleared by a sync that managed replicas without
 // error, and otherwise left as it was by a sync that did not act.
-func calculateStatus(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, plan ScalePlan, acted bool, manageErr error, now time.Time) ownStatus {
+func calculateStatus(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, plan setplan.Plan, acted bool, manageErr error, now time.Time) ownStatus {
 	s := ownStatus{
 		Replicas:           int32(len(active)),
 		HeldBackReplicas:   plan.HeldBack,
+		Nodes:              int32(len(plan.NodeGPUs)),
 		Selector:           taskSelector(set).String(),
 		ObservedGeneration: set.Generation,
 		ReplicaFailure:     meta.FindStatusCondition(set.Status.Conditions, gputaskv1.ConditionReplicaFailure),
@@ -67,7 +70,7 @@ func calculateStatus(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, pla
 		}
 	}
 	var rerr *replicaError
-	invalid := invalidOwnSpec(set)
+	invalid := setplan.InvalidSpec(set)
 	switch {
 	case errors.As(manageErr, &rerr):
 		s.ReplicaFailure = &metav1.Condition{
@@ -106,6 +109,7 @@ func ownStatusOf(set *gputaskv1.GPUTaskSet) ownStatus {
 		ReadyReplicas:      st.ReadyReplicas,
 		DrainingReplicas:   st.DrainingReplicas,
 		HeldBackReplicas:   st.HeldBackReplicas,
+		Nodes:              st.Nodes,
 		Selector:           st.Selector,
 		ObservedGeneration: st.ObservedGeneration,
 		ReplicaFailure:     meta.FindStatusCondition(st.Conditions, gputaskv1.ConditionReplicaFailure),
@@ -119,7 +123,7 @@ func (s ownStatus) equal(o ownStatus) bool {
 	if s.Replicas != o.Replicas || s.RunningReplicas != o.RunningReplicas ||
 		s.PendingReplicas != o.PendingReplicas || s.HeldBackReplicas != o.HeldBackReplicas ||
 		s.ReadyReplicas != o.ReadyReplicas || s.DrainingReplicas != o.DrainingReplicas ||
-		s.Selector != o.Selector || s.ObservedGeneration != o.ObservedGeneration {
+		s.Nodes != o.Nodes || s.Selector != o.Selector || s.ObservedGeneration != o.ObservedGeneration {
 		return false
 	}
 	a, b := s.ReplicaFailure, o.ReplicaFailure
@@ -137,6 +141,7 @@ func (s ownStatus) countsDifferOnly(o ownStatus) bool {
 	counts := s
 	counts.Replicas, counts.RunningReplicas, counts.PendingReplicas = o.Replicas, o.RunningReplicas, o.PendingReplicas
 	counts.ReadyReplicas, counts.DrainingReplicas, counts.HeldBackReplicas = o.ReadyReplicas, o.DrainingReplicas, o.HeldBackReplicas
+	counts.Nodes = o.Nodes
 	return counts.equal(o)
 }
 
@@ -155,6 +160,7 @@ func (c *Controller) applyStatus(ctx context.Context, cached *gputaskv1.GPUTaskS
 		WithReadyReplicas(want.ReadyReplicas).
 		WithDrainingReplicas(want.DrainingReplicas).
 		WithHeldBackReplicas(want.HeldBackReplicas).
+		WithNodes(want.Nodes).
 		WithSelector(want.Selector).
 		WithObservedGeneration(want.ObservedGeneration)
 	if want.ReplicaFailure != nil {

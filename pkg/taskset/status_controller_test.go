@@ -23,7 +23,7 @@ func TestSlowStartStopsAtFirstFailingBatch(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](10))
-	f.Add(withStatus(set, 0, 0, 0, 0))
+	f.Add(withStatus(set, 0, 0, 0, 0, 0))
 	var calls atomic.Int64
 	f.Reactors = append(f.Reactors, controllertest.Reactor{Verb: "create", Resource: "gputasks", Fn: func(core.Action) (bool, runtime.Object, error) {
 		if calls.Add(1) > 3 {
@@ -34,7 +34,7 @@ func TestSlowStartStopsAtFirstFailingBatch(t *testing.T) {
 
 	// Batches of 1 and 2 succeed; the batch of 4 fails; the last 3 are never tried.
 	f.expectCreates(set, 7)
-	failed := withStatus(set, 0, 0, 0, 0)
+	failed := withStatus(set, 0, 0, 0, 0, 0)
 	failed.Status.Conditions = []metav1.Condition{{
 		Type:               gputaskv1.ConditionReplicaFailure,
 		Status:             metav1.ConditionTrue,
@@ -86,7 +86,7 @@ func TestReplicaFailureClearedAfterSuccess(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
-	failing := withStatus(set, 1, 1, 0, 0)
+	failing := withStatus(set, 1, 1, 0, 0, 1)
 	failing.Status.Conditions = []metav1.Condition{
 		{Type: gputaskv1.ConditionReplicaFailure, Status: metav1.ConditionTrue, Reason: gputaskv1.ReasonFailedCreate, Message: "quota"},
 		{Type: gputaskv1.ConditionScalingActive, Status: metav1.ConditionTrue, Reason: "ValidMetricFound"},
@@ -94,7 +94,7 @@ func TestReplicaFailureClearedAfterSuccess(t *testing.T) {
 	f.Add(failing)
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
 
-	want := withStatus(set, 1, 1, 0, 0)
+	want := withStatus(set, 1, 1, 0, 0, 1)
 	want.Status.Conditions = []metav1.Condition{{Type: gputaskv1.ConditionScalingActive, Status: metav1.ConditionTrue, Reason: "ValidMetricFound"}}
 	f.ExpectApplyStatus(want)
 	f.newController(ctx)
@@ -105,7 +105,7 @@ func TestStatusWrittenOnlyWhenChangedAndOnlyOwnFields(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](2))
-	stale := withStatus(set, 2, 1, 1, 0) // one task has started running since
+	stale := withStatus(set, 2, 1, 1, 0, 1) // one task has started running since
 	stale.Status.ObservedGeneration = 2
 	stale.Status.LoadIndex = "0.91"
 	stale.Status.DesiredReplicas = ptr.To[int32](2)
@@ -134,7 +134,7 @@ func TestStatusApplyKeepsOtherWritersFields(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
-	cached := withStatus(set, 0, 0, 0, 0)
+	cached := withStatus(set, 0, 0, 0, 0, 0)
 	f.Cached = append(f.Cached, cached)
 	f.addTasks(ownedTask(set, "render-a", time.Hour))
 	// Meanwhile the autoscaler wrote its fields; the API has a newer set.
@@ -142,7 +142,7 @@ func TestStatusApplyKeepsOtherWritersFields(t *testing.T) {
 	fresh.Status.LoadIndex = "0.42"
 	f.Objects = append(f.Objects, fresh)
 
-	f.ExpectApplyStatus(withStatus(set, 1, 1, 0, 0))
+	f.ExpectApplyStatus(withStatus(set, 1, 1, 0, 0, 1))
 	f.newController(ctx)
 	f.Run(ctx, key(set))
 
@@ -166,7 +166,7 @@ func TestFailedDeleteSetsReplicaFailure(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](0))
-	f.Add(withStatus(set, 2, 2, 0, 0))
+	f.Add(withStatus(set, 2, 2, 0, 0, 1))
 	f.addTasks(ownedTask(set, "render-a", time.Hour), ownedTask(set, "render-gone", time.Minute))
 	f.Reactors = append(f.Reactors, controllertest.Reactor{Verb: "delete", Resource: "gputasks", Fn: func(a core.Action) (bool, runtime.Object, error) {
 		switch a.(core.DeleteAction).GetName() {
@@ -180,7 +180,7 @@ func TestFailedDeleteSetsReplicaFailure(t *testing.T) {
 
 	f.expectDelete(set.Namespace, "render-gone")
 	f.expectDelete(set.Namespace, "render-a")
-	want := withStatus(set, 2, 2, 0, 0)
+	want := withStatus(set, 2, 2, 0, 0, 1)
 	want.Status.Conditions = []metav1.Condition{{
 		Type:               gputaskv1.ConditionReplicaFailure,
 		Status:             metav1.ConditionTrue,
@@ -207,7 +207,7 @@ func TestNamespaceTerminatingIsNotAFailure(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	set := newSet("render", ptr.To[int32](1))
-	f.Add(withStatus(set, 0, 0, 0, 0))
+	f.Add(withStatus(set, 0, 0, 0, 0, 0))
 	f.Reactors = append(f.Reactors, controllertest.Reactor{Verb: "create", Resource: "gputasks", Fn: func(core.Action) (bool, runtime.Object, error) {
 		err := apierrors.NewForbidden(tasksResource.GroupResource(), "", errors.New("namespace default is being terminated"))
 		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}

@@ -26,10 +26,10 @@ func TestStatusWrittenAtMostOncePerInterval(t *testing.T) {
 	f.Add(set)
 	f.addTasks(a, b)
 
-	f.ExpectApplyStatus(withStatus(set, 2, 1, 1, 0))
+	f.ExpectApplyStatus(withStatus(set, 2, 1, 1, 0, 1))
 	f.newController(ctx)
 	f.Run(ctx, key(set))
-	written := withStatus(set, 2, 1, 1, 0)
+	written := withStatus(set, 2, 1, 1, 0, 1)
 
 	// The set's cache shows the write; task b starts running half a second later.
 	f.Update(written)
@@ -43,7 +43,7 @@ func TestStatusWrittenAtMostOncePerInterval(t *testing.T) {
 	}
 
 	f.Clock.Step(statusInterval / 2)
-	f.ExpectApplyStatus(withStatus(set, 2, 2, 0, 0))
+	f.ExpectApplyStatus(withStatus(set, 2, 2, 0, 0, 1))
 	f.Run(ctx, key(set))
 }
 
@@ -57,6 +57,7 @@ func TestCountsDifferOnly(t *testing.T) {
 	}{
 		{"equal", func(*ownStatus) {}, false},
 		{"counts", func(s *ownStatus) { s.RunningReplicas, s.PendingReplicas, s.ReadyReplicas = 3, 0, 3 }, true},
+		{"nodes", func(s *ownStatus) { s.Nodes = 2 }, true},
 		{"generation", func(s *ownStatus) { s.ObservedGeneration = 3 }, false},
 		{"generation and counts", func(s *ownStatus) { s.ObservedGeneration, s.Replicas = 3, 4 }, false},
 		{"condition", func(s *ownStatus) { s.ReplicaFailure = failure }, false},
@@ -86,6 +87,6 @@ func TestStatusWrittenThroughStatusClient(t *testing.T) {
 	f.newController(ctx)
 	f.Run(ctx, key(set))
 
-	want := []core.Action{controllertest.ApplyStatusAction(t, setsResource, set.Namespace, set.Name, ownedStatus(withStatus(set, 0, 0, 0, 0)))}
+	want := []core.Action{controllertest.ApplyStatusAction(t, setsResource, set.Namespace, set.Name, ownedStatus(withStatus(set, 0, 0, 0, 0, 0)))}
 	controllertest.CheckActions(t, want, controllertest.FilterInformerActions(f.statusClient.Actions()))
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/setplan"
 	"github.com/gputask/gputask-controller/pkg/taskindex"
 )
 
@@ -37,88 +37,6 @@ func taskSelector(set *gputaskv1.GPUTaskSet) labels.Selector {
 	return labels.SelectorFromSet(labels.Set{gputaskv1.LabelTaskSet: set.Name})
 }
 
-// planReplicas decides, without side effects, how to move from the active
-// tasks to the desired count; see PlanScale. A stopped set protects no young
-// task: the user asked for zero tasks, and protecting young ones would leave
-// a stopped set running. Busy tasks still drain. A set whose own fields are
-// invalid removes nothing (see holdScaleIn): its minimum age and drain
-// timeout are unknown, and are never guessed.
-func planReplicas(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, busy BusyFunc, now time.Time, burst int) ScalePlan {
-	minAge := MinTaskAgeOf(set)
-	if gputaskv1.IsStopped(set) {
-		minAge = 0
-	}
-	plan := PlanScale(active, desiredReplicas(set), busy, DrainTimeoutOf(set), minAge, now, burst)
-	if len(invalidOwnSpec(set)) > 0 {
-		return holdScaleIn(plan, active)
-	}
-	return plan
-}
-
-// servingAfter is the active tasks that the plan neither deletes nor
-// drains: the ones a restart may roll through.
-func servingAfter(active []*gputaskv1.GPUTask, plan ScalePlan) []*gputaskv1.GPUTask {
-	kept := withoutTasks(withoutTasks(active, plan.Delete), plan.Drain)
-	out := make([]*gputaskv1.GPUTask, 0, len(kept))
-	undrained := make(map[string]bool, len(plan.Undrain))
-	for _, t := range plan.Undrain {
-		undrained[t.Name] = true
-	}
-	for _, t := range kept {
-		if !gputaskv1.IsDraining(t) || undrained[t.Name] {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-// DrainTimeoutOf is spec.scaleIn.drainTimeout, DefaultDrainTimeout when unset.
-func DrainTimeoutOf(set *gputaskv1.GPUTaskSet) time.Duration {
-	if set.Spec.ScaleIn == nil || set.Spec.ScaleIn.DrainTimeout == nil {
-		return DefaultDrainTimeout
-	}
-	return max(set.Spec.ScaleIn.DrainTimeout.Duration, 0)
-}
-
-// desiredReplicas is spec.replicas (1 when unset, as the API defaults it), or
-// 0 while the set is stopped. Stopping keeps spec.replicas, so removing the
-// annotation brings back the previous count.
-func desiredReplicas(set *gputaskv1.GPUTaskSet) int {
-	if gputaskv1.IsStopped(set) {
-		return 0
-	}
-	if set.Spec.Replicas == nil {
-		return 1
-	}
-	return max(int(*set.Spec.Replicas), 0)
-}
-
-// MinTaskAgeOf is spec.minTaskAge, 0 when unset.
-func MinTaskAgeOf(set *gputaskv1.GPUTaskSet) time.Duration {
-	if set.Spec.MinTaskAge == nil {
-		return 0
-	}
-	return set.Spec.MinTaskAge.Duration
-}
-
-// withoutTasks returns tasks minus the ones in drop.
-func withoutTasks(tasks, drop []*gputaskv1.GPUTask) []*gputaskv1.GPUTask {
-	if len(drop) == 0 {
-		return tasks
-	}
-	dropped := make(map[string]bool, len(drop))
-	for _, t := range drop {
-		dropped[t.Name] = true
-	}
-	kept := make([]*gputaskv1.GPUTask, 0, len(tasks))
-	for _, t := range tasks {
-		if !dropped[t.Name] {
-			kept = append(kept, t)
-		}
-	}
-	return kept
-}
-
 // replicaError is a failure to create or delete tasks; its reason becomes
 // the ReplicaFailure condition's.
 type replicaError struct {
@@ -131,7 +49,7 @@ func (e *replicaError) Unwrap() error { return e.err }
 
 // manageReplicas carries out the plan: drains taken back come before any
 // creation, so a scale-up reuses warm workers first.
-func (c *Controller) manageReplicas(ctx context.Context, set *gputaskv1.GPUTaskSet, plan ScalePlan) error {
+func (c *Controller) manageReplicas(ctx context.Context, set *gputaskv1.GPUTaskSet, plan setplan.Plan) error {
 	logger := klog.FromContext(ctx)
 	var errs []error
 	if len(plan.Undrain) > 0 {
@@ -265,7 +183,7 @@ func slowStartBatch(count, initialBatchSize int, fn func() error) (int, error) {
 // the same name is never removed by mistake. The event names the nodes the
 // victims leave, with the set's GPUs in use on each (use), which is how
 // the ranking chose among them.
-func (c *Controller) deleteTasks(ctx context.Context, set *gputaskv1.GPUTaskSet, victims []*gputaskv1.GPUTask, use NodeGPUs) error {
+func (c *Controller) deleteTasks(ctx context.Context, set *gputaskv1.GPUTaskSet, victims []*gputaskv1.GPUTask, use setplan.NodeGPUs) error {
 	key := cache.MetaObjectToName(set).String()
 	names := make([]string, 0, len(victims))
 	for _, t := range victims {
@@ -297,7 +215,7 @@ func (c *Controller) deleteTasks(ctx context.Context, set *gputaskv1.GPUTaskSet,
 	wg.Wait()
 	if deleted > 0 {
 		msg := fmt.Sprintf("Deleted %d %s", deleted, tasksNoun(deleted))
-		if nodes := ExplainNodes(victims, use); nodes != "" {
+		if nodes := setplan.ExplainNodes(victims, use); nodes != "" {
 			msg += "; " + nodes
 		}
 		c.recorder.Event(set, corev1.EventTypeNormal, gputaskv1.ReasonSuccessfulDelete, msg)

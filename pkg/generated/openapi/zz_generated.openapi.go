@@ -883,6 +883,13 @@ func schema_pkg_apis_gputask_v1_GPUTaskSetStatus(ref common.ReferenceCallback) c
 							Format:      "int32",
 						},
 					},
+					"nodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Nodes is the number of distinct nodes that hold the set's tasks: the nodes its tasks that are not being deleted, Failed or Succeeded are bound to. Scale-in empties one node at a time, so that a node autoscaler can remove the nodes it frees.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
 					"selector": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Selector is the label selector of the set's tasks and pods, for the scale subresource.",

@@ -215,7 +215,7 @@ func TestCRDNames(t *testing.T) {
 		columns     []string
 	}{
 		{"gputask.io_gputasks.yaml", "gt", false, []string{"GPU", "AMOUNT", "PHASE", "NODE", "SCHEDULED", "AGE"}},
-		{"gputask.io_gputasksets.yaml", "gts", true, []string{"DESIRED", "CURRENT", "READY", "RUNNING", "STARTING", "DRAINING", "LOAD", "PREDICTED-WAIT", "STOPPED", "ABLE", "AGE"}},
+		{"gputask.io_gputasksets.yaml", "gts", true, []string{"DESIRED", "CURRENT", "READY", "RUNNING", "STARTING", "DRAINING", "NODES", "LOAD", "PREDICTED-WAIT", "STOPPED", "ABLE", "AGE"}},
 	} {
 		crd, _, _ := crdSchema(t, tc.file)
 		if !reflect.DeepEqual(crd.Spec.Names.ShortNames, []string{tc.short}) || !reflect.DeepEqual(crd.Spec.Names.Categories, []string{"gpu"}) {
@@ -304,6 +304,32 @@ func TestPredictedWaitColumn(t *testing.T) {
 		if buf.String() != tc.want {
 			t.Errorf("%s: column = %q, want %q", tc.name, buf.String(), tc.want)
 		}
+	}
+}
+
+// TestNodesColumn: `kubectl get gts -o wide` shows status.nodes, the
+// nodes that hold the set's tasks; the default view leaves it out.
+func TestNodesColumn(t *testing.T) {
+	crd, _, _ := crdSchema(t, "gputask.io_gputasksets.yaml")
+	var column *apiextensionsv1.CustomResourceColumnDefinition
+	for i, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+		if c.Name == "NODES" {
+			column = &crd.Spec.Versions[0].AdditionalPrinterColumns[i]
+		}
+	}
+	if column == nil || column.Type != "integer" || column.Priority != 1 {
+		t.Fatalf("NODES column = %+v, want an integer column shown with -o wide only", column)
+	}
+	jp := jsonpath.New(column.Name)
+	if err := jp.Parse("{" + column.JSONPath + "}"); err != nil {
+		t.Fatalf("parsing %q: %v", column.JSONPath, err)
+	}
+	var buf bytes.Buffer
+	if err := jp.Execute(&buf, map[string]any{"status": map[string]any{"replicas": int64(5), "nodes": int64(2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if buf.String() != "2" {
+		t.Errorf("column = %q, want 2", buf.String())
 	}
 }
 

@@ -38,6 +38,7 @@ const (
 // +kubebuilder:printcolumn:name="RUNNING",type=integer,JSONPath=`.status.runningReplicas`
 // +kubebuilder:printcolumn:name="STARTING",type=integer,JSONPath=`.status.startingReplicas`,priority=1
 // +kubebuilder:printcolumn:name="DRAINING",type=integer,JSONPath=`.status.drainingReplicas`,priority=1
+// +kubebuilder:printcolumn:name="NODES",type=integer,JSONPath=`.status.nodes`,priority=1
 // +kubebuilder:printcolumn:name="LOAD",type=string,JSONPath=`.status.loadIndex`
 // +kubebuilder:printcolumn:name="PREDICTED-WAIT",type=string,JSONPath=`.status.lastDecision.predictedWait`
 // +kubebuilder:printcolumn:name="STOPPED",type=string,JSONPath=`.metadata.annotations.gputask\.io/stopped`
@@ -602,6 +603,12 @@ type GPUTaskSetStatus struct {
 	// but kept because they are younger than minTaskAge.
 	// +optional
 	HeldBackReplicas int32 `json:"heldBackReplicas,omitempty"`
+	// Nodes is the number of distinct nodes that hold the set's tasks: the
+	// nodes its tasks that are not being deleted, Failed or Succeeded are
+	// bound to. Scale-in empties one node at a time, so that a node
+	// autoscaler can remove the nodes it frees.
+	// +optional
+	Nodes int32 `json:"nodes,omitempty"`
 	// Selector is the label selector of the set's tasks and pods, for the scale subresource.
 	// +optional
 	Selector string `json:"selector,omitempty"`

@@ -224,6 +224,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - name
+    - name: nodes
+      type:
+        scalar: numeric
     - name: observedGeneration
       type:
         scalar: numeric

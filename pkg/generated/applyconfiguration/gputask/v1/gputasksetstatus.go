@@ -50,6 +50,11 @@ type GPUTaskSetStatusApplyConfiguration struct {
 	// HeldBackReplicas is the number of tasks that scale-in wanted to remove
 	// but kept because they are younger than minTaskAge.
 	HeldBackReplicas *int32 `json:"heldBackReplicas,omitempty"`
+	// Nodes is the number of distinct nodes that hold the set's tasks: the
+	// nodes its tasks that are not being deleted, Failed or Succeeded are
+	// bound to. Scale-in empties one node at a time, so that a node
+	// autoscaler can remove the nodes it frees.
+	Nodes *int32 `json:"nodes,omitempty"`
 	// Selector is the label selector of the set's tasks and pods, for the scale subresource.
 	Selector *string `json:"selector,omitempty"`
 	// ObservedGeneration is the spec generation the set controller acted on.
@@ -151,6 +156,14 @@ func (b *GPUTaskSetStatusApplyConfiguration) WithDrainingReplicas(value int32) *
 // If called multiple times, the HeldBackReplicas field is set to the value of the last call.
 func (b *GPUTaskSetStatusApplyConfiguration) WithHeldBackReplicas(value int32) *GPUTaskSetStatusApplyConfiguration {
 	b.HeldBackReplicas = &value
+	return b
+}
+
+// WithNodes sets the Nodes field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Nodes field is set to the value of the last call.
+func (b *GPUTaskSetStatusApplyConfiguration) WithNodes(value int32) *GPUTaskSetStatusApplyConfiguration {
+	b.Nodes = &value
 	return b
 }
 

@@ -1,4 +1,4 @@
-package taskset
+package setplan
 
 import (
 	"sort"
@@ -8,9 +8,8 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
 
-// This file holds the pure scale-in logic: which tasks go first when a set
-// shrinks, and which tasks minTaskAge protects. It reads nothing but its
-// arguments, so victims_test.go covers it with tables.
+// This file holds the scale-in order: which tasks go first when a set
+// shrinks, and which tasks minTaskAge protects.
 
 // ScaleIn is the outcome of choosing victims for one scale-in.
 type ScaleIn struct {
@@ -78,22 +77,30 @@ func protectedUntil(t *gputaskv1.GPUTask, minAge time.Duration, now time.Time) (
 }
 
 // RankForScaleIn returns the tasks ordered from the best scale-in victim to the
-// worst, mirroring the ReplicaSet controller's order so that removing a task
-// costs as little running work as possible:
-//  1. a task without a pod, or whose pod has no node yet, before one on a node;
+// worst. The order is chosen so that a scale-in interrupts as little work as it
+// can, and then frees whole nodes:
+//  1. a task without a pod, or whose pod has no node yet, before one on a node:
+//     removing it stops nothing that runs;
 //  2. an earlier phase before a later one (Failed and Succeeded tasks do no
-//     work, then Pending, Scheduled, and Running last);
+//     work, then Pending, Scheduled, and Running last): the later the phase,
+//     the more start-up (image pull, model load) a removal throws away;
 //  3. an idle task before a busy one (gputask.io/busy: "true" on the task or
 //     its pod, as busy reports): the worker's own word beats every static hint;
 //  4. a lower gputask.io/deletion-cost before a higher one (missing or invalid
-//     counts as 0);
+//     counts as 0): the user's static hint, as pod-deletion-cost is for a
+//     ReplicaSet;
 //  5. a task on the node with the fewest of the set's GPUs in use before one
 //     on a busier node, ties broken by the node's youngest task, then by node
 //     name (nodes.go): scale-in empties one node at a time, so the node
-//     autoscaler can remove it, where the ReplicaSet controller thins the
-//     fullest nodes instead;
+//     autoscaler can remove it;
 //  6. a younger task before an older one, so long-running work survives;
 //  7. name, only so that the order is stable.
+//
+// Rules 1, 2, 4 and 6 follow the ReplicaSet controller's order. The rest
+// departs from it for GPU workers: the busy mark ranks above the deletion
+// cost, readiness and restart counts are not ranked, and rule 5 empties the
+// emptiest node first where the ReplicaSet controller takes pods from the
+// nodes that hold the most of its pods, which keeps every node partly full.
 //
 // busy nil looks at the task's annotation only. The GPUs in use are counted
 // over tasks.

@@ -1,4 +1,4 @@
-package taskset
+package setplan
 
 import (
 	"fmt"
@@ -134,7 +134,7 @@ func TestScaleInSixteenToFourLeavesOneNode(t *testing.T) {
 		node := fmt.Sprintf("node-%d", i%4)
 		tasks = append(tasks, onNode(fmt.Sprintf("task-%02d", i), node, time.Duration(16-i)*time.Hour, 1))
 	}
-	plan := PlanScale(tasks, 4, nil, DefaultDrainTimeout, 0, testNow, DefaultBurstReplicas)
+	plan := Make(tasks, 4, nil, DefaultDrainTimeout, 0, testNow, DefaultBurstReplicas)
 	if len(plan.Delete) != 12 {
 		t.Fatalf("deletes %d tasks, want 12", len(plan.Delete))
 	}
@@ -149,12 +149,12 @@ func TestScaleInSixteenToFourLeavesOneNode(t *testing.T) {
 
 // Draining tasks hold their GPUs: a node whose other tasks drain is not
 // the emptiest for the serving tasks left on it.
-func TestPlanScaleCountsDrainingGPUs(t *testing.T) {
+func TestMakeCountsDrainingGPUs(t *testing.T) {
 	draining := onNode("draining", "n1", time.Hour, 1)
 	draining.Annotations = map[string]string{gputaskv1.AnnotationDraining: "true", gputaskv1.AnnotationBusy: "true",
 		gputaskv1.AnnotationDrainStartedAt: testNow.Format(time.RFC3339)}
 	tasks := []*gputaskv1.GPUTask{draining, onNode("on-n1", "n1", time.Minute, 1), onNode("on-n2", "n2", time.Hour, 1)}
-	plan := PlanScale(tasks, 1, nil, DefaultDrainTimeout, 0, testNow, DefaultBurstReplicas)
+	plan := Make(tasks, 1, nil, DefaultDrainTimeout, 0, testNow, DefaultBurstReplicas)
 	if got := names(plan.Delete); !slices.Equal(got, []string{"on-n2"}) {
 		t.Errorf("deletes %v, want [on-n2]: n1 holds two GPUs with its drain", got)
 	}

@@ -1,9 +1,11 @@
-package taskset
+package setplan
 
 import (
 	"slices"
 	"testing"
 	"time"
+
+	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
@@ -55,7 +57,7 @@ func TestRankForScaleInPrefersIdle(t *testing.T) {
 	}
 }
 
-func TestPlanScale(t *testing.T) {
+func TestMake(t *testing.T) {
 	const timeout = 10 * time.Minute
 	tests := []struct {
 		name         string
@@ -129,7 +131,7 @@ func TestPlanScale(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := PlanScale(tc.active, tc.desired, nil, tc.drainTimeout, 0, testNow, 500)
+			p := Make(tc.active, tc.desired, nil, tc.drainTimeout, 0, testNow, 500)
 			if p.Create != tc.create || p.Draining != tc.draining || p.RetryAfter != tc.retryAfter {
 				t.Errorf("create %d draining %d retryAfter %v, want %d %d %v", p.Create, p.Draining, p.RetryAfter, tc.create, tc.draining, tc.retryAfter)
 			}
@@ -142,5 +144,85 @@ func TestPlanScale(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestForSet(t *testing.T) {
+	young := func(name string, busy bool) *gputaskv1.GPUTask { return busyTask(name, time.Minute, busy, 0) }
+	draining := busyTask("d", time.Hour, true, time.Minute)
+	tests := []struct {
+		name       string
+		set        func(*gputaskv1.GPUTaskSet)
+		active     []*gputaskv1.GPUTask
+		create     int
+		drain      []string
+		delete     []string
+		draining   int32
+		heldBack   int32
+		retryAfter time.Duration
+	}{{
+		name:   "unset replicas means one",
+		set:    func(s *gputaskv1.GPUTaskSet) { s.Spec.Replicas = nil },
+		create: 1,
+	}, {
+		name:       "minTaskAge protects young Running tasks",
+		set:        func(s *gputaskv1.GPUTaskSet) { s.Spec.Replicas = ptr.To[int32](1) },
+		active:     []*gputaskv1.GPUTask{young("a", false), young("b", false)},
+		heldBack:   1,
+		retryAfter: 4 * time.Minute,
+	}, {
+		name: "stopped: no task is protected, busy ones drain for drainTimeout",
+		set: func(s *gputaskv1.GPUTaskSet) {
+			s.Annotations = map[string]string{gputaskv1.AnnotationStopped: "true"}
+			s.Spec.ScaleIn = &gputaskv1.ScaleInSpec{DrainTimeout: &gputaskv1.Duration{Duration: 2 * time.Minute}}
+		},
+		active: []*gputaskv1.GPUTask{young("a", false), young("b", true)},
+		delete: []string{"a"}, drain: []string{"b"}, draining: 1, retryAfter: 2 * time.Minute,
+	}, {
+		name: "invalid spec: removals held, creations go on",
+		set: func(s *gputaskv1.GPUTaskSet) {
+			s.Spec.Replicas = ptr.To[int32](3)
+			s.Spec.ScaleIn = &gputaskv1.ScaleInSpec{DrainTimeout: &gputaskv1.Duration{Unparsed: `"30"`}}
+		},
+		active: []*gputaskv1.GPUTask{busyTask("a", time.Hour, false, 0)},
+		create: 2,
+	}, {
+		name: "invalid spec: nothing deleted or drained, drains still counted, no retry",
+		set: func(s *gputaskv1.GPUTaskSet) {
+			s.Spec.Replicas = ptr.To[int32](0)
+			s.Spec.MinTaskAge = &gputaskv1.Duration{Unparsed: `"5"`}
+		},
+		active:   []*gputaskv1.GPUTask{busyTask("a", time.Hour, false, 0), busyTask("b", time.Hour, true, 0), draining},
+		draining: 1, heldBack: 2,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			set := &gputaskv1.GPUTaskSet{}
+			set.Spec.Replicas = ptr.To[int32](0)
+			set.Spec.MinTaskAge = &gputaskv1.Duration{Duration: 5 * time.Minute}
+			tc.set(set)
+			p := ForSet(set, tc.active, nil, testNow, DefaultBurstReplicas)
+			if p.Create != tc.create || p.Draining != tc.draining || p.HeldBack != tc.heldBack || p.RetryAfter != tc.retryAfter {
+				t.Errorf("create %d draining %d heldBack %d retryAfter %v, want %d %d %d %v",
+					p.Create, p.Draining, p.HeldBack, p.RetryAfter, tc.create, tc.draining, tc.heldBack, tc.retryAfter)
+			}
+			if got := names(p.Drain); !slices.Equal(got, tc.drain) && (len(got) > 0 || len(tc.drain) > 0) {
+				t.Errorf("drain = %v, want %v", got, tc.drain)
+			}
+			if got := names(p.Delete); !slices.Equal(got, tc.delete) && (len(got) > 0 || len(tc.delete) > 0) {
+				t.Errorf("delete = %v, want %v", got, tc.delete)
+			}
+		})
+	}
+}
+
+func TestServingAfter(t *testing.T) {
+	active := []*gputaskv1.GPUTask{
+		busyTask("kept", time.Hour, false, 0), busyTask("deleted", time.Hour, false, 0), busyTask("drained", time.Hour, true, 0),
+		busyTask("still-draining", time.Hour, true, time.Minute), busyTask("undrained", time.Hour, true, time.Minute),
+	}
+	p := Plan{Delete: active[1:2], Drain: active[2:3], Undrain: active[4:5]}
+	if got, want := names(p.ServingAfter(active)), []string{"kept", "undrained"}; !slices.Equal(got, want) {
+		t.Errorf("ServingAfter() = %v, want %v", got, want)
 	}
 }

@@ -1,4 +1,4 @@
-package taskset
+package setplan
 
 import (
 	"fmt"

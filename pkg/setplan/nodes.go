@@ -1,4 +1,4 @@
-package taskset
+package setplan
 
 import (
 	"fmt"
@@ -10,9 +10,10 @@ import (
 )
 
 // This file holds the scale-in rule that frees whole nodes. A cloud bills a
-// GPU pool by the node, and a node autoscaler (Karpenter's WhenEmpty
-// consolidation, the cluster autoscaler) removes a node only once it is
-// empty. The ReplicaSet controller does the opposite: it deletes the pods
+// GPU pool by the node, and a node autoscaler (Karpenter, the cluster
+// autoscaler) removes an empty node without disturbing any work, where
+// freeing a partly full one means evicting the pods still on it. The
+// ReplicaSet controller does the opposite: it deletes the pods
 // that share a node with more pods of their set first, which keeps every
 // node half full. Here the node with the fewest of the set's GPUs in use is
 // emptied first, one node at a time, so that a scale-in leaves as few nodes
