@@ -162,24 +162,31 @@ bench-autoscaling: ## Replay synthetic and ServeGen request traces through every
 	done
 
 # What a pool costs in nodes: the same traces on 8-GPU nodes that take 3
-# minutes to launch and go 30 s after their last worker (the replay's
-# defaults), placed by the default scheduler (spread) and by the packing
-# profile of artifacts/scheduler (pack), 2-minute starts. Tables go to
-# _output/replay/cost-PLACEMENT.md. See docs/cost.md.
+# minutes to launch, with 30 s of consolidateAfter (the replay's defaults),
+# 2-minute starts: placed by the default scheduler (spread) and by the
+# packing profile of artifacts/scheduler (pack) under Karpenter's default
+# consolidation, then spread under each consolidation policy with each
+# scale-in order for the Deployment rows, so that the saving of the order
+# and of the autoscaler can be told apart. Tables go to
+# _output/replay/cost-PLACEMENT-CONSOLIDATION-VICTIMS.md. See docs/cost.md.
 COST_POLICIES ?= ours,hpa,keda,static,oracle
+COST_RUNS ?= spread:when-empty-or-underutilized:replicaset pack:when-empty-or-underutilized:replicaset \
+	spread:when-empty:replicaset spread:when-empty:node-aware spread:when-empty-or-underutilized:node-aware
 
 .PHONY: bench-cost
-bench-cost: ## Node-hours and peak nodes of every policy on the synthetic traces, spread and packed; tables in _output/replay/.
+bench-cost: ## Node-hours, peak nodes, evictions and requests lost of every policy on the synthetic traces, under both consolidation policies and both Deployment scale-in orders; tables in _output/replay/.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/gputask-replay ./cmd/gputask-replay
 	@mkdir -p _output/replay
 	@set -eo pipefail; for shape in $(REPLAY_SHAPES); do \
 		$(BIN_DIR)/gputask-replay generate --shape $$shape --out _output/replay/$$shape.csv; \
 	done; \
-	for placement in spread pack; do \
-		echo; echo "== $$placement"; \
+	for run in $(COST_RUNS); do \
+		IFS=: read -r placement consolidation victims <<< "$$run"; \
+		echo; echo "== $$placement, $$consolidation, $$victims"; \
 		$(BIN_DIR)/gputask-replay $(foreach shape,$(REPLAY_SHAPES),--trace _output/replay/$(shape).csv) \
-			$(REPLAY_TRACE_FLAGS) --startup 2m --policies $(COST_POLICIES) --placement $$placement --markdown \
-			| tee _output/replay/cost-$$placement.md; \
+			$(REPLAY_TRACE_FLAGS) --startup 2m --policies $(COST_POLICIES) --placement $$placement \
+			--consolidation $$consolidation --deployment-victims $$victims --markdown \
+			| tee _output/replay/cost-$$placement-$$consolidation-$$victims.md; \
 	done
 
 # Flags for the demo, for example DEMO_FLAGS='-for=5m -plain'; see bin/gputask-demo -help.

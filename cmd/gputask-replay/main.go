@@ -77,7 +77,9 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		gpusPerNode  = fs.Int("gpus-per-node", replay.DefaultNodeModel.GPUsPerNode, "GPUs of a node; each worker takes one, and every policy reports node-hours and peak nodes (0 models no nodes)")
 		placement    = fs.String("placement", string(replay.DefaultNodeModel.Placement), "how the scheduler places a new worker: spread (the default scheduler, which ignores GPUs: the node with the fewest workers) or pack (the packing profile of artifacts/scheduler: the node with the most GPUs in use)")
 		nodeStartup  = fs.Duration("node-startup", replay.DefaultNodeModel.Startup, "time a new node takes before a worker on it starts its own start-up")
-		nodeGrace    = fs.Duration("node-grace", replay.DefaultNodeModel.Grace, "time a node stays up after its last worker left (the node autoscaler's WhenEmpty consolidation)")
+		nodeGrace    = fs.Duration("node-grace", replay.DefaultNodeModel.Grace, "Karpenter's consolidateAfter: time a node stays up after its last worker left, and without a worker placed or leaving before it is consolidated as underutilized")
+		consolidate  = fs.String("consolidation", string(replay.DefaultNodeModel.Consolidation), "the NodePool's consolidation policy: when-empty, or when-empty-or-underutilized (Karpenter's default: a node whose workers fit on the other nodes is drained, busy workers of ours excepted)")
+		depVictims   = fs.String("deployment-victims", string(replay.DeploymentVictimsReplicaSet), "scale-in order of the Deployment rows: replicaset (the ReplicaSet controller's) or node-aware (the set controller's, without busy marks)")
 		itlPerSeq    = fs.Duration("itl-per-seq", replay.DefaultITL.PerSeq, "with --serving batched: inter-token latency added by each sequence in the batch")
 		variants     []replay.Variant
 		tracePaths   []string
@@ -175,10 +177,18 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("--placement: %w", err)
 		}
-		nodes = &replay.NodeModel{GPUsPerNode: *gpusPerNode, Placement: pl, Startup: *nodeStartup, Grace: *nodeGrace}
+		cons, err := replay.ParseConsolidation(*consolidate)
+		if err != nil {
+			return fmt.Errorf("--consolidation: %w", err)
+		}
+		nodes = &replay.NodeModel{GPUsPerNode: *gpusPerNode, Placement: pl, Startup: *nodeStartup, Grace: *nodeGrace, Consolidation: cons}
 		if err := nodes.Validate(); err != nil {
 			return err
 		}
+	}
+	victims, err := replay.ParseDeploymentVictims(*depVictims)
+	if err != nil {
+		return fmt.Errorf("--deployment-victims: %w", err)
 	}
 	set := replay.DefaultSet()
 	if *setPath != "" {
@@ -198,7 +208,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	reports, best, err := replay.RunTraces(traces, replay.Config{
 		Concurrency: *concurrency, Startup: *startup, Grace: *grace, Load: loadKind, SLO: *slo, Set: set,
 		HPABehavior: behavior, HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", KEDAValue: *kedaType == "Value", Scrape: scrapeEvery, Policies: names, Variants: variants, Batched: batched,
-		Nodes: nodes,
+		Nodes: nodes, DeploymentVictims: victims,
 	})
 	if err != nil {
 		return err
@@ -208,7 +218,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		servingNote = fmt.Sprintf(", batched serving at %v + %v per sequence between tokens", batched.Base, batched.PerSeq)
 	}
 	if nodes != nil {
-		servingNote += fmt.Sprintf(", %d-GPU nodes placed by %s, %v node start-up, %v node grace", nodes.GPUsPerNode, nodes.Placement, nodes.Startup, nodes.Grace)
+		servingNote += fmt.Sprintf(", %d-GPU nodes placed by %s, %v node start-up, %v consolidateAfter, %s consolidation, %s Deployment victims", nodes.GPUsPerNode, nodes.Placement, nodes.Startup, nodes.Grace, nodes.Consolidation, victims)
 	}
 	metrics := "fresh metrics"
 	if scrapeEvery > 0 {

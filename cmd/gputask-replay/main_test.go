@@ -29,7 +29,7 @@ func TestGenerateAndReplay(t *testing.T) {
 	if err := run(args, &out, &errOut); err != nil {
 		t.Fatalf("replay: %v\n%s", err, errOut.String())
 	}
-	for _, want := range []string{"ours", "hpa", "oracle", "GPU-h", "node-h", "peak nodes", "8-GPU nodes placed by spread, 3m0s node start-up, 30s node grace"} {
+	for _, want := range []string{"ours", "hpa", "oracle", "GPU-h", "node-h", "peak nodes", "8-GPU nodes placed by spread, 3m0s node start-up, 30s consolidateAfter, when-empty-or-underutilized consolidation, replicaset Deployment victims", "evictions"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

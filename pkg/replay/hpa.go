@@ -343,7 +343,8 @@ func calculateScaleUpLimit(current int32) int32 {
 
 // scaleDeployment makes the pool match replicas as a Deployment's
 // ReplicaSet does: new pods at once, and on scale-in the pods that
-// replicaSetVictims ranks first are deleted whatever they are doing; each
+// replicaSetVictims (or the pool's DeploymentVictims) ranks first are
+// deleted whatever they are doing; each
 // gets the pods' grace period to finish its requests (Pool.Delete) and
 // loses what it cannot finish within it.
 func scaleDeployment(p *Pool, replicas int32) {
@@ -352,7 +353,7 @@ func scaleDeployment(p *Pool, replicas int32) {
 	case diff > 0:
 		p.Add(diff)
 	case diff < 0:
-		for _, w := range replicaSetVictims(p.Workers(), p.Now())[:-diff] {
+		for _, w := range p.rankDeploymentVictims()[:-diff] {
 			p.Delete(w)
 		}
 	}

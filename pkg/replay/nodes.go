@@ -29,9 +29,11 @@ func ParsePlacement(s string) (Placement, error) {
 	return "", fmt.Errorf("unknown placement %q: want spread or pack", s)
 }
 
-// NodeModel is the nodes the workers run on, as a node autoscaler with
-// WhenEmpty consolidation (Karpenter) keeps them: a node is launched when a
-// worker fits on no node, and removed Grace after its last worker left.
+// NodeModel is the nodes the workers run on, as a node autoscaler
+// (Karpenter) keeps them: a node is launched when a worker fits on no
+// node; it is removed Grace after its last worker left, and under
+// WhenEmptyOrUnderutilized also when the workers on it fit on the other
+// nodes (see consolidation.go).
 type NodeModel struct {
 	// GPUsPerNode is the GPUs of one node; each worker takes one.
 	GPUsPerNode int
@@ -39,25 +41,31 @@ type NodeModel struct {
 	// Startup is how long a launched node takes before the workers placed
 	// on it start their own start-up.
 	Startup time.Duration
-	// Grace is how long a node stays up empty (Karpenter's
-	// consolidateAfter with consolidationPolicy WhenEmpty).
+	// Grace is Karpenter's consolidateAfter: how long a node stays up
+	// empty, and how long a node must go without a pod placed on it or
+	// leaving it before it is consolidated as underutilized.
 	Grace time.Duration
+	// Consolidation is the NodePool's consolidationPolicy; empty means
+	// ConsolidationWhenEmptyOrUnderutilized, Karpenter's default.
+	Consolidation Consolidation
 }
 
 // MarshalJSON writes the model as the report's other settings are
 // written: durations as Go strings.
 func (m NodeModel) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
-		GPUsPerNode int       `json:"gpus_per_node"`
-		Placement   Placement `json:"placement"`
-		Startup     string    `json:"node_startup"`
-		Grace       string    `json:"node_grace"`
-	}{m.GPUsPerNode, m.Placement, m.Startup.String(), m.Grace.String()})
+		GPUsPerNode   int           `json:"gpus_per_node"`
+		Placement     Placement     `json:"placement"`
+		Startup       string        `json:"node_startup"`
+		Grace         string        `json:"node_grace"`
+		Consolidation Consolidation `json:"consolidation"`
+	}{m.GPUsPerNode, m.Placement, m.Startup.String(), m.Grace.String(), m.consolidation()})
 }
 
 // DefaultNodeModel is the command line's: 8-GPU nodes, the default
-// scheduler, 3 minutes to launch a node and 30 s of WhenEmpty grace.
-var DefaultNodeModel = NodeModel{GPUsPerNode: 8, Placement: PlacementSpread, Startup: 3 * time.Minute, Grace: 30 * time.Second}
+// scheduler, 3 minutes to launch a node, 30 s of consolidateAfter and
+// Karpenter's default consolidation policy.
+var DefaultNodeModel = NodeModel{GPUsPerNode: 8, Placement: PlacementSpread, Startup: 3 * time.Minute, Grace: 30 * time.Second, Consolidation: ConsolidationWhenEmptyOrUnderutilized}
 
 // Validate reports a model that cannot place a worker.
 func (m NodeModel) Validate() error {
@@ -69,6 +77,11 @@ func (m NodeModel) Validate() error {
 	}
 	if m.Startup < 0 || m.Grace < 0 {
 		return fmt.Errorf("node start-up %v and grace %v: want both >= 0", m.Startup, m.Grace)
+	}
+	if m.Consolidation != "" {
+		if _, err := ParseConsolidation(string(m.Consolidation)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -84,6 +97,13 @@ type Node struct {
 	InUse int
 	// emptySince is when its last worker left; zero while one is on it.
 	emptySince time.Time
+	// podEvent is when a worker was last placed on it or left it: a node
+	// is consolidated as underutilized only consolidateAfter past it.
+	podEvent time.Time
+	// Disrupted is set when consolidation chose the node: it carries
+	// Karpenter's karpenter.sh/disrupted:NoSchedule taint, takes no new
+	// worker, and is removed once its last worker exits.
+	Disrupted bool
 	// removed is when consolidation removed it; zero while it lives.
 	removed time.Time
 }
@@ -102,6 +122,11 @@ func newNodes(m NodeModel) *nodes { return &nodes{model: m} }
 func (n *nodes) expire(now time.Time) {
 	kept := n.alive[:0]
 	for _, node := range n.alive {
+		if node.InUse == 0 && node.Disrupted {
+			// Drained by consolidation: Karpenter deletes it at once.
+			node.removed = node.emptySince
+			continue
+		}
 		if node.InUse == 0 && !node.emptySince.Add(n.model.Grace).After(now) {
 			node.removed = node.emptySince.Add(n.model.Grace)
 			continue
@@ -121,7 +146,7 @@ func (n *nodes) place(now time.Time, up bool) *Node {
 	n.expire(now)
 	var best *Node
 	for _, node := range n.alive {
-		if node.InUse >= n.model.GPUsPerNode || node.Up.After(now) {
+		if node.InUse >= n.model.GPUsPerNode || node.Up.After(now) || node.Disrupted {
 			continue
 		}
 		if best == nil || n.better(node, best) {
@@ -130,7 +155,7 @@ func (n *nodes) place(now time.Time, up bool) *Node {
 	}
 	if best == nil {
 		for _, node := range n.alive {
-			if node.InUse < n.model.GPUsPerNode {
+			if node.InUse < n.model.GPUsPerNode && !node.Disrupted {
 				best = node
 				break
 			}
@@ -146,7 +171,7 @@ func (n *nodes) place(now time.Time, up bool) *Node {
 		n.peak = max(n.peak, len(n.alive))
 	}
 	best.InUse++
-	best.emptySince = time.Time{}
+	best.emptySince, best.podEvent = time.Time{}, now
 	return best
 }
 
@@ -162,6 +187,7 @@ func (n *nodes) better(a, b *Node) bool {
 // leave frees the GPU of a worker that exited at now.
 func (n *nodes) leave(node *Node, now time.Time) {
 	node.InUse--
+	node.podEvent = now
 	if node.InUse == 0 {
 		node.emptySince = now
 	}
@@ -178,7 +204,11 @@ func (n *nodes) hours(until time.Time) float64 {
 		if end.IsZero() {
 			end = until
 			if node.InUse == 0 {
-				if gone := node.emptySince.Add(n.model.Grace); gone.Before(end) {
+				gone := node.emptySince.Add(n.model.Grace)
+				if node.Disrupted {
+					gone = node.emptySince
+				}
+				if gone.Before(end) {
 					end = gone
 				}
 			}
@@ -198,6 +228,7 @@ func (p *Pool) SetNodes(m NodeModel) error {
 		return fmt.Errorf("the pool already has workers: set its nodes first")
 	}
 	p.nodes = newNodes(m)
+	p.nextConsolidation = p.now.Add(ConsolidationPoll)
 	return nil
 }
 

@@ -34,9 +34,8 @@ type Ours struct {
 	recs     []gputaskv1.Recommendation
 	// queue is what the SLO policy carries from one evaluation to the
 	// next (Decision.Queue), kept in the autoscaler's memory.
-	queue  scaling.QueueState
-	wake   time.Time
-	byName map[string]*Worker
+	queue scaling.QueueState
+	wake  time.Time
 
 	// Label names the run in reports; empty means "ours".
 	Label string
@@ -53,7 +52,7 @@ func NewOurs(set *gputaskv1.GPUTaskSet, load LoadKind) (*Ours, error) {
 	if errs := gputaskv1.ValidateTaskSetSpec(&set.Spec); len(errs) > 0 {
 		return nil, fmt.Errorf("invalid GPUTaskSet spec: %w", errs.ToAggregate())
 	}
-	return &Ours{set: set.DeepCopy(), load: load, byName: map[string]*Worker{}}, nil
+	return &Ours{set: set.DeepCopy(), load: load}, nil
 }
 
 // Name implements Policy.
@@ -75,9 +74,9 @@ func (o *Ours) Start(p *Pool) {
 	o.set.Spec.Replicas = &replicas
 	o.set.CreationTimestamp = metav1.NewTime(p.Now())
 	o.recs = []gputaskv1.Recommendation{{Time: metav1.NewTime(p.Now()), Replicas: replicas}}
-	for _, w := range p.AddReady(int(replicas)) {
-		o.byName[w.Name] = w
-	}
+	// The GPUTask controller marks a busy task's pod do-not-disrupt.
+	p.SetDoNotDisrupt(true)
+	p.AddReady(int(replicas))
 }
 
 // Period implements Policy: autoscaling.interval.
@@ -192,19 +191,22 @@ func (o *Ours) EvaluateRoles(now time.Time, value float64, obs Observation, task
 func (o *Ours) Sync(p *Pool) {
 	now := p.Now()
 	plan := setplan.Make(o.Tasks(p), int(o.Replicas()), nil, setplan.DrainTimeout(o.set), setplan.MinTaskAge(o.set), now, setplan.DefaultBurstReplicas)
+	// The workers are looked up afresh: the pool replaces a worker that
+	// consolidation evicted, as the GPUTask controller creates a new pod.
+	byName := make(map[string]*Worker, len(p.Workers()))
+	for _, w := range p.Workers() {
+		byName[w.Name] = w
+	}
 	for _, t := range plan.Undrain {
-		p.Undrain(o.byName[t.Name])
+		p.Undrain(byName[t.Name])
 	}
 	for _, t := range plan.Drain {
-		p.Drain(o.byName[t.Name])
+		p.Drain(byName[t.Name])
 	}
 	for _, t := range plan.Delete {
-		p.Delete(o.byName[t.Name])
-		delete(o.byName, t.Name)
+		p.Delete(byName[t.Name])
 	}
-	for _, w := range p.Add(plan.Create) {
-		o.byName[w.Name] = w
-	}
+	p.Add(plan.Create)
 	o.set.Status.HeldBackReplicas = plan.HeldBack
 	o.wake = time.Time{}
 	if plan.RetryAfter > 0 {

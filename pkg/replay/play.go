@@ -166,6 +166,7 @@ func (e *engine) result() Result {
 	r.PeakReplicas = e.peak
 	r.NodeHours = p.NodeHours(p.Now())
 	r.PeakNodes = p.PeakNodes()
+	r.Evictions = p.Evictions()
 	r.Series = e.series
 	return r
 }

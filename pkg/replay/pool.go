@@ -233,6 +233,18 @@ type Pool struct {
 
 	// nodes places the workers on nodes (SetNodes); nil models none.
 	nodes *nodes
+	// nextConsolidation is the node autoscaler's next poll; candidate the
+	// node it chose at candidateAt and will disrupt if still a candidate
+	// a validation later (consolidation.go).
+	nextConsolidation time.Time
+	candidate         *Node
+	candidateAt       time.Time
+	// doNotDisrupt marks busy workers' pods karpenter.sh/do-not-disrupt;
+	// evictions counts the workers consolidation evicted.
+	doNotDisrupt bool
+	evictions    int
+	// deploymentVictims is the order of scaleDeployment's deletions.
+	deploymentVictims DeploymentVictims
 }
 
 // ITL is a batching server's inter-token latency: Base + PerSeq × the
@@ -550,6 +562,9 @@ func (p *Pool) Advance(to time.Time) (stopped time.Time, drainIdle bool) {
 		case eventArrival:
 			p.queue = append(p.queue, p.next)
 			p.next++
+		case eventConsolidation:
+			p.consolidate()
+			p.nextConsolidation = p.now.Add(ConsolidationPoll)
 		}
 		p.dispatch()
 		if p.drainIdle {
@@ -567,6 +582,7 @@ const (
 	eventReady
 	eventExit
 	eventArrival
+	eventConsolidation
 )
 
 // nextEvent is the earliest pending event: completions first, then workers
@@ -597,6 +613,9 @@ func (p *Pool) nextEvent() (time.Time, eventKind) {
 	}
 	if p.next < len(p.trace) {
 		consider(p.start.Add(p.trace[p.next].Arrival), eventArrival)
+	}
+	if p.nodes != nil && p.nodes.model.consolidation() == ConsolidationWhenEmptyOrUnderutilized && kind != eventNone {
+		consider(p.nextConsolidation, eventConsolidation)
 	}
 	return at, kind
 }

@@ -35,8 +35,11 @@ type Result struct {
 	// NodeHours counts every node from its launch to its removal, when
 	// the replay models nodes (NodeModel); PeakNodes is the most nodes up
 	// or launching at once.
-	NodeHours float64  `json:"node_hours,omitempty"`
-	PeakNodes int      `json:"peak_nodes,omitempty"`
+	NodeHours float64 `json:"node_hours,omitempty"`
+	PeakNodes int     `json:"peak_nodes,omitempty"`
+	// Evictions counts the workers the node autoscaler's consolidation
+	// evicted.
+	Evictions int      `json:"evictions,omitempty"`
 	Series    []Sample `json:"-"`
 }
 
@@ -123,7 +126,7 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString("| policy | GPU-h | × oracle | wait p50 | p95 | p99 | SLO met | failed | scale events | peak" + r.nodeHeader(" | ") + " |\n")
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	if r.Nodes != nil {
-		b.WriteString("--:|--:|")
+		b.WriteString("--:|--:|--:|")
 	}
 	b.WriteString("\n")
 	oracle, hasOracle := r.oracle()
@@ -146,7 +149,7 @@ func (r Report) nodeHeader(sep string) string {
 	if r.Nodes == nil {
 		return ""
 	}
-	return sep + "node-h" + sep + "peak nodes"
+	return sep + "node-h" + sep + "peak nodes" + sep + "evictions"
 }
 
 // nodeCells is p's node columns, each after sep, when the replay models
@@ -155,7 +158,7 @@ func (r Report) nodeCells(p Result, sep string) string {
 	if r.Nodes == nil {
 		return ""
 	}
-	return fmt.Sprintf("%s%.1f%s%d", sep, p.NodeHours, sep, p.PeakNodes)
+	return fmt.Sprintf("%s%.1f%s%d%s%d", sep, p.NodeHours, sep, p.PeakNodes, sep, p.Evictions)
 }
 
 func seconds(s float64) string {

@@ -183,6 +183,9 @@ type Config struct {
 	// Nodes places the workers on nodes and measures node-hours
 	// (Pool.SetNodes); nil models no nodes.
 	Nodes *NodeModel
+	// DeploymentVictims is the Deployment rows' scale-in order; empty
+	// means the ReplicaSet controller's.
+	DeploymentVictims DeploymentVictims
 	// Batched serves requests as a batching server does, at this
 	// inter-token latency (Pool.SetBatched); nil gives each request its
 	// fixed Service.
@@ -246,6 +249,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Nodes != nil {
 		if err := c.Nodes.Validate(); err != nil {
+			return c, err
+		}
+	}
+	if c.DeploymentVictims != "" {
+		if _, err := ParseDeploymentVictims(string(c.DeploymentVictims)); err != nil {
 			return c, err
 		}
 	}
@@ -394,6 +402,7 @@ func (c Config) newPool(tr Trace) *Pool {
 	pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
 	pool.SetGrace(c.Grace)
 	pool.SetScrape(c.Scrape)
+	pool.SetDeploymentVictims(c.DeploymentVictims)
 	if c.Nodes != nil {
 		if err := pool.SetNodes(*c.Nodes); err != nil {
 			panic(err) // withDefaults validated the model
