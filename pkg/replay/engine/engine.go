@@ -255,6 +255,9 @@ func (w *Worker) KVBlocks() (used, capacity int64) {
 	return w.decBlocks + w.preBlocks, w.capacity
 }
 
+// Busy reports a step or run in flight.
+func (w *Worker) Busy() bool { return w.busy }
+
 // Next is when the step or run in flight ends, at which Advance must be
 // called; +Inf when the worker is idle.
 func (w *Worker) Next() float64 {
@@ -304,6 +307,17 @@ func (w *Worker) Abort() []int {
 	*w = Worker{cfg: w.cfg, profile: w.profile, rate: w.rate, capacity: w.capacity, block: w.block,
 		emit: w.emit, t: w.t, keys: make([]int, w.block),
 		iterations: w.iterations, modelled: w.modelled, preemptions: w.preemptions}
+	return ids
+}
+
+// DropWaiting takes the requests waiting in the worker's queue off it and
+// returns their ids, head first; the running ones stay.
+func (w *Worker) DropWaiting() []int {
+	var ids []int
+	for _, s := range w.queue[w.qHead:] {
+		ids = append(ids, s.id)
+	}
+	w.queue, w.qHead = nil, 0
 	return ids
 }
 
