@@ -2,6 +2,7 @@ package replay
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -213,5 +214,34 @@ func TestEngineServingNeedsTokens(t *testing.T) {
 	}
 	if _, err := ParseRouter("random"); err == nil {
 		t.Error("an unknown router was accepted")
+	}
+}
+
+// BenchmarkEnginePool plays three days of 4 requests a second (prompts of
+// a median 600 tokens, outputs of 250) on a pool of 50 H100 workers behind
+// the least-outstanding router: the pool's cost on top of the engines'.
+func BenchmarkEnginePool(b *testing.B) {
+	profile, err := gpuprofile.Lookup("h100-llama-3.1-8b")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	tokens := func(median float64) float64 { return math.Round(median*math.Exp(0.8*rng.NormFloat64())) + 1 }
+	var tr Trace
+	for at := 0.0; at < 3*24*3600; at += rng.ExpFloat64() / 4 {
+		tr.Requests = append(tr.Requests, Request{Arrival: time.Duration(at * float64(time.Second)), Service: time.Second})
+		tr.Tokens = append(tr.Tokens, Tokens{InputTokens: tokens(600), OutputTokens: tokens(250)})
+	}
+	for b.Loop() {
+		p := NewPool(tr, t0, 64, time.Minute)
+		if err := p.SetEngine(EngineServing{Engine: enginemodel.Config{Profile: profile}}); err != nil {
+			b.Fatal(err)
+		}
+		p.AddReady(50)
+		p.Advance(t0.Add(4 * 24 * time.Hour))
+		if !p.Finished() {
+			b.Fatal("not finished")
+		}
+		b.ReportMetric(float64(len(tr.Requests)), "requests")
 	}
 }

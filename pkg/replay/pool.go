@@ -368,8 +368,9 @@ func (p *Pool) advanceEngines() {
 	// Half a nanosecond over now: the engines' float clock against the
 	// pool's nanoseconds.
 	to := (float64(p.now.Sub(p.start)) + 0.5) / 1e9
+	var exited []*Worker
 	for _, ws := range [][]*Worker{p.workers, p.terminating} {
-		for _, w := range slices.Clone(ws) {
+		for _, w := range ws {
 			if w.eng == nil || w.eng.Next() > to {
 				continue
 			}
@@ -378,11 +379,14 @@ func (p *Pool) advanceEngines() {
 				continue
 			}
 			if w.Terminating {
-				p.Remove(w) // its last request done, the process exits
+				exited = append(exited, w)
 			} else if w.Draining {
 				p.drainIdle = true
 			}
 		}
+	}
+	for _, w := range exited {
+		p.Remove(w) // its last request done, the process exits
 	}
 }
 
@@ -759,12 +763,16 @@ func (p *Pool) nextEvent() (time.Time, eventKind) {
 		consider(p.pending[0].at, eventCompletion)
 	}
 	if p.serving != nil {
+		next := math.Inf(1)
 		for _, ws := range [][]*Worker{p.workers, p.terminating} {
 			for _, w := range ws {
-				if w.eng != nil && w.eng.Busy() {
-					consider(p.engineAt(w.eng.Next()), eventEngine)
+				if w.eng != nil {
+					next = math.Min(next, w.eng.Next())
 				}
 			}
+		}
+		if !math.IsInf(next, 1) {
+			consider(p.engineAt(next), eventEngine)
 		}
 	}
 	for _, w := range p.workers {
