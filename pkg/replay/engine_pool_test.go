@@ -245,3 +245,22 @@ func BenchmarkEnginePool(b *testing.B) {
 		b.ReportMetric(float64(len(tr.Requests)), "requests")
 	}
 }
+
+// When the replay gives up, the requests queued on a worker fail with
+// those in the pool's queue; the one running stays in flight.
+func TestEngineAbandon(t *testing.T) {
+	tr := tokenTrace([3]float64{0, 100, 5000}, [3]float64{0, 100, 10}, [3]float64{9000, 100, 10})
+	p := enginePool(t, tr, 1, RouterLeastOutstanding, enginemodel.Config{MaxNumSeqs: 1})
+	ws := p.AddReady(1)
+	p.Advance(t0.Add(time.Second))
+	if ws[0].InFlight() != 1 || ws[0].Queued() != 1 {
+		t.Fatalf("worker holds %d+%d, want one running and one queued", ws[0].InFlight(), ws[0].Queued())
+	}
+	p.Abandon()
+	if p.failed[0] || !p.failed[1] || !p.failed[2] || p.started[1] {
+		t.Errorf("failed %v, started %v: want the queued and the unarrived failed, the running one not", p.failed, p.started)
+	}
+	if ws[0].Queued() != 0 || ws[0].InFlight() != 1 {
+		t.Errorf("worker holds %d+%d after, want the running one only", ws[0].InFlight(), ws[0].Queued())
+	}
+}
