@@ -344,3 +344,28 @@ func (p *Profile) PrefillTokensPerSecond() float64 { return p.prefill }
 
 // Contexts are the measured contexts, ascending.
 func (p *Profile) Contexts() []float64 { return slices.Clone(p.contexts) }
+
+// MaxBatchWithin is the largest batch whose decode steps at a mean
+// context of context tokens take at most itl, every smaller batch
+// included (a batch grows through them), and whose KV cache fits
+// (batch × context within KVTokensFit): the capacity of one GPU at an ITL
+// target. 0 when not even one sequence meets it.
+func (p *Profile) MaxBatchWithin(itl time.Duration, context float64) int {
+	limit := MaxBatch
+	if context > 0 {
+		limit = min(limit, int(float64(p.KVTokensFit)/context))
+	}
+	target := itl.Seconds()
+	for b := 1; b <= limit; b++ {
+		if p.lines[b].At(context) > target {
+			return b - 1
+		}
+	}
+	return limit
+}
+
+// DecodeTokensPerSecond is the output tokens per second of batch
+// sequences at a mean context of context tokens.
+func (p *Profile) DecodeTokensPerSecond(batch int, context float64) float64 {
+	return float64(batch) / p.ITLSeconds(batch, context)
+}

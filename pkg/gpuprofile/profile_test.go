@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func mustLookup(t *testing.T, name string) *Profile {
@@ -112,6 +113,34 @@ func TestPrefillTokensPerSecond(t *testing.T) {
 	h200 := mustLookup(t, "h200-llama-3.1-8b")
 	if h200.KVTokensFit != 912521 || !strings.Contains(h200.GPU, "H200") {
 		t.Errorf("h200: %s with %d KV tokens", h200.GPU, h200.KVTokensFit)
+	}
+}
+
+// The capacity at an ITL target, by hand from the H100 table: at 20 ms,
+// 254 sequences of 1,024 tokens (between 128 and 256, 13.219 ms + 6.876
+// ms × 126/128; 255 take 20.04 ms); at 4,096 tokens the
+// batch extrapolates from 32 and 64 (12.454 and 18.124 ms) to 74; at
+// 16,384 the KV cache (465,567 tokens) holds 28 before the ITL limits.
+func TestMaxBatchWithin(t *testing.T) {
+	p := mustLookup(t, "h100-llama-3.1-8b")
+	slope4k := (18.124 - 12.454) / 32
+	for _, tc := range []struct {
+		itl     time.Duration
+		context float64
+		want    int
+	}{
+		{20 * time.Millisecond, 1024, 254},
+		{20095 * time.Microsecond, 1024, 256},
+		{20 * time.Millisecond, 4096, 64 + int((20-18.124)/slope4k)},
+		{40 * time.Millisecond, 16384, 465567 / 16384},
+		{5 * time.Millisecond, 1024, 0},
+	} {
+		if got := p.MaxBatchWithin(tc.itl, tc.context); got != tc.want {
+			t.Errorf("MaxBatchWithin(%v, %.0f) = %d, want %d", tc.itl, tc.context, got, tc.want)
+		}
+	}
+	if got, want := p.DecodeTokensPerSecond(256, 1024), 256/0.020095; !near(got, want) {
+		t.Errorf("DecodeTokensPerSecond(256, 1024) = %v, want %v", got, want)
 	}
 }
 
