@@ -263,6 +263,9 @@ type Pool struct {
 	// and requests are routed as serving.Router says.
 	serving     *EngineServing
 	preemptions int
+	// engineNext is the earliest end of an engine's step, as nextEvent
+	// found it.
+	engineNext float64
 }
 
 // Router is how requests reach the workers under engine serving.
@@ -366,8 +369,9 @@ func (p *Pool) engineEvent(e enginemodel.Event) {
 // lets a worker that has nothing left go as complete does.
 func (p *Pool) advanceEngines() {
 	// Half a nanosecond over now: the engines' float clock against the
-	// pool's nanoseconds.
-	to := (float64(p.now.Sub(p.start)) + 0.5) / 1e9
+	// pool's nanoseconds; and at least the step that made this event, so
+	// that rounding can never leave it due forever.
+	to := math.Max((float64(p.now.Sub(p.start))+0.5)/1e9, p.engineNext)
 	var exited []*Worker
 	for _, ws := range [][]*Worker{p.workers, p.terminating} {
 		for _, w := range ws {
@@ -772,6 +776,7 @@ func (p *Pool) nextEvent() (time.Time, eventKind) {
 			}
 		}
 		if !math.IsInf(next, 1) {
+			p.engineNext = next
 			consider(p.engineAt(next), eventEngine)
 		}
 	}
