@@ -25,7 +25,9 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 
+	"github.com/gputask/gputask-controller/pkg/gpuprofile"
 	"github.com/gputask/gputask-controller/pkg/replay"
+	enginemodel "github.com/gputask/gputask-controller/pkg/replay/engine"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
@@ -72,7 +74,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		jsonPath     = fs.String("json", "", "write the figures and time series as JSON to this file")
 		plotPath     = fs.String("plot", "", "write a plot of demand, replicas and queue per policy to this file (.png, .svg or .pdf)")
 		markdown     = fs.Bool("markdown", false, "print the table as Markdown")
-		serving      = fs.String("serving", "fixed", "how a worker serves its requests: fixed (each holds a slot for its service time) or batched (decode slows as the batch grows; needs the token columns)")
+		serving      = fs.String("serving", "", "how a worker serves its requests: fixed (each holds a slot for its service time), batched (decode slows as the batch grows; needs the token columns) or engine (see --engine) (default: engine with --engine, else fixed)")
 		itlBase      = fs.Duration("itl-base", replay.DefaultITL.Base, "with --serving batched: inter-token latency of a worker, the part that does not grow with the batch")
 		gpusPerNode  = fs.Int("gpus-per-node", replay.DefaultNodeModel.GPUsPerNode, "GPUs of a node; each worker takes one, and every policy reports node-hours and peak nodes (0 models no nodes)")
 		placement    = fs.String("placement", string(replay.DefaultNodeModel.Placement), "how the scheduler places a new worker: spread (the default scheduler, which ignores GPUs: the node with the fewest workers) or pack (the packing profile of artifacts/scheduler: the node with the most GPUs in use)")
@@ -83,6 +85,13 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		itlPerSeq    = fs.Duration("itl-per-seq", replay.DefaultITL.PerSeq, "with --serving batched: inter-token latency added by each sequence in the batch")
 		variants     []replay.Variant
 		tracePaths   []string
+	)
+	// The engine model (--serving engine).
+	var (
+		enginePath = fs.String("engine", "", "GPU profile each worker's engine model runs on: a JSON file or one of "+strings.Join(gpuprofile.Names(), ", ")+"; implies --serving engine, and the token columns are required")
+		maxBatched = fs.Int("max-batched-tokens", enginemodel.DefaultMaxBatchedTokens, "with --serving engine: prompt tokens one engine step carries (vLLM's max_num_batched_tokens)")
+		maxSeqs    = fs.Int("max-num-seqs", enginemodel.DefaultMaxNumSeqs, "with --serving engine: sequences one worker runs at once (vLLM's max_num_seqs)")
+		router     = fs.String("router", string(replay.RouterLeastOutstanding), "with --serving engine: least-outstanding (each request at its arrival to the Ready worker with the fewest outstanding, queued there) or pooled (one FIFO queue, at most --concurrency outstanding per worker)")
 	)
 	fs.Func("trace", "request trace (required): CSV with a header row, or Mooncake's JSONL if it ends in .jsonl; repeatable: each gets its table, and hpa-best's target is searched over all", func(v string) error {
 		if v == "" {
@@ -121,7 +130,36 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		model.Fixed, model.Sigma = m.Fixed, m.Sigma
 	}
 	var batched *replay.ITL
+	var engineServing *replay.EngineServing
+	if *serving == "" {
+		*serving = map[bool]string{true: "engine", false: "fixed"}[*enginePath != ""]
+	}
 	switch *serving {
+	case "engine":
+		if *enginePath == "" || *inputColumn == "" || *outputColumn == "" {
+			return fmt.Errorf("--serving engine needs --engine and the trace's token columns (--input-tokens-column, --output-tokens-column)")
+		}
+		profile, err := gpuprofile.LoadOrLookup(*enginePath)
+		if err != nil {
+			return fmt.Errorf("--engine: %w", err)
+		}
+		rt, err := replay.ParseRouter(*router)
+		if err != nil {
+			return err
+		}
+		engineServing = &replay.EngineServing{Router: rt, Engine: enginemodel.Config{Profile: profile, MaxBatchedTokens: *maxBatched, MaxNumSeqs: *maxSeqs}}
+		if err := engineServing.Engine.Validate(); err != nil {
+			return err
+		}
+		// The slot-based rows (static, oracle, the starting pool) still
+		// size by service time: a request's time alone in a batch of
+		// --concurrency at the profile's speeds, unless given.
+		if model.PrefillPerSecond == 0 {
+			model.PrefillPerSecond = profile.PrefillTokensPerSecond()
+		}
+		if model.DecodePerSecond == 0 {
+			model.DecodePerSecond = 1 / profile.ITLSeconds(*concurrency, 1024)
+		}
 	case "fixed":
 	case "batched":
 		if *outputColumn == "" {
@@ -129,7 +167,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		}
 		batched = &replay.ITL{Base: *itlBase, PerSeq: *itlPerSeq}
 	default:
-		return fmt.Errorf("--serving must be fixed or batched, got %q", *serving)
+		return fmt.Errorf("--serving must be fixed, batched or engine, got %q", *serving)
 	}
 	loadKind, err := replay.ParseLoadKind(*load)
 	if err != nil {
@@ -208,7 +246,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	reports, best, err := replay.RunTraces(traces, replay.Config{
 		Concurrency: *concurrency, Startup: *startup, Grace: *grace, Load: loadKind, SLO: *slo, Set: set,
 		HPABehavior: behavior, HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", KEDAValue: *kedaType == "Value", Scrape: scrapeEvery, Policies: names, Variants: variants, Batched: batched,
-		Nodes: nodes, DeploymentVictims: victims,
+		Nodes: nodes, DeploymentVictims: victims, Engine: engineServing,
 	})
 	if err != nil {
 		return err
@@ -216,6 +254,9 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	servingNote := ""
 	if batched != nil {
 		servingNote = fmt.Sprintf(", batched serving at %v + %v per sequence between tokens", batched.Base, batched.PerSeq)
+	}
+	if e := engineServing; e != nil {
+		servingNote = fmt.Sprintf(", engine serving on %s (max %d sequences, %d batched tokens), %s router", e.Engine.Profile.Name, e.Engine.MaxNumSeqs, e.Engine.MaxBatchedTokens, e.Router)
 	}
 	if nodes != nil {
 		servingNote += fmt.Sprintf(", %d-GPU nodes placed by %s, %v node start-up, %v consolidateAfter, %s consolidation, %s Deployment victims", nodes.GPUsPerNode, nodes.Placement, nodes.Startup, nodes.Grace, nodes.Consolidation, victims)

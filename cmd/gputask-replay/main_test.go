@@ -74,7 +74,12 @@ func TestReplayFlagErrors(t *testing.T) {
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--source", "prometheus", "--scrape-interval", "0s"}, "--scrape-interval must be above 0"},
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--keda-metric-type", "Utilization"}, "--keda-metric-type must be Value or AverageValue"},
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--serving", "batched"}, "--serving batched needs the trace's token columns"},
-		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--serving", "paged"}, "--serving must be fixed or batched"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--serving", "paged"}, "--serving must be fixed, batched or engine"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--serving", "engine"}, "--serving engine needs --engine and the trace's token columns"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--engine", "h100-llama-3.1-8b"}, "--serving engine needs --engine and the trace's token columns"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--input-tokens-column", "t", "--output-tokens-column", "t", "--engine", "a100"}, "--engine: no embedded GPU profile"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--input-tokens-column", "t", "--output-tokens-column", "t", "--engine", "h100-llama-3.1-8b", "--router", "random"}, "unknown router"},
+		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--input-tokens-column", "t", "--output-tokens-column", "t", "--engine", "h100-llama-3.1-8b", "--max-num-seqs", "-1"}, "max num seqs -1"},
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--placement", "bestfit"}, "--placement: unknown placement"},
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--gpus-per-node", "-1"}, "--gpus-per-node must not be negative"},
 		{[]string{"--trace", trace, "--time-column", "t", "--concurrency", "1", "--service", "1s", "--node-grace", "-1s"}, "grace -1s: want both >= 0"},
@@ -84,6 +89,34 @@ func TestReplayFlagErrors(t *testing.T) {
 		err := run(tc.args, &out, &errOut)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// With --engine the workers run the engine model on the profile, routed
+// least-outstanding, and the prefill and decode rates are not needed.
+func TestReplayEngine(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "flash.csv")
+	var out, errOut bytes.Buffer
+	if err := run([]string{"generate", "--shape", "flash", "--duration", "30m", "--surge-at", "10m", "--out", trace}, &out, &errOut); err != nil {
+		t.Fatalf("generate: %v\n%s", err, errOut.String())
+	}
+	for _, router := range []string{"least-outstanding", "pooled"} {
+		out.Reset()
+		args := []string{
+			"--trace", trace, "--time-column", "Timestamp",
+			"--input-tokens-column", "Request tokens", "--output-tokens-column", "Response tokens",
+			"--engine", "h100-llama-3.1-8b", "--max-num-seqs", "128", "--router", router,
+			"--concurrency", "64", "--policies", "ours,static,oracle",
+		}
+		if err := run(args, &out, &errOut); err != nil {
+			t.Fatalf("replay: %v\n%s", err, errOut.String())
+		}
+		for _, want := range []string{"engine serving on h100-llama-3.1-8b (max 128 sequences, 8192 batched tokens), " + router + " router", "static"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("output lacks %q:\n%s", want, out.String())
+			}
 		}
 	}
 }

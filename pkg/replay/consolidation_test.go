@@ -96,7 +96,7 @@ func TestConsolidation(t *testing.T) {
 			if want := t0.Add(50 * time.Second); !newest.Created.Equal(want) {
 				t.Errorf("replacement created at %v, want %v", newest.Created.Sub(t0), want.Sub(t0))
 			}
-			if hours, want := p.NodeHours(t0.Add(5*time.Minute)), (5*time.Minute+50*time.Second).Hours(); hours < want-1e-9 || hours > want+1e-9 {
+			if hours, want := p.NodeHours(t0.Add(5*time.Minute)), (5*time.Minute + 50*time.Second).Hours(); hours < want-1e-9 || hours > want+1e-9 {
 				t.Errorf("node-hours = %v, want %v: the drained node goes when its last worker exits", hours, want)
 			}
 		})

@@ -16,6 +16,14 @@
 // Prometheus scrape (Pool.Metrics); LoadIndexServer serves the index over
 // HTTP as a backend does.
 //
+// With engine serving (Pool.SetEngine) each worker instead runs the
+// engine model of package engine: continuous batching with chunked
+// prefill, bounded by the KV cache, its speeds from a measured GPU
+// profile (package gpuprofile). Requests are routed at arrival to the
+// Ready worker with the fewest outstanding and wait in its own queue
+// (RouterLeastOutstanding), or wait in the one pool-wide queue
+// (RouterPooled).
+//
 // With a NodeModel (nodes.go) the workers run on nodes of a few GPUs,
 // placed as the default scheduler spreads them or as the packing profile
 // packs them; a node is launched when a worker fits nowhere, takes its

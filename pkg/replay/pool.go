@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	enginemodel "github.com/gputask/gputask-controller/pkg/replay/engine"
 )
 
 // LoadKind is how the modelled backend computes its load index.
@@ -54,17 +56,40 @@ type Worker struct {
 	// progressed is when batched serving last drained its sequences'
 	// remaining tokens.
 	progressed time.Time
+	// eng is its engine model, under engine serving (SetEngine), made
+	// when it gets its first request.
+	eng *enginemodel.Worker
 }
 
 // Ready reports whether the worker serves requests at now.
 func (w *Worker) Ready(now time.Time) bool { return !now.Before(w.ReadyAt) }
 
-// Busy reports whether a request is in flight: the worker then carries
-// gputask.io/busy: "true".
-func (w *Worker) Busy() bool { return len(w.inFlight) > 0 }
+// Busy reports whether a request is in flight, or, under engine serving,
+// queued on the worker: the worker then carries gputask.io/busy: "true".
+func (w *Worker) Busy() bool {
+	if w.eng != nil {
+		return w.eng.Outstanding() > 0
+	}
+	return len(w.inFlight) > 0
+}
 
-// InFlight is how many requests the worker serves.
-func (w *Worker) InFlight() int { return len(w.inFlight) }
+// InFlight is how many requests the worker serves: under engine serving,
+// the sequences in its batch (vLLM's num_requests_running).
+func (w *Worker) InFlight() int {
+	if w.eng != nil {
+		return w.eng.Running()
+	}
+	return len(w.inFlight)
+}
+
+// Queued is how many requests wait in the worker's own queue under engine
+// serving (vLLM's num_requests_waiting); 0 otherwise.
+func (w *Worker) Queued() int {
+	if w.eng != nil {
+		return w.eng.Waiting()
+	}
+	return 0
+}
 
 // Observation is what the modelled backend knows at one moment.
 type Observation struct {
@@ -245,6 +270,146 @@ type Pool struct {
 	evictions    int
 	// deploymentVictims is the order of scaleDeployment's deletions.
 	deploymentVictims DeploymentVictims
+
+	// serving is set by SetEngine: every worker runs the engine model,
+	// and requests are routed as serving.Router says.
+	serving     *EngineServing
+	preemptions int
+	// engineNext is the earliest end of an engine's step, as nextEvent
+	// found it.
+	engineNext float64
+}
+
+// Router is how requests reach the workers under engine serving.
+type Router string
+
+const (
+	// RouterLeastOutstanding sends each request at its arrival to the
+	// Ready worker that takes work with the fewest requests outstanding
+	// (running and queued on it), the oldest on a tie, where it waits in
+	// that worker's own queue: a Service or an inference gateway in front
+	// of vLLM. With no such worker it waits in the pool's queue until one
+	// is Ready.
+	RouterLeastOutstanding Router = "least-outstanding"
+	// RouterPooled keeps every request in one pool-wide FIFO queue and
+	// hands it to the least loaded worker with fewer than Concurrency
+	// requests outstanding.
+	RouterPooled Router = "pooled"
+)
+
+// ParseRouter reads --router.
+func ParseRouter(s string) (Router, error) {
+	switch Router(s) {
+	case RouterLeastOutstanding, RouterPooled:
+		return Router(s), nil
+	}
+	return "", fmt.Errorf("unknown router %q: want least-outstanding or pooled", s)
+}
+
+// EngineServing serves requests with the engine model (SetEngine).
+type EngineServing struct {
+	Engine enginemodel.Config
+	Router Router
+}
+
+// SetEngine serves requests as the engine model of package engine does:
+// each worker batches continuously, its speeds from a GPU profile, and
+// each request takes its prompt and output tokens (the trace must have
+// Tokens); Service is not used.
+func (p *Pool) SetEngine(s EngineServing) error {
+	if len(p.trace) > 0 && len(p.tokens) != len(p.trace) {
+		return fmt.Errorf("engine serving needs the requests' token counts")
+	}
+	if err := s.Engine.Validate(); err != nil {
+		return err
+	}
+	if s.Router == "" {
+		s.Router = RouterLeastOutstanding
+	}
+	if _, err := ParseRouter(string(s.Router)); err != nil {
+		return err
+	}
+	s.Engine = s.Engine.WithDefaults()
+	p.serving = &s
+	return nil
+}
+
+// Preemptions counts the sequences the workers' engines preempted when
+// their KV cache ran out.
+func (p *Pool) Preemptions() int { return p.preemptions }
+
+// clock is t on the engines' clock: seconds since the pool's start.
+func (p *Pool) clock(t time.Time) float64 { return float64(t.Sub(p.start)) / 1e9 }
+
+// engineOf is w's engine, made on its first request.
+func (p *Pool) engineOf(w *Worker) *enginemodel.Worker {
+	if w.eng == nil {
+		var err error
+		w.eng, err = enginemodel.New(p.serving.Engine, p.clock(p.now), func(e enginemodel.Event) { p.engineEvent(e) })
+		if err != nil {
+			panic(err) // SetEngine validated the configuration
+		}
+	}
+	return w.eng
+}
+
+// engineEvent records what an engine did to a request, at the pool's time.
+func (p *Pool) engineEvent(e enginemodel.Event) {
+	r := e.ID
+	switch e.Kind {
+	case enginemodel.Admitted:
+		if !p.started[r] { // a preempted request's wait ended at its first admission
+			p.started[r] = true
+			p.waits[r] = p.now.Sub(p.start.Add(p.trace[r].Arrival))
+			p.startedAt, p.startWaits = append(p.startedAt, p.now), append(p.startWaits, p.waits[r])
+		}
+	case enginemodel.FirstToken:
+		p.firstToken[r] = p.now
+	case enginemodel.Finished:
+		p.done++
+		p.finishedAt = append(p.finishedAt, p.now)
+		p.finished[r] = p.now
+	case enginemodel.Preempted:
+		p.preemptions++
+	case enginemodel.Rejected:
+		p.failed[r] = true
+		p.done++
+	}
+}
+
+// advanceEngines plays the engines whose step or run ends by now, and
+// lets a worker that has nothing left go as complete does.
+func (p *Pool) advanceEngines() {
+	// Half a nanosecond over now: the engines' float clock against the
+	// pool's nanoseconds; and at least the step that made this event, so
+	// that rounding can never leave it due forever.
+	to := math.Max((float64(p.now.Sub(p.start))+0.5)/1e9, p.engineNext)
+	var exited []*Worker
+	for _, ws := range [][]*Worker{p.workers, p.terminating} {
+		for _, w := range ws {
+			if w.eng == nil || w.eng.Next() > to {
+				continue
+			}
+			w.eng.Advance(to)
+			if w.Busy() {
+				continue
+			}
+			if w.Terminating {
+				exited = append(exited, w)
+			} else if w.Draining {
+				p.drainIdle = true
+			}
+		}
+	}
+	for _, w := range exited {
+		p.Remove(w) // its last request done, the process exits
+	}
+}
+
+// engineAt is an engine's time on the pool's clock, rounded up to the
+// nanosecond so that the engine's event is due when the pool gets there.
+func (p *Pool) engineAt(t float64) time.Time {
+	return p.start.Add(time.Duration(math.Ceil(t * 1e9)))
 }
 
 // ITL is a batching server's inter-token latency: Base + PerSeq × the
@@ -453,6 +618,13 @@ func (p *Pool) Remove(w *Worker) {
 		p.done++
 	}
 	w.inFlight = nil
+	if w.eng != nil {
+		// Its running and queued requests die with it.
+		for _, r := range w.eng.Abort() {
+			p.failed[r] = true
+			p.done++
+		}
+	}
 	p.workers = without(p.workers, w)
 	p.terminating = without(p.terminating, w)
 	if w.Node != nil {
@@ -470,7 +642,7 @@ func (p *Pool) Delete(w *Worker) {
 	if !w.Removed.IsZero() || w.Terminating {
 		return
 	}
-	if len(w.inFlight) == 0 || p.grace <= 0 {
+	if !w.Busy() || p.grace <= 0 {
 		p.Remove(w)
 		return
 	}
@@ -508,10 +680,12 @@ func (p *Pool) Undrain(w *Worker) {
 func (p *Pool) Observe() Observation {
 	o := Observation{Waiting: len(p.queue) - p.qHead, Concurrency: p.concurrency}
 	for _, w := range p.terminating {
-		o.Running += len(w.inFlight)
+		o.Running += w.InFlight()
+		o.Waiting += w.Queued()
 	}
 	for _, w := range p.workers {
-		o.Running += len(w.inFlight)
+		o.Running += w.InFlight()
+		o.Waiting += w.Queued()
 		switch {
 		case w.Draining:
 			o.Draining++
@@ -519,7 +693,7 @@ func (p *Pool) Observe() Observation {
 			o.Starting++
 		default:
 			o.Serving++
-			o.InFlight += len(w.inFlight)
+			o.InFlight += w.InFlight()
 		}
 	}
 	from := p.now.Add(-RateWindow)
@@ -565,6 +739,8 @@ func (p *Pool) Advance(to time.Time) (stopped time.Time, drainIdle bool) {
 		case eventConsolidation:
 			p.consolidate()
 			p.nextConsolidation = p.now.Add(ConsolidationPoll)
+		case eventEngine:
+			p.advanceEngines()
 		}
 		p.dispatch()
 		if p.drainIdle {
@@ -583,12 +759,15 @@ const (
 	eventExit
 	eventArrival
 	eventConsolidation
+	// eventEngine is a worker's engine ending a step or a run of steps.
+	eventEngine
 )
 
-// nextEvent is the earliest pending event: completions first, then workers
-// becoming Ready, then terminating workers killed at their grace's end
-// (a request that ends exactly then is done), then arrivals, so that a
-// slot freed at an instant serves a request arriving at that instant.
+// nextEvent is the earliest pending event: completions (and engines'
+// steps) first, then workers becoming Ready, then terminating workers
+// killed at their grace's end (a request that ends exactly then is done),
+// then arrivals, so that a slot freed at an instant serves a request
+// arriving at that instant.
 func (p *Pool) nextEvent() (time.Time, eventKind) {
 	var at time.Time
 	kind := eventNone
@@ -602,6 +781,20 @@ func (p *Pool) nextEvent() (time.Time, eventKind) {
 	}
 	if len(p.pending) > 0 {
 		consider(p.pending[0].at, eventCompletion)
+	}
+	if p.serving != nil {
+		next := math.Inf(1)
+		for _, ws := range [][]*Worker{p.workers, p.terminating} {
+			for _, w := range ws {
+				if w.eng != nil {
+					next = math.Min(next, w.eng.Next())
+				}
+			}
+		}
+		if !math.IsInf(next, 1) {
+			p.engineNext = next
+			consider(p.engineAt(next), eventEngine)
+		}
 	}
 	for _, w := range p.workers {
 		if w.ReadyAt.After(p.now) {
@@ -685,6 +878,10 @@ func (p *Pool) complete(c completion) {
 // dispatch hands waiting requests to free slots, least loaded worker first
 // (a least-outstanding-requests router), the oldest on a tie.
 func (p *Pool) dispatch() {
+	if p.serving != nil {
+		p.route()
+		return
+	}
 	for p.qHead < len(p.queue) {
 		var best *Worker
 		for _, w := range p.workers {
@@ -725,9 +922,60 @@ func (p *Pool) dispatch() {
 	}
 }
 
+// route sends the requests of the pool's queue to the workers' engines
+// as the router does: least-outstanding sends every one to a Ready worker
+// that takes work, pooled only up to Concurrency outstanding per worker.
+// A request queued on a worker that is draining or deleted stays there
+// and is served by it: it has been sent, as a gateway cannot take back a
+// request a server has accepted.
+func (p *Pool) route() {
+	pooled := p.serving.Router == RouterPooled
+	for p.qHead < len(p.queue) {
+		var best *Worker
+		bestN := 0
+		for _, w := range p.workers {
+			if w.Draining || !w.Ready(p.now) {
+				continue
+			}
+			n := 0
+			if w.eng != nil {
+				n = w.eng.Outstanding()
+			}
+			if pooled && n >= p.concurrency {
+				continue
+			}
+			if best == nil || n < bestN {
+				best, bestN = w, n
+			}
+		}
+		if best == nil {
+			break
+		}
+		r := p.queue[p.qHead]
+		p.qHead++
+		tok := p.tokens[r]
+		p.engineOf(best).Enqueue(r, int(math.Round(tok.InputTokens)), int(math.Round(tok.OutputTokens)), p.clock(p.now))
+	}
+	if p.qHead > 1024 && p.qHead*2 > len(p.queue) {
+		p.queue = append(p.queue[:0], p.queue[p.qHead:]...)
+		p.qHead = 0
+	}
+}
+
 // Abandon fails every request that has not started: the replay ends
 // without serving them.
 func (p *Pool) Abandon() {
+	for _, ws := range [][]*Worker{p.workers, p.terminating} {
+		for _, w := range ws {
+			if w.eng == nil {
+				continue
+			}
+			for _, r := range w.eng.DropWaiting() {
+				p.failed[r] = true
+				p.done++
+			}
+		}
+	}
 	for _, r := range p.queue[p.qHead:] {
 		p.failed[r] = true
 		p.done++

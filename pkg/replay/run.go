@@ -190,6 +190,9 @@ type Config struct {
 	// inter-token latency (Pool.SetBatched); nil gives each request its
 	// fixed Service.
 	Batched *ITL
+	// Engine serves requests with the engine model (Pool.SetEngine); it
+	// takes precedence over Batched.
+	Engine *EngineServing
 	// Variants are more runs of ours, after the policies.
 	Variants []Variant
 	// SampleEvery is the time between samples of the series; 0 picks one
@@ -408,7 +411,11 @@ func (c Config) newPool(tr Trace) *Pool {
 			panic(err) // withDefaults validated the model
 		}
 	}
-	if c.Batched != nil {
+	if c.Engine != nil {
+		if err := pool.SetEngine(*c.Engine); err != nil {
+			panic(err) // checkServing let the trace through
+		}
+	} else if c.Batched != nil {
 		if err := pool.SetBatched(*c.Batched); err != nil {
 			panic(err) // checkServing let the trace through
 		}
@@ -418,6 +425,12 @@ func (c Config) newPool(tr Trace) *Pool {
 
 // checkServing reports a trace that c's serving model cannot play.
 func (c Config) checkServing(tr Trace) error {
+	if c.Engine != nil {
+		if err := NewPool(tr, c.Start, c.Concurrency, 0).SetEngine(*c.Engine); err != nil {
+			return fmt.Errorf("%w: give the trace's token columns", err)
+		}
+		return nil
+	}
 	if c.Batched == nil {
 		return nil
 	}
