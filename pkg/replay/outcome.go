@@ -21,7 +21,8 @@ type Outcome struct {
 }
 
 // Outcomes is every request's outcome, by index in the trace. A request
-// still in flight has Started set and zero E2E.
+// still in flight has Started set and zero E2E; one that got no token
+// has zero TTFT too.
 func (p *Pool) Outcomes() []Outcome {
 	out := make([]Outcome, len(p.trace))
 	for r := range out {
@@ -32,6 +33,9 @@ func (p *Pool) Outcomes() []Outcome {
 		}
 		arrival := p.start.Add(p.trace[r].Arrival)
 		o.Wait = p.waits[r]
+		if p.firstToken[r].IsZero() {
+			continue // admitted, and lost or given up before its first token
+		}
 		o.TTFT = p.firstToken[r].Sub(arrival)
 		if p.finished[r].IsZero() {
 			continue
