@@ -80,6 +80,12 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		variants     []replay.Variant
 		tracePaths   []string
 	)
+	// The SLO users state, and the bounds and draws of the comparison.
+	var (
+		sloTTFT       = fs.Duration("slo-ttft", 0, "time to first token a request should not exceed, at --slo-percentile (0: not a target)")
+		sloITL        = fs.Duration("slo-itl", 0, "mean gap between a request's tokens it should not exceed, at --slo-percentile (0: not a target)")
+		sloPercentile = fs.Float64("slo-percentile", replay.DefaultSLOPercentile, "share of requests (0-100) within which every SLO target must hold")
+	)
 	fs.Func("trace", "CSV request trace with a header row (required); repeatable: each gets its table, and hpa-best's target is searched over all", func(v string) error {
 		if v == "" {
 			return errors.New("empty path")
@@ -100,6 +106,16 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	// The wait is a target beside a TTFT or ITL target only when asked
+	// for: a user who states the latencies they feel states the SLO.
+	waitSLO := *slo
+	if !flagGiven(fs, "slo") && (*sloTTFT > 0 || *sloITL > 0) {
+		waitSLO = 0
+	}
+	targets := replay.SLOTargets{Wait: waitSLO, TTFT: *sloTTFT, ITL: *sloITL, Percentile: *sloPercentile}
+	if err := targets.Validate(); err != nil {
+		return err
 	}
 	if len(tracePaths) == 0 || *timeColumn == "" || *concurrency < 1 {
 		return fmt.Errorf("--trace, --time-column and --concurrency (at least 1) are required")
@@ -193,7 +209,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		traces = append(traces, replay.NamedTrace{Name: filepath.Base(path), Trace: tr})
 	}
 	reports, best, err := replay.RunTraces(traces, replay.Config{
-		Concurrency: *concurrency, Startup: *startup, Grace: *grace, Load: loadKind, SLO: *slo, Set: set,
+		Concurrency: *concurrency, Startup: *startup, Grace: *grace, Load: loadKind, SLO: targets.Wait, SLOTTFT: targets.TTFT, SLOITL: targets.ITL, SLOPercentile: targets.Percentile, Set: set,
 		HPABehavior: behavior, HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", KEDAValue: *kedaType == "Value", Scrape: scrapeEvery, Policies: names, Variants: variants, Batched: batched,
 		Nodes: nodes,
 	})
@@ -217,7 +233,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(stdout)
 		}
 		fmt.Fprintf(stdout, "%s: %d requests over %v, %d slots per worker, %v startup, %v grace, %s load index, %s, SLO %v%s\n",
-			traces[i].Name, len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, *startup, *grace, loadKind, metrics, *slo, servingNote)
+			traces[i].Name, len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, *startup, *grace, loadKind, metrics, report.SLO, servingNote)
 		if *markdown {
 			err = report.WriteMarkdown(stdout)
 		} else {
@@ -327,6 +343,13 @@ func generate(args []string, stdout, stderr io.Writer) error {
 		return replay.WriteTrace(stdout, reqs)
 	}
 	return writeFile(*out, func(w io.Writer) error { return replay.WriteTrace(w, reqs) })
+}
+
+// flagGiven reports whether name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // writeFile writes a file through write, creating its directory.

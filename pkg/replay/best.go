@@ -114,7 +114,7 @@ func SearchHPATarget(traces []NamedTrace, c Config) (HPABest, error) {
 		for _, r := range results[i] {
 			trial.GPUHours += r.GPUHours
 			trial.WorstAttainment = min(trial.WorstAttainment, r.SLOAttainment)
-			trial.MeetsSLO = trial.MeetsSLO && r.SLOAttainment >= sloShare
+			trial.MeetsSLO = trial.MeetsSLO && r.MeetsSLO
 		}
 		best.Trials = append(best.Trials, trial)
 	}

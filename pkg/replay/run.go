@@ -158,8 +158,12 @@ type Config struct {
 	// kills a deleted pod with its requests at once.
 	Grace time.Duration
 	Load  LoadKind
-	// SLO is the wait a request should not exceed; 0 means 10 s.
-	SLO time.Duration
+	// SLO is the wait a request should not exceed, SLOTTFT its time to
+	// first token and SLOITL its mean gap between tokens, each at
+	// SLOPercentile (0 means 95) of the requests; a zero target is not
+	// stated, and with none stated the wait's is 10 s.
+	SLO, SLOTTFT, SLOITL time.Duration
+	SLOPercentile        float64
 	// Set gives ours its autoscaling block, and the others their bounds
 	// and target.
 	Set *gputaskv1.GPUTaskSet
@@ -255,9 +259,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Load == "" {
 		c.Load = LoadDemand
 	}
-	if c.SLO <= 0 {
-		c.SLO = 10 * time.Second
+	slo := c.Targets()
+	if err := slo.Validate(); err != nil {
+		return c, err
 	}
+	slo = slo.withDefaults()
+	c.SLO, c.SLOTTFT, c.SLOITL, c.SLOPercentile = slo.Wait, slo.TTFT, slo.ITL, slo.Percentile
 	if len(c.Policies) == 0 {
 		c.Policies = AllPolicies
 	}
@@ -276,7 +283,12 @@ func defaultSampleEvery(tr Trace) time.Duration {
 }
 
 func (c Config) playOptions() PlayOptions {
-	return PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO}
+	return PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.Targets()}
+}
+
+// Targets are the SLO's targets every row is measured against.
+func (c Config) Targets() SLOTargets {
+	return SLOTargets{Wait: c.SLO, TTFT: c.SLOTTFT, ITL: c.SLOITL, Percentile: c.SLOPercentile}
 }
 
 // Run replays tr under every policy of the config. hpa-best, unless
@@ -301,13 +313,13 @@ func Run(tr Trace, c Config) (Report, error) {
 	}
 	report := Report{
 		Trace: c.Name, Requests: len(tr.Requests), Concurrency: c.Concurrency,
-		Startup: c.Startup.String(), Load: c.Load, SLO: c.SLO.String(), Nodes: c.Nodes,
+		Startup: c.Startup.String(), Load: c.Load, SLO: c.Targets().String(), SLOTargets: c.Targets(), Nodes: c.Nodes,
 		Series: map[string][]Sample{},
 	}
 	for _, name := range c.Policies {
 		var res Result
 		if name == PolicyOracle {
-			res = Oracle{Concurrency: c.Concurrency, Startup: c.Startup, Nodes: c.Nodes}.Run(tr, c.SampleEvery)
+			res = Oracle{Concurrency: c.Concurrency, Startup: c.Startup, Nodes: c.Nodes, SLO: c.Targets()}.Run(tr, c.SampleEvery)
 		} else {
 			pol, err := c.policy(name, tr)
 			if err != nil {

@@ -42,7 +42,7 @@ func TestReadTraceServiceModels(t *testing.T) {
 	if tokens.Requests[0].Service != 2*time.Second || tokens.Requests[1].Service != 4*time.Second {
 		t.Errorf("token service = %v, %v; want 2s (1 + 1), 4s (2 + 2)", tokens.Requests[0].Service, tokens.Requests[1].Service)
 	}
-	if want := []Tokens{{time.Second, 50}, {2 * time.Second, 100}}; !slices.Equal(tokens.Tokens, want) {
+	if want := []Tokens{{time.Second, 50, 1000}, {2 * time.Second, 100, 2000}}; !slices.Equal(tokens.Tokens, want) {
 		t.Errorf("tokens = %v, want %v: the prefill at its rate, the output tokens as they are", tokens.Tokens, want)
 	}
 	column := readTestTrace(t, csv, TraceOptions{TimeColumn: "time", Service: ServiceModel{Column: "svc"}})
