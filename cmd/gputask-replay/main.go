@@ -24,6 +24,7 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/replay"
 )
 
@@ -55,7 +56,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		rateScale    = fs.Float64("rate-scale", 1, "multiply the arrival rate by resampling the trace")
 		seed         = fs.Uint64("seed", 1, "seed of resampling and drawn service times")
 		concurrency  = fs.Int("concurrency", 0, "requests one worker serves at once (required)")
-		startup      = fs.Duration("startup", 2*time.Minute, "time from a worker's creation until it is Ready")
+		startup      = fs.String("startup", "2m", "time from a worker's creation until it is Ready: a duration, or lognormal:MEDIAN,SIGMA[,FLOOR] drawn per worker (seeded by --seed; FLOOR defaults to half the median)")
 		grace        = fs.Duration("grace", 30*time.Second, "terminationGracePeriodSeconds of the pods: a deleted worker finishes the requests that end within it and loses the rest")
 		behaviorPath = fs.String("hpa-behavior", "", "spec.behavior of hpa and keda, in the HPA's YAML (a behavior block or a whole HorizontalPodAutoscaler; default: the GPU serving preset)")
 		load         = fs.String("load", string(replay.LoadDemand), "load index the backend reports: demand or utilization")
@@ -116,6 +117,10 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	targets := replay.SLOTargets{Wait: waitSLO, TTFT: *sloTTFT, ITL: *sloITL, Percentile: *sloPercentile}
 	if err := targets.Validate(); err != nil {
 		return err
+	}
+	startups, err := replay.ParseStartup(*startup)
+	if err != nil {
+		return fmt.Errorf("--startup: %w", err)
 	}
 	if len(tracePaths) == 0 || *timeColumn == "" || *concurrency < 1 {
 		return fmt.Errorf("--trace, --time-column and --concurrency (at least 1) are required")
@@ -193,7 +198,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	set := replay.DefaultSet()
+	var set *gputaskv1.GPUTaskSet // the embedded pool, its slots the workers'
 	if *setPath != "" {
 		if set, err = replay.LoadSet(*setPath); err != nil {
 			return err
@@ -209,7 +214,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		traces = append(traces, replay.NamedTrace{Name: filepath.Base(path), Trace: tr})
 	}
 	reports, best, err := replay.RunTraces(traces, replay.Config{
-		Concurrency: *concurrency, Startup: *startup, Grace: *grace, Load: loadKind, SLO: targets.Wait, SLOTTFT: targets.TTFT, SLOITL: targets.ITL, SLOPercentile: targets.Percentile, Set: set,
+		Concurrency: *concurrency, Startup: startups.Median, StartupSigma: startups.Sigma, StartupFloor: startups.Floor, StartupSeed: *seed, Grace: *grace, Load: loadKind, SLO: targets.Wait, SLOTTFT: targets.TTFT, SLOITL: targets.ITL, SLOPercentile: targets.Percentile, Set: set,
 		HPABehavior: behavior, HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", KEDAValue: *kedaType == "Value", Scrape: scrapeEvery, Policies: names, Variants: variants, Batched: batched,
 		Nodes: nodes,
 	})
@@ -233,7 +238,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(stdout)
 		}
 		fmt.Fprintf(stdout, "%s: %d requests over %v, %d slots per worker, %v startup, %v grace, %s load index, %s, SLO %v%s\n",
-			traces[i].Name, len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, *startup, *grace, loadKind, metrics, report.SLO, servingNote)
+			traces[i].Name, len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, report.Startup, *grace, loadKind, metrics, report.SLO, servingNote)
 		if *markdown {
 			err = report.WriteMarkdown(stdout)
 		} else {

@@ -73,6 +73,9 @@ var variantFiles embed.FS
 type Variant struct {
 	Name string
 	Set  *gputaskv1.GPUTaskSet
+	// Builtin is set for a variant that --variant names without a file:
+	// its SLO policy's slots follow the workers' concurrency.
+	Builtin bool
 }
 
 // BuiltinVariants are the variants that --variant names without a file:
@@ -103,7 +106,7 @@ func ParseVariant(v string) (Variant, error) {
 	if err != nil {
 		return Variant{}, fmt.Errorf("the built-in variant %s is invalid: %w", name, err)
 	}
-	return Variant{Name: name, Set: set}, nil
+	return Variant{Name: name, Set: set, Builtin: true}, nil
 }
 
 // DefaultSet is the inference pool ours scales when --set is not given.
@@ -153,7 +156,13 @@ func ParseSet(b []byte) (*gputaskv1.GPUTaskSet, error) {
 // Config is one replay: the workers, the load index and the policies.
 type Config struct {
 	Concurrency int
-	Startup     time.Duration
+	// Startup is a worker's start-up, or its median when StartupSigma is
+	// above 0: then each worker's is drawn from a log-normal, never below
+	// StartupFloor, seeded by StartupSeed (StartupModel).
+	Startup      time.Duration
+	StartupSigma float64
+	StartupFloor time.Duration
+	StartupSeed  uint64
 	// Grace is the pods' termination grace period (see Pool.Delete); 0
 	// kills a deleted pod with its requests at once.
 	Grace time.Duration
@@ -239,8 +248,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Concurrency < 1 {
 		return c, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency)
 	}
-	if c.Startup < 0 {
-		return c, fmt.Errorf("startup must not be negative, got %v", c.Startup)
+	if c.Startup < 0 || c.StartupSigma < 0 || c.StartupFloor < 0 {
+		return c, fmt.Errorf("startup must not be negative, got %v", c.StartupModel())
 	}
 	if c.Scrape < 0 {
 		return c, fmt.Errorf("scrape interval must not be negative, got %v", c.Scrape)
@@ -253,8 +262,22 @@ func (c Config) withDefaults() (Config, error) {
 			return c, err
 		}
 	}
+	// The embedded sets are sized for the workers they are played on; a
+	// set one gave must agree with them.
 	if c.Set == nil {
-		c.Set = DefaultSet()
+		c.Set = withSlots(DefaultSet(), c.Concurrency)
+	}
+	if err := checkCapacity("the set", c.Set, c.Concurrency); err != nil {
+		return c, err
+	}
+	c.Variants = slices.Clone(c.Variants)
+	for i, v := range c.Variants {
+		if v.Builtin {
+			c.Variants[i].Set = withSlots(v.Set, c.Concurrency)
+		}
+		if err := checkCapacity("variant "+v.Name, c.Variants[i].Set, c.Concurrency); err != nil {
+			return c, err
+		}
 	}
 	if c.Load == "" {
 		c.Load = LoadDemand
@@ -286,6 +309,38 @@ func (c Config) playOptions() PlayOptions {
 	return PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.Targets()}
 }
 
+// checkCapacity reports a set whose capacity setting disagrees with the
+// workers it scales: an SLO policy sized for slotsPerTask requests a task
+// when each worker serves concurrency would ask for the wrong count on
+// every trace, and no cluster would tell the two apart.
+func checkCapacity(what string, set *gputaskv1.GPUTaskSet, concurrency int) error {
+	spec := set.Spec.Autoscaling
+	if spec == nil || spec.Policy.Type != gputaskv1.SLOPolicy || spec.Policy.SLO == nil {
+		return nil
+	}
+	if slots := spec.Policy.SLO.SlotsPerTask; int(slots) != concurrency {
+		return fmt.Errorf("%s has policy.slo.slotsPerTask %d but each worker serves %d requests at once (--concurrency): set them alike", what, slots, concurrency)
+	}
+	return nil
+}
+
+// withSlots is set with its SLO policy sized for workers of concurrency
+// slots.
+func withSlots(set *gputaskv1.GPUTaskSet, concurrency int) *gputaskv1.GPUTaskSet {
+	spec := set.Spec.Autoscaling
+	if spec == nil || spec.Policy.SLO == nil {
+		return set
+	}
+	set = set.DeepCopy()
+	set.Spec.Autoscaling.Policy.SLO.SlotsPerTask = int32(concurrency)
+	return set
+}
+
+// StartupModel is how long each worker takes to start.
+func (c Config) StartupModel() StartupModel {
+	return StartupModel{Median: c.Startup, Sigma: c.StartupSigma, Floor: c.StartupFloor}
+}
+
 // Targets are the SLO's targets every row is measured against.
 func (c Config) Targets() SLOTargets {
 	return SLOTargets{Wait: c.SLO, TTFT: c.SLOTTFT, ITL: c.SLOITL, Percentile: c.SLOPercentile}
@@ -313,7 +368,7 @@ func Run(tr Trace, c Config) (Report, error) {
 	}
 	report := Report{
 		Trace: c.Name, Requests: len(tr.Requests), Concurrency: c.Concurrency,
-		Startup: c.Startup.String(), Load: c.Load, SLO: c.Targets().String(), SLOTargets: c.Targets(), Nodes: c.Nodes,
+		Startup: c.StartupModel().String(), Load: c.Load, SLO: c.Targets().String(), SLOTargets: c.Targets(), Nodes: c.Nodes,
 		Series: map[string][]Sample{},
 	}
 	for _, name := range c.Policies {
@@ -404,6 +459,7 @@ const KEDAQueueWaitingPerPod = 1
 // newPool is the pool every row plays on.
 func (c Config) newPool(tr Trace) *Pool {
 	pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
+	pool.SetStartup(c.StartupModel(), c.StartupSeed)
 	pool.SetGrace(c.Grace)
 	pool.SetScrape(c.Scrape)
 	if c.Nodes != nil {
