@@ -125,7 +125,7 @@ func TestReplaySeveralTraces(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut.String())
 	}
-	for _, want := range []string{"step.csv:", "flash.csv:", "\nhpa-best: ", "over 2 traces"} {
+	for _, want := range []string{"step.csv:", "flash.csv:", "\nhpa-best-one: ", "over 2 traces", "hpa-best, per trace: step.csv "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -33,7 +33,7 @@ const (
 )
 
 // AllPolicies are every policy, in the order of the table.
-var AllPolicies = []string{PolicyOurs, PolicyHPA, PolicyHPADefault, PolicyHPABest, PolicyKEDA, PolicyKEDAQueue, PolicySeed, PolicyStatic, PolicyOracle}
+var AllPolicies = []string{PolicyOurs, PolicyHPA, PolicyHPADefault, PolicyHPABest, PolicyHPABestOne, PolicyKEDA, PolicyKEDAQueue, PolicySeed, PolicyStatic, PolicyOracle}
 
 // ParsePolicies reads --policies.
 func ParsePolicies(s string) ([]string, error) {
@@ -214,8 +214,9 @@ type Config struct {
 	// Name labels the report.
 	Name string
 
-	// hpaBestTarget is the target hpa-best plays at, once searched.
-	hpaBestTarget float64
+	// hpaBest are the hpa-best and hpa-best-one rows of the trace, once
+	// searched over the run's traces.
+	hpaBest *[2]Result
 }
 
 // DefaultHPATarget is the load index target of hpa and keda beside a set
@@ -359,12 +360,13 @@ func Run(tr Trace, c Config) (Report, error) {
 	if c.SampleEvery <= 0 {
 		c.SampleEvery = defaultSampleEvery(tr)
 	}
-	if slices.Contains(c.Policies, PolicyHPABest) && c.hpaBestTarget == 0 {
+	if (slices.Contains(c.Policies, PolicyHPABest) || slices.Contains(c.Policies, PolicyHPABestOne)) && c.hpaBest == nil {
 		best, err := SearchHPATarget([]NamedTrace{{c.Name, tr}}, c)
 		if err != nil {
 			return Report{}, err
 		}
-		c.hpaBestTarget = best.Target
+		perTrace, one := best.rowsFor(0)
+		c.hpaBest = &[2]Result{perTrace, one}
 	}
 	report := Report{
 		Trace: c.Name, Requests: len(tr.Requests), Concurrency: c.Concurrency,
@@ -373,9 +375,14 @@ func Run(tr Trace, c Config) (Report, error) {
 	}
 	for _, name := range c.Policies {
 		var res Result
-		if name == PolicyOracle {
+		switch name {
+		case PolicyHPABest:
+			res = c.hpaBest[0] // played by the search
+		case PolicyHPABestOne:
+			res = c.hpaBest[1]
+		case PolicyOracle:
 			res = Oracle{Concurrency: c.Concurrency, Startup: c.Startup, Nodes: c.Nodes, SLO: c.Targets()}.Run(tr, c.SampleEvery)
-		} else {
+		default:
 			pol, err := c.policy(name, tr)
 			if err != nil {
 				return Report{}, err
@@ -418,14 +425,6 @@ func (c Config) policy(name string, tr Trace) (Policy, error) {
 		return ours, nil
 	case PolicyHPA:
 		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.behavior()}), nil
-	case PolicyHPABest:
-		if c.hpaBestTarget <= 0 {
-			return nil, errors.New("hpa-best has no target: search it with SearchHPATarget")
-		}
-		c.HPATarget = c.hpaBestTarget
-		h := NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.behavior()})
-		h.name = PolicyHPABest
-		return h, nil
 	case PolicyHPADefault:
 		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load}), nil
 	case PolicyKEDA:
