@@ -34,12 +34,15 @@
 //	hpa     hpa.go    autoscaling/v2 External metric, after
 //	                  pkg/controller/podautoscaler, with a behavior
 //	                  (hpa_behavior.go); hpa-default without one
-//	hpa-best best.go  hpa at the best fixed target in hindsight
+//	hpa-best best.go  hpa at the best fixed target in hindsight, per
+//	                  trace; hpa-best-one, one target for all traces
 //	keda    keda.go   KEDA's metrics-api trigger feeding that HPA;
 //	                  keda-queue on running and waiting requests
 //	seed    simple.go the step script the project grew from
 //	static  simple.go a fixed pool sized for the trace's peak
-//	oracle  oracle.go the lower bound, which knows every arrival
+//	oracle  oracle.go the zero-wait bound, which knows every arrival
+//	oracle-slo oracleslo.go the fewest workers per minute that meet the
+//	                  SLO, found in hindsight by replaying the pool
 //
 // Play (play.go) drives a Policy over a Pool; Sim drives ours one interval
 // at a time, so that a test on a real control plane can compare each of

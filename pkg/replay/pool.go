@@ -426,6 +426,16 @@ func (p *Pool) AddPending(n int) []*Worker {
 	return p.add(n, addPending)
 }
 
+// AddAhead creates n workers that are Ready now, each created its own
+// start-up earlier and paid for since: what a schedule that knows the
+// future (oracle-slo) does, starting a worker exactly one start-up before
+// it is needed.
+func (p *Pool) AddAhead(n int) []*Worker {
+	ws := p.add(n, addAhead)
+	p.dispatch()
+	return ws
+}
+
 // addKind is how add makes a worker Ready.
 type addKind int
 
@@ -433,6 +443,7 @@ const (
 	addStarting addKind = iota // after a start-up drawn now
 	addReady                   // at once, its start-up drawn for before
 	addPending                 // when MarkReady says so
+	addAhead                   // at once, created a drawn start-up before
 )
 
 // MarkReady makes w Ready now, if it is not yet, and hands it work.
@@ -461,9 +472,12 @@ func (p *Pool) add(n int, kind addKind) []*Worker {
 			w.ReadyAt = p.now.Add(startup)
 		case addReady:
 			w.ReadyAt, w.startedBefore = p.now, p.drawStartup()
+		case addAhead:
+			w.ReadyAt = p.now
+			w.Created = p.now.Add(-p.drawStartup())
 		}
 		if p.nodes != nil {
-			w.Node = p.nodes.place(p.now, kind == addReady)
+			w.Node = p.nodes.place(p.now, kind == addReady || kind == addAhead)
 			if kind == addStarting && w.Node.Up.After(p.now) {
 				w.ReadyAt = w.Node.Up.Add(startup)
 			}
