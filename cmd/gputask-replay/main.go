@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,7 +87,16 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		sloTTFT       = fs.Duration("slo-ttft", 0, "time to first token a request should not exceed, at --slo-percentile (0: not a target)")
 		sloITL        = fs.Duration("slo-itl", 0, "mean gap between a request's tokens it should not exceed, at --slo-percentile (0: not a target)")
 		sloPercentile = fs.Float64("slo-percentile", replay.DefaultSLOPercentile, "share of requests (0-100) within which every SLO target must hold")
+		seeds         = fs.Int("seeds", 1, "draw the --shape traces (and the start-ups) this many times, seeds --seed, --seed+1, …; tables show each figure's mean and [min–max]")
+		shapes        []string
 	)
+	fs.Func("shape", "a synthetic trace drawn in the replay, as generate --shape draws it (diurnal, bursty, step or flash; its tokens served at --prefill- and --decode-tokens-per-second); repeatable", func(v string) error {
+		if !slices.Contains(replay.Shapes, v) {
+			return fmt.Errorf("unknown shape %q: want one of %s", v, strings.Join(replay.Shapes, ", "))
+		}
+		shapes = append(shapes, v)
+		return nil
+	})
 	fs.Func("trace", "CSV request trace with a header row (required); repeatable: each gets its table, and hpa-best's target is searched over all", func(v string) error {
 		if v == "" {
 			return errors.New("empty path")
@@ -122,14 +132,17 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--startup: %w", err)
 	}
-	if len(tracePaths) == 0 || *timeColumn == "" || *concurrency < 1 {
-		return fmt.Errorf("--trace, --time-column and --concurrency (at least 1) are required")
+	if len(tracePaths)+len(shapes) == 0 || len(tracePaths) > 0 && *timeColumn == "" || *concurrency < 1 {
+		return fmt.Errorf("--trace (with --time-column) or --shape, and --concurrency (at least 1) are required")
+	}
+	if *seeds < 1 {
+		return fmt.Errorf("--seeds must be at least 1, got %d", *seeds)
 	}
 	model := replay.ServiceModel{
 		Column: *serviceCol, InputTokensColumn: *inputColumn, OutputTokensColumn: *outputColumn,
 		PrefillPerSecond: *prefill, DecodePerSecond: *decode,
 	}
-	if *service != "" {
+	if *service != "" && len(tracePaths) > 0 {
 		m, err := replay.ParseServiceDuration(*service)
 		if err != nil {
 			return err
@@ -213,11 +226,20 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		}
 		traces = append(traces, replay.NamedTrace{Name: filepath.Base(path), Trace: tr})
 	}
-	reports, best, err := replay.RunTraces(traces, replay.Config{
+	drawn, err := drawShapes(shapes, *seed, model)
+	if err != nil {
+		return err
+	}
+	cfg := replay.Config{
 		Concurrency: *concurrency, Startup: startups.Median, StartupSigma: startups.Sigma, StartupFloor: startups.Floor, StartupSeed: *seed, Grace: *grace, Load: loadKind, SLO: targets.Wait, SLOTTFT: targets.TTFT, SLOITL: targets.ITL, SLOPercentile: targets.Percentile, Set: set,
 		HPABehavior: behavior, HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", KEDAValue: *kedaType == "Value", Scrape: scrapeEvery, Policies: names, Variants: variants, Batched: batched,
 		Nodes: nodes,
-	})
+	}
+	if *seeds > 1 {
+		return replaySeeds(stdout, traces, shapes, *seeds, *seed, model, cfg, *markdown, *jsonPath)
+	}
+	traces = append(traces, drawn...)
+	reports, best, err := replay.RunTraces(traces, cfg)
 	if err != nil {
 		return err
 	}
