@@ -97,7 +97,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		shapes = append(shapes, v)
 		return nil
 	})
-	fs.Func("trace", "CSV request trace with a header row (required); repeatable: each gets its table, and hpa-best's target is searched over all", func(v string) error {
+	fs.Func("trace", "CSV request trace with a header row (this or --shape required); repeatable: each gets its table, and hpa-best's target is searched over all", func(v string) error {
 		if v == "" {
 			return errors.New("empty path")
 		}
@@ -142,7 +142,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		Column: *serviceCol, InputTokensColumn: *inputColumn, OutputTokensColumn: *outputColumn,
 		PrefillPerSecond: *prefill, DecodePerSecond: *decode,
 	}
-	if *service != "" && len(tracePaths) > 0 {
+	if *service != "" {
 		m, err := replay.ParseServiceDuration(*service)
 		if err != nil {
 			return err
