@@ -14,7 +14,16 @@
 // for the SLO policy's roles, the request rates, the requests running and
 // waiting and the recent wait percentile (RoleValue), fresh or through a
 // Prometheus scrape (Pool.Metrics); LoadIndexServer serves the index over
-// HTTP as a backend does.
+// HTTP as a backend does. Nothing reaches a policy that a cluster would
+// not tell it: each worker draws its own start-up (startup.go), which ours
+// measures from its tasks' creation and Ready times, and a percentile is
+// read as histogram_quantile gives it from vLLM's buckets (histogram.go).
+//
+// Every row is measured from each request's outcome (Pool.Outcomes)
+// against the SLO users state (targets.go): the wait, the time to first
+// token and the inter-token latency at a percentile; a row meets the SLO
+// only if every stated target holds. SummarizeSeeds (seeds.go) gives each
+// figure's mean and range over traces drawn with several seeds.
 //
 // With a NodeModel (nodes.go) the workers run on nodes of a few GPUs,
 // placed as the default scheduler spreads them or as the packing profile
