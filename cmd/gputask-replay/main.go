@@ -20,11 +20,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/gpuprofile"
 	"github.com/gputask/gputask-controller/pkg/replay"
 	enginemodel "github.com/gputask/gputask-controller/pkg/replay/engine"
@@ -59,7 +61,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		rateScale    = fs.Float64("rate-scale", 1, "multiply the arrival rate by resampling the trace")
 		seed         = fs.Uint64("seed", 1, "seed of resampling and drawn service times")
 		concurrency  = fs.Int("concurrency", 0, "requests one worker serves at once (required)")
-		startup      = fs.Duration("startup", 2*time.Minute, "time from a worker's creation until it is Ready")
+		startup      = fs.String("startup", "2m", "time from a worker's creation until it is Ready: a duration, or lognormal:MEDIAN,SIGMA[,FLOOR] drawn per worker (seeded by --seed; FLOOR defaults to half the median)")
 		grace        = fs.Duration("grace", 30*time.Second, "terminationGracePeriodSeconds of the pods: a deleted worker finishes the requests that end within it and loses the rest")
 		behaviorPath = fs.String("hpa-behavior", "", "spec.behavior of hpa and keda, in the HPA's YAML (a behavior block or a whole HorizontalPodAutoscaler; default: the GPU serving preset)")
 		load         = fs.String("load", string(replay.LoadDemand), "load index the backend reports: demand or utilization")
@@ -93,7 +95,22 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		maxSeqs    = fs.Int("max-num-seqs", enginemodel.DefaultMaxNumSeqs, "with --serving engine: sequences one worker runs at once (vLLM's max_num_seqs)")
 		router     = fs.String("router", string(replay.RouterLeastOutstanding), "with --serving engine: least-outstanding (each request at its arrival to the Ready worker with the fewest outstanding, queued there) or pooled (one FIFO queue, at most --concurrency outstanding per worker)")
 	)
-	fs.Func("trace", "request trace (required): CSV with a header row, or Mooncake's JSONL if it ends in .jsonl; repeatable: each gets its table, and hpa-best's target is searched over all", func(v string) error {
+	// The SLO users state, and the bounds and draws of the comparison.
+	var (
+		sloTTFT       = fs.Duration("slo-ttft", 0, "time to first token a request should not exceed, at --slo-percentile (0: not a target)")
+		sloITL        = fs.Duration("slo-itl", 0, "mean gap between a request's tokens it should not exceed, at --slo-percentile (0: not a target)")
+		sloPercentile = fs.Float64("slo-percentile", replay.DefaultSLOPercentile, "share of requests (0-100) within which every SLO target must hold")
+		seeds         = fs.Int("seeds", 1, "draw the --shape traces (and the start-ups) this many times, seeds --seed, --seed+1, …; tables show each figure's mean and [min–max]")
+		shapes        []string
+	)
+	fs.Func("shape", "a synthetic trace drawn in the replay, as generate --shape draws it (diurnal, bursty, step or flash; its tokens served at --prefill- and --decode-tokens-per-second); repeatable", func(v string) error {
+		if !slices.Contains(replay.Shapes, v) {
+			return fmt.Errorf("unknown shape %q: want one of %s", v, strings.Join(replay.Shapes, ", "))
+		}
+		shapes = append(shapes, v)
+		return nil
+	})
+	fs.Func("trace", "request trace (this or --shape required): CSV with a header row, or Mooncake's JSONL if it ends in .jsonl; repeatable: each gets its table, and hpa-best's target is searched over all", func(v string) error {
 		if v == "" {
 			return errors.New("empty path")
 		}
@@ -114,9 +131,26 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	// The wait is a target beside a TTFT or ITL target only when asked
+	// for: a user who states the latencies they feel states the SLO.
+	waitSLO := *slo
+	if !flagGiven(fs, "slo") && (*sloTTFT > 0 || *sloITL > 0) {
+		waitSLO = 0
+	}
+	targets := replay.SLOTargets{Wait: waitSLO, TTFT: *sloTTFT, ITL: *sloITL, Percentile: *sloPercentile}
+	if err := targets.Validate(); err != nil {
+		return err
+	}
+	startups, err := replay.ParseStartup(*startup)
+	if err != nil {
+		return fmt.Errorf("--startup: %w", err)
+	}
 	// --time-column is checked where a CSV trace is read: a JSONL trace needs none.
-	if len(tracePaths) == 0 || *concurrency < 1 {
-		return fmt.Errorf("--trace and --concurrency (at least 1) are required, and --time-column for a CSV trace")
+	if len(tracePaths)+len(shapes) == 0 || *concurrency < 1 {
+		return fmt.Errorf("--trace or --shape, and --concurrency (at least 1) are required, and --time-column for a CSV trace")
+	}
+	if *seeds < 1 {
+		return fmt.Errorf("--seeds must be at least 1, got %d", *seeds)
 	}
 	model := replay.ServiceModel{
 		Column: *serviceCol, InputTokensColumn: *inputColumn, OutputTokensColumn: *outputColumn,
@@ -228,7 +262,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--deployment-victims: %w", err)
 	}
-	set := replay.DefaultSet()
+	var set *gputaskv1.GPUTaskSet // the embedded pool, its slots the workers'
 	if *setPath != "" {
 		if set, err = replay.LoadSet(*setPath); err != nil {
 			return err
@@ -243,11 +277,20 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		}
 		traces = append(traces, replay.NamedTrace{Name: filepath.Base(path), Trace: tr})
 	}
-	reports, best, err := replay.RunTraces(traces, replay.Config{
-		Concurrency: *concurrency, Startup: *startup, Grace: *grace, Load: loadKind, SLO: *slo, Set: set,
+	drawn, err := drawShapes(shapes, *seed, model)
+	if err != nil {
+		return err
+	}
+	cfg := replay.Config{
+		Concurrency: *concurrency, Startup: startups.Median, StartupSigma: startups.Sigma, StartupFloor: startups.Floor, StartupSeed: *seed, Grace: *grace, Load: loadKind, SLO: targets.Wait, SLOTTFT: targets.TTFT, SLOITL: targets.ITL, SLOPercentile: targets.Percentile, Set: set,
 		HPABehavior: behavior, HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", KEDAValue: *kedaType == "Value", Scrape: scrapeEvery, Policies: names, Variants: variants, Batched: batched,
 		Nodes: nodes, DeploymentVictims: victims, Engine: engineServing,
-	})
+	}
+	if *seeds > 1 {
+		return replaySeeds(stdout, traces, shapes, *seeds, *seed, model, cfg, *markdown, *jsonPath)
+	}
+	traces = append(traces, drawn...)
+	reports, best, err := replay.RunTraces(traces, cfg)
 	if err != nil {
 		return err
 	}
@@ -271,7 +314,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(stdout)
 		}
 		fmt.Fprintf(stdout, "%s: %d requests over %v, %d slots per worker, %v startup, %v grace, %s load index, %s, SLO %v%s\n",
-			traces[i].Name, len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, *startup, *grace, loadKind, metrics, *slo, servingNote)
+			traces[i].Name, len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, report.Startup, *grace, loadKind, metrics, report.SLO, servingNote)
 		if *markdown {
 			err = report.WriteMarkdown(stdout)
 		} else {
@@ -431,6 +474,13 @@ func generateServeGen(dir string, days int, rateScale float64, seed uint64, out 
 	}
 	fmt.Fprintln(stderr)
 	return nil
+}
+
+// flagGiven reports whether name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // writeFile writes a file through write, creating its directory.

@@ -158,7 +158,7 @@ func TestReplaySeveralTraces(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut.String())
 	}
-	for _, want := range []string{"step.csv:", "flash.csv:", "\nhpa-best: ", "over 2 traces"} {
+	for _, want := range []string{"step.csv:", "flash.csv:", "\nhpa-best-one: ", "over 2 traces", "hpa-best, per trace: step.csv "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -167,5 +167,26 @@ func TestReplaySeveralTraces(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// --shape draws the synthetic traces in the replay and --seeds draws them
+// again per seed: one table per trace, each figure's mean and range.
+func TestReplaySeeds(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run([]string{
+		"--shape", "flash", "--seeds", "2", "--prefill-tokens-per-second", "4000", "--decode-tokens-per-second", "40",
+		"--concurrency", "8", "--policies", "static,oracle", "--gpus-per-node", "0", "--slo-ttft", "2s",
+	}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"flash: 2 seeds from 1", "mean [min–max]", "2/2 seeds", "TTFT≤2s"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := run([]string{"--shape", "tidal", "--concurrency", "8"}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "unknown shape") {
+		t.Errorf("an unknown shape: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -10,8 +11,8 @@ import (
 
 func TestHPABestTargets(t *testing.T) {
 	got := HPABestTargets()
-	if len(got) != 11 || got[0] != 0.5 || got[10] != 1 || math.Abs(got[3]-0.65) > 1e-12 {
-		t.Errorf("targets %v, want 0.50 to 1.00 by 0.05", got)
+	if len(got) != 25 || got[0] != 0.3 || got[24] != 1.5 || math.Abs(got[7]-0.65) > 1e-12 {
+		t.Errorf("targets %v, want 0.30 to 1.50 by 0.05", got)
 	}
 }
 
@@ -59,7 +60,7 @@ func TestSearchHPATarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(best.Trials) != 11 || !best.MeetsSLO {
+	if len(best.Trials) != 25 || !best.MeetsSLO || len(best.PerTrace) != 2 {
 		t.Fatalf("best %+v", best)
 	}
 	// The sum over the traces is that of the hpa row at this target on each.
@@ -78,8 +79,23 @@ func TestSearchHPATarget(t *testing.T) {
 			t.Errorf("target %v meets the SLO with fewer GPU-hours than the chosen %v", tr.Target, best.Target)
 		}
 	}
-	if !strings.Contains(best.Summary(2), "the fewest GPU-hours") {
+	if !strings.Contains(best.Summary(2), "the fewest GPU-hours") || !strings.Contains(best.Summary(2), "hpa-best, per trace: step ") {
 		t.Errorf("summary %q", best.Summary(2))
+	}
+	// Each trace's own target is the cheapest that meets the SLO there,
+	// and never costs more on it than the one target for both.
+	for k, nt := range traces {
+		own := best.PerTrace[k]
+		perTrace, one := best.rowsFor(k)
+		if !own.MeetsSLO || perTrace.GPUHours != own.GPUHours || perTrace.GPUHours > one.GPUHours {
+			t.Errorf("%s: own target %+v, rows %v and %v GPU-h", nt.Name, own, perTrace.GPUHours, one.GPUHours)
+		}
+		for i, target := range HPABestTargets() {
+			r := best.rows[i][k]
+			if r.MeetsSLO && r.GPUHours < own.GPUHours {
+				t.Errorf("%s: target %v meets the SLO on %v GPU-h, below the chosen %v (%v)", nt.Name, target, r.GPUHours, own.Target, own.GPUHours)
+			}
+		}
 	}
 
 }
@@ -89,7 +105,7 @@ func TestSearchHPATarget(t *testing.T) {
 func TestHPABestSummaryWithoutAnyMeeting(t *testing.T) {
 	trials := []TargetTrial{{Target: 0.5, GPUHours: 90, WorstAttainment: 0.93}, {Target: 0.6, GPUHours: 80, WorstAttainment: 0.91}}
 	best := HPABest{TargetTrial: slices.MinFunc(trials, betterTrial), Trials: trials}
-	if got := best.Summary(4); best.Target != 0.5 || !strings.Contains(got, "no target of 0.50-1.00 meets the SLO on every trace; target 0.50") || !strings.Contains(got, "93.00%") {
+	if got := best.Summary(4); best.Target != 0.5 || !strings.Contains(got, "no target of 0.30-1.50 meets the SLO on every trace; target 0.50") || !strings.Contains(got, "93.00%") {
 		t.Errorf("summary %q", got)
 	}
 }
@@ -98,18 +114,64 @@ func TestHPABestSummaryWithoutAnyMeeting(t *testing.T) {
 // each trace's report.
 func TestRunTracesWithHPABest(t *testing.T) {
 	traces := []NamedTrace{{"flash", generatedTrace(t, ShapeFlash, time.Hour)}}
-	c := Config{Concurrency: 8, Startup: 2 * time.Minute, Policies: []string{PolicyHPA, PolicyHPABest}}
+	c := Config{Concurrency: 8, Startup: 2 * time.Minute, Policies: []string{PolicyHPA, PolicyHPABest, PolicyHPABestOne}}
 	reports, best, err := RunTraces(traces, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if best == nil || len(reports) != 1 || len(reports[0].Policies) != 2 || reports[0].Policies[1].Name != PolicyHPABest {
+	if best == nil || len(reports) != 1 || len(reports[0].Policies) != 3 || reports[0].Policies[1].Name != PolicyHPABest || reports[0].Policies[2].Name != PolicyHPABestOne {
 		t.Fatalf("reports %+v, best %v", reports, best)
 	}
-	if got := reports[0].Policies[1].GPUHours; math.Abs(got-best.GPUHours) > 1e-9 {
-		t.Errorf("hpa-best row spends %v, the search said %v", got, best.GPUHours)
+	if got := reports[0].Policies[2].GPUHours; math.Abs(got-best.GPUHours) > 1e-9 {
+		t.Errorf("hpa-best-one row spends %v, the search said %v", got, best.GPUHours)
 	}
-	if _, err := (Config{Concurrency: 8, Set: DefaultSet()}).policy(PolicyHPABest, traces[0].Trace); err == nil {
-		t.Error("hpa-best without a searched target: no error")
+	if got := reports[0].Policies[1]; got.GPUHours != best.PerTrace[0].GPUHours || got.Note != fmt.Sprintf("target %.2f", best.PerTrace[0].Target) {
+		t.Errorf("hpa-best row %+v, the search said %+v", got, best.PerTrace[0])
+	}
+	// Played again at its target, the row is what the search measured.
+	cc := c
+	cc.HPATarget = best.PerTrace[0].Target
+	cc, _ = cc.withDefaults()
+	if again := cc.playHPA(traces[0].Trace, PolicyHPA); again.GPUHours != reports[0].Policies[1].GPUHours {
+		t.Errorf("hpa-best at %v played again spends %v, the row %v", cc.HPATarget, again.GPUHours, reports[0].Policies[1].GPUHours)
+	}
+}
+
+// Each trace gets its own cheapest target that meets the SLO there, and
+// hpa-best-one the cheapest that meets it on both: a smooth trace meets
+// it at a high target, a bursty one only at a low one.
+func TestChooseTargetsPerTraceAndOne(t *testing.T) {
+	targets := []float64{0.5, 0.7, 0.9}
+	r := func(hours float64, meets bool) Result {
+		a := 0.99
+		if !meets {
+			a = 0.90
+		}
+		return Result{GPUHours: hours, MeetsSLO: meets, SLOAttainment: a}
+	}
+	// results[target][trace]: smooth, bursty.
+	results := [][]Result{
+		{r(100, true), r(50, true)},
+		{r(80, true), r(40, false)},
+		{r(70, true), r(35, false)},
+	}
+	best := chooseTargets(targets, []string{"smooth", "bursty"}, results)
+	if best.Target != 0.5 || !best.MeetsSLO || best.GPUHours != 150 {
+		t.Errorf("one target %+v, want 0.50 (the only one meeting on both), 150 GPU-h", best.TargetTrial)
+	}
+	if best.PerTrace[0].Target != 0.9 || best.PerTrace[1].Target != 0.5 {
+		t.Errorf("per trace %+v, want 0.90 for the smooth trace and 0.50 for the bursty one", best.PerTrace)
+	}
+	perTrace, one := best.rowsFor(0)
+	if perTrace.GPUHours != 70 || one.GPUHours != 100 || perTrace.Name != PolicyHPABest || one.Name != PolicyHPABestOne || one.Note != "target 0.50" {
+		t.Errorf("smooth trace's rows %+v and %+v", perTrace, one)
+	}
+	// With no target meeting it on a trace, that trace's highest
+	// attainment wins.
+	results[0][1] = r(50, false)
+	results[0][1].SLOAttainment = 0.93
+	best = chooseTargets(targets, []string{"smooth", "bursty"}, results)
+	if best.PerTrace[1].Target != 0.5 || best.PerTrace[1].MeetsSLO {
+		t.Errorf("bursty with no target meeting: %+v, want 0.50 (the highest attainment)", best.PerTrace[1])
 	}
 }

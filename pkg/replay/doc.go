@@ -14,7 +14,16 @@
 // for the SLO policy's roles, the request rates, the requests running and
 // waiting and the recent wait percentile (RoleValue), fresh or through a
 // Prometheus scrape (Pool.Metrics); LoadIndexServer serves the index over
-// HTTP as a backend does.
+// HTTP as a backend does. Nothing reaches a policy that a cluster would
+// not tell it: each worker draws its own start-up (startup.go), which ours
+// measures from its tasks' creation and Ready times, and a percentile is
+// read as histogram_quantile gives it from vLLM's buckets (histogram.go).
+//
+// Every row is measured from each request's outcome (Pool.Outcomes)
+// against the SLO users state (targets.go): the wait, the time to first
+// token and the inter-token latency at a percentile; a row meets the SLO
+// only if every stated target holds. SummarizeSeeds (seeds.go) gives each
+// figure's mean and range over traces drawn with several seeds.
 //
 // With engine serving (Pool.SetEngine) each worker instead runs the
 // engine model of package engine: continuous batching with chunked
@@ -42,12 +51,15 @@
 //	hpa     hpa.go    autoscaling/v2 External metric, after
 //	                  pkg/controller/podautoscaler, with a behavior
 //	                  (hpa_behavior.go); hpa-default without one
-//	hpa-best best.go  hpa at the best fixed target in hindsight
+//	hpa-best best.go  hpa at the best fixed target in hindsight, per
+//	                  trace; hpa-best-one, one target for all traces
 //	keda    keda.go   KEDA's metrics-api trigger feeding that HPA;
 //	                  keda-queue on running and waiting requests
 //	seed    simple.go the step script the project grew from
 //	static  simple.go a fixed pool sized for the trace's peak
-//	oracle  oracle.go the lower bound, which knows every arrival
+//	oracle  oracle.go the zero-wait bound, which knows every arrival
+//	oracle-slo oracleslo.go the fewest workers per minute that meet the
+//	                  SLO, found in hindsight by replaying the pool
 //
 // Play (play.go) drives a Policy over a Pool; Sim drives ours one interval
 // at a time, so that a test on a real control plane can compare each of

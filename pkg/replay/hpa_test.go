@@ -193,7 +193,7 @@ func TestHPAScaleInLosesRequestsInFlight(t *testing.T) {
 	if got := len(p.Workers()); got != 1 {
 		t.Fatalf("workers = %d, want 1", got)
 	}
-	res := measure(p.waits, p.started, p.failed, time.Second)
+	res := measure(p.Outcomes(), SLOTargets{Wait: time.Second})
 	if res.FailedRequests != 1 {
 		t.Errorf("failed = %d, want 1", res.FailedRequests)
 	}
@@ -237,7 +237,7 @@ func TestHPAPlaysEverySyncPeriod(t *testing.T) {
 	}
 	p := NewPool(Trace{Requests: reqs}, t0, 10, 0)
 	h := newTestHPA(1, 100, 1)
-	res := Play(p, h, PlayOptions{SampleEvery: 15 * time.Second, Limit: time.Hour, Load: LoadDemand, SLO: time.Minute})
+	res := Play(p, h, PlayOptions{SampleEvery: 15 * time.Second, Limit: time.Hour, Load: LoadDemand, SLO: SLOTargets{Wait: time.Minute}})
 	if res.PeakReplicas != 40 {
 		t.Errorf("peak = %d, want 40 (400 requests / 10 slots at target 1)", res.PeakReplicas)
 	}

@@ -81,7 +81,7 @@ func TestKEDAColdStartWaitsForPollAndStartup(t *testing.T) {
 	tr := Trace{Requests: []Request{{Arrival: 0, Service: time.Second}, {Arrival: 10 * time.Second, Service: time.Second}}}
 	p := NewPool(tr, t0, 1, 2*time.Minute)
 	k := NewKEDA(KEDAConfig{Target: 1, Load: LoadDemand})
-	res := Play(p, k, PlayOptions{SampleEvery: time.Minute, Limit: time.Hour, Load: LoadDemand, SLO: time.Second})
+	res := Play(p, k, PlayOptions{SampleEvery: time.Minute, Limit: time.Hour, Load: LoadDemand, SLO: SLOTargets{Wait: time.Second}})
 	// The first request arrives with the first poll, so a worker is asked
 	// for at once; it is Ready 2 minutes later.
 	if res.WaitP99 < 120 || res.WaitP99 > 121 {

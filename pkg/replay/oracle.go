@@ -61,6 +61,25 @@ type Oracle struct {
 	Startup     time.Duration
 	// Nodes, when set, packs the levels on nodes (see nodeHours).
 	Nodes *NodeModel
+	// SLO are the targets its requests are measured against.
+	SLO SLOTargets
+}
+
+// outcomes are what the oracle's requests see: each starts on arrival
+// and takes its fixed service, its first token after its prefill.
+func (o Oracle) outcomes(tr Trace) []Outcome {
+	out := make([]Outcome, len(tr.Requests))
+	for i, r := range tr.Requests {
+		out[i] = Outcome{Started: true, TTFT: r.Service, E2E: r.Service}
+		if tr.Tokens != nil {
+			tok := tr.Tokens[i]
+			out[i].TTFT = min(tok.Prefill, r.Service)
+			if tok.OutputTokens > 1 {
+				out[i].ITL = time.Duration(float64(r.Service-out[i].TTFT) / (tok.OutputTokens - 1))
+			}
+		}
+	}
+	return out
 }
 
 // life is one worker of the oracle, at capacity level level+1.
@@ -73,7 +92,8 @@ type life struct {
 func (o Oracle) Run(tr Trace, sampleEvery time.Duration) Result {
 	needs := neededOverTime(tr, o.Concurrency)
 	lives := o.lives(needs)
-	r := Result{Name: PolicyOracle, SLOAttainment: 1}
+	r := measure(o.outcomes(tr), o.SLO)
+	r.Name = PolicyOracle
 	if len(tr.Requests) == 0 {
 		return r
 	}

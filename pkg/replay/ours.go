@@ -97,14 +97,15 @@ func (o *Ours) Step(p *Pool) {
 }
 
 // startedTasks are the tasks as the autoscaler sees them, where the
-// workers the pool began with Ready show the start-up they had before the
-// replay: a running set has measured its starts, and the SLO policy looks
-// ahead by them (scaling.StartupOf).
+// workers the pool began with Ready show the start each of them took
+// before the replay: a running set has measured its starts, and the SLO
+// policy looks ahead by them (scaling.StartupOf). Only the tasks' creation
+// and Ready times tell it; the pool's start-up model never does.
 func (o *Ours) startedTasks(p *Pool) []*gputaskv1.GPUTask {
 	tasks := o.Tasks(p)
 	for i, w := range p.Workers() {
-		if w.Created.Equal(p.Start()) && w.ReadyAt.Equal(w.Created) {
-			tasks[i].CreationTimestamp = metav1.NewTime(w.Created.Add(-p.Startup()))
+		if w.startedBefore > 0 {
+			tasks[i].CreationTimestamp = metav1.NewTime(w.Created.Add(-w.startedBefore))
 		}
 	}
 	return tasks

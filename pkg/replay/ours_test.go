@@ -132,7 +132,7 @@ func TestOursDrainsBusyWorkers(t *testing.T) {
 	if !sim.Pool.Finished() {
 		t.Fatal("requests still in flight")
 	}
-	res := measure(sim.Pool.waits, sim.Pool.started, sim.Pool.failed, time.Second)
+	res := measure(sim.Pool.Outcomes(), SLOTargets{Wait: time.Second})
 	if res.FailedRequests != 0 {
 		t.Errorf("failed = %d, want 0: drained workers finish their work", res.FailedRequests)
 	}

@@ -51,8 +51,8 @@ type PlayOptions struct {
 	// the requests still waiting count as failed.
 	Limit time.Duration
 	Load  LoadKind
-	// SLO is the wait a request should not exceed.
-	SLO time.Duration
+	// SLO are the targets every request is measured against.
+	SLO SLOTargets
 }
 
 // Play replays the pool's trace under a policy and measures it.
@@ -159,7 +159,7 @@ func (e *engine) sample() {
 
 func (e *engine) result() Result {
 	p := e.p
-	r := measure(p.waits, p.started, p.failed, e.opts.SLO)
+	r := measure(p.Outcomes(), e.opts.SLO)
 	r.Name = e.pol.Name()
 	r.GPUHours = p.GPUHours(p.Now())
 	r.ScaleEvents = e.events

@@ -4,7 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
-	"slices"
+	"math/rand/v2"
 	"sort"
 	"time"
 
@@ -51,6 +51,10 @@ type Worker struct {
 
 	// Node is the node it runs on, when the pool models nodes (SetNodes).
 	Node *Node
+
+	// startedBefore is how long a worker of the pool's first ones took to
+	// become Ready before the replay began: the start its task shows.
+	startedBefore time.Duration
 
 	inFlight []int // indexes of the requests it serves
 	// progressed is when batched serving last drained its sequences'
@@ -127,16 +131,21 @@ type Observation struct {
 const WaitWindow = 5 * time.Minute
 
 // WaitPercentile is the wait at percentile (0-100) of the requests in
-// Started, by nearest rank; ok is false when none started, where
-// histogram_quantile gives NaN.
+// Started, as histogram_quantile gives it from vLLM's queue-time buckets
+// (VLLMQueueTimeBuckets): interpolated within the bucket that holds the
+// rank, so a policy reads what a cluster's metrics tell, not the exact
+// waits. ok is false when none started, where histogram_quantile gives
+// NaN.
 func (o Observation) WaitPercentile(percentile float64) (wait time.Duration, ok bool) {
 	if len(o.Started) == 0 {
 		return 0, false
 	}
-	waits := slices.Clone(o.Started)
-	slices.Sort(waits)
-	rank := int(math.Ceil(percentile / 100 * float64(len(waits))))
-	return waits[min(max(rank, 1), len(waits))-1], true
+	secs := make([]float64, len(o.Started))
+	for i, w := range o.Started {
+		secs[i] = w.Seconds()
+	}
+	v, ok := HistogramQuantile(percentile/100, VLLMQueueTimeBuckets, secs)
+	return time.Duration(v * float64(time.Second)), ok
 }
 
 // RateWindow is the window of Observation's rates: the [1m] of the
@@ -205,8 +214,11 @@ type Pool struct {
 	now         time.Time
 	trace       []Request
 	concurrency int
-	startup     time.Duration
-	grace       time.Duration
+	// startup is how long a worker takes to become Ready, drawn per
+	// worker from startupRNG when the model varies.
+	startup    StartupModel
+	startupRNG *rand.Rand
+	grace      time.Duration
 
 	// scrape is the interval of a Prometheus scrape in front of the
 	// metrics; 0 reads them fresh. scraped is the last scrape's.
@@ -452,7 +464,7 @@ func NewPool(trace Trace, start time.Time, concurrency int, startup time.Duratio
 	n := len(trace.Requests)
 	return &Pool{
 		start: start, now: start, trace: trace.Requests,
-		concurrency: max(concurrency, 1), startup: max(startup, 0),
+		concurrency: max(concurrency, 1), startup: FixedStartup(startup),
 		waits: make([]time.Duration, n), started: make([]bool, n), failed: make([]bool, n),
 		firstToken: make([]time.Time, n), finished: make([]time.Time, n),
 		tokens: trace.Tokens,
@@ -475,6 +487,9 @@ func (p *Pool) Grace() time.Duration { return p.grace }
 func (p *Pool) SetScrape(interval time.Duration) {
 	p.scrape = max(interval, 0)
 	p.nextScrape = p.start.Add(p.scrape / 2)
+	// The scrape taken here, at the trace's start, holds the counters at
+	// 0: the first scrapes' rates cover the time elapsed since, as
+	// Observe's do.
 	p.counters = nil
 	p.scraped = p.scrapeNow()
 }
@@ -541,8 +556,20 @@ func (p *Pool) Start() time.Time { return p.start }
 // Concurrency is the slots of one worker.
 func (p *Pool) Concurrency() int { return p.concurrency }
 
-// Startup is how long a new worker takes to become Ready.
-func (p *Pool) Startup() time.Duration { return p.startup }
+// SetStartup draws each new worker's start-up from m, seeded, in the
+// order the workers are created.
+func (p *Pool) SetStartup(m StartupModel, seed uint64) {
+	p.startup = m
+	p.startupRNG = rand.New(rand.NewPCG(seed, 0x5747)) // a stream apart from the trace's
+}
+
+// Startup is the median time a new worker takes to become Ready. The
+// replay's policies do not read it: ours learns start-ups from the tasks'
+// creation and Ready times, as the controller does.
+func (p *Pool) Startup() time.Duration { return p.startup.Median }
+
+// drawStartup is the start-up of the next worker.
+func (p *Pool) drawStartup() time.Duration { return p.startup.draw(p.startupRNG) }
 
 // Workers are the live workers, oldest first. The slice is the pool's own.
 func (p *Pool) Workers() []*Worker { return p.workers }
@@ -556,15 +583,17 @@ func (p *Pool) Finished() bool { return p.done == len(p.trace) }
 // ArrivalsDone reports whether every request has arrived.
 func (p *Pool) ArrivalsDone() bool { return p.next == len(p.trace) }
 
-// Add creates n workers at the pool's time; they become Ready after the startup.
+// Add creates n workers at the pool's time; each becomes Ready after its
+// own start-up.
 func (p *Pool) Add(n int) []*Worker {
-	return p.add(n, p.now.Add(p.startup), false)
+	return p.add(n, addStarting)
 }
 
 // AddReady creates n workers that are Ready at once: the pool a policy
-// starts with.
+// starts with. Each took its own start-up before the replay began, which
+// its task shows.
 func (p *Pool) AddReady(n int) []*Worker {
-	ws := p.add(n, p.now, true)
+	ws := p.add(n, addReady)
 	p.dispatch()
 	return ws
 }
@@ -572,8 +601,28 @@ func (p *Pool) AddReady(n int) []*Worker {
 // AddPending creates n workers that become Ready only when MarkReady says
 // so: the workers of a real pool, whose readiness the cluster reports.
 func (p *Pool) AddPending(n int) []*Worker {
-	return p.add(n, never, false)
+	return p.add(n, addPending)
 }
+
+// AddAhead creates n workers that are Ready now, each created its own
+// start-up earlier and paid for since: what a schedule that knows the
+// future (oracle-slo) does, starting a worker exactly one start-up before
+// it is needed.
+func (p *Pool) AddAhead(n int) []*Worker {
+	ws := p.add(n, addAhead)
+	p.dispatch()
+	return ws
+}
+
+// addKind is how add makes a worker Ready.
+type addKind int
+
+const (
+	addStarting addKind = iota // after a start-up drawn now
+	addReady                   // at once, its start-up drawn for before
+	addPending                 // when MarkReady says so
+	addAhead                   // at once, created a drawn start-up before
+)
 
 // MarkReady makes w Ready now, if it is not yet, and hands it work.
 func (p *Pool) MarkReady(w *Worker) {
@@ -586,17 +635,29 @@ func (p *Pool) MarkReady(w *Worker) {
 // never is the ReadyAt of a worker whose readiness is not known yet.
 var never = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// add creates n workers that are Ready at readyAt, or later when their
-// node is still launching; nodesUp launches the nodes they need up already.
-func (p *Pool) add(n int, readyAt time.Time, nodesUp bool) []*Worker {
+// add creates n workers of kind: Ready after their start-up (or later
+// when their node is still launching), at once on nodes up already, or
+// pending.
+func (p *Pool) add(n int, kind addKind) []*Worker {
 	var out []*Worker
 	for range n {
 		p.seq++
-		w := &Worker{Name: fmt.Sprintf("worker-%d", p.seq), Created: p.now, ReadyAt: readyAt}
+		w := &Worker{Name: fmt.Sprintf("worker-%d", p.seq), Created: p.now, ReadyAt: never}
+		startup := time.Duration(0)
+		switch kind {
+		case addStarting:
+			startup = p.drawStartup()
+			w.ReadyAt = p.now.Add(startup)
+		case addReady:
+			w.ReadyAt, w.startedBefore = p.now, p.drawStartup()
+		case addAhead:
+			w.ReadyAt = p.now
+			w.Created = p.now.Add(-p.drawStartup())
+		}
 		if p.nodes != nil {
-			w.Node = p.nodes.place(p.now, nodesUp)
-			if w.ReadyAt != never && w.Node.Up.After(p.now) {
-				w.ReadyAt = w.Node.Up.Add(p.startup)
+			w.Node = p.nodes.place(p.now, kind == addReady || kind == addAhead)
+			if kind == addStarting && w.Node.Up.After(p.now) {
+				w.ReadyAt = w.Node.Up.Add(startup)
 			}
 		}
 		p.workers = append(p.workers, w)
@@ -699,8 +760,14 @@ func (p *Pool) Observe() Observation {
 	from := p.now.Add(-RateWindow)
 	arrived := p.next - sort.Search(p.next, func(i int) bool { return p.start.Add(p.trace[i].Arrival).After(from) })
 	finished := len(p.finishedAt) - sort.Search(len(p.finishedAt), func(i int) bool { return p.finishedAt[i].After(from) })
-	o.Arrivals = float64(arrived) / RateWindow.Seconds()
-	o.Completions = float64(finished) / RateWindow.Seconds()
+	// Within the trace's first minute the counters have only run since its
+	// start: a rate over the full minute would read the load as a fraction
+	// of what it is.
+	window := min(RateWindow, p.now.Sub(p.start)).Seconds()
+	if window > 0 {
+		o.Arrivals = float64(arrived) / window
+		o.Completions = float64(finished) / window
+	}
 	o.Arrived, o.Completed = p.next, len(p.finishedAt)
 	return o
 }

@@ -77,7 +77,7 @@ func TestPoolAbandon(t *testing.T) {
 	if !p.Finished() {
 		t.Fatal("not finished")
 	}
-	if r := measure(p.waits, p.started, p.failed, time.Second); r.FailedRequests != 2 || r.SLOAttainment != 0 {
+	if r := measure(p.Outcomes(), SLOTargets{Wait: time.Second}); r.FailedRequests != 2 || r.SLOAttainment != 0 {
 		t.Errorf("result = %+v", r)
 	}
 }

@@ -33,7 +33,7 @@ const (
 )
 
 // AllPolicies are every policy, in the order of the table.
-var AllPolicies = []string{PolicyOurs, PolicyHPA, PolicyHPADefault, PolicyHPABest, PolicyKEDA, PolicyKEDAQueue, PolicySeed, PolicyStatic, PolicyOracle}
+var AllPolicies = []string{PolicyOurs, PolicyHPA, PolicyHPADefault, PolicyHPABest, PolicyHPABestOne, PolicyKEDA, PolicyKEDAQueue, PolicySeed, PolicyStatic, PolicyOracle, PolicyOracleSLO}
 
 // ParsePolicies reads --policies.
 func ParsePolicies(s string) ([]string, error) {
@@ -73,6 +73,9 @@ var variantFiles embed.FS
 type Variant struct {
 	Name string
 	Set  *gputaskv1.GPUTaskSet
+	// Builtin is set for a variant that --variant names without a file:
+	// its SLO policy's slots follow the workers' concurrency.
+	Builtin bool
 }
 
 // BuiltinVariants are the variants that --variant names without a file:
@@ -103,7 +106,7 @@ func ParseVariant(v string) (Variant, error) {
 	if err != nil {
 		return Variant{}, fmt.Errorf("the built-in variant %s is invalid: %w", name, err)
 	}
-	return Variant{Name: name, Set: set}, nil
+	return Variant{Name: name, Set: set, Builtin: true}, nil
 }
 
 // DefaultSet is the inference pool ours scales when --set is not given.
@@ -153,13 +156,23 @@ func ParseSet(b []byte) (*gputaskv1.GPUTaskSet, error) {
 // Config is one replay: the workers, the load index and the policies.
 type Config struct {
 	Concurrency int
-	Startup     time.Duration
+	// Startup is a worker's start-up, or its median when StartupSigma is
+	// above 0: then each worker's is drawn from a log-normal, never below
+	// StartupFloor, seeded by StartupSeed (StartupModel).
+	Startup      time.Duration
+	StartupSigma float64
+	StartupFloor time.Duration
+	StartupSeed  uint64
 	// Grace is the pods' termination grace period (see Pool.Delete); 0
 	// kills a deleted pod with its requests at once.
 	Grace time.Duration
 	Load  LoadKind
-	// SLO is the wait a request should not exceed; 0 means 10 s.
-	SLO time.Duration
+	// SLO is the wait a request should not exceed, SLOTTFT its time to
+	// first token and SLOITL its mean gap between tokens, each at
+	// SLOPercentile (0 means 95) of the requests; a zero target is not
+	// stated, and with none stated the wait's is 10 s.
+	SLO, SLOTTFT, SLOITL time.Duration
+	SLOPercentile        float64
 	// Set gives ours its autoscaling block, and the others their bounds
 	// and target.
 	Set *gputaskv1.GPUTaskSet
@@ -207,8 +220,9 @@ type Config struct {
 	// Name labels the report.
 	Name string
 
-	// hpaBestTarget is the target hpa-best plays at, once searched.
-	hpaBestTarget float64
+	// hpaBest are the hpa-best and hpa-best-one rows of the trace, once
+	// searched over the run's traces.
+	hpaBest *[2]Result
 }
 
 // DefaultHPATarget is the load index target of hpa and keda beside a set
@@ -241,8 +255,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Concurrency < 1 {
 		return c, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency)
 	}
-	if c.Startup < 0 {
-		return c, fmt.Errorf("startup must not be negative, got %v", c.Startup)
+	if c.Startup < 0 || c.StartupSigma < 0 || c.StartupFloor < 0 {
+		return c, fmt.Errorf("startup must not be negative, got %v", c.StartupModel())
 	}
 	if c.Scrape < 0 {
 		return c, fmt.Errorf("scrape interval must not be negative, got %v", c.Scrape)
@@ -260,15 +274,32 @@ func (c Config) withDefaults() (Config, error) {
 			return c, err
 		}
 	}
+	// The embedded sets are sized for the workers they are played on; a
+	// set one gave must agree with them.
 	if c.Set == nil {
-		c.Set = DefaultSet()
+		c.Set = withSlots(DefaultSet(), c.Concurrency)
+	}
+	if err := checkCapacity("the set", c.Set, c.Concurrency); err != nil {
+		return c, err
+	}
+	c.Variants = slices.Clone(c.Variants)
+	for i, v := range c.Variants {
+		if v.Builtin {
+			c.Variants[i].Set = withSlots(v.Set, c.Concurrency)
+		}
+		if err := checkCapacity("variant "+v.Name, c.Variants[i].Set, c.Concurrency); err != nil {
+			return c, err
+		}
 	}
 	if c.Load == "" {
 		c.Load = LoadDemand
 	}
-	if c.SLO <= 0 {
-		c.SLO = 10 * time.Second
+	slo := c.Targets()
+	if err := slo.Validate(); err != nil {
+		return c, err
 	}
+	slo = slo.withDefaults()
+	c.SLO, c.SLOTTFT, c.SLOITL, c.SLOPercentile = slo.Wait, slo.TTFT, slo.ITL, slo.Percentile
 	if len(c.Policies) == 0 {
 		c.Policies = AllPolicies
 	}
@@ -287,7 +318,44 @@ func defaultSampleEvery(tr Trace) time.Duration {
 }
 
 func (c Config) playOptions() PlayOptions {
-	return PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.SLO}
+	return PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.Targets()}
+}
+
+// checkCapacity reports a set whose capacity setting disagrees with the
+// workers it scales: an SLO policy sized for slotsPerTask requests a task
+// when each worker serves concurrency would ask for the wrong count on
+// every trace, and no cluster would tell the two apart.
+func checkCapacity(what string, set *gputaskv1.GPUTaskSet, concurrency int) error {
+	spec := set.Spec.Autoscaling
+	if spec == nil || spec.Policy.Type != gputaskv1.SLOPolicy || spec.Policy.SLO == nil {
+		return nil
+	}
+	if slots := spec.Policy.SLO.SlotsPerTask; int(slots) != concurrency {
+		return fmt.Errorf("%s has policy.slo.slotsPerTask %d but each worker serves %d requests at once (--concurrency): set them alike", what, slots, concurrency)
+	}
+	return nil
+}
+
+// withSlots is set with its SLO policy sized for workers of concurrency
+// slots.
+func withSlots(set *gputaskv1.GPUTaskSet, concurrency int) *gputaskv1.GPUTaskSet {
+	spec := set.Spec.Autoscaling
+	if spec == nil || spec.Policy.SLO == nil {
+		return set
+	}
+	set = set.DeepCopy()
+	set.Spec.Autoscaling.Policy.SLO.SlotsPerTask = int32(concurrency)
+	return set
+}
+
+// StartupModel is how long each worker takes to start.
+func (c Config) StartupModel() StartupModel {
+	return StartupModel{Median: c.Startup, Sigma: c.StartupSigma, Floor: c.StartupFloor}
+}
+
+// Targets are the SLO's targets every row is measured against.
+func (c Config) Targets() SLOTargets {
+	return SLOTargets{Wait: c.SLO, TTFT: c.SLOTTFT, ITL: c.SLOITL, Percentile: c.SLOPercentile}
 }
 
 // Run replays tr under every policy of the config. hpa-best, unless
@@ -303,23 +371,31 @@ func Run(tr Trace, c Config) (Report, error) {
 	if c.SampleEvery <= 0 {
 		c.SampleEvery = defaultSampleEvery(tr)
 	}
-	if slices.Contains(c.Policies, PolicyHPABest) && c.hpaBestTarget == 0 {
+	if (slices.Contains(c.Policies, PolicyHPABest) || slices.Contains(c.Policies, PolicyHPABestOne)) && c.hpaBest == nil {
 		best, err := SearchHPATarget([]NamedTrace{{c.Name, tr}}, c)
 		if err != nil {
 			return Report{}, err
 		}
-		c.hpaBestTarget = best.Target
+		perTrace, one := best.rowsFor(0)
+		c.hpaBest = &[2]Result{perTrace, one}
 	}
 	report := Report{
 		Trace: c.Name, Requests: len(tr.Requests), Concurrency: c.Concurrency,
-		Startup: c.Startup.String(), Load: c.Load, SLO: c.SLO.String(), Nodes: c.Nodes,
+		Startup: c.StartupModel().String(), Load: c.Load, SLO: c.Targets().String(), SLOTargets: c.Targets(), Nodes: c.Nodes,
 		Series: map[string][]Sample{},
 	}
 	for _, name := range c.Policies {
 		var res Result
-		if name == PolicyOracle {
-			res = Oracle{Concurrency: c.Concurrency, Startup: c.Startup, Nodes: c.Nodes}.Run(tr, c.SampleEvery)
-		} else {
+		switch name {
+		case PolicyHPABest:
+			res = c.hpaBest[0] // played by the search
+		case PolicyHPABestOne:
+			res = c.hpaBest[1]
+		case PolicyOracleSLO:
+			res = OracleSLO{Config: c}.Run(tr)
+		case PolicyOracle:
+			res = Oracle{Concurrency: c.Concurrency, Startup: c.Startup, Nodes: c.Nodes, SLO: c.Targets()}.Run(tr, c.SampleEvery)
+		default:
 			pol, err := c.policy(name, tr)
 			if err != nil {
 				return Report{}, err
@@ -344,7 +420,21 @@ func Run(tr Trace, c Config) (Report, error) {
 		report.Policies = append(report.Policies, res)
 		report.Series[ours.Label] = res.Series
 	}
+	flagBelowOracleSLO(report.Policies)
 	return report, nil
+}
+
+// flagBelowOracleSLO marks the rows that meet the SLO on fewer GPU-hours
+// than oracle-slo, when it ran: each is a finding to explain, not a
+// bound broken silently.
+func flagBelowOracleSLO(rows []Result) {
+	i := slices.IndexFunc(rows, func(r Result) bool { return r.Name == PolicyOracleSLO })
+	if i < 0 {
+		return
+	}
+	for k := range rows {
+		rows[k].BelowOracleSLO = k != i && rows[k].MeetsSLO && rows[k].GPUHours < rows[i].GPUHours
+	}
 }
 
 // policy builds the policy called name for the config.
@@ -362,14 +452,6 @@ func (c Config) policy(name string, tr Trace) (Policy, error) {
 		return ours, nil
 	case PolicyHPA:
 		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.behavior()}), nil
-	case PolicyHPABest:
-		if c.hpaBestTarget <= 0 {
-			return nil, errors.New("hpa-best has no target: search it with SearchHPATarget")
-		}
-		c.HPATarget = c.hpaBestTarget
-		h := NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.behavior()})
-		h.name = PolicyHPABest
-		return h, nil
 	case PolicyHPADefault:
 		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load}), nil
 	case PolicyKEDA:
@@ -403,6 +485,7 @@ const KEDAQueueWaitingPerPod = 1
 // newPool is the pool every row plays on.
 func (c Config) newPool(tr Trace) *Pool {
 	pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
+	pool.SetStartup(c.StartupModel(), c.StartupSeed)
 	pool.SetGrace(c.Grace)
 	pool.SetScrape(c.Scrape)
 	pool.SetDeploymentVictims(c.DeploymentVictims)

@@ -103,8 +103,10 @@ func TestGammaDraw(t *testing.T) {
 	}
 }
 
-// The oracle is a lower bound: no policy uses fewer GPU-hours, none waits
-// in it, and it keeps a worker through a gap shorter than a startup.
+// The oracle is a lower bound of the policies that let no request wait:
+// none of those rows uses fewer GPU-hours, none waits in it, and it keeps
+// a worker through a gap shorter than a startup. oracle-slo, which lets
+// requests wait within the SLO, may spend less.
 func TestOracleIsALowerBound(t *testing.T) {
 	tr := generatedTrace(t, ShapeFlash, 2*time.Hour)
 	rep, err := Run(tr, Config{Concurrency: 8, Startup: 2 * time.Minute, SLO: 10 * time.Second})
@@ -116,7 +118,7 @@ func TestOracleIsALowerBound(t *testing.T) {
 		t.Fatal("no oracle")
 	}
 	for _, p := range rep.Policies {
-		if p.GPUHours < oracle.GPUHours {
+		if p.GPUHours < oracle.GPUHours && p.Name != PolicyOracleSLO {
 			t.Errorf("%s: %.2f GPU-h, below the oracle's %.2f", p.Name, p.GPUHours, oracle.GPUHours)
 		}
 	}
