@@ -146,6 +146,27 @@ func CheckRoles(metrics []MetricInput) (reason, message string) {
 	return "", ""
 }
 
+// sloRule is the SLO policy (rule 17): the metrics together, by role,
+// feed one queueing model that asks for the smallest count meeting the
+// SLO at the load expected one start-up ahead.
+type sloRule struct{}
+
+func (sloRule) ask(in *Inputs, d *Decision) step {
+	failed := countFailures(*in, d)
+	d.Inputs = summarizeInputs(*in, d.Metrics, func(m MetricInput) string { return " role=" + string(m.Role) })
+	return combineSLO(*in, d, failed)
+}
+
+// settle adds nothing: the count is already the whole pool one start-up
+// ahead, the tasks on their way included.
+func (sloRule) settle(_ Inputs, _ *Decision, s step) step { return s }
+
+func (sloRule) checkMetrics(metrics []MetricInput) (reason, message string) {
+	return CheckRoles(metrics)
+}
+
+func (sloRule) startupAhead() {}
+
 // roleReadings are the SLO policy's readings by role.
 type roleReadings struct {
 	value  map[gputaskv1.MetricRole]float64
@@ -325,17 +346,16 @@ func sloReason(tasks, current int32) string {
 	return ReasonWithinSLO
 }
 
-// finishSLO reports what the model predicts at the count chosen, and
+// finish reports what the model predicts at the count chosen, and
 // whether maxReplicas or the capacity keep it from the SLO.
-func finishSLO(in Inputs, d *Decision) {
-	o := d.SLO
-	if o == nil || o.service == 0 {
+func (o *SLOOutcome) finish(in Inputs, desired int32) {
+	if o.service == 0 {
 		return
 	}
 	slo := in.Policy.SLO
 	model := queueing.Model{ServiceTime: o.service, Slots: slo.SlotsPerTask, Ca2: o.Ca2, Cs2: slo.ServiceVariability}
 	objective := queueing.SLO{Wait: slo.Wait.Seconds(), Percentile: slo.Percentile}
-	o.PredictedWait = model.WaitPercentile(d.Desired, o.Expected, objective)
+	o.PredictedWait = model.WaitPercentile(desired, o.Expected, objective)
 	o.Reachable = in.Max
 	limit := fmt.Sprintf("maxReplicas %d", in.Max)
 	if in.Capacity != nil && max(*in.Capacity, in.Current) < in.Max {
