@@ -88,20 +88,21 @@ func TestITLFitOnline(t *testing.T) {
 	if _, ok := f.Usable(); ok {
 		t.Error("usable after 3 readings")
 	}
-	for k := 3; k < 10; k++ {
+	for k := 3; k < 960; k++ {
 		batch := float64(4 + 9*k%37)
 		f = f.Observe(at(k), batch, old(batch))
 	}
 	if l, ok := f.Usable(); !ok || math.Abs(l.Alpha-0.010) > 1e-9 || math.Abs(l.Beta-0.0001) > 1e-11 {
 		t.Fatalf("fit %+v %v, want α 10 ms β 0.1 ms", l, ok)
 	}
-	if age := f.Age(at(13)); age != time.Minute {
+	if age := f.Age(at(963)); age != time.Minute {
 		t.Errorf("age %v, want 1m", age)
 	}
-	// A faster engine from now on: after four hours of its readings the
-	// fit is within 5 % of it.
+	// A faster engine after four hours of the old one: four hours of its
+	// readings later the fit is within 5 % of it, as the old readings
+	// weigh e⁻⁴ of the new.
 	fast := line(0.007, 0.00005)
-	for k := 10; k < 10+4*240; k++ {
+	for k := 960; k < 2*960; k++ {
 		batch := float64(4 + 9*k%37)
 		f = f.Observe(at(k), batch, fast(batch))
 	}
@@ -109,7 +110,7 @@ func TestITLFitOnline(t *testing.T) {
 		t.Errorf("after the change: %+v, want α 7 ms β 0.05 ms", l)
 	}
 	// Readings no engine gives are left out.
-	if g := f.Observe(at(2000), 0.5, time.Millisecond).Observe(at(2000), 10, 0); g != f {
+	if g := f.Observe(at(3000), 0.5, time.Millisecond).Observe(at(3000), 10, 0); g != f {
 		t.Error("an impossible reading changed the fit")
 	}
 }
