@@ -203,6 +203,7 @@ func normalize(in Inputs) Inputs {
 	in.Min = max(in.Min, 0)
 	in.Max = max(in.Max, in.Min)
 	// Only the SLO policy reads these; the others leave them as they are.
+	in.Policy.SLO.SlotsPerTask, in.slotsFrom = sloSlots(in)
 	in.Policy.SLO = normalizeSLO(in.Policy.SLO)
 	if in.Startup <= 0 {
 		in.Startup = DefaultStartupTimeout

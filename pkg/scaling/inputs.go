@@ -115,6 +115,30 @@ type Inputs struct {
 	// Queue is what the SLO policy kept from the last evaluation
 	// (Decision.Queue); zero at first.
 	Queue QueueState
+	// Engine is what the SLO policy knows of the tasks' engine and the
+	// tokens they serve, or nil to size in request slots alone.
+	Engine *Engine
+
+	// slotsFrom says where Policy.SLO.SlotsPerTask came from.
+	slotsFrom string
+}
+
+// Engine is the SLO policy's view of the tasks' engine: the model that
+// gives a task's capacity, and this evaluation's token readings. Every
+// field is optional; a zero one is unknown.
+type Engine struct {
+	// Model is a measured engine profile. Without one the policy learns
+	// a LinearITL from ITL and the running sequences (QueueState.ITL).
+	Model EngineModel
+	// KVTokens is how many tokens one task's KV cache holds.
+	KVTokens float64
+	// Context is the mean context of a running sequence, in tokens.
+	Context float64
+	// PromptTokens and GenerationTokens are the pool's prompt and output
+	// token rates, per second.
+	PromptTokens, GenerationTokens float64
+	// ITL is the mean inter-token latency the serving tasks show now.
+	ITL time.Duration
 }
 
 // MetricOutcome is what one metric asked for.
