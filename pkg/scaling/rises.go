@@ -76,7 +76,7 @@ func (r Rises) Headroom(now time.Time, width time.Duration) (float64, bool) {
 	}
 	sort.Float64s(rises)
 	// The nearest rank: the smallest rise at or above the percentile.
-	rank := int(math.Ceil(RisePercentile/100*float64(len(rises)))) - 1
+	rank := int(math.Ceil(float64(RisePercentile)/100*float64(len(rises)))) - 1
 	return rises[min(max(rank, 0), len(rises)-1)], true
 }
 
@@ -111,15 +111,17 @@ func sustainedRate(rates []RateSample, now time.Time, window time.Duration) floa
 	return low
 }
 
-// isJump says whether rate, read at now, more than doubles every rate of
-// the window before it: a step or a burst, which a trend line through the
-// readings would turn into a slope the traffic does not have.
+// isJump says whether rate, read at now, is a step: it more than doubles
+// every rate of the window before it, or falls below half the reading
+// just before it (a burst ending). A trend line or a dispersion through a
+// step would read a slope or a burstiness the traffic on either side of
+// it does not have.
 func isJump(rates []RateSample, now time.Time, window time.Duration, rate float64) bool {
-	var high float64
+	var high, prev float64
 	for _, s := range rates {
 		if s.Time.Before(now) && now.Sub(s.Time) <= window {
-			high = max(high, s.Rate)
+			high, prev = max(high, s.Rate), s.Rate
 		}
 	}
-	return rate > 2*high
+	return rate > 2*high || rate < prev/2
 }

@@ -81,9 +81,8 @@ type QueueState struct {
 	// Correction is the factor on the arrival rate learned from the
 	// observed wait percentile; 0 means 1.
 	Correction float64
-	// Jump is when the arrival rate last more than doubled from one
-	// reading to the next (a step or a burst): the trend is read from the
-	// rates since.
+	// Jump is when the arrival rate last stepped (isJump): the trend and
+	// the dispersion are read from the rates since.
 	Jump time.Time
 	// Rises is the history the burst headroom is sized from.
 	Rises Rises
@@ -377,7 +376,14 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	ahead := func(h float64) float64 {
 		return max(0, sizing+min(slope*h, maxTrendGrowth*sizing))
 	}
-	future := ahead(startup+interval/2) + o.Headroom
+	// The headroom is a floor: the pool serves, without a new task, the
+	// lowest rate of the last start-up plus the rise the traffic shows
+	// within one. It is not added to the rate the model sizes for, whose
+	// Ca² already covers the variability from one reading to the next.
+	future := ahead(startup + interval/2)
+	if o.Headroom > 0 {
+		future = max(future, sustainedRate(state.Rates, in.Now, in.Startup+jitterOf(in))+o.Headroom)
+	}
 	keep := max(arrivals, ahead(startup))
 	if rate, known, act := forecastRate(in, d, service); known {
 		forecast, _ := model.Tasks(rate*o.Correction, objective, MaxSLOTasks)
