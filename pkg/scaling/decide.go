@@ -113,7 +113,12 @@ const (
 //     load expected one Startup ahead, never shrinks below the count that
 //     meets it at the highest load before then, and never goes below the
 //     tasks the running requests occupy. Predictive history learns the
-//     offered load and its forecast raises the expected arrivals. Without
+//     offered load and its forecast raises the expected arrivals. The
+//     service time is learned only from readings where requests finish
+//     about as fast as they arrive, the trend and the dispersion are read
+//     since the last step of the rate, and bursts shorter than a quarter
+//     of a start-up are absorbed by headroom learned from past rises
+//     (see sloStep). Without
 //     the roles it needs the count is held (MissingMetricRole); a failed
 //     Running or arrivals reading is a failed read (rule 3).
 func Decide(in Inputs) Decision {

@@ -144,6 +144,16 @@ func TestSLONoRunaway(t *testing.T) {
 			readings: []reading{{rate, 0, rate * 3, 0}, {rate, 0, rate * 10, 0}, {rate, rate, rate * 10, 0}},
 			most:     needs(rate, 10) + 1, last: needs(rate, 10),
 		},
+		{
+			// Requests of 10 minutes, longer than the 2-minute start-up:
+			// 160 waiting ones spread over the start-up would be 1.33/s,
+			// 800 busy slots for 160 requests. Each needs one slot.
+			name:     "a backlog of long requests",
+			start:    with(sloPool(75), func(in *Inputs) { in.Max = 1000 }),
+			prime:    repeat(8, reading{1, 1, 600, 0}),
+			readings: []reading{{1, 1, 600, 160}},
+			most:     needs(1+160.0/600, 600) + 1,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
