@@ -329,6 +329,12 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 			need = 1
 		}
 		o.Tasks = max(need, in.Current)
+		if nearZero(arrivals) {
+			// A trickle too thin to learn from: the requests in the pool
+			// are all the load there is, and holding the count until it
+			// thickens would keep an idle pool up all night.
+			o.Tasks = need
+		}
 		d.Inputs = o.inputs()
 		return step{desired: o.Tasks, reason: ReasonServiceTimeUnknown,
 			message: fmt.Sprintf("no request has finished yet, so the service time is unknown; %d tasks for the %s requests in the pool", o.Tasks, FormatValue(inPool))}

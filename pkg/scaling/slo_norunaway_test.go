@@ -145,6 +145,15 @@ func TestSLONoRunaway(t *testing.T) {
 			most:     needs(rate, 10) + 1, last: needs(rate, 10),
 		},
 		{
+			// A restart at night: a request every 15 minutes is too few
+			// to learn a service time from, and the pool shrinks to the
+			// requests in it rather than holding the day's count.
+			name:     "a trickle after a restart",
+			start:    sloPool(10),
+			readings: []reading{{0.001, 0.001, 2, 0}},
+			most:     1, last: 1,
+		},
+		{
 			// Requests of 10 minutes, longer than the 2-minute start-up:
 			// 160 waiting ones spread over the start-up would be 1.33/s,
 			// 800 busy slots for 160 requests. Each needs one slot.
