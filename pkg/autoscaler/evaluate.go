@@ -64,10 +64,10 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 
 	in := scaling.InputsFor(set, now, readings, capacity, state.recommendations)
 	in.LastScaleTime, in.Starting, in.CapacityLimit = last, st.Starting, fit.Limit
-	if in.Policy.Type == gputaskv1.SLOPolicy {
-		in.Startup = scaling.StartupOf(tasks, scaling.StartupTimeoutOf(set.Spec.Autoscaling))
-		in.Queue = state.queue
-	}
+	// Read by the policies that look ahead and learn (SLO); the others
+	// leave them be and give back a zero Queue.
+	in.Startup = scaling.StartupOf(tasks, scaling.StartupTimeoutOf(set.Spec.Autoscaling))
+	in.Queue = state.queue
 	d := scaling.Decide(in)
 	state.recommendations = d.Recommendations
 	// Kept whatever becomes of the writes below: the reading it learned

@@ -167,24 +167,21 @@ func scalingActive(in scaling.Inputs, d scaling.Decision, configErrs []error) me
 			return condition(t, false, gputaskv1.ReasonInvalidMetricSpec, err.Error())
 		}
 	}
-	slo := in.Policy.Type == gputaskv1.SLOPolicy
-	if slo {
-		// Asked of the roles, not of d.Reason, which a bound may have
-		// replaced: the set is not scaled by its load either way.
-		if reason, msg := scaling.CheckRoles(in.Metrics); reason != "" {
-			return condition(t, false, reason, fmt.Sprintf("%s; holding at %d", msg, in.Current))
-		}
+	// Asked of the metrics, not of d.Reason, which a bound may have
+	// replaced: the set is not scaled by its load either way.
+	if reason, msg := scaling.CheckMetrics(in.Policy, in.Metrics); reason != "" {
+		return condition(t, false, reason, fmt.Sprintf("%s; holding at %d", msg, in.Current))
 	}
 	for _, m := range d.Metrics {
 		if m.Err != nil {
 			return condition(t, false, scaling.ReasonFailedGetLoadIndex, fmt.Sprintf("metric %q: %v", m.Name, m.Err))
 		}
 	}
-	if slo {
-		for _, m := range d.Metrics {
-			if m.Reason == scaling.ReasonServiceTimeUnknown {
-				return condition(t, false, scaling.ReasonServiceTimeUnknown, d.Message)
-			}
+	// Only the SLO policy gives this reason: it holds until a request
+	// has finished.
+	for _, m := range d.Metrics {
+		if m.Reason == scaling.ReasonServiceTimeUnknown {
+			return condition(t, false, scaling.ReasonServiceTimeUnknown, d.Message)
 		}
 	}
 	if len(d.Metrics) == 0 {

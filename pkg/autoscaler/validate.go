@@ -65,16 +65,14 @@ func invalidSpecStatus(status *gputaskv1.GPUTaskSetStatus, msg string, ts metav1
 	return out
 }
 
-// missingRoles is scaling.CheckRoles for an SLO set's metrics: why the
-// policy cannot work from them, or empty strings.
+// missingRoles is scaling.CheckMetrics for a set's policy and metrics:
+// why the policy cannot work from them (an SLO set without its roles), or
+// empty strings.
 func missingRoles(set *gputaskv1.GPUTaskSet) (reason, message string) {
 	as := set.Spec.Autoscaling
-	if as.Policy.Type != gputaskv1.SLOPolicy {
-		return "", ""
-	}
 	metrics := make([]scaling.MetricInput, len(as.Metrics))
 	for i, m := range as.Metrics {
 		metrics[i] = scaling.MetricFor(m)
 	}
-	return scaling.CheckRoles(metrics)
+	return scaling.CheckMetrics(scaling.Policy{Type: as.Policy.Type}, metrics)
 }

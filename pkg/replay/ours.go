@@ -166,10 +166,8 @@ func (o *Ours) EvaluateRoles(now time.Time, value float64, obs Observation, task
 	st := scaling.CountStarting(scaling.TaskStarts(tasks), current, asked, scaling.StartupTimeoutOf(spec), now)
 	in := scaling.InputsFor(o.set, now, readings, nil, o.recs)
 	in.LastScaleTime, in.Starting = o.lastStep, st.Starting
-	if spec.Policy.Type == gputaskv1.SLOPolicy {
-		in.Startup = scaling.StartupOf(tasks, scaling.StartupTimeoutOf(spec))
-		in.Queue = o.queue
-	}
+	in.Startup = scaling.StartupOf(tasks, scaling.StartupTimeoutOf(spec))
+	in.Queue = o.queue
 	d := scaling.Decide(in)
 	o.queue = d.Queue
 	o.recs = d.Recommendations

@@ -48,201 +48,12 @@ const (
 	ReasonWaitingForInterval = "WaitingForInterval"
 )
 
-// Policy is the resolved scaling policy, defaults applied.
-type Policy struct {
-	Type gputaskv1.ScalingPolicyType
-	// StepUp and StepDown are the Step policy's increments.
-	StepUp, StepDown int32
-	// Tolerance is the Proportional policy's dead band around value/target = 1.
-	Tolerance float64
-	// SLO is the SLO policy's objective and pool shape.
-	SLO SLO
-}
-
-// MetricInput is one metric's reading for this evaluation.
-type MetricInput struct {
-	Name string
-	// Value is the reading; it is only used when Err is nil.
-	Value float64
-	// Err is why the reading failed.
-	Err error
-	// UpThreshold and DownThreshold drive the Step policy.
-	UpThreshold, DownThreshold float64
-	// Target drives the Proportional policy; it must be above 0.
-	Target float64
-	// Role is what the metric measures for the SLO policy.
-	Role gputaskv1.MetricRole
-}
-
-// Burst is the fast path for bursts (autoscaling.burst).
-type Burst struct {
-	// Factor times a metric's UpThreshold (Step) or Target (Proportional)
-	// is a burst reading.
-	Factor float64
-	// Window is how long a burst lasts after its last burst reading.
-	Window time.Duration
-}
-
-// ScaleUpLimit allows at most Tasks to be added per Period.
-type ScaleUpLimit struct {
-	Tasks  int32
-	Period time.Duration
-}
-
-// Inputs is everything a decision depends on.
-type Inputs struct {
-	// Now is the time of the decision; it stamps the recommendation and
-	// measures the stabilization window and the scale-up period.
-	Now time.Time
-	// Current is spec.replicas.
-	Current int32
-	// Min and Max bound the result.
-	Min, Max int32
-	Policy   Policy
-	Metrics  []MetricInput
-
-	// Recommendations is status.recommendations from the last evaluation.
-	Recommendations []gputaskv1.Recommendation
-	// StabilizationWindow is the scale-down stabilization window; 0 disables it.
-	StabilizationWindow time.Duration
-	// ScaleUpLimit, when set, limits how fast tasks are added.
-	ScaleUpLimit *ScaleUpLimit
-	// LastScaleTime is when the autoscaler last changed the count (kept in
-	// status.lastScaleTime); zero if never scaled.
-	LastScaleTime time.Time
-	// Interval is autoscaling.interval: the count changes at most once per
-	// Interval after LastScaleTime. 0 disables the rule.
-	Interval time.Duration
-
-	// Starting counts the tasks on their way (see CountStarting). While it
-	// is above 0, Step adds no tasks, and Proportional scales up from the
-	// Current - Starting tasks that already serve.
-	Starting int32
-
-	// ConsecutiveFailures is status.consecutiveFailures before this evaluation.
-	ConsecutiveFailures int32
-	// FailureThreshold is how many failed evaluations in a row start the fallback.
-	FailureThreshold int32
-	// Fallback is fallback.replicas, or nil without a fallback.
-	Fallback *int32
-
-	// Schedule is the scheduled window in force, if any (ScheduleAt): its
-	// floor raises Min and its ceiling lowers Max.
-	Schedule *Window
-
-	// Predictive, when set, turns predictive pre-warming on; History is
-	// what it learned so far (status.predictive.history).
-	Predictive *Predictive
-	History    History
-
-	// floorFrom and ceilingFrom say what set Min and Max: a schedule or the
-	// predictive forecast.
-	floorFrom, ceilingFrom string
-
-	// Burst, when set, turns the fast path for bursts on; BurstUntil is
-	// status.burstUntil, the end of the burst under way.
-	Burst      *Burst
-	BurstUntil time.Time
-
-	// Capacity is how many of the set's tasks fit the GPU nodes, or nil when
-	// capacityAware is off.
-	Capacity *int32
-	// CapacityLimit says what Capacity counts, for the decision's message:
-	// empty means the GPU nodes; a queue's quota is named here.
-	CapacityLimit string
-	// HeldBack is status.heldBackReplicas: tasks a previous scale-in kept
-	// because they were too young.
-	HeldBack int32
-
-	// Paused and Stopped come from the set's annotations; DryRun from its spec.
-	Paused, Stopped, DryRun bool
-
-	// Startup is how long a new task takes to be Ready: the SLO policy
-	// sizes the pool for the load one Startup ahead. 0 means
-	// DefaultStartupTimeout.
-	Startup time.Duration
-	// Queue is what the SLO policy kept from the last evaluation
-	// (Decision.Queue); zero at first.
-	Queue QueueState
-}
-
-// MetricOutcome is what one metric asked for.
-type MetricOutcome struct {
-	Name string
-	// Value is the reading, valid when Err is nil.
-	Value float64
-	Err   error
-	// Desired is the count this metric alone asked for, before any bound;
-	// valid when Err is nil.
-	Desired int32
-	Reason  string
-}
-
-// Decision is the outcome of Decide.
-type Decision struct {
-	// Desired is the count to set. When Paused or Stopped it equals Current.
-	Desired int32
-	// Recommended is what the policy asked for, bounded by Min and Max but
-	// before stabilization and rate limits. While paused or stopped it is what
-	// the autoscaler would have done.
-	Recommended int32
-	// Reason is the CamelCase word that best explains Desired.
-	Reason string
-	// Message explains the decision in a sentence.
-	Message string
-	// Inputs summarizes what the decision saw, such as "load=0.91 up=0.8 down=0.5".
-	Inputs string
-	// Limits are the reasons that bounded Desired: TooFewReplicas,
-	// TooManyReplicas, CapacityLimited, ScaleUpLimited.
-	Limits []string
-	// Stabilized is true when the stabilization window held back a scale-down.
-	Stabilized bool
-	// Metrics are the per-metric outcomes, in input order.
-	Metrics []MetricOutcome
-	// Winner is the index in Metrics of the metric that asked for the most
-	// tasks, or -1 when none was read.
-	Winner int
-	// ConsecutiveFailures is the new status.consecutiveFailures.
-	ConsecutiveFailures int32
-	// Fallback is true when Desired came from fallback.replicas.
-	Fallback bool
-	// AllFailed is true when no metric could be read.
-	AllFailed bool
-	// Recommendations is the new status.recommendations.
-	Recommendations []gputaskv1.Recommendation
-	// RetryAfter, when above 0, is when the rule that held the count
-	// (WaitingForInterval) allows a step again.
-	RetryAfter time.Duration
-	// BurstUntil is the new status.burstUntil: zero, or the end of the
-	// burst under way.
-	BurstUntil time.Time
-	// History is what predictive pre-warming knows after this evaluation;
-	// Forecast is the count it forecasts one lead time ahead (nil without
-	// enough history), and ForecastMessage says which.
-	History         History
-	Forecast        *int32
-	ForecastMessage string
-	// Queue is the SLO policy's state after this evaluation, for the next
-	// one's Inputs.Queue; SLO explains its decision (nil for the other
-	// policies, and while the SLO policy's metrics could not be read).
-	Queue QueueState
-	SLO   *SLOOutcome
-}
-
-// Direction is "up", "down" or "hold", for metrics and events.
-func (d Decision) Direction(current int32) string {
-	switch {
-	case d.Desired > current:
-		return "up"
-	case d.Desired < current:
-		return "down"
-	default:
-		return "hold"
-	}
-}
-
 // Decide computes the desired count. It is pure: the same inputs always give
-// the same decision. The rules, in order:
+// the same decision. It is a pipeline: the policy's rule, wrapped in its
+// modifiers (a schedule, predictive pre-warming, bursts; see ruleFor),
+// asks for a count from the readings; the bounds, the stabilization
+// window, the rule's settling, the rate limit, the capacity, young tasks
+// and one step per interval then shape it. The rules, in order:
 //
 //  1. Each metric that was read asks for a count: Step adds StepUp above
 //     UpThreshold and removes StepDown below DownThreshold; Proportional asks
@@ -302,19 +113,20 @@ func (d Decision) Direction(current int32) string {
 //     load expected one Startup ahead, never shrinks below the count that
 //     meets it at the highest load before then, and never goes below the
 //     tasks the running requests occupy. Predictive history learns the
-//     offered load and its forecast raises the expected arrivals. Without
+//     offered load and its forecast raises the expected arrivals. The
+//     service time is learned only from readings where requests finish
+//     about as fast as they arrive, the trend and the dispersion are read
+//     since the last step of the rate, and bursts shorter than a quarter
+//     of a start-up are absorbed by headroom learned from past rises
+//     (see sloStep). Without
 //     the roles it needs the count is held (MissingMetricRole); a failed
 //     Running or arrivals reading is a failed read (rule 3).
 func Decide(in Inputs) Decision {
 	in = normalize(in)
-	d := Decision{Winner: -1}
-	if in.Policy.Type != gputaskv1.SLOPolicy {
-		in = predict(in, &d)
-	}
-	d.Metrics = evaluateMetrics(in)
-	d.Inputs = summarizeInputs(in, d.Metrics)
+	r := ruleFor(in)
+	d := Decision{Winner: -1, Metrics: readMetrics(in)}
 
-	s := combine(in, &d)
+	s := r.ask(&in, &d)
 	s = bound(in, &d, s)
 	d.Recommended = s.desired
 	if d.AllFailed {
@@ -325,10 +137,7 @@ func Decide(in Inputs) Decision {
 	}
 	if !d.Fallback {
 		s = stabilize(in, &d, s)
-	}
-	if !d.Fallback && in.Policy.Type != gputaskv1.SLOPolicy {
-		s = waitForStartingTasks(in, &d, s)
-		s = burst(in, &d, s)
+		s = r.settle(in, &d, s)
 	}
 	s = limitScaleUp(in, &d, s)
 	s = capAtCapacity(in, &d, s)
@@ -338,20 +147,23 @@ func Decide(in Inputs) Decision {
 
 	d.Desired, d.Reason, d.Message = s.desired, s.reason, s.message
 	applyPauseAndStop(in, &d)
-	finishSLO(in, &d)
+	if d.SLO != nil {
+		d.SLO.finish(in, d.Desired)
+	}
 	restartStepWindow(in, &d)
 	return d
 }
 
-// restartStepWindow starts a new stabilization window after a Step scale-down.
-// Step asks are relative: each one is "one task fewer than now". Kept after a
-// step, the asks made before it (one task more than the new count) would hold
-// every further step for a whole window, so a set would shed one task per
-// window instead of one per interval. The window has done its job once load
-// stayed low through it; from then on a step follows every low reading, and
-// any hold or scale-up ask is recorded again and holds scale-in for a window.
+// restartStepWindow starts a new stabilization window after a scale-down
+// by relative asks (Step's). Step asks are relative: each one is "one task
+// fewer than now". Kept after a step, the asks made before it (one task
+// more than the new count) would hold every further step for a whole
+// window, so a set would shed one task per window instead of one per
+// interval. The window has done its job once load stayed low through it;
+// from then on a step follows every low reading, and any hold or scale-up
+// ask is recorded again and holds scale-in for a window.
 func restartStepWindow(in Inputs, d *Decision) {
-	if in.Policy.Type == gputaskv1.StepPolicy && d.Desired < in.Current {
+	if d.relative && d.Desired < in.Current {
 		d.Recommendations = nil
 	}
 }
@@ -395,14 +207,9 @@ func normalize(in Inputs) Inputs {
 	in.Current = max(in.Current, 0)
 	in.Min = max(in.Min, 0)
 	in.Max = max(in.Max, in.Min)
-	switch in.Policy.Type {
-	case gputaskv1.ProportionalPolicy:
-	case gputaskv1.SLOPolicy:
-		in.Policy.SLO = normalizeSLO(in.Policy.SLO)
-		in.Burst = nil
-	default:
-		in.Policy.Type = gputaskv1.StepPolicy
-	}
+	// Only the SLO policy reads these; the others leave them as they are.
+	in.Policy.SLO.SlotsPerTask, in.slotsFrom = sloSlots(in)
+	in.Policy.SLO = normalizeSLO(in.Policy.SLO)
 	if in.Startup <= 0 {
 		in.Startup = DefaultStartupTimeout
 	}
@@ -430,14 +237,6 @@ func normalize(in Inputs) Inputs {
 	in.HeldBack = max(in.HeldBack, 0)
 	in.Starting = min(max(in.Starting, 0), in.Current)
 	in.Interval = max(in.Interval, 0)
-	if w := in.Schedule; w != nil {
-		if floor := min(max(w.Min, 0), in.Max); floor > in.Min {
-			in.Min, in.floorFrom = floor, "schedule "+w.Name
-		}
-		if w.Max != nil && *w.Max < in.Max {
-			in.Max, in.ceilingFrom = max(*w.Max, in.Min), "schedule "+w.Name
-		}
-	}
 	if in.Burst != nil {
 		b := *in.Burst
 		if !(b.Factor >= MinBurstFactor) || math.IsInf(b.Factor, 0) {
@@ -449,21 +248,14 @@ func normalize(in Inputs) Inputs {
 	return in
 }
 
-// evaluateMetrics asks each metric for a count.
-func evaluateMetrics(in Inputs) []MetricOutcome {
+// readMetrics is each metric's reading, with the readings a source should
+// never give turned into errors; the policy fills in what each asks for.
+func readMetrics(in Inputs) []MetricOutcome {
 	out := make([]MetricOutcome, len(in.Metrics))
 	for i, m := range in.Metrics {
 		out[i] = MetricOutcome{Name: m.Name, Value: m.Value, Err: m.Err}
 		if out[i].Err == nil {
 			out[i].Err = checkValue(m.Value)
-		}
-		if out[i].Err != nil || in.Policy.Type == gputaskv1.SLOPolicy {
-			continue
-		}
-		if in.Policy.Type == gputaskv1.ProportionalPolicy {
-			out[i].Desired, out[i].Reason, out[i].Err = proportional(in.Current, perTaskBase(in), m, in.Policy.Tolerance)
-		} else {
-			out[i].Desired, out[i].Reason = stepDesired(in.Current, m, in.Policy)
 		}
 	}
 	return out
@@ -478,65 +270,10 @@ func checkValue(v float64) error {
 	return nil
 }
 
-func stepDesired(current int32, m MetricInput, p Policy) (int32, string) {
-	switch {
-	case m.Value > m.UpThreshold:
-		return addSat(current, int64(p.StepUp)), ReasonScaleUpAboveThreshold
-	case m.Value < m.DownThreshold:
-		return max(current-p.StepDown, 0), ReasonScaleDownBelowThreshold
-	default:
-		return current, ReasonWithinThresholds
-	}
-}
-
-// perTaskBase is the task count a Proportional reading is multiplied by:
-// the tasks that serve. A load index is measured over the workers that
-// take work, so while tasks are starting the HPA's rule for a metric of
-// the Ready pods applies (getUsageRatioReplicaCount multiplies by the
-// Ready pods, not by spec.replicas). Multiplied by Current instead, a
-// reading taken while half the set is still loading would ask for twice
-// the tasks the load needs, and that ask, recorded as a recommendation,
-// would hold the overshoot through the whole stabilization window. With no
-// task serving yet the reading says nothing per task, and Current stays
-// the base.
-func perTaskBase(in Inputs) int32 {
-	if serving := in.Current - in.Starting; in.Starting > 0 && serving > 0 {
-		return serving
-	}
-	return in.Current
-}
-
-func proportional(current, base int32, m MetricInput, tolerance float64) (int32, string, error) {
-	if !(m.Target > 0) || math.IsInf(m.Target, 0) {
-		return 0, "", fmt.Errorf("target must be a finite number above 0, got %v", m.Target)
-	}
-	ratio := m.Value / m.Target
-	if current == 0 {
-		// No tasks means no per-task load; read the value as the total load
-		// and start as many tasks as it takes to bring each to the target.
-		desired := ceilSat(ratio)
-		if desired == 0 {
-			return 0, ReasonWithinTolerance, nil
-		}
-		return desired, ReasonProportionalScaleUp, nil
-	}
-	if math.Abs(ratio-1) <= tolerance {
-		return current, ReasonWithinTolerance, nil
-	}
-	desired := ceilSat(float64(base) * ratio)
-	switch {
-	case desired > current:
-		return desired, ReasonProportionalScaleUp, nil
-	case desired < current:
-		return desired, ReasonProportionalScaleDown, nil
-	default:
-		return current, ReasonWithinTolerance, nil
-	}
-}
-
-// combine picks the largest count among the metrics read and applies the
-// failure rules.
-func combine(in Inputs, d *Decision) step {
+// countFailures counts this evaluation in ConsecutiveFailures when a
+// metric failed or none is configured, and returns the failed metrics'
+// names.
+func countFailures(in Inputs, d *Decision) []string {
 	failed := failedNames(d.Metrics)
 	d.ConsecutiveFailures = in.ConsecutiveFailures
 	if len(failed) > 0 || len(d.Metrics) == 0 {
@@ -544,9 +281,14 @@ func combine(in Inputs, d *Decision) step {
 	} else {
 		d.ConsecutiveFailures = 0
 	}
-	if in.Policy.Type == gputaskv1.SLOPolicy {
-		return combineSLO(in, d, failed)
-	}
+	return failed
+}
+
+// combine is rule 2 and 3 for the policies whose metrics each ask for a
+// count: the largest ask among the metrics read wins, and the failure
+// rules apply.
+func combine(in Inputs, d *Decision) step {
+	failed := countFailures(in, d)
 	for i, m := range d.Metrics {
 		if m.Err == nil && (d.Winner < 0 || m.Desired > d.Metrics[d.Winner].Desired) {
 			d.Winner = i
@@ -671,8 +413,9 @@ func describeMetric(in MetricInput, m MetricOutcome) string {
 }
 
 // summarizeInputs renders what the decision saw, such as
-// "queue: load=0.91 up=0.8 down=0.5" or "util: load=0.6 target=0.5".
-func summarizeInputs(in Inputs, metrics []MetricOutcome) string {
+// "queue: load=0.91 up=0.8 down=0.5" or "util: load=0.6 target=0.5":
+// each metric's reading, then what the policy compares it with (of).
+func summarizeInputs(in Inputs, metrics []MetricOutcome, of func(MetricInput) string) string {
 	parts := make([]string, 0, len(metrics))
 	for i, m := range metrics {
 		part := m.Name + ": "
@@ -681,15 +424,7 @@ func summarizeInputs(in Inputs, metrics []MetricOutcome) string {
 		} else {
 			part += "load=" + FormatValue(m.Value)
 		}
-		switch in.Policy.Type {
-		case gputaskv1.SLOPolicy:
-			part += " role=" + string(in.Metrics[i].Role)
-		case gputaskv1.ProportionalPolicy:
-			part += " target=" + FormatValue(in.Metrics[i].Target)
-		default:
-			part += " up=" + FormatValue(in.Metrics[i].UpThreshold) + " down=" + FormatValue(in.Metrics[i].DownThreshold)
-		}
-		parts = append(parts, part)
+		parts = append(parts, part+of(in.Metrics[i]))
 	}
 	if w := in.Schedule; w != nil {
 		parts = append(parts, "schedule "+w.Name)

@@ -46,49 +46,55 @@ func proportionalBase(metrics ...MetricInput) Inputs {
 
 func with(in Inputs, mutate func(*Inputs)) Inputs { mutate(&in); return in }
 
-func TestDecide(t *testing.T) {
-	tests := []struct {
-		name       string
-		in         Inputs
-		want       int32
-		reason     string
-		limits     []string
-		fallback   bool
-		failures   int32
-		stabilized bool
-		msg        string
-	}{
-		// Step policy.
-		{name: "step up above threshold", in: base(load(0.91)), want: 8, reason: ReasonScaleUpAboveThreshold, msg: "load 0.91 above up threshold 0.8"},
-		{name: "step down below threshold", in: base(load(0.2)), want: 4, reason: ReasonScaleDownBelowThreshold, msg: "below down threshold 0.5"},
-		{name: "within thresholds", in: base(load(0.6)), want: 5, reason: ReasonWithinThresholds},
-		{name: "at up threshold holds", in: base(load(0.8)), want: 5, reason: ReasonWithinThresholds},
-		{name: "at down threshold holds", in: base(load(0.5)), want: 5, reason: ReasonWithinThresholds},
-		{name: "custom steps", in: with(base(load(0.9)), func(in *Inputs) { in.Policy.StepUp = 1 }), want: 6, reason: ReasonScaleUpAboveThreshold},
-		{name: "default steps when unset", in: with(base(load(0.1)), func(in *Inputs) { in.Policy = Policy{} }), want: 4, reason: ReasonScaleDownBelowThreshold},
-		{name: "step up from zero", in: with(base(load(0.9)), func(in *Inputs) { in.Current, in.Min = 0, 0 }), want: 3, reason: ReasonScaleUpAboveThreshold},
-		{name: "step down to min", in: with(base(load(0.1)), func(in *Inputs) { in.Current, in.Min = 1, 1 }), want: 1, reason: ReasonTooFewReplicas, limits: []string{ReasonTooFewReplicas}},
-		{name: "step down to zero with min 0", in: with(base(load(0.1)), func(in *Inputs) { in.Current, in.Min = 1, 0 }), want: 0, reason: ReasonScaleDownBelowThreshold},
+// decideCase is one row of the Decide tables: the inputs and what the
+// decision must say.
+type decideCase struct {
+	name       string
+	in         Inputs
+	want       int32
+	reason     string
+	limits     []string
+	fallback   bool
+	failures   int32
+	stabilized bool
+	msg        string
+}
 
+func runDecideCases(t *testing.T, tests []decideCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Decide(tt.in)
+			if d.Desired != tt.want || d.Reason != tt.reason {
+				t.Fatalf("Decide = %d %s (%s), want %d %s", d.Desired, d.Reason, d.Message, tt.want, tt.reason)
+			}
+			if !reflect.DeepEqual(d.Limits, tt.limits) {
+				t.Errorf("Limits = %v, want %v", d.Limits, tt.limits)
+			}
+			if d.Fallback != tt.fallback {
+				t.Errorf("Fallback = %v, want %v", d.Fallback, tt.fallback)
+			}
+			if d.ConsecutiveFailures != tt.failures {
+				t.Errorf("ConsecutiveFailures = %d, want %d", d.ConsecutiveFailures, tt.failures)
+			}
+			if d.Stabilized != tt.stabilized {
+				t.Errorf("Stabilized = %v, want %v", d.Stabilized, tt.stabilized)
+			}
+			if !strings.Contains(d.Message, tt.msg) {
+				t.Errorf("Message %q does not contain %q", d.Message, tt.msg)
+			}
+		})
+	}
+}
+
+func TestDecide(t *testing.T) {
+	runDecideCases(t, []decideCase{
 		// Bounds.
 		{name: "capped at max", in: with(base(load(0.9)), func(in *Inputs) { in.Max = 6 }), want: 6, reason: ReasonTooManyReplicas, limits: []string{ReasonTooManyReplicas}, msg: "capped at maxReplicas 6"},
 		{name: "at max holds", in: with(base(load(0.9)), func(in *Inputs) { in.Max = 5 }), want: 5, reason: ReasonTooManyReplicas, limits: []string{ReasonTooManyReplicas}},
 		{name: "below min raised", in: with(base(load(0.6)), func(in *Inputs) { in.Current, in.Min = 0, 2 }), want: 2, reason: ReasonTooFewReplicas, limits: []string{ReasonTooFewReplicas}},
 		{name: "above max lowered", in: with(base(load(0.6)), func(in *Inputs) { in.Current = 30 }), want: 20, reason: ReasonTooManyReplicas, limits: []string{ReasonTooManyReplicas}},
 		{name: "max below min is raised to min", in: with(base(load(0.6)), func(in *Inputs) { in.Min, in.Max = 7, 3 }), want: 7, reason: ReasonTooFewReplicas, limits: []string{ReasonTooFewReplicas}},
-
-		// Proportional policy.
-		{name: "proportional up", in: proportionalBase(load(0.9)), want: 9, reason: ReasonProportionalScaleUp},
-		{name: "proportional down", in: proportionalBase(load(0.2)), want: 2, reason: ReasonProportionalScaleDown},
-		{name: "proportional within tolerance", in: proportionalBase(load(0.54)), want: 5, reason: ReasonWithinTolerance},
-		{name: "proportional just outside tolerance", in: proportionalBase(load(0.56)), want: 6, reason: ReasonProportionalScaleUp},
-		{name: "proportional rounds up", in: proportionalBase(load(0.41)), want: 5, reason: ReasonWithinTolerance},
-		{name: "proportional zero tolerance", in: with(proportionalBase(load(0.54)), func(in *Inputs) { in.Policy.Tolerance = 0 }), want: 6, reason: ReasonProportionalScaleUp},
-		{name: "proportional from zero tasks", in: with(proportionalBase(load(1.2)), func(in *Inputs) { in.Current, in.Min = 0, 0 }), want: 3, reason: ReasonProportionalScaleUp},
-		{name: "proportional zero load zero tasks", in: with(proportionalBase(load(0)), func(in *Inputs) { in.Current, in.Min = 0, 0 }), want: 0, reason: ReasonWithinTolerance},
-		{name: "proportional zero load", in: with(proportionalBase(load(0)), func(in *Inputs) { in.Min = 0 }), want: 0, reason: ReasonProportionalScaleDown},
-		{name: "proportional huge load saturates at max", in: proportionalBase(load(1e300)), want: 20, reason: ReasonTooManyReplicas, limits: []string{ReasonTooManyReplicas}},
-		{name: "proportional without target fails", in: proportionalBase(MetricInput{Name: "load", Value: 1}), want: 5, reason: ReasonFailedGetLoadIndex, failures: 1, msg: "target must be"},
 
 		// Several metrics.
 		{name: "largest desired wins", in: base(named("a", load(0.2)), named("b", load(0.9))), want: 8, reason: ReasonScaleUpAboveThreshold},
@@ -192,30 +198,7 @@ func TestDecide(t *testing.T) {
 			want: 40, reason: ReasonPaused, limits: []string{ReasonTooManyReplicas}},
 		{name: "dry run decides normally", in: with(base(load(0.9)), func(in *Inputs) { in.DryRun = true }),
 			want: 8, reason: ReasonScaleUpAboveThreshold},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			d := Decide(tt.in)
-			if d.Desired != tt.want || d.Reason != tt.reason {
-				t.Fatalf("Decide = %d %s (%s), want %d %s", d.Desired, d.Reason, d.Message, tt.want, tt.reason)
-			}
-			if !reflect.DeepEqual(d.Limits, tt.limits) {
-				t.Errorf("Limits = %v, want %v", d.Limits, tt.limits)
-			}
-			if d.Fallback != tt.fallback {
-				t.Errorf("Fallback = %v, want %v", d.Fallback, tt.fallback)
-			}
-			if d.ConsecutiveFailures != tt.failures {
-				t.Errorf("ConsecutiveFailures = %d, want %d", d.ConsecutiveFailures, tt.failures)
-			}
-			if d.Stabilized != tt.stabilized {
-				t.Errorf("Stabilized = %v, want %v", d.Stabilized, tt.stabilized)
-			}
-			if !strings.Contains(d.Message, tt.msg) {
-				t.Errorf("Message %q does not contain %q", d.Message, tt.msg)
-			}
-		})
-	}
+	})
 }
 
 func TestDecideRecommendations(t *testing.T) {
@@ -374,66 +357,5 @@ func BenchmarkDecide(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		Decide(in)
-	}
-}
-
-// TestDecideStepWindowThenOneStepPerInterval replays evaluations every 30s: a
-// set held at 7, then low load. The first step waits for the window since the
-// last hold ask; after it, every low reading steps down by one, to min.
-// A hold ask in between starts a new window.
-func TestDecideStepWindowThenOneStepPerInterval(t *testing.T) {
-	const interval = 30 * time.Second
-	window := 5 * time.Minute
-	in := base()
-	in.Current, in.Min, in.StabilizationWindow = 7, 3, window
-
-	now := t0
-	evaluate := func(value float64) Decision {
-		in.Now, in.Metrics = now, []MetricInput{load(value)}
-		d := Decide(in)
-		in.Current, in.Recommendations = d.Desired, d.Recommendations
-		now = now.Add(interval)
-		return d
-	}
-
-	for range 4 {
-		evaluate(0.6)
-	}
-	lastHold := now.Add(-interval)
-	var counts []int32
-	var firstStep time.Time
-	for range 16 {
-		at := now
-		d := evaluate(0.3)
-		if d.Desired < 7 && firstStep.IsZero() {
-			firstStep = at
-		}
-		counts = append(counts, d.Desired)
-	}
-	if wait := firstStep.Sub(lastHold); wait < window {
-		t.Fatalf("first step %v after the last hold ask, want at least the %v window", wait, window)
-	}
-	want := []int32{7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 5, 4, 3, 3, 3, 3}
-	if !reflect.DeepEqual(counts, want) {
-		t.Fatalf("counts = %v, want %v", counts, want)
-	}
-
-	// A hold ask records the count again, so the next low reading waits a window.
-	in.Current = 6
-	evaluate(0.6)
-	if d := evaluate(0.3); d.Desired != 6 || d.Reason != ReasonScaleDownStabilized {
-		t.Fatalf("after a hold ask: %d %s, want 6 %s", d.Desired, d.Reason, ReasonScaleDownStabilized)
-	}
-}
-
-// TestDecideProportionalKeepsHPAWindow checks that Proportional, whose asks
-// are absolute, keeps the HPA rule: recommendations survive a scale-down.
-func TestDecideProportionalKeepsHPAWindow(t *testing.T) {
-	in := proportionalBase(load(0.25)) // target 0.5: asks ceil(8 × 0.5) = 4
-	in.Current, in.StabilizationWindow = 8, 5*time.Minute
-	in.Recommendations = []gputaskv1.Recommendation{rec(6*time.Minute, 8), rec(time.Minute, 4)}
-	d := Decide(in)
-	if d.Desired != 4 || len(d.Recommendations) == 0 {
-		t.Fatalf("desired %d recommendations %v, want 4 and the window kept", d.Desired, d.Recommendations)
 	}
 }

@@ -2,8 +2,6 @@ package scaling
 
 import (
 	"fmt"
-	"math"
-	"time"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
@@ -48,77 +46,6 @@ func stabilize(in Inputs, d *Decision, s step) step {
 	d.Stabilized = true
 	return s.limited(floor, ReasonScaleDownStabilized,
 		fmt.Sprintf("scale-down held at %d, the highest recommendation within the last %v", floor, in.StabilizationWindow))
-}
-
-// waitForStartingTasks holds a scale-up while tasks added earlier are still
-// starting. GPU workers load a model for minutes; a load index that has not
-// felt them yet would otherwise ask for the same tasks again every interval.
-func waitForStartingTasks(in Inputs, d *Decision, s step) step {
-	if in.Starting == 0 || s.desired <= in.Current {
-		return s
-	}
-	if in.Policy.Type == gputaskv1.ProportionalPolicy {
-		serving := in.Current - in.Starting
-		fromServing := proportionalFromServing(in, d, serving)
-		if fromServing > in.Current {
-			return step{desired: min(fromServing, s.desired), reason: s.reason,
-				message: fmt.Sprintf("%s; computed from the %d serving tasks, as %d are starting", s.message, serving, in.Starting)}
-		}
-	}
-	return s.limited(in.Current, ReasonWaitingForStartingTasks,
-		fmt.Sprintf("scale-up to %d waits: %d tasks are starting", s.desired, in.Starting))
-}
-
-// burst is rule 14: the fast path for bursts, and the scale-down it holds.
-func burst(in Inputs, d *Decision, s step) step {
-	if in.Burst == nil {
-		return s
-	}
-	if in.Now.Before(in.BurstUntil) {
-		d.BurstUntil = in.BurstUntil
-	}
-	serving := max(in.Current-in.Starting, 1)
-	var want int32
-	var why string
-	for i, m := range d.Metrics {
-		level, name := in.Metrics[i].UpThreshold, "upThreshold"
-		if in.Policy.Type == gputaskv1.ProportionalPolicy {
-			level, name = in.Metrics[i].Target, "target"
-		}
-		if m.Err != nil || !(level > 0) || math.IsInf(level, 0) || m.Value < in.Burst.Factor*level {
-			continue
-		}
-		if n := ceilSat(float64(serving) * m.Value / level); n > want || why == "" {
-			want = max(want, n)
-			why = fmt.Sprintf("%s %s is at least %s× its %s %s: a burst", m.Name, FormatValue(m.Value), FormatValue(in.Burst.Factor), name, FormatValue(level))
-		}
-	}
-	if why != "" {
-		d.BurstUntil = in.Now.Add(in.Burst.Window)
-		if want >= s.desired && want > in.Current {
-			return step{desired: want, reason: ReasonBurst,
-				message: fmt.Sprintf("%s; %d tasks from the %d serving", why, want, serving)}
-		}
-	}
-	if s.desired < in.Current && in.Now.Before(d.BurstUntil) {
-		return s.limited(in.Current, ReasonHeldDuringBurst,
-			fmt.Sprintf("scale-down to %d waits for the burst to pass at %s", s.desired, d.BurstUntil.UTC().Format(time.RFC3339)))
-	}
-	return s
-}
-
-// proportionalFromServing is the largest ceil(serving × value / target)
-// over the metrics that were read.
-func proportionalFromServing(in Inputs, d *Decision, serving int32) int32 {
-	var best int32
-	for i, m := range d.Metrics {
-		target := in.Metrics[i].Target
-		if m.Err != nil || !(target > 0) || math.IsInf(target, 0) {
-			continue
-		}
-		best = max(best, ceilSat(float64(serving)*m.Value/target))
-	}
-	return best
 }
 
 // oneStepPerInterval holds any change of the count within Interval of the

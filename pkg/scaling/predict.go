@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-
-	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
 
 // Predictive is predictive pre-warming (autoscaling.predictive).
@@ -134,19 +132,31 @@ func DecodeHistory(v string) History {
 	return h
 }
 
+// forecasting wraps a policy with predictive pre-warming (rule 16): it
+// learns the demand the policy's levels read and raises Min to the
+// forecast one lead time ahead, so it only ever raises the count.
+type forecasting struct {
+	inner  rule
+	levels levels
+}
+
+func (f forecasting) ask(in *Inputs, d *Decision) step {
+	*in = predict(*in, d, f.levels)
+	return f.inner.ask(in, d)
+}
+
+func (f forecasting) settle(in Inputs, d *Decision, s step) step { return f.inner.settle(in, d, s) }
+
 // neededTasks is the demand this evaluation saw, in tasks: the most any
 // metric that was read asks for from the tasks that serve, at its level
 // (target, or the middle of the thresholds for Step). ok is false when no
 // metric was read.
-func neededTasks(in Inputs) (float64, bool) {
+func neededTasks(in Inputs, l levels) (float64, bool) {
 	serving := float64(max(in.Current-in.Starting, 0))
 	var need float64
 	ok := false
 	for _, m := range in.Metrics {
-		level := (m.UpThreshold + m.DownThreshold) / 2
-		if in.Policy.Type == gputaskv1.ProportionalPolicy {
-			level = m.Target
-		}
+		level := l.demandLevel(m)
 		if m.Err != nil || checkValue(m.Value) != nil || !(level > 0) || math.IsInf(level, 0) {
 			continue
 		}
@@ -158,12 +168,9 @@ func neededTasks(in Inputs) (float64, bool) {
 // predict learns from this evaluation and forecasts one lead time ahead;
 // in Active mode a forecast raises Min, as a schedule's floor does (rule
 // 16). It fills the decision's History, Forecast and ForecastMessage.
-func predict(in Inputs, d *Decision) Inputs {
-	if in.Predictive == nil {
-		return in
-	}
+func predict(in Inputs, d *Decision, l levels) Inputs {
 	h := in.History
-	if need, ok := neededTasks(in); ok && !in.Paused && !in.Stopped {
+	if need, ok := neededTasks(in, l); ok && !in.Paused && !in.Stopped {
 		h.Learn(in.Now, need)
 	}
 	d.History = h

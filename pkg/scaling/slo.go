@@ -46,12 +46,22 @@ const (
 
 // SLO is the SLO policy's objective and pool shape, defaults applied.
 type SLO struct {
+	// Wait is how long a request may wait for a slot, at Percentile.
 	Wait       time.Duration
 	Percentile float64
-	// SlotsPerTask is how many requests one task serves at once.
+	// SlotsPerTask is how many requests one task serves at once. Set, it
+	// overrides the capacity an engine model gives (Inputs.Engine).
 	SlotsPerTask int32
 	// ServiceVariability is Cs².
 	ServiceVariability float64
+	// TTFT is the time to first token a request may see at Percentile:
+	// its wait plus its prompt's prefill. 0 sets no such objective; the
+	// wait objective is then Wait alone.
+	TTFT time.Duration
+	// ITL is the inter-token latency each sequence must keep: with an
+	// engine model, it sets how many sequences a task serves, and bounds
+	// how long a request holds its slot. 0 sets no such objective.
+	ITL time.Duration
 }
 
 // QueueState is what the SLO policy carries from one evaluation to the
@@ -71,6 +81,14 @@ type QueueState struct {
 	// Correction is the factor on the arrival rate learned from the
 	// observed wait percentile; 0 means 1.
 	Correction float64
+	// Jump is when the arrival rate last stepped (isJump): the trend and
+	// the dispersion are read from the rates since.
+	Jump time.Time
+	// Rises is the history the burst headroom is sized from.
+	Rises Rises
+	// ITL is the online fit of the workers' inter-token latency against
+	// their running sequences (Inputs.Engine.ITL).
+	ITL ITLFit
 }
 
 // RateSample is the arrival rate measured at Time.
@@ -110,6 +128,17 @@ type SLOOutcome struct {
 	// highest load until a new task could start (while shrinking), and
 	// the tasks the running requests occupy.
 	Tasks int32
+	// SlotsFrom says where Slots came from: SlotsFromOverride,
+	// SlotsFromProfile, SlotsFromFit or SlotsFromDefault.
+	SlotsFrom string
+	// Headroom is the rise of the arrival rate within one start-up that
+	// the pool keeps capacity for (requests/s; 0 until the history of
+	// rises is long enough), and Sustained the rate the arrivals held for
+	// a quarter of a start-up. Absorbed is true when the arrivals rose
+	// further than the headroom above it: the count is sized for
+	// Sustained plus Headroom until the rise has lasted that long.
+	Headroom, Sustained float64
+	Absorbed            bool
 	// PredictedWait is the wait at the SLO's percentile with the chosen
 	// count at the expected rate; +Inf when the slots cannot keep up.
 	PredictedWait float64
@@ -145,6 +174,27 @@ func CheckRoles(metrics []MetricInput) (reason, message string) {
 	}
 	return "", ""
 }
+
+// sloRule is the SLO policy (rule 17): the metrics together, by role,
+// feed one queueing model that asks for the smallest count meeting the
+// SLO at the load expected one start-up ahead.
+type sloRule struct{}
+
+func (sloRule) ask(in *Inputs, d *Decision) step {
+	failed := countFailures(*in, d)
+	d.Inputs = summarizeInputs(*in, d.Metrics, func(m MetricInput) string { return " role=" + string(m.Role) })
+	return combineSLO(*in, d, failed)
+}
+
+// settle adds nothing: the count is already the whole pool one start-up
+// ahead, the tasks on their way included.
+func (sloRule) settle(_ Inputs, _ *Decision, s step) step { return s }
+
+func (sloRule) checkMetrics(metrics []MetricInput) (reason, message string) {
+	return CheckRoles(metrics)
+}
+
+func (sloRule) startupAhead() {}
 
 // roleReadings are the SLO policy's readings by role.
 type roleReadings struct {
@@ -236,15 +286,32 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		arrivals = queueing.ArrivalsFromCompletions(completions, inPool, state.LastInPool, dt)
 	}
 	weight := 1.0
-	if dt > 0 {
+	switch {
+	case dt > 0:
 		weight = 1 - math.Exp(-dt/ServiceTimeWindow.Seconds())
+	case !r.has(gputaskv1.RoleCompletions):
+		// A first reading without a completions metric takes the
+		// completions to be the arrivals, as in steady state; it may be
+		// the first seconds of traffic, so it weighs as one interval's.
+		weight = 1 - math.Exp(-max(in.Interval, time.Second).Seconds()/ServiceTimeWindow.Seconds())
 	}
-	state.Little = state.Little.Observe(running, completions, weight)
+	if rate, learn := littleRate(completions, arrivals); learn {
+		state.Little = state.Little.Observe(running, rate, weight)
+	}
 	state.LastTime, state.LastInPool = in.Now, inPool
+	jump := isJump(state.Rates, in.Now, trendWindow(in), arrivals)
 	state.Rates = appendRate(state.Rates, in.Now, arrivals, rateWindow(in))
+	if jump {
+		state.Jump = in.Now
+	}
+	state.Rises = state.Rises.Record(in.Now, riseWithin(state.Rates, in.Now, in.Startup+jitterOf(in)), in.Startup)
+	serving := max(in.Current-in.Starting, 0)
+	if e := in.Engine; e != nil && e.ITL > 0 && serving > 0 {
+		state.ITL = state.ITL.Observe(in.Now, running/float64(serving), e.ITL)
+	}
 	d.Queue = state
 
-	o := &SLOOutcome{Arrivals: arrivals, Slots: slo.SlotsPerTask, Cs2: slo.ServiceVariability, Startup: in.Startup, Correction: correctionOf(state.Correction)}
+	o := &SLOOutcome{Arrivals: arrivals, Slots: slo.SlotsPerTask, SlotsFrom: in.slotsFrom, Cs2: slo.ServiceVariability, Startup: in.Startup, Correction: correctionOf(state.Correction)}
 	d.SLO = o
 	occupied := ceilSat(running / float64(slo.SlotsPerTask))
 	service, ok := state.Little.ServiceTime()
@@ -262,16 +329,27 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 			need = 1
 		}
 		o.Tasks = max(need, in.Current)
+		if nearZero(arrivals) {
+			// A trickle too thin to learn from: the requests in the pool
+			// are all the load there is, and holding the count until it
+			// thickens would keep an idle pool up all night.
+			o.Tasks = need
+		}
 		d.Inputs = o.inputs()
 		return step{desired: o.Tasks, reason: ReasonServiceTimeUnknown,
 			message: fmt.Sprintf("no request has finished yet, so the service time is unknown; %d tasks for the %s requests in the pool", o.Tasks, FormatValue(inPool))}
 	}
+	if bound, ok := engineServiceTime(in, arrivals); ok {
+		service = min(service, bound)
+	}
 	o.ServiceTime, o.service = seconds(service), service
-	o.Ca2 = queueing.ArrivalVariability(countsOf(state.Rates))
+	// A step in the rate is not burstiness: the dispersion, as the trend,
+	// is read from the rates since the last jump, so traffic coming back
+	// after idle is not sized as if it were a storm.
+	o.Ca2 = queueing.ArrivalVariability(countsOf(ratesSince(state.Rates, state.Jump)))
 	model := queueing.Model{ServiceTime: service, Slots: slo.SlotsPerTask, Ca2: o.Ca2, Cs2: slo.ServiceVariability}
-	objective := queueing.SLO{Wait: slo.Wait.Seconds(), Percentile: slo.Percentile}
+	objective := queueing.SLO{Wait: waitObjective(in, arrivals).Seconds(), Percentile: slo.Percentile}
 
-	serving := max(in.Current-in.Starting, 0)
 	if observed, ok := r.value[gputaskv1.RoleWaitPercentile]; ok && serving > 0 {
 		// The error corrects the next evaluations, not this one: sized by
 		// the factor learned so far, a count never falls because the load
@@ -283,11 +361,35 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 
 	startup := max(in.Startup, in.Interval, time.Second).Seconds()
 	interval := in.Interval.Seconds()
-	slope := queueing.Trend(trendSamples(state.Rates, in.Now, max(in.Startup, 3*in.Interval)+jitterOf(in)))
-	ahead := func(h float64) float64 {
-		return max(0, arrivals+min(slope*h, maxTrendGrowth*arrivals))
+	// A step in the rate is not a trend: the trend is read from the
+	// rates since the last jump.
+	slope := queueing.Trend(trendSamples(state.Rates, in.Now, trendWindow(in), state.Jump))
+	sizing := arrivals
+	if h, known := state.Rises.Headroom(in.Now, in.Startup); known {
+		// A rise beyond the headroom that has not lasted a quarter of a
+		// start-up may be a burst that is gone before a new task is
+		// Ready: the pool is sized for the sustained rate and its
+		// headroom until the rise has lasted, and then follows it. A
+		// quarter lets a burst of one or two readings pass at a 2-minute
+		// start-up and follows a step within two intervals; waiting half
+		// a start-up lets the queue of a real step outgrow the SLO.
+		o.Headroom = h
+		o.Sustained = sustainedRate(state.Rates, in.Now, sustainWindow(in))
+		if arrivals > o.Sustained+h {
+			sizing, slope, o.Absorbed = o.Sustained, 0, true
+		}
 	}
+	ahead := func(h float64) float64 {
+		return max(0, sizing+min(slope*h, maxTrendGrowth*sizing))
+	}
+	// The headroom is a floor: the pool serves, without a new task, the
+	// lowest rate of the last start-up plus the rise the traffic shows
+	// within one. It is not added to the rate the model sizes for, whose
+	// Ca² already covers the variability from one reading to the next.
 	future := ahead(startup + interval/2)
+	if o.Headroom > 0 {
+		future = max(future, sustainedRate(state.Rates, in.Now, in.Startup+jitterOf(in))+o.Headroom)
+	}
 	keep := max(arrivals, ahead(startup))
 	if rate, known, act := forecastRate(in, d, service); known {
 		forecast, _ := model.Tasks(rate*o.Correction, objective, MaxSLOTasks)
@@ -296,7 +398,11 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 			future, keep = max(future, rate), max(keep, rate)
 		}
 	}
-	o.Backlog = queueing.BacklogRate(waiting, arrivals, float64(serving)*float64(slo.SlotsPerTask), service, startup)
+	// While a burst is absorbed it is taken to pass: the backlog is what
+	// the serving slots cannot clear at the sustained rate.
+	o.Backlog = queueing.BacklogRate(waiting, min(arrivals, sizing+o.Headroom), float64(serving)*float64(slo.SlotsPerTask), service, startup)
+	// A waiting request needs one slot at most, however long it holds it.
+	o.Backlog = min(o.Backlog, waiting/service)
 	o.Expected = (future + o.Backlog) * o.Correction
 	forFuture, _ := model.Tasks(o.Expected, objective, MaxSLOTasks)
 	forNow, _ := model.Tasks((keep+o.Backlog)*o.Correction, objective, MaxSLOTasks)
@@ -305,14 +411,40 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 
 	reason := sloReason(o.Tasks, in.Current)
 	msg := fmt.Sprintf("%s/s expected (%s/s now) at %s per request need %d tasks of %d slots for a p%s wait within %v",
-		FormatValue(o.Expected), FormatValue(arrivals), o.ServiceTime, forFuture, slo.SlotsPerTask, FormatValue(slo.Percentile), slo.Wait)
+		FormatValue(o.Expected), FormatValue(arrivals), o.ServiceTime, forFuture, slo.SlotsPerTask, FormatValue(slo.Percentile), seconds(objective.Wait))
 	switch {
 	case o.Tasks == occupied && occupied > forFuture && occupied > min(forNow, in.Current):
 		msg += fmt.Sprintf("; %d tasks for the %s running requests", occupied, FormatValue(running))
 	case o.Tasks > forFuture:
 		msg += fmt.Sprintf("; %d kept for the load until a new task could start", o.Tasks)
 	}
+	if o.Absorbed {
+		msg += fmt.Sprintf("; the rise to %s/s is absorbed by the headroom of %s/s above the %s/s sustained until it lasts %v",
+			FormatValue(arrivals), FormatValue(o.Headroom), FormatValue(o.Sustained), in.Startup/4)
+	}
 	return step{desired: o.Tasks, reason: reason, message: msg}
+}
+
+// nearZero is a rate of fewer than one request per ServiceTimeWindow: too
+// few finished requests for Little's law to say anything.
+func nearZero(rate float64) bool { return !(rate*ServiceTimeWindow.Seconds() >= 1) }
+
+// littleRate is the completion rate Little's law divides the running
+// requests by for this reading, and whether the reading teaches the
+// service time at all. It never divides by a near-zero completion rate:
+// a reading where fewer than half the arrivals finish, or fewer than one
+// request per ServiceTimeWindow, is the pool idle, filling (onset, after
+// idle, after a restart) or overloaded, and running ÷ completions there
+// is the time the pool has been busy over a trickle, not a service time.
+// Such a reading teaches nothing: the estimate learned before keeps its
+// weight through an idle spell and is there when traffic comes back, and
+// without one the policy sizes for the requests in the pool
+// (ServiceTimeUnknown) until requests finish.
+//
+// So the estimate after a reading is at most the one before it or
+// running ÷ max(completions, arrivals/2, one per ServiceTimeWindow).
+func littleRate(completions, arrivals float64) (float64, bool) {
+	return completions, !nearZero(completions) && completions >= arrivals/2
 }
 
 func sloReason(tasks, current int32) string {
@@ -325,17 +457,16 @@ func sloReason(tasks, current int32) string {
 	return ReasonWithinSLO
 }
 
-// finishSLO reports what the model predicts at the count chosen, and
+// finish reports what the model predicts at the count chosen, and
 // whether maxReplicas or the capacity keep it from the SLO.
-func finishSLO(in Inputs, d *Decision) {
-	o := d.SLO
-	if o == nil || o.service == 0 {
+func (o *SLOOutcome) finish(in Inputs, desired int32) {
+	if o.service == 0 {
 		return
 	}
 	slo := in.Policy.SLO
 	model := queueing.Model{ServiceTime: o.service, Slots: slo.SlotsPerTask, Ca2: o.Ca2, Cs2: slo.ServiceVariability}
 	objective := queueing.SLO{Wait: slo.Wait.Seconds(), Percentile: slo.Percentile}
-	o.PredictedWait = model.WaitPercentile(d.Desired, o.Expected, objective)
+	o.PredictedWait = model.WaitPercentile(desired, o.Expected, objective)
 	o.Reachable = in.Max
 	limit := fmt.Sprintf("maxReplicas %d", in.Max)
 	if in.Capacity != nil && max(*in.Capacity, in.Current) < in.Max {
@@ -415,6 +546,16 @@ func appendRate(rates []RateSample, now time.Time, rate float64, window time.Dur
 	return kept
 }
 
+// ratesSince are the rates read at since or later.
+func ratesSince(rates []RateSample, since time.Time) []RateSample {
+	for i, r := range rates {
+		if !r.Time.Before(since) {
+			return rates[i:]
+		}
+	}
+	return nil
+}
+
 // countsOf turns the rates into arrival counts per interval between
 // readings, the unit in which Poisson arrivals have an index of dispersion
 // of 1.
@@ -426,11 +567,21 @@ func countsOf(rates []RateSample) []float64 {
 	return counts
 }
 
-// trendSamples are the rates within window of now, in seconds before now.
-func trendSamples(rates []RateSample, now time.Time, window time.Duration) []queueing.Sample {
+// sustainWindow is how long a rise beyond the burst headroom must last to
+// be followed: a quarter of a start-up (see sloStep).
+func sustainWindow(in Inputs) time.Duration { return in.Startup/4 + jitterOf(in) }
+
+// trendWindow is how far back the trend is read.
+func trendWindow(in Inputs) time.Duration {
+	return max(in.Startup, 3*in.Interval) + jitterOf(in)
+}
+
+// trendSamples are the rates within window of now and not before since,
+// in seconds before now.
+func trendSamples(rates []RateSample, now time.Time, window time.Duration, since time.Time) []queueing.Sample {
 	var out []queueing.Sample
 	for _, r := range rates {
-		if now.Sub(r.Time) <= window {
+		if now.Sub(r.Time) <= window && !r.Time.Before(since) {
 			out = append(out, queueing.Sample{T: -now.Sub(r.Time).Seconds(), Rate: r.Rate})
 		}
 	}
@@ -482,8 +633,10 @@ func SLOOf(spec *gputaskv1.SLOSpec) SLO {
 
 // normalizeSLO maps SLO settings the API would reject to their defaults.
 func normalizeSLO(s SLO) SLO {
+	s.TTFT, s.ITL = max(s.TTFT, 0), max(s.ITL, 0)
 	if !(s.Wait > 0) {
-		s.Wait = gputaskv1.MinSLOWait
+		// A TTFT objective alone bounds the wait too.
+		s.Wait = max(s.TTFT, gputaskv1.MinSLOWait)
 	}
 	if !(s.Percentile >= queueing.MinPercentile && s.Percentile <= queueing.MaxPercentile) {
 		s.Percentile = DefaultSLOPercentile

@@ -65,38 +65,6 @@ func quantityOr(q *resource.Quantity, def float64) float64 {
 	return q.AsApproximateFloat64()
 }
 
-// Window is a scheduled window in force: its name, floor and ceiling.
-type Window struct {
-	Name string
-	Min  int32
-	Max  *int32
-}
-
-// ScheduleAt returns, of the schedules open at now, the one with the
-// highest floor (the first of those on a tie), or nil when none is open. A
-// window is open from each time its start matches, in its time zone, for
-// its duration. A schedule that does not parse is skipped: the spec's
-// validation reports it.
-func ScheduleAt(schedules []gputaskv1.ScheduleSpec, now time.Time) *Window {
-	var best *Window
-	for i := range schedules {
-		sc := &schedules[i]
-		sched, err := gputaskv1.ParseSchedule(sc)
-		if err != nil || sc.Duration.Duration <= 0 {
-			continue
-		}
-		// The window is open when it last opened less than its duration
-		// ago: the first start after now − duration is not after now.
-		if sched.Next(now.Add(-sc.Duration.Duration)).After(now) {
-			continue
-		}
-		if best == nil || sc.MinReplicas > best.Min {
-			best = &Window{Name: sc.Name, Min: sc.MinReplicas, Max: sc.MaxReplicas}
-		}
-	}
-	return best
-}
-
 // InputsFor gathers everything Decide needs from the set, defaults
 // applied: the autoscaler and the replay read a set the same way.
 func InputsFor(set *gputaskv1.GPUTaskSet, now time.Time, readings []MetricInput, capacity *int32, recs []gputaskv1.Recommendation) Inputs {
@@ -125,7 +93,7 @@ func InputsFor(set *gputaskv1.GPUTaskSet, now time.Time, readings []MetricInput,
 		Stopped:             gputaskv1.IsStopped(set),
 		DryRun:              spec.DryRun,
 	}
-	if spec.Policy.Type == gputaskv1.SLOPolicy {
+	if _, ok := policyRule(in.Policy).(looksAhead); ok {
 		// Until the set has measured its starts, a task is assumed to take
 		// its whole start-up timeout.
 		in.Startup = StartupTimeoutOf(spec)

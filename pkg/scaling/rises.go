@@ -1,0 +1,127 @@
+package scaling
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// Rises is how far the arrival rate rose within one start-up, over the
+// last hours: for each start-up-long bucket, the highest rise seen in it.
+// A rise shorter than a start-up cannot be served by the tasks it would
+// add, so the SLO policy keeps headroom for the rises this history shows
+// instead. It is bounded: at most maxRiseBuckets buckets, none older than
+// maxRiseBuckets start-ups.
+type Rises struct {
+	Buckets []RiseBucket
+}
+
+// RiseBucket is the highest rise, in requests per second, of the readings
+// from Start to Start plus one start-up.
+type RiseBucket struct {
+	Start time.Time
+	Rise  float64
+}
+
+const (
+	// maxRiseBuckets is how many start-ups the history covers: 4 hours
+	// at a 2-minute start-up.
+	maxRiseBuckets = 120
+	// minRiseBuckets is how many start-ups the history must cover before
+	// its percentile sizes anything: until then the policy follows every
+	// rise, as it cannot tell a burst from the pool's usual traffic.
+	minRiseBuckets = 10
+	// RisePercentile is the percentile of the rises the headroom covers.
+	RisePercentile = 90
+)
+
+// Record adds a rise seen at now, in buckets width long (the start-up
+// time), and forgets what is older than maxRiseBuckets buckets. It returns
+// a new history and leaves r as it was.
+func (r Rises) Record(now time.Time, rise float64, width time.Duration) Rises {
+	if !(rise >= 0) || math.IsInf(rise, 1) || width <= 0 {
+		return r
+	}
+	horizon := now.Add(-maxRiseBuckets * width)
+	kept := make([]RiseBucket, 0, min(len(r.Buckets)+1, maxRiseBuckets))
+	for _, b := range r.Buckets {
+		if b.Start.After(horizon) && !b.Start.After(now) {
+			kept = append(kept, b)
+		}
+	}
+	if n := len(kept); n > 0 && now.Before(kept[n-1].Start.Add(width)) {
+		kept[n-1].Rise = max(kept[n-1].Rise, rise)
+	} else {
+		kept = append(kept, RiseBucket{Start: now, Rise: rise})
+	}
+	if len(kept) > maxRiseBuckets {
+		kept = kept[len(kept)-maxRiseBuckets:]
+	}
+	return Rises{Buckets: kept}
+}
+
+// Headroom is the RisePercentile of the rises of the buckets within
+// maxRiseBuckets start-ups of now; ok is false while fewer than
+// minRiseBuckets buckets are known.
+func (r Rises) Headroom(now time.Time, width time.Duration) (float64, bool) {
+	horizon := now.Add(-maxRiseBuckets * width)
+	var rises []float64
+	for _, b := range r.Buckets {
+		if b.Start.After(horizon) && !b.Start.After(now) {
+			rises = append(rises, b.Rise)
+		}
+	}
+	if len(rises) < minRiseBuckets {
+		return 0, false
+	}
+	sort.Float64s(rises)
+	// The nearest rank: the smallest rise at or above the percentile.
+	rank := int(math.Ceil(float64(RisePercentile)/100*float64(len(rises)))) - 1
+	return rises[min(max(rank, 0), len(rises)-1)], true
+}
+
+// riseWithin is how far rates[len-1] rose above the lowest rate of the
+// window before it.
+func riseWithin(rates []RateSample, now time.Time, window time.Duration) float64 {
+	if len(rates) == 0 {
+		return 0
+	}
+	last := rates[len(rates)-1].Rate
+	low := last
+	for _, s := range rates {
+		if now.Sub(s.Time) <= window {
+			low = min(low, s.Rate)
+		}
+	}
+	return last - low
+}
+
+// sustainedRate is the lowest rate within window of now: the level the
+// arrivals have held for at least that long.
+func sustainedRate(rates []RateSample, now time.Time, window time.Duration) float64 {
+	low := math.Inf(1)
+	for _, s := range rates {
+		if now.Sub(s.Time) <= window {
+			low = min(low, s.Rate)
+		}
+	}
+	if math.IsInf(low, 1) {
+		return 0
+	}
+	return low
+}
+
+// isJump says whether rate, read at now, is a step: it more than doubles
+// every rate of the window before it, or falls below half the reading
+// just before it (a burst ending). A trend line or a dispersion through a
+// step would read a slope or a burstiness the traffic on either side of
+// it does not have.
+func isJump(rates []RateSample, now time.Time, window time.Duration, rate float64) bool {
+	var high, prev float64
+	for _, s := range rates {
+		if s.Time.Before(now) && now.Sub(s.Time) <= window {
+			high, prev = max(high, s.Rate), s.Rate
+		}
+	}
+	return rate > 2*high || rate < prev/2
+}

@@ -1,0 +1,303 @@
+package scaling
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/queueing"
+)
+
+// reading is one evaluation's metric values for the SLO policy.
+type reading struct{ arrivals, completions, running, waiting float64 }
+
+// sloPool is sloBase reading all four roles, from a count of current.
+func sloPool(current int32) Inputs {
+	in := sloBase(0, 0)
+	in.Current, in.Min = current, 1
+	return in
+}
+
+// drive evaluates the readings one interval apart, each on the count and
+// the state the one before left, as the autoscaler does.
+func drive(in Inputs, readings ...reading) (Inputs, []Decision) {
+	var ds []Decision
+	for _, r := range readings {
+		in.Now = in.Now.Add(in.Interval)
+		in.Metrics = []MetricInput{
+			role(gputaskv1.RoleArrivals, r.arrivals), role(gputaskv1.RoleCompletions, r.completions),
+			role(gputaskv1.RoleRunning, r.running), role(gputaskv1.RoleWaiting, r.waiting),
+		}
+		d := Decide(in)
+		in.Queue, in.Current, in.Recommendations = d.Queue, d.Desired, d.Recommendations
+		ds = append(ds, d)
+	}
+	return in, ds
+}
+
+// repeat is n copies of r.
+func repeat(n int, r reading) []reading {
+	out := make([]reading, n)
+	for i := range out {
+		out[i] = r
+	}
+	return out
+}
+
+// steadyAt is a pool serving rate requests a second of 10 s each.
+func steadyAt(rate float64) reading { return reading{rate, rate, rate * 10, 0} }
+
+// needs is what rate needs at sloBase's SLO (p95 wait within 10 s, 8 slots
+// a task) with requests of service seconds and Poisson arrivals.
+func needs(rate, service float64) int32 {
+	n, _ := queueing.Model{ServiceTime: service, Slots: 8, Ca2: 1, Cs2: 1}.Tasks(rate, queueing.SLO{Wait: 10, Percentile: 95}, MaxSLOTasks)
+	return n
+}
+
+// noisy is an hour of traffic around rate (±1/s, one reading in four),
+// so that the history of rises within a start-up fills (from rate − 1
+// to rate + 1 within one: its 90th percentile is 2/s), and then two
+// minutes at rate, with no trend.
+func noisy(rate float64) []reading {
+	var rs []reading
+	for k := 0; k < 240; k++ {
+		r := rate
+		switch k % 8 {
+		case 2:
+			r = rate + 1
+		case 6:
+			r = rate - 1
+		}
+		rs = append(rs, steadyAt(r))
+	}
+	return append(rs, repeat(8, steadyAt(rate))...)
+}
+
+// TestSLONoRunaway: the count is sound where the readings say little:
+// traffic starting with nothing finished yet, after idle, after a restart
+// that lost the policy's state, and in a burst shorter than a start-up.
+// From idle a step to a rate R asks for no more than R needs at the SLO
+// (needs) plus one task.
+func TestSLONoRunaway(t *testing.T) {
+	const rate = 4.0 // requests/s of 10 s each: 40 busy slots
+	tests := []struct {
+		name string
+		// start is the pool's count and state before the readings.
+		start Inputs
+		// prime are readings before the ones checked.
+		prime, readings []reading
+		// most is the largest count any checked reading may ask for.
+		most int32
+		// last, when set, is the count the last reading must ask for.
+		last  int32
+		check func(t *testing.T, ds []Decision)
+	}{
+		{
+			// Nothing has finished in the first seconds, and the
+			// completions counter's rate shows a stale trickle: running ÷
+			// completions would be 10,000 s.
+			name:     "onset with a near-zero completion rate",
+			start:    sloPool(1),
+			readings: []reading{{rate, 0.002, rate * 5, 0}},
+			most:     needs(rate, 10) + 1,
+		},
+		{
+			name:     "onset with zero completions",
+			start:    sloPool(1),
+			readings: []reading{{rate, 0, rate * 5, 0}, {rate, 0, rate * 10, 0}, {rate, rate, rate * 10, 0}},
+			most:     needs(rate, 10) + 1, last: needs(rate, 10),
+		},
+		{
+			// Half an hour of idle after a pool that served 10 s
+			// requests, then traffic comes back with nothing finished
+			// yet: the service time it learned stands, and the step of
+			// the rate is neither a trend nor burstiness.
+			name:  "after idle",
+			start: sloPool(1),
+			prime: append(repeat(40, steadyAt(rate)), repeat(120, reading{})...),
+			// The first requests to finish are the short ones: half the
+			// arrivals, 20 s by Little's law, which the hour learned
+			// before outweighs.
+			readings: []reading{
+				{rate, 0, rate * 5, 0}, {rate, 0, rate * 10, 0}, {rate, rate / 2, rate * 10, 0}, {rate, rate, rate * 10, 0},
+			},
+			most: needs(rate, 10) + 1, last: needs(rate, 10),
+			check: func(t *testing.T, ds []Decision) {
+				if s := ds[0].SLO.ServiceTime; s != 10*time.Second {
+					t.Errorf("service time at onset %v, want the 10s learned before the idle spell", s)
+				}
+			},
+		},
+		{
+			// A restart mid-traffic: no state, and a first reading that
+			// shows the steady pool as it is.
+			name:     "after a restart with no history",
+			start:    sloPool(6),
+			readings: []reading{steadyAt(rate), steadyAt(rate), steadyAt(rate)},
+			most:     needs(rate, 10) + 1, last: needs(rate, 10),
+		},
+		{
+			name:     "after a restart at onset",
+			start:    sloPool(1),
+			readings: []reading{{rate, 0, rate * 3, 0}, {rate, 0, rate * 10, 0}, {rate, rate, rate * 10, 0}},
+			most:     needs(rate, 10) + 1, last: needs(rate, 10),
+		},
+		{
+			// A restart at night: a request every 15 minutes is too few
+			// to learn a service time from, and the pool shrinks to the
+			// requests in it rather than holding the day's count.
+			name:     "a trickle after a restart",
+			start:    sloPool(10),
+			readings: []reading{{0.001, 0.001, 2, 0}},
+			most:     1, last: 1,
+		},
+		{
+			// Requests of 10 minutes, longer than the 2-minute start-up:
+			// 160 waiting ones spread over the start-up would be 1.33/s,
+			// 800 busy slots for 160 requests. Each needs one slot.
+			name:     "a backlog of long requests",
+			start:    with(sloPool(75), func(in *Inputs) { in.Max = 1000 }),
+			prime:    repeat(8, reading{1, 1, 600, 0}),
+			readings: []reading{{1, 1, 600, 160}},
+			most:     needs(1+160.0/600, 600) + 1,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in, _ := drive(tc.start, tc.prime...)
+			_, ds := drive(in, tc.readings...)
+			for i, d := range ds {
+				if d.Desired > tc.most {
+					t.Errorf("reading %d: %d tasks (%s: %s), at most %d", i, d.Desired, d.Reason, d.Message, tc.most)
+				}
+			}
+			if last := ds[len(ds)-1]; tc.last != 0 && last.Desired != tc.last {
+				t.Errorf("last reading: %d tasks (%s), want %d", last.Desired, last.Message, tc.last)
+			}
+			if tc.check != nil {
+				tc.check(t, ds)
+			}
+		})
+	}
+}
+
+// TestSLOBurstHeadroom: with an hour of traffic behind it, the pool keeps
+// headroom for the rises its traffic shows within a start-up. A 30 s
+// burst with 2-minute start-ups, which tasks added for it would miss,
+// adds none beyond that headroom and is not chased once it has passed;
+// a step that lasts is followed once it has lasted a quarter of a
+// start-up.
+func TestSLOBurstHeadroom(t *testing.T) {
+	const rate = 4.0
+	in, ds := drive(sloPool(1), noisy(rate)...)
+	before := ds[len(ds)-1]
+	// The pool is sized for the rate and a rise of 2/s.
+	if o := before.SLO; o.Headroom != 2 || o.Absorbed {
+		t.Fatalf("headroom %v absorbed %v, want 2/s of headroom from the rises of the last hour", o.Headroom, o.Absorbed)
+	}
+	pool := before.Desired
+	slots := float64(pool) * 8
+	busy := func(r float64) reading { return reading{r, rate, min(r*10, slots), max(0, r*10-slots)} }
+
+	t.Run("a 30 s burst", func(t *testing.T) {
+		_, ds := drive(in, busy(12), busy(12), steadyAt(rate), steadyAt(rate), steadyAt(rate))
+		for i, d := range ds {
+			if d.Desired > pool {
+				t.Errorf("reading %d: %d tasks (%s), more than the %d the headroom gives", i, d.Desired, d.Message, pool)
+			}
+		}
+		if o := ds[0].SLO; !o.Absorbed || !strings.Contains(ds[0].Message, "absorbed by the headroom") {
+			t.Errorf("burst not absorbed: %+v %s", *o, ds[0].Message)
+		}
+	})
+	t.Run("a sustained step", func(t *testing.T) {
+		_, ds := drive(in, repeat(6, busy(12))...)
+		if ds[0].Desired > pool {
+			t.Errorf("first reading of the step: %d tasks, more than the %d the headroom gives", ds[0].Desired, pool)
+		}
+		want := needs(12, 10)
+		if last := ds[len(ds)-1]; last.Desired < want || last.SLO.Absorbed {
+			t.Errorf("after 90 s at 12/s: %d tasks (%s), want at least the %d the step needs", last.Desired, last.Message, want)
+		}
+		// Followed once it has lasted a quarter of a start-up: the third
+		// reading, 30 s after the first.
+		if ds[2].Desired <= pool {
+			t.Errorf("30 s into the step: %d tasks, still the %d of before", ds[2].Desired, pool)
+		}
+	})
+}
+
+// FuzzSLONoRunaway: no sequence of metric values moves the count further
+// in one interval than the SLO needs at the most the readings allow. For
+// each evaluation, with running, waiting, arrivals and completions its
+// readings, S₀ the service time the state held before it (0 without one)
+// and H the largest rise in the history of rises after it:
+//
+//   - the service time used is at most
+//     Ŝ = max(S₀, running ÷ max(completions, arrivals/2, 1/300 s)):
+//     Little's law never divides by a near-zero completion rate;
+//   - the count is at most max(Current, ⌈(running + waiting) ÷ slots⌉,
+//     T̂) + 1, where T̂ is the queueing model's count (at the decision's
+//     Ca² and the SLO) for the rate
+//     λ̂ = (2·arrivals + H + waiting ÷ start-up) × MaxCorrection
+//     at service time Ŝ: the trend at most doubles the rate, the backlog
+//     is spread over a start-up, and the correction at most doubles it.
+func FuzzSLONoRunaway(f *testing.F) {
+	f.Add(4.0, 0.002, 20.0, 0.0, 4.0, 0.0, 40.0, 0.0, 4.0, 4.0, 40.0, 0.0, int32(1), int32(8), false)
+	f.Add(4.0, 0.0, 20.0, 0.0, 12.0, 0.0, 120.0, 50.0, 0.0, 0.0, 0.0, 0.0, int32(5), int32(8), true)
+	f.Add(1e-9, 1e-12, 1e12, 1e9, 1e9, 1e-9, 1e9, 0.0, 0.0, 1e300, 1.0, 1e6, int32(100), int32(1), true)
+	f.Fuzz(func(t *testing.T, a1, c1, r1, w1, a2, c2, r2, w2, a3, c3, r3, w3 float64, current, slots int32, primed bool) {
+		in := sloPool(min(max(current, 0), 1000))
+		in.Min, in.Max = 0, MaxSLOTasks
+		in.Policy.SLO.SlotsPerTask = min(max(slots, 1), 1000)
+		if primed {
+			// A pool that served 10 s requests, with an hour of rises.
+			in.Queue = steady(2, 0)
+			for k := 0; k < 30; k++ {
+				in.Queue.Rises = in.Queue.Rises.Record(t0.Add(time.Duration(k-30)*in.Startup), float64(k%4), in.Startup)
+			}
+		}
+		// Readings a source can give: finite and at least 0. Others fail
+		// the read, which holds the count or leaves the metric out.
+		valid := func(v float64) float64 {
+			if v = math.Abs(v); math.IsNaN(v) || math.IsInf(v, 0) {
+				return 0
+			}
+			return v
+		}
+		for _, r := range []reading{{a1, c1, r1, w1}, {a2, c2, r2, w2}, {a3, c3, r3, w3}} {
+			r = reading{valid(r.arrivals), valid(r.completions), valid(r.running), valid(r.waiting)}
+			before := in
+			var ds []Decision
+			in, ds = drive(in, r)
+			d := ds[0]
+			if d.SLO == nil {
+				t.Fatalf("no SLO outcome for %+v: %s", r, d.Message)
+			}
+			o, slo := d.SLO, normalize(before).Policy.SLO
+			s0, _ := before.Queue.Little.ServiceTime()
+			shat := max(s0, r.running/max(r.completions, r.arrivals/2, 1/ServiceTimeWindow.Seconds()))
+			if o.service > shat*(1+1e-9) {
+				t.Fatalf("service time %v s, above the %v s the readings allow (%+v, before %v s)", o.service, shat, r, s0)
+			}
+			var h float64
+			for _, b := range d.Queue.Rises.Buckets {
+				h = max(h, b.Rise)
+			}
+			startup := max(before.Startup, before.Interval, time.Second).Seconds()
+			rate := (2*r.arrivals + h + r.waiting/startup) * queueing.MaxCorrection
+			model := queueing.Model{ServiceTime: shat, Slots: slo.SlotsPerTask, Ca2: o.Ca2, Cs2: slo.ServiceVariability}
+			that, _ := model.Tasks(rate, queueing.SLO{Wait: slo.Wait.Seconds(), Percentile: slo.Percentile}, MaxSLOTasks)
+			pool := ceilSat((r.running + r.waiting) / float64(slo.SlotsPerTask))
+			if bound := addSat(max(before.Current, pool, that), 1); d.Desired > bound {
+				t.Fatalf("%d tasks from %d, above the bound of %d (model %d at %v/s and %v s; pool %d): %+v: %s",
+					d.Desired, before.Current, bound, that, rate, shat, pool, r, d.Message)
+			}
+			if math.IsNaN(o.Expected) {
+				t.Fatalf("expected rate NaN: %+v", *o)
+			}
+		}
+	})
+}
