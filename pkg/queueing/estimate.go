@@ -172,6 +172,15 @@ const (
 	// per SLO of error: an observed wait one SLO above the prediction
 	// raises the factor by about 10 %.
 	CorrectionGain = 0.1
+	// CorrectionTolerance and MinResolvableWait are the error the factor
+	// does not act on: a twentieth of the SLO, as the HPA's tolerance
+	// ignores small ratios, and at least half a second, because the
+	// observed percentile comes from a histogram: vLLM's queue-time
+	// buckets start 0.3 s and 0.5 s wide, and histogram_quantile puts a
+	// pool where nobody waits at 0.285 s. Acted on, that error would
+	// raise the factor a little every interval, for ever.
+	CorrectionTolerance = 0.05
+	MinResolvableWait   = 0.5
 )
 
 // Correct integrates the difference between the observed and the
@@ -179,13 +188,16 @@ const (
 // start): a pool that waits longer than the model says gets more headroom,
 // one that waits less gets less. Each step is at most CorrectionGain in
 // the logarithm, the factor stays within [MinCorrection, MaxCorrection],
-// and a prediction outside the model (an overloaded pool, +Inf) or a
-// missing observation leaves it as it is.
+// and an error within the tolerance, a prediction outside the model (an
+// overloaded pool, +Inf) or a missing observation leaves it as it is.
 func Correct(factor, observed, predicted, wait float64) float64 {
 	if !(factor >= MinCorrection && factor <= MaxCorrection) {
 		factor = 1
 	}
 	if !(observed >= 0) || math.IsInf(observed, 1) || !(predicted >= 0) || math.IsInf(predicted, 1) || !(wait > 0) {
+		return factor
+	}
+	if math.Abs(observed-predicted) <= max(CorrectionTolerance*wait, MinResolvableWait) {
 		return factor
 	}
 	e := max(-1, min(1, (observed-predicted)/wait))

@@ -166,6 +166,10 @@ func TestCorrect(t *testing.T) {
 		{"overloaded prediction", 1.2, 3, math.Inf(1), 10, 1.2},
 		{"no observation", 1.2, math.NaN(), 3, 10, 1.2},
 		{"a bad factor restarts", 0, 4, 4, 10, 1},
+		{"nobody waits, read through the first bucket", 1.2, 0.285, 0, 10, 1.2},
+		{"within half a second on a short SLO", 1.2, 0.45, 0, 1.9, 1.2},
+		{"within a twentieth of the SLO", 1.2, 19.9, 20, 40, 1.2},
+		{"just past the tolerance", 1, 1, 0, 10, math.Exp(0.01)},
 	} {
 		if got := Correct(tc.factor, tc.obs, tc.pred, tc.wait); !near(got, tc.want, 1e-12) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
