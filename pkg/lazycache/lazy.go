@@ -1,7 +1,10 @@
-// Package lazycache runs the caches of cluster-wide objects that only
-// capacity-aware GPUTaskSets read (every non-terminal pod; DeviceClasses,
-// ResourceSlices and ResourceClaims) from their first read until they go
-// unread for IdleStop, trimmed to what the capacity count reads.
+// Package lazycache holds the cluster-wide caches that only capacity-aware
+// GPUTaskSets read, which run from their first read until they go unread.
+//
+// They are the cache of every non-terminal pod (Pods) and those of
+// DeviceClasses, ResourceSlices and ResourceClaims (DRA), each trimmed to
+// what the capacity count reads, and each stopped IdleStop after its last
+// read.
 //
 // Such a cache costs memory in proportion to the whole cluster, while most
 // clusters have no capacity-aware set at all; so, unlike the informers that

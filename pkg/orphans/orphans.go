@@ -1,5 +1,5 @@
-// Package orphans deletes the pods that GPUTasks leave behind: the pod of a
-// task that was deleted, the pod of a task that is gone while the
+// Package orphans deletes the pods that GPUTasks leave behind. That is the
+// pod of a task that was deleted, the pod of a task that is gone while the
 // controller was down, and a pod whose own delete was cut off halfway. Every
 // delete is conditional on what was read, so nothing that changed in
 // between is deleted.

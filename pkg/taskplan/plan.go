@@ -1,9 +1,10 @@
 // Package taskplan decides, without side effects, what one sync of a GPUTask
-// does: the pod to create or delete and why, the marks to carry between the
-// task and its pod, what to remember of the task, and when to look again.
-// The controller reads the caches, asks Plan, carries the plan out, writes
-// the status from the outcomes, and requeues once, so that one table test
-// covers every decision.
+// does. The plan says the pod to create or delete and why, the marks to
+// carry between the task and its pod, what to remember of the task, and
+// when to look again. The controller reads the caches, asks Make, carries
+// the plan out, writes the status from the outcomes, and requeues once, so
+// that one table test covers every decision. It imports no package that
+// holds a client (imports_test.go checks).
 package taskplan
 
 import (
