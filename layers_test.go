@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"testing"
 )
 
@@ -72,48 +73,49 @@ func TestNoFileCallsUp(t *testing.T) {
 }
 
 // TestPlanIsFinal: the plan is final once taskplan.Make returns it. What
-// acting finds out goes into the sync's outcome, so nothing assigns to
-// the plan, or takes its address, but the one assignment in syncHandler.
+// acting finds out goes into the sync's outcome, so nothing assigns to the
+// plan but the one assignment in syncHandler: not through s.plan, nor
+// through a pointer to it (p := &s.plan, or a *taskplan.Plan parameter).
 func TestPlanIsFinal(t *testing.T) {
 	files := parseLayers(t)
-	// isPlan reports whether e is the plan or a part of it (s.plan,
-	// s.plan.Memory.Replacement...).
-	var isPlan func(e ast.Expr) bool
-	isPlan = func(e ast.Expr) bool {
-		switch x := e.(type) {
-		case *ast.SelectorExpr:
-			return x.Sel.Name == "plan" || isPlan(x.X)
-		case *ast.IndexExpr:
-			return isPlan(x.X)
-		case *ast.StarExpr:
-			return isPlan(x.X)
-		case *ast.ParenExpr:
-			return isPlan(x.X)
-		}
-		return false
-	}
 	made := 0
 	for i, f := range files {
+		aliases := planPointers(f)
+		// isPlan reports whether e is the plan or a part of it (s.plan,
+		// s.plan.Memory.Replacement, p.Status where p points to it...).
+		var isPlan func(e ast.Expr) bool
+		isPlan = func(e ast.Expr) bool {
+			switch x := e.(type) {
+			case *ast.Ident:
+				return aliases[x.Name]
+			case *ast.SelectorExpr:
+				return x.Sel.Name == "plan" || isPlan(x.X)
+			case *ast.IndexExpr:
+				return isPlan(x.X)
+			case *ast.StarExpr:
+				return isPlan(x.X)
+			case *ast.ParenExpr:
+				return isPlan(x.X)
+			}
+			return false
+		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch x := n.(type) {
 			case *ast.AssignStmt:
 				for j, lhs := range x.Lhs {
-					if !isPlan(lhs) {
+					if x.Tok == token.DEFINE || !isPlan(lhs) {
 						continue
 					}
 					if sel, ok := lhs.(*ast.SelectorExpr); ok && sel.Sel.Name == "plan" && len(x.Rhs) == len(x.Lhs) && isMake(x.Rhs[j]) {
 						made++
 						continue
 					}
-					t.Errorf("%s changes the plan after it is made; record what acting finds out in the outcome", rootLayers[i])
+					t.Errorf("%s: %s changes the plan after it is made; record what acting finds out in the outcome",
+						rootLayers[i], types.ExprString(lhs))
 				}
 			case *ast.IncDecStmt:
 				if isPlan(x.X) {
-					t.Errorf("%s changes the plan after it is made", rootLayers[i])
-				}
-			case *ast.UnaryExpr:
-				if x.Op == token.AND && isPlan(x.X) {
-					t.Errorf("%s takes the address of the plan, through which it could change it", rootLayers[i])
+					t.Errorf("%s: %s changes the plan after it is made", rootLayers[i], types.ExprString(x.X))
 				}
 			}
 			return true
@@ -122,6 +124,36 @@ func TestPlanIsFinal(t *testing.T) {
 	if made != 1 {
 		t.Errorf("the plan is made %d times, want once (taskplan.Make in syncHandler)", made)
 	}
+}
+
+// planPointers are the names that point to a plan in f: variables defined
+// as &x.plan, and parameters of type *taskplan.Plan.
+func planPointers(f *ast.File) map[string]bool {
+	names := map[string]bool{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch x := n.(type) {
+		case *ast.AssignStmt:
+			for j, rhs := range x.Rhs {
+				u, ok := rhs.(*ast.UnaryExpr)
+				if !ok || u.Op != token.AND || j >= len(x.Lhs) {
+					continue
+				}
+				if sel, ok := u.X.(*ast.SelectorExpr); ok && sel.Sel.Name == "plan" {
+					if id, ok := x.Lhs[j].(*ast.Ident); ok {
+						names[id.Name] = true
+					}
+				}
+			}
+		case *ast.Field:
+			if types.ExprString(x.Type) == "*taskplan.Plan" {
+				for _, id := range x.Names {
+					names[id.Name] = true
+				}
+			}
+		}
+		return true
+	})
+	return names
 }
 
 // isMake reports whether e is a call of taskplan.Make.

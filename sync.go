@@ -78,7 +78,7 @@ func (o *outcome) lookAgainIn(d time.Duration) {
 // before the status is written; a failed create is an outcome the status
 // shows (createErr).
 func (c *Controller) act(ctx context.Context, s *taskSync) (outcome, error) {
-	p := s.plan
+	p := &s.plan
 	out := outcome{status: p.Status, memory: p.Memory, after: p.After}
 	for _, e := range p.Events {
 		c.recorder.Event(s.task, e.Type, e.Reason, e.Message)
