@@ -24,12 +24,14 @@ export GOFLAGS := $(strip $(filter-out -trimpath,$(shell $(GO) env GOFLAGS)) -tr
 all: build
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, clientset, listers, informers and CRDs.
+generate: ## Regenerate deepcopy, clientset, listers, informers, CRDs and the code map of docs/architecture.md.
 	hack/update-codegen.sh
+	hack/update-codemap.sh
 
 .PHONY: verify
-verify: ## Fail if generated code is stale or vet finds a problem.
+verify: ## Fail if generated code or the code map of docs/architecture.md is stale, or vet finds a problem.
 	hack/verify-codegen.sh
+	hack/verify-codemap.sh
 	$(GO) vet ./...
 	$(GO) vet -tags realnode,image ./test/node/ ./test/image/
 

@@ -475,14 +475,14 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		return err
 	}
 	s.plan = taskplan.Make(s.input)
-	err = c.act(ctx, s)
+	out, err := c.act(ctx, s)
 	if err == nil {
-		err = c.syncStatus(ctx, s)
+		err = c.syncStatus(ctx, s, &out)
 	}
-	s.state.memory = s.plan.Memory
+	s.state.memory = out.memory
 	c.store(key, s.state, s.dealtWith)
-	if s.plan.After > 0 {
-		c.workqueue.AddAfter(key, s.plan.After)
+	if out.after > 0 {
+		c.workqueue.AddAfter(key, out.after)
 	}
 	return err
 }

@@ -129,7 +129,7 @@ func TestInterruptedPodDeleteCompleted(t *testing.T) {
 			f.Add(pod)
 			c := f.newController(ctx)
 			task = task.DeepCopy()
-			task.Status = c.status(task, taskstatus.View{Pod: pod})
+			task.Status = c.status(task, taskstatus.View{Pod: pod}, c.nodeOf(pod))
 			f.Update(task)
 
 			if grace == 0 && len(tc.finalizers) == 0 {

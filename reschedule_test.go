@@ -70,7 +70,7 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			f.Add(task)
 			f.Add(old)
 			c := f.newController(ctx)
-			cur := c.status(task, taskstatus.View{Pod: old})
+			cur := c.status(task, taskstatus.View{Pod: old}, c.nodeOf(old))
 			task = task.DeepCopy()
 			task.Status, task.ResourceVersion = cur, "4"
 			f.Update(task)

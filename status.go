@@ -27,41 +27,42 @@ import (
 	"github.com/gputask/gputask-controller/pkg/taskstatus"
 )
 
-// syncStatus writes the task's status as the plan says, computed from
-// what acting on it found out: a failed create, a conflicting pod, a drift
-// found by a read, a replacement to count. A failed create is returned
-// after the write, so that the queue backs off.
-func (c *Controller) syncStatus(ctx context.Context, s *taskSync) error {
-	p := &s.plan
-	view := taskstatus.View{Pod: s.mirrored, SpecErr: p.SpecErr, Stale: s.stale, Conflict: s.conflict, CreateErr: s.createErr}
-	if s.conflict != "" && !taskplan.Warned(s.task, gputaskv1.ConditionPodOwned, gputaskv1.ReasonPodConflict, s.conflict) {
-		c.recorder.Event(s.task, corev1.EventTypeWarning, gputaskv1.ReasonPodConflict, s.conflict)
+// syncStatus writes the task's status in the way out says (the plan's, or
+// the one acting chose), computed from what acting found out: a failed
+// create, a conflicting pod, a drift found by a read, a replacement to
+// count. It records in out what the write leaves to remember and when to
+// look again. A failed create is returned after the write, so that the
+// queue backs off.
+func (c *Controller) syncStatus(ctx context.Context, s *taskSync, out *outcome) error {
+	view := taskstatus.View{Pod: out.mirrored, SpecErr: s.plan.SpecErr, Stale: out.stale, Conflict: out.conflict, CreateErr: out.createErr}
+	if out.conflict != "" && !taskplan.Warned(s.task, gputaskv1.ConditionPodOwned, gputaskv1.ReasonPodConflict, out.conflict) {
+		c.recorder.Event(s.task, corev1.EventTypeWarning, gputaskv1.ReasonPodConflict, out.conflict)
 	}
 	var err error
-	switch p.Status {
+	switch out.status {
 	case taskplan.WriteStatus:
-		_, err = c.applyStatus(ctx, s, c.status(s.task, view), "")
+		_, err = c.applyStatus(ctx, s, out, c.status(s.task, view, out.node), "")
 	case taskplan.WriteCounted:
 		// A count from a stale copy could undo a newer one: the write is
 		// conditional on the version the count was made from, and the
 		// replacement stays until a status counts it.
-		view.Replaced = &p.Memory.Replacement.Counted
+		view.Replaced = &out.memory.Replacement.Counted
 		var shown bool
-		if shown, err = c.applyStatus(ctx, s, c.status(s.task, view), s.task.ResourceVersion); shown {
-			p.Memory.Replacement = nil
+		if shown, err = c.applyStatus(ctx, s, out, c.status(s.task, view, out.node), s.task.ResourceVersion); shown {
+			out.memory.Replacement = nil
 		}
 	case taskplan.WriteUnlessSettling:
 		view.Queue = c.queueWait(s.pod)
-		want := c.status(s.task, view)
-		if wait := taskstatus.SettleTime(s.pod, c.clock.Now()); wait > 0 && p.SpecErr == nil && taskstatus.MayWait(&s.task.Status, &want) {
+		want := c.status(s.task, view, out.node)
+		if wait := taskstatus.SettleTime(s.pod, c.clock.Now()); wait > 0 && s.plan.SpecErr == nil && taskstatus.MayWait(&s.task.Status, &want) {
 			// The pod is on its way; its next state, or this timer, brings
 			// the write.
-			p.LookAgainIn(wait)
+			out.lookAgainIn(wait)
 			break
 		}
-		_, err = c.applyStatus(ctx, s, want, "")
+		_, err = c.applyStatus(ctx, s, out, want, "")
 	}
-	return errors.Join(s.createErr, err)
+	return errors.Join(out.createErr, err)
 }
 
 // applyStatus applies status with server-side apply, as this controller's
@@ -69,10 +70,10 @@ func (c *Controller) syncStatus(ctx context.Context, s *taskSync) error {
 // other than "" is a precondition of the write. It reports whether the
 // task now shows status: false when the write waits, for the cache to show
 // this controller's last write (whose update event brings the task back),
-// or for its turn within the status client's rate limit (the plan looks
-// again then). A worker never sits in the client's rate limiter, where it
+// or for its turn within the status client's rate limit (out then looks
+// again when the turn comes). A worker never sits in the client's rate limiter, where it
 // would hold up the pod creates of other tasks.
-func (c *Controller) applyStatus(ctx context.Context, s *taskSync, status gputaskv1.GPUTaskStatus, resourceVersion string) (bool, error) {
+func (c *Controller) applyStatus(ctx context.Context, s *taskSync, out *outcome, status gputaskv1.GPUTaskStatus, resourceVersion string) (bool, error) {
 	task := s.task
 	if equality.Semantic.DeepEqual(task.Status, status) {
 		return true, nil
@@ -84,26 +85,26 @@ func (c *Controller) applyStatus(ctx context.Context, s *taskSync, status gputas
 		return false, nil
 	}
 	if wait := c.statusWriteWait(&s.state); wait > 0 {
-		s.plan.LookAgainIn(wait)
+		out.lookAgainIn(wait)
 		return false, nil
 	}
 	apply := applyv1.GPUTask(task.Name, task.Namespace).WithStatus(taskstatus.Apply(&status))
 	if resourceVersion != "" {
 		apply.WithResourceVersion(resourceVersion)
 	}
-	out, err := c.apply(ctx, apply)
+	written, err := c.apply(ctx, apply)
 	if err != nil {
 		return false, err
 	}
-	if c.upgradeStatusOwner(ctx, out) {
+	if c.upgradeStatusOwner(ctx, written) {
 		// The fields the Update owned are now this manager's, and the
 		// same apply again removes those it does not set.
 		apply.ResourceVersion = nil
-		if out, err = c.apply(ctx, apply); err != nil {
+		if written, err = c.apply(ctx, apply); err != nil {
 			return false, err
 		}
 	}
-	if out.ResourceVersion != task.ResourceVersion {
+	if written.ResourceVersion != task.ResourceVersion {
 		// A write the API server found to change nothing keeps the version
 		// and sends no event: then there is nothing to wait for.
 		s.state.statusWrittenFrom = ptr.To(task.ResourceVersion)
@@ -178,11 +179,11 @@ func (c *Controller) cacheBehindStatusWrite(s *taskState, resourceVersion string
 	return behind
 }
 
-// status is the task's status for view, with what the caches tell about
-// the pod's node.
-func (c *Controller) status(task *gputaskv1.GPUTask, view taskstatus.View) gputaskv1.GPUTaskStatus {
+// status is the task's status for view, with what node, the pod's node
+// in the cache, tells.
+func (c *Controller) status(task *gputaskv1.GPUTask, view taskstatus.View, node *corev1.Node) gputaskv1.GPUTaskStatus {
 	if view.Pod != nil {
-		if node := c.nodeOf(view.Pod); node != nil {
+		if node != nil {
 			view.GPUModel = node.Labels[c.opts.GPULabelKey]
 		}
 		if podspec.UsesDRA(&task.Spec, c.podOpts) {

@@ -21,8 +21,9 @@ import (
 	"github.com/gputask/gputask-controller/pkg/taskplan"
 )
 
-// taskSync is one sync of a task: what was read, the plan, and what acting
-// on it found out.
+// taskSync is one sync of a task: what was read, and the plan made from
+// it. The plan is final once made; what carrying it out finds out is in the
+// sync's outcome.
 type taskSync struct {
 	key   cache.ObjectName
 	input taskplan.Input
@@ -36,10 +37,27 @@ type taskSync struct {
 	// need not be remembered any longer.
 	state     taskState
 	dealtWith types.UID
+}
 
-	// mirrored is the task's pod that the status shows: the pod in the
-	// cache, or the one this sync created.
+// outcome is what carrying out a plan found out, starting from what the
+// plan itself says: a create can fail, a delete can meet a newer pod, a
+// read can name a drift, and the status write can wait.
+type outcome struct {
+	// status is how the status is written: the plan's, unless acting
+	// showed that another write, or none, is due.
+	status taskplan.StatusWrite
+	// memory is what to remember of the task: the plan's, with the
+	// replacement and drift that acting recorded.
+	memory taskplan.Memory
+	// after, when > 0, is when to look at the task again: the earliest of
+	// the plan's time and those that acting asked for.
+	after time.Duration
+
+	// mirrored is the task's pod that the status shows, the pod in the
+	// cache or the one this sync created, and node is the node it is
+	// bound to, nil when it is unbound or not in the cache.
 	mirrored *corev1.Pod
+	node     *corev1.Node
 	// conflict is why the pod of the task's name is not the task's.
 	conflict string
 	// stale is the first field where the pod differs from the spec.
@@ -48,64 +66,73 @@ type taskSync struct {
 	createErr error
 }
 
+// lookAgainIn keeps the earliest of the times to look again: the queue
+// keeps the earliest too.
+func (o *outcome) lookAgainIn(d time.Duration) {
+	if d > 0 && (o.after == 0 || d < o.after) {
+		o.after = d
+	}
+}
+
 // act carries out the plan, up to the status write. An error ends the sync
 // before the status is written; a failed create is an outcome the status
 // shows (createErr).
-func (c *Controller) act(ctx context.Context, s *taskSync) error {
+func (c *Controller) act(ctx context.Context, s *taskSync) (outcome, error) {
 	p := &s.plan
+	out := outcome{status: p.Status, memory: p.Memory, after: p.After}
 	for _, e := range p.Events {
 		c.recorder.Event(s.task, e.Type, e.Reason, e.Message)
 	}
 	switch {
 	case s.task == nil:
-		return c.deletePodOfGoneTask(ctx, s)
+		return out, c.deletePodOfGoneTask(ctx, s)
 	case p.DeleteOrphan:
 		if deleted, err := c.orphans.DeleteOrphan(ctx, s.key); err != nil || deleted {
-			p.Status = taskplan.NoStatus
-			return err
+			out.status = taskplan.NoStatus
+			return out, err
 		}
-		s.conflict = p.Conflict
-		return nil
+		out.conflict = p.Conflict
+		return out, nil
 	case p.Create:
-		return c.createPod(ctx, s)
+		return out, c.createPod(ctx, s, &out)
 	case s.pod == nil || s.task.DeletionTimestamp != nil:
-		return nil
+		return out, nil
 	}
 
-	s.mirrored, s.stale = s.pod, p.Stale
+	out.mirrored, out.node, out.stale = s.pod, s.input.Node, p.Stale
 	if p.ReadDrift != nil {
-		if err := c.readDrift(ctx, s); err != nil {
-			return err
+		if err := c.readDrift(ctx, s, &out); err != nil {
+			return out, err
 		}
 	}
 	if p.ForceDelete {
 		if err := c.forceDelete(ctx, s.task, s.pod); err != nil {
-			return err
+			return out, err
 		}
 	}
 	if p.CompleteDelete {
 		if err := c.orphans.CompleteDelete(ctx, s.pod); err != nil {
-			return err
+			return out, err
 		}
 	}
 	if err := c.carryMarks(ctx, s.task, s.pod, p.PodDraining, p.TaskPodBusy); err != nil {
-		return err
+		return out, err
 	}
 	if p.Replace != "" {
-		return c.replacePod(ctx, s)
+		return out, c.replacePod(ctx, s, &out)
 	}
-	return nil
+	return out, nil
 }
 
 // createPod creates the task's pod, after its GPU claim template in DRA
 // mode.
-func (c *Controller) createPod(ctx context.Context, s *taskSync) error {
-	p, task, desired := &s.plan, s.task, s.plan.Desired
-	if p.EnsureClaims {
+func (c *Controller) createPod(ctx context.Context, s *taskSync, out *outcome) error {
+	task, desired := s.task, s.plan.Desired
+	if s.plan.EnsureClaims {
 		if err := c.templates.Ensure(ctx, task); err != nil {
 			c.recorder.Eventf(task, corev1.EventTypeWarning, gputaskv1.ReasonFailedCreate, "Error preparing the GPU claim of pod %s: %v", desired.Name, err)
-			s.createErr = fmt.Errorf("preparing the GPU claim of gputask %s: %w", s.key, err)
-			p.Status = taskplan.WriteStatus
+			out.createErr = fmt.Errorf("preparing the GPU claim of gputask %s: %w", s.key, err)
+			out.status = taskplan.WriteStatus
 			return nil
 		}
 	}
@@ -116,15 +143,15 @@ func (c *Controller) createPod(ctx context.Context, s *taskSync) error {
 		// No pod is coming from this call, so nothing is to be observed.
 		c.expectations.CreationObserved(s.key.String())
 		if apierrors.IsAlreadyExists(err) {
-			return c.createConflict(ctx, s)
+			return c.createConflict(ctx, s, out)
 		}
 		c.recorder.Eventf(task, corev1.EventTypeWarning, gputaskv1.ReasonFailedCreate, "Error creating pod %s: %v", desired.Name, err)
 		// Whatever the failure (a refusal, or a webhook or the API server
 		// that is down or slow), the error makes the queue back off, at
 		// most maxRetryDelay, and the condition tells the user why. It is
 		// written once while its message stays the same.
-		s.createErr = fmt.Errorf("creating pod for gputask %s: %w", s.key, err)
-		p.Status = taskplan.WriteStatus
+		out.createErr = fmt.Errorf("creating pod for gputask %s: %w", s.key, err)
+		out.status = taskplan.WriteStatus
 		return nil
 	}
 	// No Normal event: one per task would cost as many writes as the pods,
@@ -132,21 +159,21 @@ func (c *Controller) createPod(ctx context.Context, s *taskSync) error {
 	// and this log line names the pod.
 	klog.FromContext(ctx).V(2).Info("Created pod", "pod", klog.KObj(created))
 
-	r := taskplan.Created(p.Memory.Replacement, task, c.clock.Now())
+	r := taskplan.Created(out.memory.Replacement, task, c.clock.Now())
 	if r == nil {
 		// The pod's add event brings the sync that writes the status, once
 		// the pod has settled (taskstatus.SettleTime), so a throttled
 		// status write never holds up this worker's next create.
 		return nil
 	}
-	p.Memory.Replacement = r
+	out.memory.Replacement = r
 	metrics.Reschedules.WithLabelValues(r.Reason).Inc()
 	if r.Reason == reschedule.ReasonRestart {
 		c.recorder.Eventf(task, corev1.EventTypeNormal, gputaskv1.ReasonRestarted, "Restarted: replaced the pod with %s", created.Name)
 	} else {
 		c.recorder.Eventf(task, corev1.EventTypeNormal, gputaskv1.ReasonRescheduled, "Rescheduled (%s): replaced the pod with %s", r.Reason, created.Name)
 	}
-	s.mirrored, p.Status = created, taskplan.WriteCounted
+	out.mirrored, out.node, out.status = created, c.nodeOf(created), taskplan.WriteCounted
 	return nil
 }
 
@@ -154,19 +181,19 @@ func (c *Controller) createPod(ctx context.Context, s *taskSync) error {
 // the cache has none: either the cache lags behind a pod we made, or the
 // pod lacks the gputask.io/task label and so is invisible to our informer.
 // One live read tells which.
-func (c *Controller) createConflict(ctx context.Context, s *taskSync) error {
+func (c *Controller) createConflict(ctx context.Context, s *taskSync, out *outcome) error {
 	pod, err := c.kubeclientset.CoreV1().Pods(s.task.Namespace).Get(ctx, s.task.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading pod %s/%s after a create conflict: %w", s.task.Namespace, s.task.Name, err)
 	}
 	if taskplan.ControlledBy(pod, s.task) {
 		// Ours, and the informer will deliver it.
-		s.plan.LookAgainIn(taskplan.ReplacementPoll)
+		out.lookAgainIn(taskplan.ReplacementPoll)
 		return nil
 	}
 	// A pod outside our informer sends us no events, so look again later.
-	s.plan.LookAgainIn(conflictRecheck)
-	s.conflict, s.plan.Status = taskplan.ConflictMessage(pod), taskplan.WriteStatus
+	out.lookAgainIn(conflictRecheck)
+	out.conflict, out.status = taskplan.ConflictMessage(pod), taskplan.WriteStatus
 	return nil
 }
 
@@ -174,7 +201,7 @@ func (c *Controller) createConflict(ctx context.Context, s *taskSync) error {
 // first field that differs. A pod that differs in its hash only, as after
 // an upgrade that builds pods differently, is stamped with the new hash, so
 // that it is read once, not after every restart.
-func (c *Controller) readDrift(ctx context.Context, s *taskSync) error {
+func (c *Controller) readDrift(ctx context.Context, s *taskSync, out *outcome) error {
 	pod, check := s.pod, *s.plan.ReadDrift
 	live, err := c.kubeclientset.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) || (err == nil && live.UID != pod.UID) {
@@ -191,16 +218,16 @@ func (c *Controller) readDrift(ctx context.Context, s *taskSync) error {
 		}
 		return nil
 	}
-	s.plan.Memory.Drift, s.stale = &check, check.Field
+	out.memory.Drift, out.stale = &check, check.Field
 	return nil
 }
 
 // replacePod deletes the pod and leaves the creation of the new one to a
 // later sync, after the old one is gone: the name is reused, and a pod that
 // still holds its GPUs must not be doubled.
-func (c *Controller) replacePod(ctx context.Context, s *taskSync) error {
+func (c *Controller) replacePod(ctx context.Context, s *taskSync, out *outcome) error {
 	logger := klog.FromContext(ctx)
-	p, task, pod, reason := &s.plan, s.task, s.pod, s.plan.Replace
+	task, pod, reason := s.task, s.pod, s.plan.Replace
 	logger.V(4).Info("Pod must be placed again", "pod", klog.KObj(pod), "podUID", pod.UID,
 		"phase", pod.Status.Phase, "node", pod.Spec.NodeName, "nodeKnown", s.input.Node != nil, "reason", reason)
 	r := &taskplan.Replacement{OldPodUID: pod.UID, Reason: reason}
@@ -208,7 +235,7 @@ func (c *Controller) replacePod(ctx context.Context, s *taskSync) error {
 		logger.V(2).Info("Too many pods being replaced; waiting", "pod", klog.KObj(pod), "reason", reason, "limit", c.opts.MaxConcurrentReschedules)
 		return nil
 	}
-	p.Memory.Replacement = r
+	out.memory.Replacement = r
 
 	uid := pod.UID
 	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
@@ -224,10 +251,10 @@ func (c *Controller) replacePod(ctx context.Context, s *taskSync) error {
 	case err == nil, apierrors.IsNotFound(err):
 	case apierrors.IsConflict(err):
 		// The pod of that name is not the one we judged; judge again.
-		p.Memory.Replacement, p.Status = nil, taskplan.NoStatus
+		out.memory.Replacement, out.status = nil, taskplan.NoStatus
 		return nil
 	default:
-		p.Memory.Replacement = nil
+		out.memory.Replacement = nil
 		c.recorder.Eventf(task, corev1.EventTypeWarning, gputaskv1.ReasonFailedDelete, "Error deleting pod %s to replace it (%s): %v", pod.Name, reason, err)
 		return fmt.Errorf("deleting pod %s to replace it: %w", klog.KObj(pod), err)
 	}
@@ -294,6 +321,8 @@ func (c *Controller) deletePodOfGoneTask(ctx context.Context, s *taskSync) error
 	return nil
 }
 
+// nodeOf is the node pod is bound to, nil when it is unbound or the node
+// is not in the cache.
 func (c *Controller) nodeOf(pod *corev1.Pod) *corev1.Node {
 	if pod.Spec.NodeName == "" {
 		return nil

@@ -1,6 +1,7 @@
-// Command crdtrim shrinks the CRDs that controller-gen writes: below a pod
-// template's spec it drops the descriptions, which are the Kubernetes API's
-// own documentation and make up most of the bytes, and it lets the template
+// Command crdtrim shrinks the CRDs that controller-gen writes and lets a
+// pod template in them leave out its containers. Below a pod template's
+// spec it drops the descriptions, which are the Kubernetes API's own
+// documentation and make up most of the bytes, and it lets the template
 // leave out containers (the controller adds the main one). Everything else,
 // the structure, types and validations generated from k8s.io/api, is kept, so
 // the API server validates the template and `kubectl explain` walks it.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs podman, buildah and runc from the distribution's packages when one
-# of them is missing. `make test-image` runs it, because a fresh machine has
-# none of them and no Docker engine.
+# of them is missing. `make test-image` and `make node-tools` (and so `make
+# test`, whose real node runs the image it builds) run it, because a fresh
+# machine has none of them and no Docker engine.
 set -euo pipefail
 
 missing=()

@@ -15,10 +15,10 @@ import (
 	"k8s.io/utils/clock"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
-	"github.com/gputask/gputask-controller/pkg/autoscaler"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
 	"github.com/gputask/gputask-controller/pkg/intern"
 	"github.com/gputask/gputask-controller/pkg/kueue"
+	"github.com/gputask/gputask-controller/pkg/lazycache"
 	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/served"
 )
@@ -33,7 +33,7 @@ type Informers struct {
 	GPUTask gputaskinformers.SharedInformerFactory
 	// ActivePods is every non-terminal pod of the cluster, for
 	// capacity-aware sets only: it runs while some set reads it.
-	ActivePods *autoscaler.LazyPods
+	ActivePods *lazycache.Pods
 	// Workloads is Kueue's Workloads, nil where Kueue is not installed
 	// (DiscoverKueue).
 	Workloads *kueue.Workloads
@@ -45,7 +45,7 @@ type Informers struct {
 	// Devices is the cache of DeviceClasses, ResourceSlices and
 	// ResourceClaims for capacity-aware DRA sets, nil without DRA: it runs
 	// while such a set reads it.
-	Devices *autoscaler.LazyDevices
+	Devices *lazycache.DRA
 	// Quotas is Kueue's LocalQueues and ClusterQueues, nil where Kueue is
 	// not installed, for capacity-aware sets whose tasks name a queue.
 	Quotas *kueue.Quotas
@@ -112,7 +112,7 @@ func (s *Informers) DiscoverDRA(ctx context.Context, cl Clients, resync time.Dur
 	}
 	s.DRA = ok
 	if ok {
-		s.Devices = autoscaler.NewLazyDevices(cl.Kube, resync, clock.RealClock{})
+		s.Devices = lazycache.NewDRA(cl.Kube, resync, clock.RealClock{})
 	}
 }
 
@@ -137,7 +137,7 @@ func NewInformers(cl Clients, resync time.Duration) *Informers {
 		// autoscaler subtracts their GPUs from the nodes' allocatable ones.
 		// It keeps only what that count reads, and runs only while a
 		// capacity-aware set reads it.
-		ActivePods: autoscaler.NewLazyPods(cl.Kube, resync, clock.RealClock{}),
+		ActivePods: lazycache.NewPods(cl.Kube, resync, clock.RealClock{}),
 	}
 }
 

@@ -1,7 +1,8 @@
-// Package app runs the controllers: the options that the flags fill, the
-// clients and informers the controllers share, leader election, and the
-// HTTP servers, as kube-controller-manager's app package does. The
-// controllers themselves are built by the caller (main.go).
+// Package app runs the controllers, as kube-controller-manager's app package
+// does. It holds the options that the flags fill, the clients and informers
+// the controllers share, leader election, and the HTTP servers. The
+// controllers themselves are built by the caller (main.go), and this
+// package imports none of them (imports_test.go checks).
 package app
 
 import (

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/lazycache"
 )
 
 const (
@@ -60,7 +61,7 @@ var gpuClass = &resourcev1.DeviceClass{
 		CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "gpu.nvidia.com"`}}}},
 }
 
-func devicesOf(t *testing.T, objs ...any) Devices {
+func devicesOf(t *testing.T, objs ...any) lazycache.Devices {
 	t.Helper()
 	classes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	slices := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
@@ -79,7 +80,7 @@ func devicesOf(t *testing.T, objs ...any) Devices {
 			t.Fatal(err)
 		}
 	}
-	return Devices{Classes: resourcelisters.NewDeviceClassLister(classes), Slices: resourcelisters.NewResourceSliceLister(slices),
+	return lazycache.Devices{Classes: resourcelisters.NewDeviceClassLister(classes), Slices: resourcelisters.NewResourceSliceLister(slices),
 		Claims: resourcelisters.NewResourceClaimLister(claims)}
 }
 
@@ -164,7 +165,7 @@ func TestTrimDevices(t *testing.T) {
 	s := gpuSlice("a", 3, "80Gi", a100Model)
 	s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "driver"}}
 	s.Spec.Devices[0].Taints = []resourcev1.DeviceTaint{{Key: "k", Effect: resourcev1.DeviceTaintEffectNoSchedule}}
-	out, _ := TrimResourceSlice(s)
+	out, _ := lazycache.TrimResourceSlice(s)
 	got := out.(*resourcev1.ResourceSlice)
 	if got.ManagedFields != nil || got.Spec.Devices[0].Taints != nil || got.Spec.Pool.Generation != 3 || *got.Spec.NodeName != "a" ||
 		*got.Spec.Devices[0].Attributes["productName"].StringValue != a100Model {
@@ -172,29 +173,24 @@ func TestTrimDevices(t *testing.T) {
 	}
 	c := claimHolding("c", "a", "gpu-0")
 	c.Spec.Devices.Requests = []resourcev1.DeviceRequest{exactly(1)}
-	out, _ = TrimResourceClaim(c)
+	out, _ = lazycache.TrimResourceClaim(c)
 	claim := out.(*resourcev1.ResourceClaim)
 	if len(claim.Spec.Devices.Requests) != 0 || !reflect.DeepEqual(claim.Status.Allocation.Devices.Results[0], resourcev1.DeviceRequestAllocationResult{Driver: "gpu.nvidia.com", Pool: "a", Device: "gpu-0"}) {
 		t.Errorf("TrimResourceClaim = %+v", claim)
 	}
-	out, _ = TrimDeviceClass(gpuClass)
+	out, _ = lazycache.TrimDeviceClass(gpuClass)
 	if class := out.(*resourcev1.DeviceClass); class.Name != gpuClass.Name || len(class.Spec.Selectors) != 1 {
 		t.Errorf("TrimDeviceClass = %+v", class)
 	}
 }
 
-// TestLazyDevicesStartOnUseAndStopWhenIdle: the DRA caches run from the
-// first read of a capacity-aware DRA set until PodCacheIdleStop after the
-// last.
-func TestLazyDevicesStartOnUseAndStopWhenIdle(t *testing.T) {
+// TestDeviceFitOverTheLazyCaches: the count reads the trimmed objects of
+// a running controller's DRA caches as it reads whole ones.
+func TestDeviceFitOverTheLazyCaches(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	clock := testingclock.NewFakeClock(t0)
 	client := kubefake.NewClientset(gpuClass, gpuSlice("a", 1, "80Gi", a100Model, a100Model), claimHolding("c", "a", "gpu-0"))
-	d := NewLazyDevices(client, 0, clock)
+	d := lazycache.NewDRA(client, 0, testingclock.NewFakeClock(t0))
 	t.Cleanup(d.Stop)
-	if d.slices.running() {
-		t.Fatal("the caches run before any read")
-	}
 	devices, err := d.Devices(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -203,17 +199,13 @@ func TestLazyDevicesStartOnUseAndStopWhenIdle(t *testing.T) {
 	if err != nil || fit != 1 {
 		t.Errorf("DeviceFit over the lazy caches = %d, %v; want 1", fit, err)
 	}
-	clock.Step(PodCacheIdleStop)
-	if d.classes.running() || d.slices.running() || d.claims.running() {
-		t.Error("the caches still run PodCacheIdleStop after the last read")
-	}
 }
 
 // cachedDevices is a DeviceCache over preloaded listers, for the fixture.
-type cachedDevices struct{ devices Devices }
+type cachedDevices struct{ devices lazycache.Devices }
 
-func (d cachedDevices) Devices(context.Context) (Devices, error) { return d.devices, nil }
-func (cachedDevices) Stop()                                      {}
+func (d cachedDevices) Devices(context.Context) (lazycache.Devices, error) { return d.devices, nil }
+func (cachedDevices) Stop()                                                {}
 
 // TestCapacityAwareDRASetStopsAtFreeDevices: a capacity-aware set whose
 // tasks ask for GPUs by DRA counts the free matching devices, not the

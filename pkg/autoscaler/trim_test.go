@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/gputask/gputask-controller/pkg/lazycache"
 )
 
 func TestTrimPodKeepsWhatTheCapacityCountReads(t *testing.T) {
@@ -34,7 +36,7 @@ func TestTrimPodKeepsWhatTheCapacityCountReads(t *testing.T) {
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady}}},
 	}
-	out, err := TrimPod(pod.DeepCopy())
+	out, err := lazycache.TrimPod(pod.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func TestTrimPodKeepsWhatTheCapacityCountReads(t *testing.T) {
 	}
 
 	tombstone := cache.DeletedFinalStateUnknown{Key: "ns/p", Obj: pod}
-	if out, _ := TrimPod(tombstone); out != any(tombstone) {
+	if out, _ := lazycache.TrimPod(tombstone); out != any(tombstone) {
 		t.Errorf("a tombstone must pass as it is, got %v", out)
 	}
 }

@@ -1,6 +1,5 @@
-// Package claims makes the ResourceClaimTemplate that a DRA task's pod
-// refers to, and reads from the claim made for the pod which devices, and
-// so which model, it was allocated. The template itself is built by
+// Package claims creates a DRA task's ResourceClaimTemplate and reads which
+// devices, and so which model, its pod's claim was allocated. The template itself is built by
 // podspec.ClaimTemplate, from the task's spec alone.
 package claims
 

@@ -1,7 +1,7 @@
 // Package controllertest is the sample-controller test fixture that the
-// GPUTask, GPUTaskSet and autoscaler controller tests share: comparing the
+// GPUTask, GPUTaskSet and autoscaler controller tests share. It compares the
 // actions a sync made on the fake clientsets with the expected ones,
-// preloading informer indexers, and draining recorded events.
+// preloads informer indexers, and drains recorded events.
 package controllertest
 
 import (

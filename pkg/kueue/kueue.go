@@ -1,10 +1,11 @@
-// Package kueue reads Kueue's Workloads, where Kueue is installed, for the
-// queue's own word on a pod that waits for admission: "insufficient unused
-// quota for nvidia.com/gpu in flavor gpu-a100, 2 more needed" is on the
-// pod's Workload, not on the pod, whose gate only says that it waits.
+// Package kueue reads Kueue's objects, where Kueue is installed: a waiting
+// task's reason from its pod's Workload, and a set's quota from its queues.
 //
-// It also reads, for a set's quota (quota.go), what Workloads reserve and
-// what LocalQueues and ClusterQueues allow. It reads them through the
+// The queue's own word on a pod that waits for admission, "insufficient
+// unused quota for nvidia.com/gpu in flavor gpu-a100, 2 more needed", is on
+// the pod's Workload, not on the pod, whose gate only says that it waits.
+// For a set's quota (quota.go) it reads what Workloads reserve and what
+// LocalQueues and ClusterQueues allow. It reads them through the
 // dynamic client, so the project does not depend on Kueue's module, and
 // keeps of each only what it reads: of a Workload its owners, the
 // conditions it reads and what its admission reserves. It needs get, list

@@ -1,5 +1,5 @@
-// Package orphans deletes the pods that GPUTasks leave behind: the pod of a
-// task that was deleted, the pod of a task that is gone while the
+// Package orphans deletes the pods that GPUTasks leave behind. That is the
+// pod of a task that was deleted, the pod of a task that is gone while the
 // controller was down, and a pod whose own delete was cut off halfway. Every
 // delete is conditional on what was read, so nothing that changed in
 // between is deleted.
@@ -21,6 +21,7 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/generated/clientset/versioned"
 	listers "github.com/gputask/gputask-controller/pkg/generated/listers/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/reschedule"
 )
 
 // Cleaner deletes the pods of GPUTasks that are gone. It reads the caches
@@ -131,24 +132,11 @@ func (c Cleaner) DeleteOrphan(ctx context.Context, key cache.ObjectName) (bool, 
 	return true, nil
 }
 
-// Terminating reports whether pod is on its way out by itself. A pod marked
-// for deletion with a grace period of 0 that is still stored is not: the API
-// server deletes in two steps, setting deletionTimestamp and then removing
-// the object, and the client that asked (this controller, killed or cut off
-// between them) went away in between. Only the kubelet of its node or the
-// pod garbage collector of kube-controller-manager would finish it; a
-// second delete does, and the API server accepts it for this very case.
+// Terminating reports whether pod is on its way out by itself: marked for
+// deletion, and not a delete that was cut off halfway
+// (reschedule.DeleteInterrupted), which only a second delete finishes.
 func Terminating(pod *corev1.Pod) bool {
-	return pod.DeletionTimestamp != nil && !DeleteInterrupted(pod)
-}
-
-// DeleteInterrupted reports whether pod was deleted with a grace period of 0
-// and is still stored, as Terminating explains. A pod that still has
-// finalizers is not: another controller (Kueue's, say) holds it until it
-// has done its part, and a second delete would change nothing.
-func DeleteInterrupted(pod *corev1.Pod) bool {
-	return pod.DeletionTimestamp != nil && pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0 &&
-		len(pod.Finalizers) == 0
+	return pod.DeletionTimestamp != nil && !reschedule.DeleteInterrupted(pod)
 }
 
 // CompleteDelete deletes again a pod whose deletion was interrupted.

@@ -186,7 +186,8 @@ func TestDeletePodOf(t *testing.T) {
 
 // TestDeleteInterrupted: a pod deleted with a grace period of 0 and still
 // stored was cut off between the API server's two steps, unless a
-// finalizer holds it; CompleteDelete deletes it again, by UID.
+// finalizer holds it, and is not terminating by itself; CompleteDelete
+// deletes it again, by UID.
 func TestDeleteInterrupted(t *testing.T) {
 	deleted := func(grace int64, finalizers ...string) *corev1.Pod {
 		p := taskPod("uid-render")
@@ -194,19 +195,16 @@ func TestDeleteInterrupted(t *testing.T) {
 		return p
 	}
 	for _, tc := range []struct {
-		name                     string
-		pod                      *corev1.Pod
-		interrupted, terminating bool
+		name        string
+		pod         *corev1.Pod
+		terminating bool
 	}{
-		{"live", taskPod("uid-render"), false, false},
-		{"grace 0, stored", deleted(0), true, false},
-		{"grace 30", deleted(30), false, true},
-		{"grace 0, held by a finalizer", deleted(0, "kueue.x-k8s.io/managed"), false, true},
+		{"live", taskPod("uid-render"), false},
+		{"grace 0, stored", deleted(0), false},
+		{"grace 30", deleted(30), true},
+		{"grace 0, held by a finalizer", deleted(0, "kueue.x-k8s.io/managed"), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := DeleteInterrupted(tc.pod); got != tc.interrupted {
-				t.Errorf("DeleteInterrupted = %v, want %v", got, tc.interrupted)
-			}
 			if got := Terminating(tc.pod); got != tc.terminating {
 				t.Errorf("Terminating = %v, want %v", got, tc.terminating)
 			}

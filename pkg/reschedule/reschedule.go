@@ -359,3 +359,17 @@ func ForceDelete(pod *corev1.Pod, node *corev1.Node, reason string, now time.Tim
 	}
 	return node == nil || nodeNotReady(node)
 }
+
+// DeleteInterrupted reports whether pod was deleted with a grace period of 0
+// and is still stored. The API server deletes in two steps, setting
+// deletionTimestamp and then removing the object, and the client that asked
+// (the controller, killed or cut off between them) went away in between.
+// Only the kubelet of its node or the pod garbage collector of
+// kube-controller-manager would finish it; a second delete does, and the
+// API server accepts it for this very case. A pod that still has finalizers
+// is not interrupted: another controller (Kueue's, say) holds it until it
+// has done its part, and a second delete would change nothing.
+func DeleteInterrupted(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil && pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0 &&
+		len(pod.Finalizers) == 0
+}

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 )
@@ -329,6 +330,34 @@ func TestDisrupted(t *testing.T) {
 			}
 			if ok && got.RescheduleReason() != tc.wantReason {
 				t.Errorf("RescheduleReason() = %q, want %q", got.RescheduleReason(), tc.wantReason)
+			}
+		})
+	}
+}
+
+// TestDeleteInterrupted: a pod deleted with a grace period of 0 and still
+// stored was cut off between the API server's two steps, unless a
+// finalizer holds it.
+func TestDeleteInterrupted(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	deleted := func(grace int64, finalizers ...string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "t", Namespace: "ns"}}
+		p.DeletionTimestamp, p.DeletionGracePeriodSeconds, p.Finalizers = ptr.To(metav1.NewTime(now)), ptr.To(grace), finalizers
+		return p
+	}
+	for _, tc := range []struct {
+		name        string
+		pod         *corev1.Pod
+		interrupted bool
+	}{
+		{"live", &corev1.Pod{}, false},
+		{"grace 0, stored", deleted(0), true},
+		{"grace 30", deleted(30), false},
+		{"grace 0, held by a finalizer", deleted(0, "kueue.x-k8s.io/managed"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := DeleteInterrupted(tc.pod); got != tc.interrupted {
+				t.Errorf("DeleteInterrupted = %v, want %v", got, tc.interrupted)
 			}
 		})
 	}

@@ -1,9 +1,10 @@
 // Package taskplan decides, without side effects, what one sync of a GPUTask
-// does: the pod to create or delete and why, the marks to carry between the
-// task and its pod, what to remember of the task, and when to look again.
-// The controller reads the caches, asks Plan, carries the plan out, writes
-// the status from the outcomes, and requeues once, so that one table test
-// covers every decision.
+// does. The plan says the pod to create or delete and why, the marks to
+// carry between the task and its pod, what to remember of the task, and
+// when to look again. The controller reads the caches, asks Make, carries
+// the plan out, writes the status from the outcomes, and requeues once, so
+// that one table test covers every decision. It imports no package that
+// holds a client (imports_test.go checks).
 package taskplan
 
 import (
@@ -19,7 +20,6 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/expectations"
-	"github.com/gputask/gputask-controller/pkg/orphans"
 	"github.com/gputask/gputask-controller/pkg/podspec"
 	"github.com/gputask/gputask-controller/pkg/reschedule"
 	"github.com/gputask/gputask-controller/pkg/taskstatus"
@@ -140,7 +140,7 @@ type Plan struct {
 	Stale     string
 	// ForceDelete removes the pod, deleted earlier for Memory.Replacement,
 	// whose node is unreachable. CompleteDelete finishes a deletion
-	// someone else started and interrupted (pkg/orphans).
+	// someone else started and interrupted (reschedule.DeleteInterrupted).
 	ForceDelete    bool
 	CompleteDelete bool
 	// PodDraining and TaskPodBusy, when set, are the marks to carry: the
@@ -163,9 +163,6 @@ func (p *Plan) lookAgainIn(d time.Duration) {
 		p.After = d
 	}
 }
-
-// LookAgainIn is lookAgainIn for what the controller learns while acting.
-func (p *Plan) LookAgainIn(d time.Duration) { p.lookAgainIn(d) }
 
 // Make plans one sync of in.Task.
 func Make(in Input) Plan {
@@ -262,7 +259,7 @@ func planOwnedPod(p *Plan, in Input) {
 		if d, ok := reschedule.Disrupted(pod); ok {
 			p.noteDisruption(pod, d)
 		}
-		p.CompleteDelete = orphans.DeleteInterrupted(pod)
+		p.CompleteDelete = reschedule.DeleteInterrupted(pod)
 		p.Status = WriteStatus
 		return
 	}

@@ -1,7 +1,7 @@
 // Package taskstatus computes a GPUTask's status from its pod, as a pure
-// function of what the controller saw: the phase, the pod's conditions
-// mirrored, the controller's own conditions, and when a write may wait for
-// the pod to settle. The controller writes what it returns.
+// function of what the controller saw. That is the phase, the pod's
+// conditions mirrored, the controller's own conditions, and when a write
+// may wait for the pod to settle. The controller writes what it returns.
 package taskstatus
 
 import (

@@ -23,7 +23,8 @@ import (
 // plane, with the package's controller: at most one step per interval,
 // startup-aware scale-up, graceful scale-in of busy workers, and scale to
 // zero and back. Each has its own namespace and GPU model, as in
-// taskset_test.go, and they share its helpers (helpers_test.go).
+// taskset_test.go, and they share its helpers: the pool (pool_test.go), its
+// load index (loadserver_test.go) and its recorder (poolrecorder_test.go).
 
 // TestAutoscalerOneStepPerIntervalWhileEdited holds the load at 0.9 for 20
 // intervals while the test edits the spec and toggles paused and stopped

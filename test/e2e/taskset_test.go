@@ -19,7 +19,7 @@ import (
 // These tests drive the autoscaler of the package's controller (started in
 // main_test.go; it watches every namespace, so a second controller here
 // would only fight it over the same sets) with a load index that the test
-// process serves on 127.0.0.1 and changes at will (helpers_test.go). Each
+// process serves on 127.0.0.1 and changes at will (loadserver_test.go). Each
 // test has its own namespace and its own fake GPU nodes with a GPU model
 // nobody else asks for, so the tests run in parallel without sharing GPUs.
 

@@ -1,7 +1,7 @@
 // Package framework runs a real, local Kubernetes control plane for the
-// integration and end-to-end tests and for `make demo`: etcd, kube-apiserver
-// and, on request, kube-scheduler, kube-controller-manager, kwok with fake GPU
-// nodes, and the gputask-controller binary.
+// integration and end-to-end tests and for `make demo`. That is etcd,
+// kube-apiserver and, on request, kube-scheduler, kube-controller-manager,
+// kwok with fake GPU nodes, and the gputask-controller binary.
 //
 // Every component is a separate process built from source into bin/ by
 // `make tools`. Each binds 127.0.0.1 on a free port, runs in its own process

@@ -1,7 +1,8 @@
 // Package helm tests the Helm chart in charts/gputask-controller with
-// bin/helm against a real kube-apiserver: lint, the values schema, renders
-// that a server-side dry run accepts, install, upgrade and uninstall, and
-// that the chart grants and runs exactly what artifacts/deploy does. No
+// bin/helm against a real kube-apiserver. It checks lint, the values schema,
+// renders that a server-side dry run accepts, install, upgrade and
+// uninstall, and that the chart grants and runs exactly what
+// artifacts/deploy does. No
 // image registry is reachable and no kubelet runs, so the Deployment never
 // gets pods: the tests check objects, not pods.
 package helm

@@ -1,4 +1,4 @@
-// Package image proves the shipped container image and Deployment: it builds
+// Package image proves the shipped container image and Deployment. It builds
 // the image from the Dockerfile with podman, on base images assembled from
 // scratch, and runs it the way artifacts/deploy/deployment.yaml would against
 // a local control plane.

@@ -22,6 +22,7 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/autoscaler"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
+	"github.com/gputask/gputask-controller/pkg/lazycache"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
@@ -72,7 +73,7 @@ func TestAutoscalerOnRealAPIServer(t *testing.T) {
 	// Only the test's namespace: other tests' sets are not this one's.
 	inf := informers.NewSharedInformerFactoryWithOptions(cp.GPUTask, 0, informers.WithNamespace(ns))
 	kinf := kubeinformers.NewSharedInformerFactory(cp.Kube, 0)
-	pods := autoscaler.NewLazyPods(cp.Kube, 0, clock.RealClock{})
+	pods := lazycache.NewPods(cp.Kube, 0, clock.RealClock{})
 	c := autoscaler.NewController(ctx, cp.Kube, cp.GPUTask,
 		inf.Gputask().V1().GPUTaskSets(), inf.Gputask().V1().GPUTasks(),
 		kinf.Core().V1().Nodes(), pods, autoscaler.Options{
@@ -216,7 +217,7 @@ func TestSLOAutoscalerOnRealAPIServer(t *testing.T) {
 
 	inf := informers.NewSharedInformerFactoryWithOptions(cp.GPUTask, 0, informers.WithNamespace(ns))
 	kinf := kubeinformers.NewSharedInformerFactory(cp.Kube, 0)
-	pods := autoscaler.NewLazyPods(cp.Kube, 0, clock.RealClock{})
+	pods := lazycache.NewPods(cp.Kube, 0, clock.RealClock{})
 	c := autoscaler.NewController(ctx, cp.Kube, cp.GPUTask,
 		inf.Gputask().V1().GPUTaskSets(), inf.Gputask().V1().GPUTasks(),
 		kinf.Core().V1().Nodes(), pods, autoscaler.Options{

@@ -1,6 +1,7 @@
 // Package integration tests the API, the GPUTask controller and the
-// autoscaler in-process against a real kube-apiserver, with kube-scheduler,
-// kube-controller-manager (garbage collector) and kwok fake GPU nodes. One
+// autoscaler in-process against a real control plane. That is
+// kube-apiserver, kube-scheduler, kube-controller-manager (garbage
+// collector) and kwok fake GPU nodes. One
 // control plane serves the whole package; each test works in its own
 // namespace.
 package integration

@@ -1,5 +1,5 @@
 // Package kwok holds the kwok Stage files that give the fake GPU nodes of the
-// tests and of `make demo` their behaviour: nodes become Ready and keep a
+// tests and of `make demo` their behaviour. Nodes become Ready and keep a
 // heartbeat, bound pods start at once, pods being deleted go away, and a pod
 // can be told to exit through the GPUTASK_FAKE_EXIT_CODE env var, or to take
 // 15 s to become Ready through GPUTASK_FAKE_STARTUP=slow.

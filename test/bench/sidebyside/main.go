@@ -1,6 +1,6 @@
 // Command sidebyside measures the gputask-controller against
 // kube-controller-manager's ReplicaSet controller on the same local control
-// plane, with the same client limits:
+// plane, with the same client limits. It makes three runs:
 //
 //   - run A: a GPUTaskSet of N one-GPU tasks, driven by bin/gputask-controller;
 //   - run B: a ReplicaSet of N equivalent one-GPU pods, driven by

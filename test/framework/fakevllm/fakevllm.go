@@ -1,6 +1,6 @@
 // Package fakevllm serves the request metrics of a vLLM pool on /metrics,
-// with vLLM's names, types, labels and buckets, for the tests and the demo
-// that scale a GPUTaskSet from a real Prometheus scraping them:
+// for the tests and the demo that scale a GPUTaskSet from a real Prometheus
+// scraping them. It has vLLM's names, types, labels and buckets:
 //
 //	vllm:num_requests_running          gauge     requests in the batches
 //	vllm:num_requests_waiting          gauge     requests waiting for a slot

@@ -1,9 +1,49 @@
-package autoscaler
+package lazycache
 
 import (
+	"context"
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 )
+
+// NonTerminalPods is the field selector of the pods that still hold
+// resources: the ones the capacity count subtracts from the nodes.
+var NonTerminalPods = fields.AndSelectors(
+	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
+).String()
+
+// Pods is the cache of every non-terminal pod of the cluster, trimmed by
+// TrimPod. Only sets with capacityAware read it: it starts with the first
+// capacity-aware evaluation and stops once none has happened for IdleStop.
+type Pods struct {
+	lazyInformer
+}
+
+// NewPods returns a Pods that lists and watches through client.
+func NewPods(client kubernetes.Interface, resync time.Duration, clk clock.WithDelayedExecution) *Pods {
+	return &Pods{newLazyInformer("cluster-wide pod cache", clk, func() cache.SharedIndexInformer {
+		return coreinformers.NewFilteredPodInformer(client, metav1.NamespaceAll, resync, cache.Indexers{},
+			func(o *metav1.ListOptions) { o.FieldSelector = NonTerminalPods })
+	}, TrimPod)}
+}
+
+// Lister starts the cache if it does not run, and waits until it has synced.
+func (p *Pods) Lister(ctx context.Context) (corelisters.PodLister, error) {
+	indexer, err := p.indexer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return corelisters.NewPodLister(indexer), nil
+}
 
 // TrimPod is a cache.TransformFunc for the cluster-wide pod informer the
 // capacity count reads. That informer holds every non-terminal pod of the
