@@ -655,12 +655,22 @@ func TestControllersShareThePodInformer(t *testing.T) {
 // TestCarriesScaleInMarks: only this controller writes pods. The set's
 // draining mark on a task reaches its pod, where the worker reads it; the
 // worker's busy mark on its pod is mirrored on the task as
-// gputask.io/pod-busy, where the set reads it. Marks in step cost no write.
+// gputask.io/pod-busy, where the set reads it; a busy worker's pod carries
+// the marks that keep Karpenter and the cluster autoscaler from evicting
+// it, and loses them once idle. The pod's marks go in one patch, and marks
+// in step cost no write.
 func TestCarriesScaleInMarks(t *testing.T) {
 	drainOn := `{"metadata":{"annotations":{"gputask.io/draining":"true"}}}`
 	drainOff := `{"metadata":{"annotations":{"gputask.io/draining":null}}}`
 	busyOn := `{"metadata":{"annotations":{"gputask.io/pod-busy":"true"}}}`
 	busyOff := `{"metadata":{"annotations":{"gputask.io/pod-busy":null}}}`
+	protectOn := `{"metadata":{"annotations":{"cluster-autoscaler.kubernetes.io/safe-to-evict":"false","karpenter.sh/do-not-disrupt":"true"}}}`
+	protectOff := `{"metadata":{"annotations":{"cluster-autoscaler.kubernetes.io/safe-to-evict":null,"karpenter.sh/do-not-disrupt":null}}}`
+	drainAndProtect := `{"metadata":{"annotations":{"cluster-autoscaler.kubernetes.io/safe-to-evict":"false","gputask.io/draining":"true","karpenter.sh/do-not-disrupt":"true"}}}`
+	protected := func(marks map[string]string) map[string]string {
+		marks[gputaskv1.AnnotationDoNotDisrupt], marks[gputaskv1.AnnotationSafeToEvict] = "true", "false"
+		return marks
+	}
 	tests := []struct {
 		name                string
 		taskMarks, podMarks map[string]string
@@ -669,15 +679,16 @@ func TestCarriesScaleInMarks(t *testing.T) {
 		{name: "no marks"},
 		{name: "drain carried to the pod", taskMarks: map[string]string{gputaskv1.AnnotationDraining: "true"}, podPatch: drainOn},
 		{name: "drain taken back from the pod", podMarks: map[string]string{gputaskv1.AnnotationDraining: "true"}, podPatch: drainOff},
-		{name: "busy pod mirrored on the task", podMarks: map[string]string{gputaskv1.AnnotationBusy: "true"}, taskPatch: busyOn},
+		{name: "busy pod mirrored on the task and kept from eviction", podMarks: map[string]string{gputaskv1.AnnotationBusy: "true"}, podPatch: protectOn, taskPatch: busyOn},
 		{name: "idle pod mirrored on the task", taskMarks: map[string]string{gputaskv1.AnnotationPodBusy: "true"}, taskPatch: busyOff},
 		{name: "idle pod marked false", taskMarks: map[string]string{gputaskv1.AnnotationPodBusy: "true"},
 			podMarks: map[string]string{gputaskv1.AnnotationBusy: "false"}, taskPatch: busyOff},
-		{name: "a worker that marks its task is left alone", taskMarks: map[string]string{gputaskv1.AnnotationBusy: "true"}},
+		{name: "a worker that marks its task: its pod is kept from eviction", taskMarks: map[string]string{gputaskv1.AnnotationBusy: "true"}, podPatch: protectOn},
+		{name: "idle again: the eviction marks go", podMarks: protected(map[string]string{}), podPatch: protectOff},
 		{name: "in step", taskMarks: map[string]string{gputaskv1.AnnotationDraining: "true", gputaskv1.AnnotationPodBusy: "true"},
-			podMarks: map[string]string{gputaskv1.AnnotationDraining: "true", gputaskv1.AnnotationBusy: "true"}},
-		{name: "both ways at once", taskMarks: map[string]string{gputaskv1.AnnotationDraining: "true"},
-			podMarks: map[string]string{gputaskv1.AnnotationBusy: "true"}, podPatch: drainOn, taskPatch: busyOn},
+			podMarks: protected(map[string]string{gputaskv1.AnnotationDraining: "true", gputaskv1.AnnotationBusy: "true"})},
+		{name: "both ways at once, the pod's marks in one patch", taskMarks: map[string]string{gputaskv1.AnnotationDraining: "true"},
+			podMarks: map[string]string{gputaskv1.AnnotationBusy: "true"}, podPatch: drainAndProtect, taskPatch: busyOn},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

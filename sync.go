@@ -115,7 +115,7 @@ func (c *Controller) act(ctx context.Context, s *taskSync) (outcome, error) {
 			return out, err
 		}
 	}
-	if err := c.carryMarks(ctx, s.task, s.pod, p.PodDraining, p.TaskPodBusy); err != nil {
+	if err := c.carryMarks(ctx, s.task, s.pod, p); err != nil {
 		return out, err
 	}
 	if p.Replace != "" {
@@ -213,7 +213,7 @@ func (c *Controller) readDrift(ctx context.Context, s *taskSync, out *outcome) e
 	}
 	check.Field = podspec.FirstDifference(s.plan.Desired, live)
 	if check.Field == "" {
-		if err := mergeAnnotation(ctx, c.kubeclientset.CoreV1().Pods(pod.Namespace), pod.Name, gputaskv1.AnnotationPodSpecHash, check.Want); err != nil {
+		if err := mergeAnnotations(ctx, c.kubeclientset.CoreV1().Pods(pod.Namespace), pod.Name, map[string]any{gputaskv1.AnnotationPodSpecHash: check.Want}); err != nil {
 			return fmt.Errorf("recording the spec's hash on pod %s: %w", klog.KObj(pod), err)
 		}
 		return nil
@@ -338,19 +338,40 @@ func (c *Controller) nodeOf(pod *corev1.Pod) *corev1.Node {
 // only this controller writes pods: the set controller marks a task
 // draining, and the worker reads the mark from its pod (the downward API);
 // a worker may mark its pod busy, and the set controller reads that from
-// the task's gputask.io/pod-busy, which mirrors the pod's mark.
-func (c *Controller) carryMarks(ctx context.Context, task *gputaskv1.GPUTask, pod *corev1.Pod, draining, busy *bool) error {
-	if draining != nil {
-		if err := patchAnnotation(ctx, c.kubeclientset.CoreV1().Pods(pod.Namespace), pod.Name, gputaskv1.AnnotationDraining, *draining); err != nil {
-			return fmt.Errorf("marking pod %s draining=%v: %w", klog.KObj(pod), *draining, err)
-		}
-		klog.FromContext(ctx).V(2).Info("Carried the draining mark to the pod", "pod", klog.KObj(pod), "draining", *draining)
+// the task's gputask.io/pod-busy, which mirrors the pod's mark; and a busy
+// worker's pod carries the marks that keep node autoscalers from evicting
+// it (taskplan's protection).
+func (c *Controller) carryMarks(ctx context.Context, task *gputaskv1.GPUTask, pod *corev1.Pod, p *taskplan.Plan) error {
+	// The pod's marks go in one patch: a busy worker chosen for scale-in
+	// costs one write, not two.
+	podMarks := map[string]any{}
+	if p.PodDraining != nil {
+		podMarks[gputaskv1.AnnotationDraining] = trueOrNull(*p.PodDraining, "true")
 	}
-	if busy != nil {
-		if err := patchAnnotation(ctx, c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace), task.Name, gputaskv1.AnnotationPodBusy, *busy); err != nil {
+	if p.PodProtected != nil {
+		podMarks[gputaskv1.AnnotationDoNotDisrupt] = trueOrNull(*p.PodProtected, "true")
+		podMarks[gputaskv1.AnnotationSafeToEvict] = trueOrNull(*p.PodProtected, "false")
+	}
+	if len(podMarks) > 0 {
+		if err := mergeAnnotations(ctx, c.kubeclientset.CoreV1().Pods(pod.Namespace), pod.Name, podMarks); err != nil {
+			return fmt.Errorf("marking pod %s: %w", klog.KObj(pod), err)
+		}
+		klog.FromContext(ctx).V(2).Info("Carried the task's marks to the pod", "pod", klog.KObj(pod), "draining", p.PodDraining, "protected", p.PodProtected)
+	}
+	if busy := p.TaskPodBusy; busy != nil {
+		if err := mergeAnnotations(ctx, c.gputaskclientset.GputaskV1().GPUTasks(task.Namespace), task.Name, map[string]any{gputaskv1.AnnotationPodBusy: trueOrNull(*busy, "true")}); err != nil {
 			return fmt.Errorf("marking gputask %s pod-busy=%v: %w", klog.KObj(task), *busy, err)
 		}
 		klog.FromContext(ctx).V(4).Info("Carried the pod's busy mark to the task", "pod", klog.KObj(pod), "busy", *busy)
+	}
+	return nil
+}
+
+// trueOrNull is value when on, else nil, which a merge patch reads as
+// "remove the key".
+func trueOrNull(on bool, value string) any {
+	if on {
+		return value
 	}
 	return nil
 }
@@ -361,20 +382,11 @@ type annotationPatcher[T any] interface {
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
 }
 
-// patchAnnotation sets key to "true" (on) or removes it, with a merge
-// patch that touches nothing else. An object that is gone is no error: its
-// delete event brings the next sync.
-func patchAnnotation[T any](ctx context.Context, client annotationPatcher[T], name, key string, on bool) error {
-	var value any // null removes the key
-	if on {
-		value = "true"
-	}
-	return mergeAnnotation(ctx, client, name, key, value)
-}
-
-// mergeAnnotation sets key to value, or removes it when value is nil.
-func mergeAnnotation[T any](ctx context.Context, client annotationPatcher[T], name, key string, value any) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: value}}})
+// mergeAnnotations sets each key to its value, or removes it when the value
+// is nil, with a merge patch that touches nothing else. An object that is
+// gone is no error: its delete event brings the next sync.
+func mergeAnnotations[T any](ctx context.Context, client annotationPatcher[T], name string, annotations map[string]any) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
 	if err != nil {
 		return err
 	}

@@ -145,7 +145,9 @@ type Plan struct {
 	CompleteDelete bool
 	// PodDraining and TaskPodBusy, when set, are the marks to carry: the
 	// task's draining mark to its pod, the pod's busy mark to the task.
-	PodDraining, TaskPodBusy *bool
+	// PodProtected, when set, puts the node autoscalers' do-not-evict marks
+	// on the pod (a busy worker) or takes them off (an idle one).
+	PodDraining, TaskPodBusy, PodProtected *bool
 	// Replace, when set, is why the pod is deleted, to be created again by
 	// a later sync once it is gone.
 	Replace string
@@ -270,6 +272,9 @@ func planOwnedPod(p *Plan, in Input) {
 	if busy := gputaskv1.IsBusy(pod); busy != (task.Annotations[gputaskv1.AnnotationPodBusy] == "true") {
 		p.TaskPodBusy = &busy
 	}
+	if protect, change := protection(task, pod); change {
+		p.PodProtected = &protect
+	}
 	// A pod whose replacement cannot be built is kept, whatever its state.
 	if p.SpecErr == nil {
 		p.Replace = p.replacementReason(in)
@@ -358,4 +363,27 @@ func Warned(task *gputaskv1.GPUTask, condType, reason, msg string) bool {
 func ControlledBy(pod *corev1.Pod, task *gputaskv1.GPUTask) bool {
 	ref := metav1.GetControllerOf(pod)
 	return ref != nil && ref.UID == task.UID && gputaskv1.IsRefTo(ref, podspec.GPUTaskKind.Kind)
+}
+
+// protection is whether the pod should carry the marks that keep node
+// autoscalers from evicting it (gputaskv1.AnnotationDoNotDisrupt and
+// AnnotationSafeToEvict): while its worker is busy, on the pod or the
+// task, and not once it is idle. change is false when the pod is as it
+// should be, or when the task's template sets either mark itself: the
+// user's choice stands.
+func protection(task *gputaskv1.GPUTask, pod *corev1.Pod) (protect, change bool) {
+	if t := task.Spec.Template; t != nil {
+		for _, key := range []string{gputaskv1.AnnotationDoNotDisrupt, gputaskv1.AnnotationSafeToEvict} {
+			if _, ok := t.Metadata.Annotations[key]; ok {
+				return false, false
+			}
+		}
+	}
+	protect = gputaskv1.IsBusy(pod) || gputaskv1.IsBusy(task)
+	a := pod.Annotations
+	marked := a[gputaskv1.AnnotationDoNotDisrupt] != "" || a[gputaskv1.AnnotationSafeToEvict] != ""
+	if protect {
+		return true, !gputaskv1.DisruptionProtected(pod)
+	}
+	return false, marked
 }

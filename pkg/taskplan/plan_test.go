@@ -163,7 +163,31 @@ func TestMake(t *testing.T) {
 		name: "marks: draining to the pod, busy to the task",
 		in: Input{Task: task(controllertest.Annotation(gputaskv1.AnnotationDraining, "true")), Node: node,
 			Pod: with(running, func(p *corev1.Pod) { p.Annotations[gputaskv1.AnnotationBusy] = "true" })},
-		want: Plan{PodDraining: ptr.To(true), TaskPodBusy: ptr.To(true), Status: WriteUnlessSettling},
+		want: Plan{PodDraining: ptr.To(true), TaskPodBusy: ptr.To(true), PodProtected: ptr.To(true), Status: WriteUnlessSettling},
+	}, {
+		name: "busy task: its pod is kept from node autoscalers",
+		in:   Input{Task: task(controllertest.Annotation(gputaskv1.AnnotationBusy, "true")), Node: node, Pod: running},
+		want: Plan{PodProtected: ptr.To(true), Status: WriteUnlessSettling},
+	}, {
+		name: "busy pod already kept: nothing to write",
+		in: Input{Task: task(controllertest.Annotation(gputaskv1.AnnotationPodBusy, "true")), Node: node, Pod: with(running, func(p *corev1.Pod) {
+			p.Annotations[gputaskv1.AnnotationBusy] = "true"
+			p.Annotations[gputaskv1.AnnotationDoNotDisrupt], p.Annotations[gputaskv1.AnnotationSafeToEvict] = "true", "false"
+		})},
+		want: Plan{Status: WriteUnlessSettling},
+	}, {
+		name: "busy pod with one mark of two: both",
+		in: Input{Task: task(controllertest.Annotation(gputaskv1.AnnotationPodBusy, "true")), Node: node, Pod: with(running, func(p *corev1.Pod) {
+			p.Annotations[gputaskv1.AnnotationBusy] = "true"
+			p.Annotations[gputaskv1.AnnotationDoNotDisrupt] = "true"
+		})},
+		want: Plan{PodProtected: ptr.To(true), Status: WriteUnlessSettling},
+	}, {
+		name: "idle again: the marks go, so consolidation may move it",
+		in: Input{Task: tk, Node: node, Pod: with(running, func(p *corev1.Pod) {
+			p.Annotations[gputaskv1.AnnotationDoNotDisrupt], p.Annotations[gputaskv1.AnnotationSafeToEvict] = "true", "false"
+		})},
+		want: Plan{PodProtected: ptr.To(false), Status: WriteUnlessSettling},
 	}, {
 		name: "foreign pod: delete it if an orphan, else show the conflict",
 		in:   Input{Task: tk, Pod: foreign, Node: node},
@@ -206,5 +230,29 @@ func TestMake(t *testing.T) {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A task whose template sets either mark keeps what it sets, busy or idle:
+// the user's choice stands.
+func TestProtectionLeavesTheTemplatesMarks(t *testing.T) {
+	for _, key := range []string{gputaskv1.AnnotationDoNotDisrupt, gputaskv1.AnnotationSafeToEvict} {
+		for _, busy := range []bool{false, true} {
+			tk := task(controllertest.TaskFunc(func(t *gputaskv1.GPUTask) {
+				t.Spec.Template = &gputaskv1.PodTemplate{Metadata: gputaskv1.PodTemplateMeta{Annotations: map[string]string{key: "x"}}}
+			}))
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{key: "x"}}}
+			if busy {
+				pod.Annotations[gputaskv1.AnnotationBusy] = "true"
+			}
+			if _, change := protection(tk, pod); change {
+				t.Errorf("template sets %s, busy %v: the controller changes the pod's marks", key, busy)
+			}
+		}
+	}
+	// Without it, the same pods are changed.
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{gputaskv1.AnnotationBusy: "true"}}}
+	if protect, change := protection(task(), pod); !protect || !change {
+		t.Errorf("busy pod, no template mark: protect %v, change %v; want both", protect, change)
 	}
 }

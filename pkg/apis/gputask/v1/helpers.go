@@ -27,6 +27,25 @@ const AnnotationPodBusy = "gputask.io/pod-busy"
 // pod the spec asks for now to find drift without keeping pod specs cached.
 const AnnotationPodSpecHash = "gputask.io/pod-spec-hash"
 
+// The marks node autoscalers read before they move a pod: Karpenter
+// disrupts no node that runs a pod with karpenter.sh/do-not-disrupt "true",
+// and the cluster autoscaler removes no node that runs a pod with
+// cluster-autoscaler.kubernetes.io/safe-to-evict "false". The GPUTask
+// controller puts both on the pod of a busy worker and takes them off once
+// it is idle, so that consolidation moves idle workers and interrupts no
+// request; a task whose template sets either keeps what it sets.
+const (
+	AnnotationDoNotDisrupt = "karpenter.sh/do-not-disrupt"
+	AnnotationSafeToEvict  = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+)
+
+// DisruptionProtected reports whether a pod carries both marks that keep
+// node autoscalers from evicting it.
+func DisruptionProtected(obj metav1.Object) bool {
+	a := obj.GetAnnotations()
+	return a[AnnotationDoNotDisrupt] == "true" && a[AnnotationSafeToEvict] == "false"
+}
+
 // IsBusy reports whether a task or its pod carries gputask.io/busy "true":
 // the worker is in the middle of work that a scale-in should not cut off.
 func IsBusy(obj metav1.Object) bool { return annotationTrue(obj, AnnotationBusy) }
