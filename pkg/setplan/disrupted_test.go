@@ -48,6 +48,9 @@ func TestMakeDisrupted(t *testing.T) {
 	}
 	pending := rankTask{name: "pending", age: time.Minute, phase: gputaskv1.GPUTaskPending, pod: true, node: true}.build()
 	unplaced := rankTask{name: "unplaced", age: time.Minute, phase: gputaskv1.GPUTaskPending}.build()
+	// podless still names the node of a pod that is gone: nothing of it
+	// runs there any more.
+	podless := rankTask{name: "podless", age: time.Hour, phase: gputaskv1.GPUTaskPending, node: true}.build()
 	gone := DisruptedNodes{"node-1": true}
 	tests := []struct {
 		name         string
@@ -82,6 +85,10 @@ func TestMakeDisrupted(t *testing.T) {
 		active:  []*gputaskv1.GPUTask{pending, unplaced},
 		desired: 2, disrupted: gone, drainTimeout: timeout,
 		create: 1, disruptionDelete: []string{"pending"}, nodes: []string{"node-1"},
+	}, {
+		name:    "a task without a pod is not on the node",
+		active:  []*gputaskv1.GPUTask{podless},
+		desired: 1, disrupted: gone, drainTimeout: timeout,
 	}, {
 		name:    "drainTimeout 0 deletes busy ones at once",
 		active:  []*gputaskv1.GPUTask{busyTask("busy", time.Hour, true, 0)},
