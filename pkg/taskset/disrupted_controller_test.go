@@ -66,9 +66,9 @@ func (f *fixture) syncCaches(ctx context.Context, c *Controller, set *gputaskv1.
 // TestDisruptedNodeTasksDrainAndAreReplaced: when Karpenter taints a node
 // to take it away, one sync marks the busy task there draining (one patch),
 // deletes the idle one, and creates both replacements above the count,
-// with one NodeDisrupted event; the next syncs make no write to a task and,
-// once the status shows it all, none at all; the drained task goes when its
-// worker turns idle.
+// with one NodeDisrupted event; the next syncs, whether the caches lag or
+// not, make no write to a task and, once the status shows it all, none at
+// all; the drained task goes when its worker turns idle.
 func TestDisruptedNodeTasksDrainAndAreReplaced(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	set := newSet("render", ptr.To[int32](3))
@@ -92,6 +92,11 @@ func TestDisruptedNodeTasksDrainAndAreReplaced(t *testing.T) {
 	if got := f.Queue.After(); len(got) != 1 || got[0] != setplan.DefaultDrainTimeout {
 		t.Errorf("AddAfter calls %v, want one after the drain timeout %v", got, setplan.DefaultDrainTimeout)
 	}
+
+	// Synced again before the caches show any of it: no second mark,
+	// delete or create.
+	f.Run(ctx, key(set))
+	f.ExpectEvents()
 
 	// The caches show the mark, the deletion and the two new tasks: only
 	// the counts move (4 tasks, 2 of them starting), a second after the
