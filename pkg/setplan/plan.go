@@ -1,11 +1,11 @@
 // Package setplan decides, without side effects, how one sync of a
 // GPUTaskSet moves its tasks towards the desired count: which tasks to
 // create, delete, drain or take back from draining, which ones minTaskAge
-// holds back, and when to look again. The set controller reads its caches,
-// asks ForSet, carries the plan out and writes the status from it; the
-// replay asks Make for the same plan over its modelled workers. It reads
-// nothing but its arguments and imports no client, so table tests cover
-// every decision.
+// holds back, which leave nodes being disrupted (disrupted.go), and when to
+// look again. The set controller reads its caches, asks ForSet, carries the
+// plan out and writes the status from it; the replay asks Make for the same
+// plan over its modelled workers. It reads nothing but its arguments and
+// imports no client, so table tests cover every decision.
 package setplan
 
 import (

@@ -75,11 +75,12 @@ func (c *Controller) markDraining(ctx context.Context, set *gputaskv1.GPUTaskSet
 	for _, t := range tasks {
 		c.expectations.ExpectAnnotation(key, t.Name, gputaskv1.AnnotationDrainStartedAt, startedAt)
 		_, err := c.gputaskclientset.GputaskV1().GPUTasks(t.Namespace).Patch(ctx, t.Name, types.MergePatchType, taskPatch, metav1.PatchOptions{})
+		if err != nil {
+			c.expectations.ForgetAnnotation(key, t.Name, gputaskv1.AnnotationDrainStartedAt)
+		}
 		switch {
 		case apierrors.IsNotFound(err):
-			c.expectations.ForgetAnnotation(key, t.Name, gputaskv1.AnnotationDrainStartedAt)
 		case err != nil:
-			c.expectations.ForgetAnnotation(key, t.Name, gputaskv1.AnnotationDrainStartedAt)
 			c.recorder.Eventf(set, corev1.EventTypeWarning, gputaskv1.ReasonFailedDrain, "Error marking task %s: %v", t.Name, err)
 			errs = append(errs, fmt.Errorf("marking gputask %s draining=%v: %w", klog.KObj(t), on, err))
 		default:
