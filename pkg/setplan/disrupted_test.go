@@ -1,6 +1,7 @@
 package setplan
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -180,4 +181,67 @@ func TestServingAfterLeavesDisruptedTasksOut(t *testing.T) {
 	if got, want := names(p.ServingAfter(active)), []string{"kept"}; !slices.Equal(got, want) {
 		t.Errorf("ServingAfter() = %v, want %v", got, want)
 	}
+}
+
+// FuzzMakeDisrupted: for Running tasks on up to four nodes, some of them
+// disrupted, some busy, some draining already, and any desired count, the
+// plan (with no minimum age and no cap) leaves exactly desired tasks
+// serving, none of them on a disrupted node; it takes every serving task on
+// a disrupted node out of service, never takes back a drain there, never
+// chooses a scale-in victim there, and names no task twice.
+func FuzzMakeDisrupted(f *testing.F) {
+	f.Add(uint8(12), uint8(5), uint64(0x9e3779b97f4a7c15))
+	f.Add(uint8(3), uint8(9), uint64(42))
+	f.Add(uint8(20), uint8(0), uint64(7))
+	f.Add(uint8(25), uint8(30), uint64(0xf000000000000123))
+	f.Fuzz(func(t *testing.T, n, desired uint8, seed uint64) {
+		disrupted := DisruptedNodes{}
+		for node := range 4 {
+			if seed>>(60+node)&1 == 1 {
+				disrupted[fmt.Sprintf("node-%d", node)] = true
+			}
+		}
+		var active []*gputaskv1.GPUTask
+		for i := range int(n % 30) {
+			bits := seed>>(i%50) ^ uint64(i)*0x2545f4914f6cdd1d
+			var drainAgo time.Duration
+			if bits>>3&3 == 0 {
+				drainAgo = time.Duration(1+bits%20) * time.Minute
+			}
+			task := busyTask(fmt.Sprintf("t-%02d", i), time.Duration(1+bits%7200)*time.Second, bits>>5&1 == 1, drainAgo)
+			task.Status.NodeName = fmt.Sprintf("node-%d", bits>>7%4)
+			active = append(active, task)
+		}
+		p := MakeDisrupted(active, int(desired%40), nil, disrupted, 10*time.Minute, 0, testNow, 1000)
+
+		seen := map[string]string{}
+		for what, tasks := range map[string][]*gputaskv1.GPUTask{
+			"undrain": p.Undrain, "drain": p.Drain, "delete": p.Delete,
+			"disruption drain": p.Disruption.Drain, "disruption delete": p.Disruption.Delete,
+		} {
+			for _, task := range tasks {
+				if other, ok := seen[task.Name]; ok {
+					t.Fatalf("%s is in both %s and %s", task.Name, other, what)
+				}
+				seen[task.Name] = what
+				leaving := disrupted[task.Status.NodeName]
+				switch {
+				case (what == "undrain" || what == "drain") && leaving:
+					t.Fatalf("%s on disrupted %s is in %s", task.Name, task.Status.NodeName, what)
+				case what == "delete" && leaving && !gputaskv1.IsDraining(task):
+					t.Fatalf("%s on disrupted %s chosen as a scale-in victim", task.Name, task.Status.NodeName)
+				}
+			}
+		}
+		serving := p.Create
+		for _, task := range p.ServingAfter(active) {
+			if disrupted[task.Status.NodeName] {
+				t.Fatalf("%s on disrupted %s still serving", task.Name, task.Status.NodeName)
+			}
+			serving++
+		}
+		if serving != int(desired%40) {
+			t.Fatalf("%d tasks serving after the plan (%d created), want %d", serving, p.Create, desired%40)
+		}
+	})
 }
