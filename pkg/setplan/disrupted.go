@@ -50,10 +50,11 @@ type DisruptedNodes map[string]bool
 // karpenter.sh/disrupted with effect NoSchedule, or it is being deleted. A
 // deletion cannot be taken back, whoever asked for it (kubectl delete node,
 // or Karpenter before its termination taint lands), so it counts as surely
-// as the taint. Karpenter's taint with another effect, and the cluster
-// autoscaler's taints, are not this signal: the first is not Karpenter's,
-// and the cluster autoscaler evicts as soon as it taints and never chooses a
-// node whose pods say safe-to-evict "false".
+// as the taint. The key with another effect is not what Karpenter sets,
+// so someone else's taint counts for nothing. The cluster autoscaler's
+// ToBeDeletedByClusterAutoscaler is not read: it evicts as soon as it
+// taints, so there is no head start to take, and it never chooses a node
+// whose pods say safe-to-evict "false".
 func NodeDisrupted(node *corev1.Node) bool {
 	if node == nil {
 		return false
