@@ -122,7 +122,7 @@ func newControllers(ctx context.Context, cc app.ControllerContext) ([]app.Contro
 		return nil, err
 	}
 	setController := taskset.NewController(ctx, setClients.Kube, setClients.GPUTask, sets, tasks,
-		taskset.Options{StatusClient: setStatusClients.GPUTask})
+		inf.Cluster.Core().V1().Nodes(), taskset.Options{StatusClient: setStatusClients.GPUTask})
 
 	scalerClients, err := cc.Clients.ClientsFor(autoscaler.ControllerName)
 	if err != nil {

@@ -1,11 +1,11 @@
 // Package setplan decides, without side effects, how one sync of a
 // GPUTaskSet moves its tasks towards the desired count: which tasks to
 // create, delete, drain or take back from draining, which ones minTaskAge
-// holds back, and when to look again. The set controller reads its caches,
-// asks ForSet, carries the plan out and writes the status from it; the
-// replay asks Make for the same plan over its modelled workers. It reads
-// nothing but its arguments and imports no client, so table tests cover
-// every decision.
+// holds back, which leave nodes being disrupted (disrupted.go), and when to
+// look again. The set controller reads its caches, asks ForSet, carries the
+// plan out and writes the status from it; the replay asks Make for the same
+// plan over its modelled workers. It reads nothing but its arguments and
+// imports no client, so table tests cover every decision.
 package setplan
 
 import (
@@ -46,6 +46,9 @@ type Plan struct {
 	Drain []*gputaskv1.GPUTask
 	// Delete are idle victims and finished or timed-out drains, to delete now.
 	Delete []*gputaskv1.GPUTask
+	// Disruption are the serving tasks on disrupted nodes, taken out of
+	// service (disrupted.go); Create already counts their replacements.
+	Disruption Disruption
 	// Draining is how many tasks are draining once the plan is carried out.
 	Draining int32
 	// HeldBack is how many removals minTaskAge or an invalid spec held back.
@@ -61,17 +64,18 @@ type Plan struct {
 
 // ForSet plans how to move from the set's active tasks to its desired
 // count: spec.replicas, or 0 while the set is stopped, with the set's
-// minTaskAge and drainTimeout; see Make. A stopped set protects no young
-// task: the user asked for zero tasks, and protecting young ones would leave
-// a stopped set running. Busy tasks still drain. A set whose own fields are
-// invalid (InvalidSpec) removes nothing: its minimum age and drain timeout
-// are unknown, and are never guessed.
-func ForSet(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, busy BusyFunc, now time.Time, burst int) Plan {
+// minTaskAge and drainTimeout, while the nodes in disrupted are being taken
+// away; see MakeDisrupted. A stopped set protects no young task: the user
+// asked for zero tasks, and protecting young ones would leave a stopped set
+// running. Busy tasks still drain. A set whose own fields are invalid
+// (InvalidSpec) removes nothing: its minimum age and drain timeout are
+// unknown, and are never guessed.
+func ForSet(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, busy BusyFunc, disrupted DisruptedNodes, now time.Time, burst int) Plan {
 	minAge := MinTaskAge(set)
 	if gputaskv1.IsStopped(set) {
 		minAge = 0
 	}
-	plan := Make(active, desiredReplicas(set), busy, DrainTimeout(set), minAge, now, burst)
+	plan := MakeDisrupted(active, desiredReplicas(set), busy, disrupted, DrainTimeout(set), minAge, now, burst)
 	if len(InvalidSpec(set)) > 0 {
 		return holdScaleIn(plan, active)
 	}
@@ -87,23 +91,42 @@ func ForSet(set *gputaskv1.GPUTaskSet, active []*gputaskv1.GPUTask, busy BusyFun
 //   - A draining task that is no longer busy, or whose drain is older than
 //     drainTimeout, is deleted.
 func Make(active []*gputaskv1.GPUTask, desired int, busy BusyFunc, drainTimeout, minAge time.Duration, now time.Time, burst int) Plan {
+	return MakeDisrupted(active, desired, busy, nil, drainTimeout, minAge, now, burst)
+}
+
+// MakeDisrupted is Make while the nodes in disrupted are being taken away
+// (disrupted.go). A task placed on one of them is leaving: it is not
+// serving, so its replacement is created as any missing task is; a
+// serving one is drained if busy and deleted if not, as a scale-in victim
+// is, at most burst of them per plan (Plan.Disruption); a draining one is
+// never taken back. Nil disrupted is Make.
+func MakeDisrupted(active []*gputaskv1.GPUTask, desired int, busy BusyFunc, disrupted DisruptedNodes, drainTimeout, minAge time.Duration, now time.Time, burst int) Plan {
 	if busy == nil {
 		busy = gputaskv1.WorkerBusy
 	}
 	plan := Plan{Desired: max(desired, 0), NodeGPUs: GPUsInUse(active)}
-	var serving, draining []*gputaskv1.GPUTask
+	var serving, leaving, draining []*gputaskv1.GPUTask
 	for _, t := range active {
-		if gputaskv1.IsDraining(t) {
+		switch {
+		case gputaskv1.IsDraining(t):
 			draining = append(draining, t)
-		} else {
+		case disrupted.isLeaving(t):
+			leaving = append(leaving, t)
+		default:
 			serving = append(serving, t)
 		}
+	}
+	plan.Disruption = leave(leaving, busy, drainTimeout, burst)
+	if len(plan.Disruption.Drain) > 0 {
+		plan.RetryAfter = drainTimeout
 	}
 
 	switch diff := len(serving) - plan.Desired; {
 	case diff < 0:
 		need := -diff
-		ranked := rankForScaleIn(draining, busy, plan.NodeGPUs)
+		// A drain on a disrupted node is never taken back: its node is
+		// going, and its replacement is what this creates.
+		ranked := rankForScaleIn(disrupted.staying(draining), busy, plan.NodeGPUs)
 		for i := len(ranked) - 1; i >= 0 && len(plan.Undrain) < need; i-- {
 			plan.Undrain = append(plan.Undrain, ranked[i])
 		}
@@ -112,7 +135,7 @@ func Make(active []*gputaskv1.GPUTask, desired int, busy BusyFunc, drainTimeout,
 	case diff > 0:
 		scaleIn := chooseVictims(serving, min(diff, burst), minAge, now, busy, plan.NodeGPUs)
 		plan.HeldBack = scaleIn.HeldBack
-		plan.RetryAfter = scaleIn.RetryAfter
+		plan.RetryAfter = earliest(plan.RetryAfter, scaleIn.RetryAfter)
 		for _, v := range scaleIn.Victims {
 			if drainTimeout > 0 && busy(v) {
 				plan.Drain = append(plan.Drain, v)
@@ -136,14 +159,16 @@ func Make(active []*gputaskv1.GPUTask, desired int, busy BusyFunc, drainTimeout,
 		plan.RetryAfter = earliest(plan.RetryAfter, left)
 		plan.Draining++
 	}
-	plan.Draining += int32(len(plan.Drain))
+	plan.Draining += int32(len(plan.Drain) + len(plan.Disruption.Drain))
 	return plan
 }
 
 // ServingAfter is the active tasks that the plan neither deletes nor
-// drains: the ones a restart may roll through.
+// drains, for a disrupted node or otherwise: the ones a restart may roll
+// through.
 func (p Plan) ServingAfter(active []*gputaskv1.GPUTask) []*gputaskv1.GPUTask {
 	kept := withoutTasks(withoutTasks(active, p.Delete), p.Drain)
+	kept = withoutTasks(withoutTasks(kept, p.Disruption.Delete), p.Disruption.Drain)
 	out := make([]*gputaskv1.GPUTask, 0, len(kept))
 	undrained := make(map[string]bool, len(p.Undrain))
 	for _, t := range p.Undrain {
@@ -168,14 +193,16 @@ func InvalidSpec(set *gputaskv1.GPUTaskSet) field.ErrorList {
 
 // holdScaleIn takes every removal out of plan: with the minimum age or the
 // drain timeout unknown, no task can be chosen, drained or deleted safely.
-// Creations and drains taken back still happen, since they remove nothing.
-// The held removals count as held back, and no retry is due: only a change
-// of the spec, which brings its own event, can release them.
+// Creations and drains taken back still happen, since they remove nothing,
+// and so do the draining marks on disrupted nodes: they only stop new
+// requests to a worker whose node is going anyway. The held removals count
+// as held back, and no retry is due: only a change of the spec, which
+// brings its own event, can release them.
 func holdScaleIn(plan Plan, active []*gputaskv1.GPUTask) Plan {
-	plan.HeldBack += int32(len(plan.Delete) + len(plan.Drain))
-	plan.Delete, plan.Drain = nil, nil
+	plan.HeldBack += int32(len(plan.Delete) + len(plan.Drain) + len(plan.Disruption.Delete))
+	plan.Delete, plan.Drain, plan.Disruption.Delete = nil, nil, nil
 	plan.RetryAfter = 0
-	plan.Draining = 0
+	plan.Draining = int32(len(plan.Disruption.Drain))
 	for _, t := range withoutTasks(active, plan.Undrain) {
 		if gputaskv1.IsDraining(t) {
 			plan.Draining++

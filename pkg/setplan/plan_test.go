@@ -154,12 +154,15 @@ func TestForSet(t *testing.T) {
 		name       string
 		set        func(*gputaskv1.GPUTaskSet)
 		active     []*gputaskv1.GPUTask
+		disrupted  DisruptedNodes
 		create     int
 		drain      []string
 		delete     []string
 		draining   int32
 		heldBack   int32
 		retryAfter time.Duration
+		// disruptionDrain and disruptionDelete are Plan.Disruption's.
+		disruptionDrain, disruptionDelete []string
 	}{{
 		name:   "unset replicas means one",
 		set:    func(s *gputaskv1.GPUTaskSet) { s.Spec.Replicas = nil },
@@ -194,6 +197,21 @@ func TestForSet(t *testing.T) {
 		},
 		active:   []*gputaskv1.GPUTask{busyTask("a", time.Hour, false, 0), busyTask("b", time.Hour, true, 0), draining},
 		draining: 1, heldBack: 2,
+	}, {
+		name: "invalid spec on a disrupted node: the busy task is marked, the idle one held, replacements created",
+		set: func(s *gputaskv1.GPUTaskSet) {
+			s.Spec.Replicas = ptr.To[int32](2)
+			s.Spec.MinTaskAge = &gputaskv1.Duration{Unparsed: `"5"`}
+		},
+		active:    []*gputaskv1.GPUTask{busyTask("a", time.Hour, false, 0), busyTask("b", time.Hour, true, 0)},
+		disrupted: DisruptedNodes{"node-1": true},
+		create:    2, disruptionDrain: []string{"b"}, draining: 1, heldBack: 1,
+	}, {
+		name:      "minTaskAge does not keep a young task on a disrupted node",
+		set:       func(s *gputaskv1.GPUTaskSet) { s.Spec.Replicas = ptr.To[int32](1) },
+		active:    []*gputaskv1.GPUTask{young("a", false)},
+		disrupted: DisruptedNodes{"node-1": true},
+		create:    1, disruptionDelete: []string{"a"},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,7 +219,7 @@ func TestForSet(t *testing.T) {
 			set.Spec.Replicas = ptr.To[int32](0)
 			set.Spec.MinTaskAge = &gputaskv1.Duration{Duration: 5 * time.Minute}
 			tc.set(set)
-			p := ForSet(set, tc.active, nil, testNow, DefaultBurstReplicas)
+			p := ForSet(set, tc.active, nil, tc.disrupted, testNow, DefaultBurstReplicas)
 			if p.Create != tc.create || p.Draining != tc.draining || p.HeldBack != tc.heldBack || p.RetryAfter != tc.retryAfter {
 				t.Errorf("create %d draining %d heldBack %d retryAfter %v, want %d %d %d %v",
 					p.Create, p.Draining, p.HeldBack, p.RetryAfter, tc.create, tc.draining, tc.heldBack, tc.retryAfter)
@@ -211,6 +229,12 @@ func TestForSet(t *testing.T) {
 			}
 			if got := names(p.Delete); !slices.Equal(got, tc.delete) && (len(got) > 0 || len(tc.delete) > 0) {
 				t.Errorf("delete = %v, want %v", got, tc.delete)
+			}
+			if got := names(p.Disruption.Drain); !slices.Equal(got, tc.disruptionDrain) && (len(got) > 0 || len(tc.disruptionDrain) > 0) {
+				t.Errorf("disruption drain = %v, want %v", got, tc.disruptionDrain)
+			}
+			if got := names(p.Disruption.Delete); !slices.Equal(got, tc.disruptionDelete) && (len(got) > 0 || len(tc.disruptionDelete) > 0) {
+				t.Errorf("disruption delete = %v, want %v", got, tc.disruptionDelete)
 			}
 		})
 	}

@@ -1,8 +1,9 @@
 // Package taskset is the GPUTaskSet controller: it keeps exactly the desired
 // number of GPUTasks for each set, carrying out the scale plan that
 // pkg/setplan makes (the cheapest tasks first on scale-in, busy ones drained,
-// the stop annotation and minTaskAge honoured), and rolls a restart through
-// the set's tasks one at a time (restart.go).
+// the stop annotation and minTaskAge honoured, the tasks on nodes being
+// disrupted replaced early: disrupted.go), and rolls a restart through the
+// set's tasks one at a time (restart.go).
 //
 // It follows the shape of k8s.io/sample-controller (Run → runWorker →
 // processNextWorkItem → syncHandler) and the safety habits of the ReplicaSet
@@ -25,9 +26,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -99,8 +102,13 @@ type Controller struct {
 	setsSynced  cache.InformerSynced
 	tasksLister listers.GPUTaskLister
 	tasksSynced cache.InformerSynced
-	// tasksIndexer finds a set's tasks by its UID (pkg/taskindex).
+	// tasksIndexer finds a set's tasks by its UID (pkg/taskindex), and a
+	// node's tasks by its name (tasksByNode).
 	tasksIndexer cache.Indexer
+	// nodesLister tells which nodes a node autoscaler is taking away
+	// (disrupted.go).
+	nodesLister corelisters.NodeLister
+	nodesSynced cache.InformerSynced
 
 	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// broadcaster is nil when Options.Recorder was given.
@@ -130,6 +138,7 @@ func NewController(
 	gputaskclientset versioned.Interface,
 	setInformer informers.GPUTaskSetInformer,
 	taskInformer informers.GPUTaskInformer,
+	nodeInformer coreinformers.NodeInformer,
 	opts Options,
 ) *Controller {
 	logger := klog.FromContext(ctx)
@@ -145,6 +154,7 @@ func NewController(
 
 	// Sets look their tasks up by UID rather than scan their namespace.
 	utilruntime.Must(taskindex.Add(taskInformer.Informer()))
+	utilruntime.Must(addTasksByNode(taskInformer.Informer()))
 	c := &Controller{
 		kubeclientset:    kubeclientset,
 		gputaskclientset: gputaskclientset,
@@ -152,6 +162,7 @@ func NewController(
 		setsLister:       setInformer.Lister(),
 		tasksLister:      taskInformer.Lister(),
 		tasksIndexer:     taskInformer.Informer().GetIndexer(),
+		nodesLister:      nodeInformer.Lister(),
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: ControllerName, Clock: opts.Clock},
@@ -180,7 +191,13 @@ func NewController(
 		DeleteFunc: func(obj any) { c.deleteTask(logger, obj) },
 	})
 	utilruntime.Must(err)
-	c.setsSynced, c.tasksSynced = setsReg.HasSynced, tasksReg.HasSynced
+	nodesReg, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.addNode(logger, obj) },
+		UpdateFunc: func(old, cur any) { c.updateNode(logger, old, cur) },
+		DeleteFunc: func(obj any) { c.deleteNode(logger, obj) },
+	})
+	utilruntime.Must(err)
+	c.setsSynced, c.tasksSynced, c.nodesSynced = setsReg.HasSynced, tasksReg.HasSynced, nodesReg.HasSynced
 	return c
 }
 
@@ -196,7 +213,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	logger := klog.FromContext(ctx)
 
 	logger.Info("Starting GPUTaskSet controller")
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.setsSynced, c.tasksSynced) {
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.setsSynced, c.tasksSynced, c.nodesSynced) {
 		if ctx.Err() != nil {
 			// Asked to stop before the caches synced: a normal shutdown.
 			return nil
@@ -277,7 +294,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	if err != nil {
 		return err
 	}
-	plan := setplan.ForSet(set, active, nil, c.clock.Now(), c.burst)
+	plan := setplan.ForSet(set, active, nil, c.disruptedNodes(active), c.clock.Now(), c.burst)
 
 	var manageErr, restartErr error
 	if canAct {

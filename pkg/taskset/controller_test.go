@@ -57,7 +57,8 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	if f.statusClient != nil {
 		opts.StatusClient = f.statusClient
 	}
-	c := NewController(ctx, f.KubeClient, f.Client, f.Informers.Gputask().V1().GPUTaskSets(), f.Informers.Gputask().V1().GPUTasks(), opts)
+	c := NewController(ctx, f.KubeClient, f.Client, f.Informers.Gputask().V1().GPUTaskSets(), f.Informers.Gputask().V1().GPUTasks(),
+		f.KubeInformers.Core().V1().Nodes(), opts)
 	c.workqueue = f.RecordQueue(c.workqueue)
 	f.SyncHandler = c.syncHandler
 	f.Preload()
@@ -689,9 +690,12 @@ func TestRun(t *testing.T) {
 	f.Objects = append(f.Objects, set)
 	f.Start()
 	factory := f.Informers
-	c := NewController(ctx, f.KubeClient, f.Client, factory.Gputask().V1().GPUTaskSets(), factory.Gputask().V1().GPUTasks(), Options{Recorder: f.Recorder})
+	c := NewController(ctx, f.KubeClient, f.Client, factory.Gputask().V1().GPUTaskSets(), factory.Gputask().V1().GPUTasks(),
+		f.KubeInformers.Core().V1().Nodes(), Options{Recorder: f.Recorder})
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
+	f.KubeInformers.Start(ctx.Done())
+	defer f.KubeInformers.Shutdown()
 
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, 2) }()

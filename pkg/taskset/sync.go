@@ -47,11 +47,17 @@ type replicaError struct {
 func (e *replicaError) Error() string { return e.err.Error() }
 func (e *replicaError) Unwrap() error { return e.err }
 
-// manageReplicas carries out the plan: drains taken back come before any
-// creation, so a scale-up reuses warm workers first.
+// manageReplicas carries out the plan. Tasks on disrupted nodes are taken
+// out of service first, so their workers stop taking requests as early as
+// can be; drains taken back come before any creation, so a scale-up reuses
+// warm workers first.
 func (c *Controller) manageReplicas(ctx context.Context, set *gputaskv1.GPUTaskSet, plan setplan.Plan) error {
 	logger := klog.FromContext(ctx)
 	var errs []error
+	if d := plan.Disruption; len(d.Drain)+len(d.Delete) > 0 {
+		logger.V(2).Info("Taking tasks off nodes being disrupted", "nodes", d.Nodes(), "draining", len(d.Drain), "deleting", len(d.Delete))
+		errs = append(errs, c.leaveDisruptedNodes(ctx, set, d))
+	}
 	if len(plan.Undrain) > 0 {
 		logger.V(2).Info("Taking drains back", "desired", plan.Desired, "undraining", len(plan.Undrain))
 		errs = append(errs, c.setDraining(ctx, set, plan.Undrain, false, plan.NodeGPUs))
@@ -184,6 +190,23 @@ func slowStartBatch(count, initialBatchSize int, fn func() error) (int, error) {
 // victims leave, with the set's GPUs in use on each (use), which is how
 // the ranking chose among them.
 func (c *Controller) deleteTasks(ctx context.Context, set *gputaskv1.GPUTaskSet, victims []*gputaskv1.GPUTask, use setplan.NodeGPUs) error {
+	deleted, err := c.removeTasks(ctx, set, victims)
+	if deleted > 0 {
+		msg := fmt.Sprintf("Deleted %d %s", deleted, tasksNoun(deleted))
+		if nodes := setplan.ExplainNodes(victims, use); nodes != "" {
+			msg += "; " + nodes
+		}
+		c.recorder.Event(set, corev1.EventTypeNormal, gputaskv1.ReasonSuccessfulDelete, msg)
+	}
+	return err
+}
+
+// removeTasks deletes the tasks in parallel, and returns how many it
+// deleted; the caller records the event.
+func (c *Controller) removeTasks(ctx context.Context, set *gputaskv1.GPUTaskSet, victims []*gputaskv1.GPUTask) (int, error) {
+	if len(victims) == 0 {
+		return 0, nil
+	}
 	key := cache.MetaObjectToName(set).String()
 	names := make([]string, 0, len(victims))
 	for _, t := range victims {
@@ -213,17 +236,10 @@ func (c *Controller) deleteTasks(ctx context.Context, set *gputaskv1.GPUTaskSet,
 		})
 	}
 	wg.Wait()
-	if deleted > 0 {
-		msg := fmt.Sprintf("Deleted %d %s", deleted, tasksNoun(deleted))
-		if nodes := setplan.ExplainNodes(victims, use); nodes != "" {
-			msg += "; " + nodes
-		}
-		c.recorder.Event(set, corev1.EventTypeNormal, gputaskv1.ReasonSuccessfulDelete, msg)
-	}
 	if len(errs) > 0 {
-		return &replicaError{reason: gputaskv1.ReasonFailedDelete, err: fmt.Errorf("deleting tasks of gputaskset %s: %w", klog.KObj(set), errors.Join(errs...))}
+		return deleted, &replicaError{reason: gputaskv1.ReasonFailedDelete, err: fmt.Errorf("deleting tasks of gputaskset %s: %w", klog.KObj(set), errors.Join(errs...))}
 	}
-	return nil
+	return deleted, nil
 }
 
 // removeTask deletes one task, and reports whether it did. A task that is

@@ -60,6 +60,12 @@ const (
 	ReasonUndrainTask = "UndrainedTask"
 	// ReasonFailedDrain (Warning): a task could not be marked draining.
 	ReasonFailedDrain = "FailedDrain"
+	// ReasonNodeDisrupted (Normal): tasks on nodes that a node autoscaler
+	// is taking away (karpenter.sh/disrupted, or a node being deleted)
+	// were taken out of service, busy ones marked draining and the others
+	// deleted, counted per sync; their replacements are the sync's
+	// SuccessfulCreate.
+	ReasonNodeDisrupted = "NodeDisrupted"
 
 	// Events on a GPUTaskSet, from the autoscaler. InvalidSpec above
 	// applies too.
