@@ -104,8 +104,8 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		shapes        []string
 	)
 	fs.Func("shape", "a synthetic trace drawn in the replay, as generate --shape draws it (diurnal, bursty, step or flash; its tokens served at --prefill- and --decode-tokens-per-second); repeatable", func(v string) error {
-		if !slices.Contains(replay.Shapes, v) {
-			return fmt.Errorf("unknown shape %q: want one of %s", v, strings.Join(replay.Shapes, ", "))
+		if !slices.Contains(workload.Shapes, v) {
+			return fmt.Errorf("unknown shape %q: want one of %s", v, strings.Join(workload.Shapes, ", "))
 		}
 		shapes = append(shapes, v)
 		return nil
@@ -152,12 +152,12 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if *seeds < 1 {
 		return fmt.Errorf("--seeds must be at least 1, got %d", *seeds)
 	}
-	model := replay.ServiceModel{
+	model := workload.ServiceModel{
 		Column: *serviceCol, InputTokensColumn: *inputColumn, OutputTokensColumn: *outputColumn,
 		PrefillPerSecond: *prefill, DecodePerSecond: *decode,
 	}
 	if *service != "" {
-		m, err := replay.ParseServiceDuration(*service)
+		m, err := workload.ParseServiceDuration(*service)
 		if err != nil {
 			return err
 		}
@@ -271,7 +271,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 
 	var traces []replay.NamedTrace
 	for _, path := range tracePaths {
-		tr, err := readTrace(path, replay.TraceOptions{TimeColumn: *timeColumn, Service: model, RateScale: *rateScale, Seed: *seed})
+		tr, err := readTrace(path, workload.TraceOptions{TimeColumn: *timeColumn, Service: model, RateScale: *rateScale, Seed: *seed})
 		if err != nil {
 			return err
 		}
@@ -340,19 +340,19 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func readTrace(path string, o replay.TraceOptions) (replay.Trace, error) {
+func readTrace(path string, o workload.TraceOptions) (workload.Trace, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return replay.Trace{}, err
+		return workload.Trace{}, err
 	}
 	defer f.Close()
-	read := replay.ReadTrace
+	read := workload.ReadTrace
 	if strings.EqualFold(filepath.Ext(path), ".jsonl") {
-		read = replay.ReadMooncakeTrace
+		read = workload.ReadMooncakeTrace
 	}
 	tr, err := read(f, o)
 	if err != nil {
-		return replay.Trace{}, fmt.Errorf("%s: %w", path, err)
+		return workload.Trace{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return tr, nil
 }
@@ -371,7 +371,7 @@ func perTrace(path, trace string, traces int) string {
 func generate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("gputask-replay generate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	shape := fs.String("shape", replay.ShapeDiurnal, "diurnal, bursty, step or flash")
+	shape := fs.String("shape", workload.ShapeDiurnal, "diurnal, bursty, step or flash")
 	out := fs.String("out", "", "file to write (default: standard output)")
 	// Defaults are the shape's; a flag given on the command line overrides them.
 	var (
@@ -408,7 +408,7 @@ func generate(args []string, stdout, stderr io.Writer) error {
 	if set["days"] || set["rate-scale"] {
 		return errors.New("--days and --rate-scale go with --servegen")
 	}
-	o := replay.DefaultGenerateOptions(*shape)
+	o := workload.DefaultGenerateOptions(*shape)
 	override := func(name string, apply func()) {
 		if set[name] {
 			apply()
@@ -429,14 +429,14 @@ func generate(args []string, stdout, stderr io.Writer) error {
 	override("output-tokens-median", func() { o.OutputTokensMedian = *outputMedian })
 	override("tokens-sigma", func() { o.TokensSigma = *tokensSigma })
 	override("seed", func() { o.Seed = *seed })
-	reqs, err := replay.Generate(o)
+	reqs, err := workload.Generate(o)
 	if err != nil {
 		return err
 	}
 	if *out == "" {
-		return replay.WriteTrace(stdout, reqs)
+		return workload.WriteCSV(stdout, reqs)
 	}
-	return writeFile(*out, func(w io.Writer) error { return replay.WriteTrace(w, reqs) })
+	return writeFile(*out, func(w io.Writer) error { return workload.WriteCSV(w, reqs) })
 }
 
 // generateServeGen writes a trace drawn from a ServeGen model folder. The

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // Batched serving: a sequence decodes one token per α + β × batch, every
@@ -56,10 +58,10 @@ func TestBatchedCompletions(t *testing.T) {
 		want: []time.Duration{ms(2500), ms(5000)},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			var tr Trace
+			var tr workload.Trace
 			for _, r := range tc.reqs {
-				tr.Requests = append(tr.Requests, Request{Arrival: r.arrival, Service: time.Hour})
-				tr.Tokens = append(tr.Tokens, Tokens{Prefill: r.prefill, OutputTokens: r.tokens})
+				tr.Requests = append(tr.Requests, workload.Served{Arrival: r.arrival, Service: time.Hour})
+				tr.Tokens = append(tr.Tokens, workload.Tokens{Prefill: r.prefill, OutputTokens: r.tokens})
 			}
 			p := NewPool(tr, t0, tc.concurrency, 0)
 			if err := p.SetBatched(itl); err != nil {
@@ -78,7 +80,7 @@ func TestBatchedCompletions(t *testing.T) {
 
 // Batched serving needs every request's token counts.
 func TestBatchedNeedsTokens(t *testing.T) {
-	tr := Trace{Requests: []Request{{Arrival: 0, Service: time.Second}}}
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}}}
 	err := NewPool(tr, t0, 1, 0).SetBatched(DefaultITL)
 	if err == nil || !strings.Contains(err.Error(), "token counts") {
 		t.Errorf("SetBatched without tokens = %v, want an error naming the token counts", err)
@@ -87,7 +89,7 @@ func TestBatchedNeedsTokens(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "token columns") {
 		t.Errorf("Run without tokens = %v, want an error naming the token columns", err)
 	}
-	tr.Tokens = []Tokens{{OutputTokens: 1}}
+	tr.Tokens = []workload.Tokens{{OutputTokens: 1}}
 	if err := NewPool(tr, t0, 1, 0).SetBatched(ITL{}); err == nil {
 		t.Error("SetBatched with a zero latency: no error")
 	}
@@ -138,12 +140,12 @@ func FuzzBatchedBounds(f *testing.F) {
 		itl := ITL{Base: 6 * time.Millisecond, PerSeq: 300 * time.Microsecond}
 		rng := seed
 		next := func(m uint64) uint64 { rng = rng*6364136223846793005 + 1442695040888963407; return (rng >> 33) % m }
-		var tr Trace
+		var tr workload.Trace
 		at := time.Duration(0)
 		for range int(n%64) + 1 {
 			at += time.Duration(next(3000)) * time.Millisecond
-			tr.Requests = append(tr.Requests, Request{Arrival: at, Service: time.Second})
-			tr.Tokens = append(tr.Tokens, Tokens{Prefill: time.Duration(next(500)) * time.Millisecond, OutputTokens: float64(next(400) + 1)})
+			tr.Requests = append(tr.Requests, workload.Served{Arrival: at, Service: time.Second})
+			tr.Tokens = append(tr.Tokens, workload.Tokens{Prefill: time.Duration(next(500)) * time.Millisecond, OutputTokens: float64(next(400) + 1)})
 		}
 		p := NewPool(tr, t0, c, 0)
 		if err := p.SetBatched(itl); err != nil {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // PolicyHPABest is the HPA at the fixed target that, in hindsight,
@@ -39,7 +41,7 @@ func targetRange() string {
 // NamedTrace is one trace of a run over several.
 type NamedTrace struct {
 	Name  string
-	Trace Trace
+	Trace workload.Trace
 }
 
 // TargetTrial is the hpa row at one target over some traces.
@@ -214,7 +216,7 @@ func betterTrial(a, b TargetTrial) int {
 }
 
 // playHPA plays the hpa row of c on tr, named name.
-func (c Config) playHPA(tr Trace, name string) Result {
+func (c Config) playHPA(tr workload.Trace, name string) Result {
 	if c.SampleEvery <= 0 {
 		c.SampleEvery = defaultSampleEvery(tr)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 func TestHPABestTargets(t *testing.T) {
@@ -52,8 +54,8 @@ func TestBetterTrial(t *testing.T) {
 // highest that meets it, and with an impossible SLO the search says so.
 func TestSearchHPATarget(t *testing.T) {
 	traces := []NamedTrace{
-		{"step", generatedTrace(t, ShapeStep, 90*time.Minute)},
-		{"flash", generatedTrace(t, ShapeFlash, 90*time.Minute)},
+		{"step", generatedTrace(t, workload.ShapeStep, 90*time.Minute)},
+		{"flash", generatedTrace(t, workload.ShapeFlash, 90*time.Minute)},
 	}
 	c := Config{Concurrency: 8, Startup: 2 * time.Minute, Grace: 30 * time.Second, SLO: time.Hour}
 	best, err := SearchHPATarget(traces, c)
@@ -113,7 +115,7 @@ func TestHPABestSummaryWithoutAnyMeeting(t *testing.T) {
 // Run and RunTraces play hpa-best at the searched target, as a row of
 // each trace's report.
 func TestRunTracesWithHPABest(t *testing.T) {
-	traces := []NamedTrace{{"flash", generatedTrace(t, ShapeFlash, time.Hour)}}
+	traces := []NamedTrace{{"flash", generatedTrace(t, workload.ShapeFlash, time.Hour)}}
 	c := Config{Concurrency: 8, Startup: 2 * time.Minute, Policies: []string{PolicyHPA, PolicyHPABest, PolicyHPABestOne}}
 	reports, best, err := RunTraces(traces, c)
 	if err != nil {

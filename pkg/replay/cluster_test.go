@@ -8,6 +8,7 @@ import (
 	"time"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
@@ -68,18 +69,18 @@ func TestWaitPercentileFromVLLMBuckets(t *testing.T) {
 // fresh and through a scrape: 5 arrivals in the first 10 s are 0.5/s,
 // not 5/60.
 func TestRatesAtTheTraceStart(t *testing.T) {
-	var reqs []Request
+	var reqs []workload.Served
 	for i := range 5 {
-		reqs = append(reqs, Request{Arrival: time.Duration(2*i+1) * time.Second, Service: time.Hour})
+		reqs = append(reqs, workload.Served{Arrival: time.Duration(2*i+1) * time.Second, Service: time.Hour})
 	}
-	p := NewPool(Trace{Requests: reqs}, t0, 8, 0)
+	p := NewPool(workload.Trace{Requests: reqs}, t0, 8, 0)
 	p.AddReady(1)
 	p.Advance(t0.Add(10 * time.Second))
 	if got := p.Observe().Arrivals; math.Abs(got-0.5) > 1e-9 {
 		t.Errorf("fresh arrivals at 10 s = %v/s, want 0.5", got)
 	}
 	// The first scrape at 7.5 s has seen 4 arrivals since the start.
-	p = NewPool(Trace{Requests: reqs}, t0, 8, 0)
+	p = NewPool(workload.Trace{Requests: reqs}, t0, 8, 0)
 	p.SetScrape(15 * time.Second)
 	p.AddReady(1)
 	p.Advance(t0.Add(10 * time.Second))
@@ -115,7 +116,7 @@ func TestParseStartup(t *testing.T) {
 func TestStartupDrawnPerWorker(t *testing.T) {
 	m := StartupModel{Median: 2 * time.Minute, Sigma: 0.5, Floor: time.Minute}
 	starts := func(seed uint64) []time.Duration {
-		p := NewPool(Trace{}, t0, 1, 0)
+		p := NewPool(workload.Trace{}, t0, 1, 0)
 		p.SetStartup(m, seed)
 		var out []time.Duration
 		for _, w := range p.Add(401) {
@@ -142,7 +143,7 @@ func TestStartupDrawnPerWorker(t *testing.T) {
 		t.Errorf("%d distinct start-ups, median %v: want them drawn around 2m", len(distinct), median)
 	}
 	// A fixed start-up is every worker's.
-	p := NewPool(Trace{}, t0, 1, 90*time.Second)
+	p := NewPool(workload.Trace{}, t0, 1, 90*time.Second)
 	for _, w := range p.Add(3) {
 		if w.ReadyAt.Sub(w.Created) != 90*time.Second {
 			t.Errorf("fixed start-up %v, want 90s", w.ReadyAt.Sub(w.Created))
@@ -154,7 +155,7 @@ func TestStartupDrawnPerWorker(t *testing.T) {
 // does: the pool's first workers show the starts they drew, and the
 // look-ahead is their median, not the model's.
 func TestOursLearnsStartupFromTasks(t *testing.T) {
-	p := NewPool(Trace{}, t0, 8, 0)
+	p := NewPool(workload.Trace{}, t0, 8, 0)
 	p.SetStartup(StartupModel{Median: 2 * time.Minute, Sigma: 0.8, Floor: 10 * time.Second}, 7)
 	ours, err := NewOurs(withSlots(DefaultSet(), 8), LoadDemand)
 	if err != nil {
@@ -178,7 +179,7 @@ func TestOursLearnsStartupFromTasks(t *testing.T) {
 // A set sized for other workers than the replay's is an error that says
 // so; the embedded sets follow the workers.
 func TestCapacityMismatch(t *testing.T) {
-	tr := Trace{Requests: []Request{{Arrival: 0, Service: time.Second}}}
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}}}
 	set := DefaultSet() // slotsPerTask 8
 	_, err := Run(tr, Config{Concurrency: 4, Set: set, Policies: []string{PolicyOurs}})
 	if err == nil || !strings.Contains(err.Error(), "slotsPerTask 8") || !strings.Contains(err.Error(), "serves 4") {

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // consolidationPool is four-GPU nodes holding [3 1] idle workers after
@@ -13,7 +15,7 @@ import (
 // and taken back.
 func consolidationPool(t *testing.T, c Consolidation, doNotDisrupt, busyOnNode2 bool) *Pool {
 	t.Helper()
-	tr := Trace{Requests: []Request{{Arrival: 0, Service: time.Hour}, {Arrival: 10 * time.Minute, Service: time.Second}}}
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Hour}, {Arrival: 10 * time.Minute, Service: time.Second}}}
 	if !busyOnNode2 {
 		tr.Requests = tr.Requests[1:]
 		tr.Requests[0].Arrival = 10 * time.Minute
@@ -105,7 +107,7 @@ func TestConsolidation(t *testing.T) {
 
 // A node whose workers fit on no other node stays.
 func TestConsolidationNeedsRoom(t *testing.T) {
-	p := NewPool(Trace{Requests: []Request{{Arrival: 10 * time.Minute, Service: time.Second}}}, t0, 1, 2*time.Minute)
+	p := NewPool(workload.Trace{Requests: []workload.Served{{Arrival: 10 * time.Minute, Service: time.Second}}}, t0, 1, 2*time.Minute)
 	if err := p.SetNodes(NodeModel{GPUsPerNode: 4, Placement: PlacementSpread, Startup: 3 * time.Minute, Grace: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +130,7 @@ func TestDeploymentVictims(t *testing.T) {
 		{"", []int{2, 1}},
 		{DeploymentVictimsNodeAware, []int{3}},
 	} {
-		p := NewPool(Trace{}, t0, 1, 2*time.Minute)
+		p := NewPool(workload.Trace{}, t0, 1, 2*time.Minute)
 		if err := p.SetNodes(NodeModel{GPUsPerNode: 4, Placement: PlacementSpread, Startup: 3 * time.Minute, Grace: 0}); err != nil {
 			t.Fatal(err)
 		}

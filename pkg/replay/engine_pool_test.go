@@ -8,6 +8,7 @@ import (
 
 	"github.com/gputask/gputask-controller/pkg/gpuprofile"
 	enginemodel "github.com/gputask/gputask-controller/pkg/replay/engine"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 func h100Profile(t *testing.T) *gpuprofile.Profile {
@@ -20,16 +21,16 @@ func h100Profile(t *testing.T) *gpuprofile.Profile {
 }
 
 // tokenTrace is requests of (arrival, prompt, output).
-func tokenTrace(reqs ...[3]float64) Trace {
-	var tr Trace
+func tokenTrace(reqs ...[3]float64) workload.Trace {
+	var tr workload.Trace
 	for _, r := range reqs {
-		tr.Requests = append(tr.Requests, Request{Arrival: time.Duration(r[0] * float64(time.Second)), Service: time.Second})
-		tr.Tokens = append(tr.Tokens, Tokens{InputTokens: r[1], OutputTokens: r[2]})
+		tr.Requests = append(tr.Requests, workload.Served{Arrival: time.Duration(r[0] * float64(time.Second)), Service: time.Second})
+		tr.Tokens = append(tr.Tokens, workload.Tokens{InputTokens: r[1], OutputTokens: r[2]})
 	}
 	return tr
 }
 
-func enginePool(t *testing.T, tr Trace, concurrency int, router Router, cfg enginemodel.Config) *Pool {
+func enginePool(t *testing.T, tr workload.Trace, concurrency int, router Router, cfg enginemodel.Config) *Pool {
 	t.Helper()
 	if cfg.Profile == nil {
 		cfg.Profile = h100Profile(t)
@@ -208,7 +209,7 @@ func TestEnginePoolPreemption(t *testing.T) {
 
 // Engine serving needs every request's token counts.
 func TestEngineServingNeedsTokens(t *testing.T) {
-	p := NewPool(Trace{Requests: []Request{{0, time.Second}}}, t0, 1, 0)
+	p := NewPool(workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}}}, t0, 1, 0)
 	if err := p.SetEngine(EngineServing{Engine: enginemodel.Config{Profile: h100Profile(t)}}); err == nil {
 		t.Error("a trace without tokens was accepted")
 	}
@@ -227,10 +228,10 @@ func BenchmarkEnginePool(b *testing.B) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	tokens := func(median float64) float64 { return math.Round(median*math.Exp(0.8*rng.NormFloat64())) + 1 }
-	var tr Trace
+	var tr workload.Trace
 	for at := 0.0; at < 3*24*3600; at += rng.ExpFloat64() / 4 {
-		tr.Requests = append(tr.Requests, Request{Arrival: time.Duration(at * float64(time.Second)), Service: time.Second})
-		tr.Tokens = append(tr.Tokens, Tokens{InputTokens: tokens(600), OutputTokens: tokens(250)})
+		tr.Requests = append(tr.Requests, workload.Served{Arrival: time.Duration(at * float64(time.Second)), Service: time.Second})
+		tr.Tokens = append(tr.Tokens, workload.Tokens{InputTokens: tokens(600), OutputTokens: tokens(250)})
 	}
 	for b.Loop() {
 		p := NewPool(tr, t0, 64, time.Minute)

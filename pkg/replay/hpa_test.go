@@ -3,6 +3,8 @@ package replay
 import (
 	"testing"
 	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // The HPA model follows k8s.io/kubernetes v1.37 pkg/controller/podautoscaler.
@@ -185,7 +187,7 @@ func TestHPAReconcileBoundsAndZero(t *testing.T) {
 // A Deployment scales in through its ReplicaSet, which deletes pods
 // whatever they are doing: the requests in flight on them are lost.
 func TestHPAScaleInLosesRequestsInFlight(t *testing.T) {
-	tr := Trace{Requests: []Request{{0, time.Hour}, {0, time.Hour}}}
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Hour}, {Arrival: 0, Service: time.Hour}}}
 	p := NewPool(tr, t0, 1, 0)
 	p.AddReady(2)
 	p.Advance(t0.Add(time.Second))
@@ -231,11 +233,11 @@ func TestLogarithmicRankDiff(t *testing.T) {
 // The HPA acts every sync period on the pool: a step in load is met with
 // max(2 × current, 4) more pods per 15 s until the metric is within tolerance.
 func TestHPAPlaysEverySyncPeriod(t *testing.T) {
-	var reqs []Request
+	var reqs []workload.Served
 	for i := 0; i < 400; i++ {
-		reqs = append(reqs, Request{Arrival: time.Duration(i) * 100 * time.Millisecond, Service: 10 * time.Minute})
+		reqs = append(reqs, workload.Served{Arrival: time.Duration(i) * 100 * time.Millisecond, Service: 10 * time.Minute})
 	}
-	p := NewPool(Trace{Requests: reqs}, t0, 10, 0)
+	p := NewPool(workload.Trace{Requests: reqs}, t0, 10, 0)
 	h := newTestHPA(1, 100, 1)
 	res := Play(p, h, PlayOptions{SampleEvery: 15 * time.Second, Limit: time.Hour, Load: LoadDemand, SLO: SLOTargets{Wait: time.Minute}})
 	if res.PeakReplicas != 40 {
@@ -251,7 +253,7 @@ func TestScaleDeploymentGivesTheGrace(t *testing.T) {
 		grace    time.Duration
 		wantLost bool
 	}{{0, true}, {time.Minute, false}} {
-		tr := Trace{Requests: []Request{{Arrival: 0, Service: 30 * time.Second}, {Arrival: 0, Service: 30 * time.Second}}}
+		tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: 30 * time.Second}, {Arrival: 0, Service: 30 * time.Second}}}
 		p := NewPool(tr, t0, 1, 0)
 		p.SetGrace(tc.grace)
 		p.AddReady(2)

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // The KEDA model follows KEDA's scale executor
@@ -78,7 +80,7 @@ func TestKEDAMinReplicaCount(t *testing.T) {
 // KEDA polls on its own interval: a request arriving at an idle pool
 // waits for the next poll, then for a worker to start.
 func TestKEDAColdStartWaitsForPollAndStartup(t *testing.T) {
-	tr := Trace{Requests: []Request{{Arrival: 0, Service: time.Second}, {Arrival: 10 * time.Second, Service: time.Second}}}
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}, {Arrival: 10 * time.Second, Service: time.Second}}}
 	p := NewPool(tr, t0, 1, 2*time.Minute)
 	k := NewKEDA(KEDAConfig{Target: 1, Load: LoadDemand})
 	res := Play(p, k, PlayOptions{SampleEvery: time.Minute, Limit: time.Hour, Load: LoadDemand, SLO: SLOTargets{Wait: time.Second}})
@@ -138,7 +140,7 @@ func TestKEDAQueueTriggers(t *testing.T) {
 // The keda row runs KEDA's default metricType, AverageValue, unless told;
 // keda-queue has its two triggers at 0.7 × the slots and 1 waiting per pod.
 func TestKEDARows(t *testing.T) {
-	tr := Trace{Requests: []Request{{Arrival: 0, Service: time.Second}}}
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}}}
 	c := Config{Concurrency: 8, Set: DefaultSet(), Load: LoadDemand}
 	pol, err := c.policy(PolicyKEDA, tr)
 	if err != nil {

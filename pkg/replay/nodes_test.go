@@ -9,6 +9,7 @@ import (
 	"time"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // inUse is each live node's GPUs in use, in launch order.
@@ -39,7 +40,7 @@ func TestPlacement(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.placement), func(t *testing.T) {
-			p := NewPool(Trace{}, t0, 1, time.Minute)
+			p := NewPool(workload.Trace{}, t0, 1, time.Minute)
 			if err := p.SetNodes(NodeModel{GPUsPerNode: 4, Placement: tc.placement, Startup: 3 * time.Minute, Grace: time.Minute}); err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +73,7 @@ func TestPlacement(t *testing.T) {
 // With the fullest nodes full, pack places on the empty node rather than
 // launch one: a node that is up costs nothing more.
 func TestPackFillsBeforeLaunching(t *testing.T) {
-	p := NewPool(Trace{}, t0, 1, time.Minute)
+	p := NewPool(workload.Trace{}, t0, 1, time.Minute)
 	if err := p.SetNodes(NodeModel{GPUsPerNode: 2, Placement: PlacementPack, Startup: time.Minute, Grace: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestPackFillsBeforeLaunching(t *testing.T) {
 // them; a node goes its grace after its last worker left, unless a worker
 // comes back within it; node-hours count launch to removal.
 func TestNodeLifetime(t *testing.T) {
-	tr := Trace{}
+	tr := workload.Trace{}
 	p := NewPool(tr, t0, 1, 2*time.Minute)
 	if err := p.SetNodes(NodeModel{GPUsPerNode: 2, Placement: PlacementSpread, Startup: 3 * time.Minute, Grace: 30 * time.Second}); err != nil {
 		t.Fatal(err)
@@ -174,7 +175,7 @@ func TestNodeModelValidate(t *testing.T) {
 	if err := DefaultNodeModel.Validate(); err != nil {
 		t.Error(err)
 	}
-	p := NewPool(Trace{}, t0, 1, 0)
+	p := NewPool(workload.Trace{}, t0, 1, 0)
 	p.AddReady(1)
 	if err := p.SetNodes(DefaultNodeModel); err == nil {
 		t.Error("SetNodes after the first worker: no error")
@@ -222,10 +223,10 @@ func names(ws []*Worker) []string {
 // The oracle's levels packed on nodes: levels 1–2 on node 1, level 3 on
 // node 2; a node is launched its start-up ahead and goes its grace after.
 func TestOracleNodeHours(t *testing.T) {
-	tr := Trace{Requests: []Request{
-		{0, time.Hour},
-		{0, time.Hour},
-		{30 * time.Minute, 10 * time.Minute},
+	tr := workload.Trace{Requests: []workload.Served{
+		{Arrival: 0, Service: time.Hour},
+		{Arrival: 0, Service: time.Hour},
+		{Arrival: 30 * time.Minute, Service: 10 * time.Minute},
 	}}
 	m := NodeModel{GPUsPerNode: 2, Placement: PlacementPack, Startup: 3 * time.Minute, Grace: time.Minute}
 	res := Oracle{Concurrency: 1, Startup: 2 * time.Minute, Nodes: &m}.Run(tr, time.Minute)
@@ -241,7 +242,7 @@ func TestOracleNodeHours(t *testing.T) {
 // and without node start-up the GPU-hours of the policies whose victims do
 // not depend on the nodes stay those of the pool without nodes.
 func TestRunReportsNodeHours(t *testing.T) {
-	tr := generatedTrace(t, ShapeStep, 3*time.Hour)
+	tr := generatedTrace(t, workload.ShapeStep, 3*time.Hour)
 	base := Config{Concurrency: 8, Startup: 2 * time.Minute, SLO: 10 * time.Second, Policies: []string{PolicyOurs, PolicyHPA, PolicyStatic, PolicyOracle}}
 	without, err := Run(tr, base)
 	if err != nil {
@@ -295,7 +296,7 @@ func FuzzNodes(f *testing.F) {
 		if pack {
 			m.Placement = PlacementPack
 		}
-		p := NewPool(Trace{}, t0, 1, time.Minute)
+		p := NewPool(workload.Trace{}, t0, 1, time.Minute)
 		if err := p.SetNodes(m); err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,8 @@ package replay
 import (
 	"sort"
 	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // need is how many workers the requests in flight fill from At on, if
@@ -14,7 +16,7 @@ type need struct {
 }
 
 // neededOverTime is the step function of need over the trace.
-func neededOverTime(tr Trace, concurrency int) []need {
+func neededOverTime(tr workload.Trace, concurrency int) []need {
 	type edge struct {
 		at    time.Duration
 		delta int
@@ -67,7 +69,7 @@ type Oracle struct {
 
 // outcomes are what the oracle's requests see: each starts on arrival
 // and takes its fixed service, its first token after its prefill.
-func (o Oracle) outcomes(tr Trace) []Outcome {
+func (o Oracle) outcomes(tr workload.Trace) []Outcome {
 	out := make([]Outcome, len(tr.Requests))
 	for i, r := range tr.Requests {
 		out[i] = Outcome{Started: true, TTFT: r.Service, E2E: r.Service}
@@ -89,7 +91,7 @@ type life struct {
 }
 
 // Run computes the oracle's figures on tr, sampled every sampleEvery.
-func (o Oracle) Run(tr Trace, sampleEvery time.Duration) Result {
+func (o Oracle) Run(tr workload.Trace, sampleEvery time.Duration) Result {
 	needs := neededOverTime(tr, o.Concurrency)
 	lives := o.lives(needs)
 	r := measure(o.outcomes(tr), o.SLO)

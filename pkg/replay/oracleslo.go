@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // PolicyOracleSLO is the hindsight schedule of the fewest workers that
@@ -45,7 +47,7 @@ type OracleSLO struct {
 
 // Schedule is the worker count per OracleSLOInterval from the trace's
 // start, as the search chose it before keeping workers through dips.
-func (o OracleSLO) Schedule(tr Trace) []int32 {
+func (o OracleSLO) Schedule(tr workload.Trace) []int32 {
 	c := o.Config
 	c.Nodes = nil // a trial is about the requests, not the nodes
 	n := int(tr.Duration()/OracleSLOInterval) + 1
@@ -153,7 +155,7 @@ type carried struct {
 // of interval k meet the SLO, and those of k−1 still do when count is
 // below its own, and what is still in flight or waiting when interval k
 // ends.
-func (o OracleSLO) meets(tr Trace, carry []carried, chosen []int32, k int, count int32) (bool, []carried) {
+func (o OracleSLO) meets(tr workload.Trace, carry []carried, chosen []int32, k int, count int32) (bool, []carried) {
 	c := o.Config
 	first := max(k-int(oracleSLOWarmup/OracleSLOInterval), 0)
 	from := time.Duration(first) * OracleSLOInterval
@@ -178,13 +180,13 @@ func (o OracleSLO) meets(tr Trace, carry []carried, chosen []int32, k int, count
 	if len(items) == 0 {
 		return true, nil // nothing to serve
 	}
-	sub := Trace{Requests: make([]Request, len(items))}
+	sub := workload.Trace{Requests: make([]workload.Served, len(items))}
 	if tr.Tokens != nil {
-		sub.Tokens = make([]Tokens, len(items))
+		sub.Tokens = make([]workload.Tokens, len(items))
 	}
 	for i, it := range items {
 		r := tr.Requests[it.req]
-		sub.Requests[i] = Request{Arrival: max(r.Arrival-from, 0), Service: time.Duration(float64(r.Service) * it.left)}
+		sub.Requests[i] = workload.Served{Arrival: max(r.Arrival-from, 0), Service: time.Duration(float64(r.Service) * it.left)}
 		if tr.Tokens != nil {
 			tok := tr.Tokens[it.req]
 			if it.left < 1 { // past its prefill: the rest of its output
@@ -256,7 +258,7 @@ func keepThroughDips(counts []int32, startup time.Duration) []int32 {
 }
 
 // Run plays the schedule over tr: the oracle-slo row.
-func (o OracleSLO) Run(tr Trace) Result {
+func (o OracleSLO) Run(tr workload.Trace) Result {
 	c := o.Config
 	counts := keepThroughDips(o.Schedule(tr), c.Startup)
 	res := Play(c.newPool(tr), &schedule{name: PolicyOracleSLO, counts: counts, every: OracleSLOInterval, ahead: true}, c.playOptions())

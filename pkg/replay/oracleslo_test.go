@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // On each synthetic trace, oracle-slo meets the SLO at or below the
@@ -13,8 +15,8 @@ import (
 // from one trial to the next (each trial from an empty pool) the schedule
 // misses the SLO on the diurnal, step and flash traces.
 func TestOracleSLOAtOrBelowEveryRowMeetingTheSLO(t *testing.T) {
-	durations := map[string]time.Duration{ShapeDiurnal: 6 * time.Hour, ShapeBursty: 3 * time.Hour, ShapeStep: 4 * time.Hour, ShapeFlash: 2 * time.Hour}
-	for _, shape := range Shapes {
+	durations := map[string]time.Duration{workload.ShapeDiurnal: 6 * time.Hour, workload.ShapeBursty: 3 * time.Hour, workload.ShapeStep: 4 * time.Hour, workload.ShapeFlash: 2 * time.Hour}
+	for _, shape := range workload.Shapes {
 		t.Run(shape, func(t *testing.T) {
 			tr := generatedTrace(t, shape, durations[shape])
 			v, err := ParseVariant("proportional")
@@ -109,7 +111,7 @@ func TestFlagBelowOracleSLO(t *testing.T) {
 // about four sequences a worker), on fewer GPU-hours than the static pool
 // that meets it.
 func TestOracleSLOOnBatchedServing(t *testing.T) {
-	tr := generatedTrace(t, ShapeFlash, 90*time.Minute)
+	tr := generatedTrace(t, workload.ShapeFlash, 90*time.Minute)
 	rep, err := Run(tr, Config{Concurrency: 8, Startup: 2 * time.Minute, Batched: &DefaultITL,
 		SLOTTFT: 2 * time.Second, SLOITL: 7 * time.Millisecond, Policies: []string{PolicyStatic, PolicyOracleSLO}})
 	if err != nil {

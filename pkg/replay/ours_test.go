@@ -7,6 +7,7 @@ import (
 	"time"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
@@ -46,15 +47,15 @@ func stepSet(t *testing.T, minAge string) *gputaskv1.GPUTaskSet {
 }
 
 // busyTrace keeps n requests of service d in flight from the start.
-func busyTrace(n int, d time.Duration) Trace {
-	var tr Trace
+func busyTrace(n int, d time.Duration) workload.Trace {
+	var tr workload.Trace
 	for range n {
-		tr.Requests = append(tr.Requests, Request{Arrival: 0, Service: d})
+		tr.Requests = append(tr.Requests, workload.Served{Arrival: 0, Service: d})
 	}
 	return tr
 }
 
-func newTestSim(t *testing.T, set *gputaskv1.GPUTaskSet, tr Trace, concurrency int, startup time.Duration) *Sim {
+func newTestSim(t *testing.T, set *gputaskv1.GPUTaskSet, tr workload.Trace, concurrency int, startup time.Duration) *Sim {
 	t.Helper()
 	ours, err := NewOurs(set, LoadDemand)
 	if err != nil {
@@ -110,7 +111,7 @@ func TestOursOneStepPerInterval(t *testing.T) {
 func TestOursDrainsBusyWorkers(t *testing.T) {
 	set := stepSet(t, "0s")
 	// Two long requests keep two of three workers busy; the load is low.
-	tr := Trace{Requests: []Request{{0, 5 * time.Minute}, {0, 7 * time.Minute}}}
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: 5 * time.Minute}, {Arrival: 0, Service: 7 * time.Minute}}}
 	ours, err := NewOurs(set, LoadDemand)
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +152,7 @@ func TestOursMinTaskAgeHoldsScaleIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	ours.Initial = 3
-	sim := NewSim(NewPool(Trace{Requests: []Request{{Arrival: time.Hour, Service: time.Second}}}, t0, 4, 0), ours)
+	sim := NewSim(NewPool(workload.Trace{Requests: []workload.Served{{Arrival: time.Hour, Service: time.Second}}}, t0, 4, 0), ours)
 	if got := sim.Step(t0); got != 2 {
 		t.Fatalf("replicas = %d, want 2", got)
 	}
@@ -178,7 +179,7 @@ func TestOursScaleUpTakesDrainsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	ours.Initial = 2
-	p := NewPool(Trace{Requests: []Request{{0, time.Hour}}}, t0, 4, time.Minute)
+	p := NewPool(workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Hour}}}, t0, 4, time.Minute)
 	sim := NewSim(p, ours)
 	sim.Step(t0) // low load: the busy worker is kept, the idle one deleted
 	w := p.Workers()[0]

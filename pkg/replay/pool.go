@@ -9,6 +9,7 @@ import (
 	"time"
 
 	enginemodel "github.com/gputask/gputask-controller/pkg/replay/engine"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // LoadKind is how the modelled backend computes its load index.
@@ -212,7 +213,7 @@ func (c *completions) Pop() any {
 type Pool struct {
 	start       time.Time
 	now         time.Time
-	trace       []Request
+	trace       []workload.Served
 	concurrency int
 	// startup is how long a worker takes to become Ready, drawn per
 	// worker from startupRNG when the model varies.
@@ -261,7 +262,7 @@ type Pool struct {
 	// latency of their worker's batch instead of taking Service.
 	batched bool
 	itl     ITL
-	tokens  []Tokens
+	tokens  []workload.Tokens
 	// decodeFrom is when each started request's prefill ends; remaining
 	// its output tokens still to decode; gen its completion's generation.
 	decodeFrom []time.Time
@@ -460,7 +461,7 @@ func (p *Pool) SetBatched(itl ITL) error {
 
 // NewPool models workers of concurrency slots that become Ready startup
 // after they are created, serving trace from start.
-func NewPool(trace Trace, start time.Time, concurrency int, startup time.Duration) *Pool {
+func NewPool(trace workload.Trace, start time.Time, concurrency int, startup time.Duration) *Pool {
 	n := len(trace.Requests)
 	return &Pool{
 		start: start, now: start, trace: trace.Requests,

@@ -7,12 +7,14 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // Requests wait in one FIFO queue for a slot; a worker serves concurrency
 // requests at once and becomes Ready startup after it is created.
 func TestPoolQueueAndStartup(t *testing.T) {
-	tr := Trace{Requests: []Request{
+	tr := workload.Trace{Requests: []workload.Served{
 		{Arrival: 0, Service: 10 * time.Second},
 		{Arrival: time.Second, Service: 10 * time.Second},
 		{Arrival: 2 * time.Second, Service: 10 * time.Second},
@@ -55,7 +57,7 @@ func TestLoadIndexWithoutServingWorkers(t *testing.T) {
 // A draining worker takes no new request; Advance stops when it finishes
 // its last one.
 func TestPoolDrainStopsAtIdle(t *testing.T) {
-	tr := Trace{Requests: []Request{{0, 10 * time.Second}, {time.Second, 10 * time.Second}}}
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: 10 * time.Second}, {Arrival: time.Second, Service: 10 * time.Second}}}
 	p := NewPool(tr, t0, 1, 0)
 	ws := p.AddReady(2)
 	p.Advance(t0.Add(500 * time.Millisecond))
@@ -71,7 +73,7 @@ func TestPoolDrainStopsAtIdle(t *testing.T) {
 
 // Requests that never got a slot fail when the replay gives up.
 func TestPoolAbandon(t *testing.T) {
-	p := NewPool(Trace{Requests: []Request{{0, time.Second}, {time.Hour, time.Second}}}, t0, 1, 0)
+	p := NewPool(workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}, {Arrival: time.Hour, Service: time.Second}}}, t0, 1, 0)
 	p.Advance(t0.Add(time.Minute))
 	p.Abandon()
 	if !p.Finished() {
@@ -83,7 +85,7 @@ func TestPoolAbandon(t *testing.T) {
 }
 
 func TestLoadIndexServer(t *testing.T) {
-	p := NewPool(Trace{Requests: []Request{{0, time.Hour}, {0, time.Hour}, {0, time.Hour}}}, t0, 2, 0)
+	p := NewPool(workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Hour}, {Arrival: 0, Service: time.Hour}, {Arrival: 0, Service: time.Hour}}}, t0, 2, 0)
 	p.AddReady(1)
 	p.Advance(t0)
 	s := NewLoadIndexServer(LoadDemand)
@@ -133,7 +135,7 @@ func TestPoolDeleteWithGrace(t *testing.T) {
 		{"a long grace finishes everything and exits when idle", 2 * time.Minute, 0, 40 * time.Second, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := Trace{Requests: []Request{
+			tr := workload.Trace{Requests: []workload.Served{
 				{Arrival: 0, Service: 10 * time.Second},
 				{Arrival: 0, Service: 40 * time.Second},
 				{Arrival: 6 * time.Second, Service: 10 * time.Second},
@@ -174,7 +176,7 @@ func TestPoolDeleteWithGrace(t *testing.T) {
 
 // An idle worker deleted exits at once, whatever the grace.
 func TestPoolDeleteIdle(t *testing.T) {
-	p := NewPool(Trace{}, t0, 2, 0)
+	p := NewPool(workload.Trace{}, t0, 2, 0)
 	p.SetGrace(time.Minute)
 	w := p.AddReady(1)[0]
 	p.Delete(w)
@@ -187,7 +189,7 @@ func TestPoolDeleteIdle(t *testing.T) {
 // they were at the last scrape, half an interval after the start and
 // every interval on.
 func TestPoolScrape(t *testing.T) {
-	tr := Trace{Requests: []Request{
+	tr := workload.Trace{Requests: []workload.Served{
 		{Arrival: 0, Service: time.Hour},
 		{Arrival: 10 * time.Second, Service: time.Hour},
 		{Arrival: 20 * time.Second, Service: time.Hour},

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
@@ -313,7 +314,7 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // defaultSampleEvery gives about 2000 samples of tr.
-func defaultSampleEvery(tr Trace) time.Duration {
+func defaultSampleEvery(tr workload.Trace) time.Duration {
 	return max(tr.Duration()/2000, 10*time.Second).Round(time.Second)
 }
 
@@ -360,7 +361,7 @@ func (c Config) Targets() SLOTargets {
 
 // Run replays tr under every policy of the config. hpa-best, unless
 // RunTraces searched its target over several traces, is searched on tr.
-func Run(tr Trace, c Config) (Report, error) {
+func Run(tr workload.Trace, c Config) (Report, error) {
 	c, err := c.withDefaults()
 	if err != nil {
 		return Report{}, err
@@ -438,7 +439,7 @@ func flagBelowOracleSLO(rows []Result) {
 }
 
 // policy builds the policy called name for the config.
-func (c Config) policy(name string, tr Trace) (Policy, error) {
+func (c Config) policy(name string, tr workload.Trace) (Policy, error) {
 	spec := c.Set.Spec.Autoscaling
 	minReplicas := ptrOr(spec.MinReplicas, 1)
 	initial := InitialWorkers(tr, c.Concurrency)
@@ -483,7 +484,7 @@ func (c Config) behavior() *autoscalingv2.HorizontalPodAutoscalerBehavior {
 const KEDAQueueWaitingPerPod = 1
 
 // newPool is the pool every row plays on.
-func (c Config) newPool(tr Trace) *Pool {
+func (c Config) newPool(tr workload.Trace) *Pool {
 	pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
 	pool.SetStartup(c.StartupModel(), c.StartupSeed)
 	pool.SetGrace(c.Grace)
@@ -507,7 +508,7 @@ func (c Config) newPool(tr Trace) *Pool {
 }
 
 // checkServing reports a trace that c's serving model cannot play.
-func (c Config) checkServing(tr Trace) error {
+func (c Config) checkServing(tr workload.Trace) error {
 	if c.Engine != nil {
 		if err := NewPool(tr, c.Start, c.Concurrency, 0).SetEngine(*c.Engine); err != nil {
 			return fmt.Errorf("%w: give the trace's token columns", err)
@@ -526,8 +527,8 @@ func (c Config) checkServing(tr Trace) error {
 // InitialWorkers is the pool every autoscaled policy starts with: the
 // workers the first ten minutes of the trace keep busy at their peak, so
 // that no policy pays for a cold start the trace did not have.
-func InitialWorkers(tr Trace, concurrency int) int32 {
-	var head Trace
+func InitialWorkers(tr workload.Trace, concurrency int) int32 {
+	var head workload.Trace
 	for _, r := range tr.Requests {
 		if r.Arrival > 10*time.Minute {
 			break

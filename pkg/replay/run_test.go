@@ -3,28 +3,29 @@ package replay
 import (
 	"bytes"
 	"encoding/json"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
-func generatedTrace(t *testing.T, shape string, d time.Duration) Trace {
+func generatedTrace(t *testing.T, shape string, d time.Duration) workload.Trace {
 	t.Helper()
-	o := DefaultGenerateOptions(shape)
+	o := workload.DefaultGenerateOptions(shape)
 	o.Duration = d
-	reqs, err := Generate(o)
+	reqs, err := workload.Generate(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := WriteTrace(&buf, reqs); err != nil {
+	if err := workload.WriteCSV(&buf, reqs); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := ReadTrace(&buf, TraceOptions{TimeColumn: ColumnTimestamp, Service: ServiceModel{
-		InputTokensColumn: ColumnInputTokens, OutputTokensColumn: ColumnOutputTokens,
+	tr, err := workload.ReadTrace(&buf, workload.TraceOptions{TimeColumn: workload.ColumnTimestamp, Service: workload.ServiceModel{
+		InputTokensColumn: workload.ColumnInputTokens, OutputTokensColumn: workload.ColumnOutputTokens,
 		PrefillPerSecond: 4000, DecodePerSecond: 40,
 	}})
 	if err != nil {
@@ -33,82 +34,12 @@ func generatedTrace(t *testing.T, shape string, d time.Duration) Trace {
 	return tr
 }
 
-func TestGenerateIsReproducible(t *testing.T) {
-	for _, shape := range Shapes {
-		o := DefaultGenerateOptions(shape)
-		o.Duration = time.Hour
-		a, err := Generate(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := Generate(o)
-		o.Seed++
-		c, _ := Generate(o)
-		if len(a) == 0 || len(a) != len(b) || a[len(a)/2] != b[len(b)/2] {
-			t.Errorf("%s: not reproducible", shape)
-		}
-		if len(a) == len(c) && a[len(a)/2] == c[len(c)/2] {
-			t.Errorf("%s: the seed changes nothing", shape)
-		}
-	}
-}
-
-// The diurnal curve has the peak-to-trough ratio asked for, and the step
-// surge multiplies the rate by its factor.
-func TestGenerateShapes(t *testing.T) {
-	count := func(reqs []GeneratedRequest, from, to time.Duration) float64 {
-		n := 0
-		for _, r := range reqs {
-			if r.Arrival >= from && r.Arrival < to {
-				n++
-			}
-		}
-		return float64(n)
-	}
-	o := DefaultGenerateOptions(ShapeDiurnal)
-	o.Duration = 24 * time.Hour
-	reqs, _ := Generate(o)
-	peak := count(reqs, 11*time.Hour+30*time.Minute, 12*time.Hour+30*time.Minute)
-	trough := count(reqs, 0, 30*time.Minute) + count(reqs, 23*time.Hour+30*time.Minute, 24*time.Hour)
-	if ratio := peak / trough; ratio < o.PeakToTrough*0.8 || ratio > o.PeakToTrough*1.2 {
-		t.Errorf("diurnal peak/trough = %.2f, want about %v", ratio, o.PeakToTrough)
-	}
-	s := DefaultGenerateOptions(ShapeStep)
-	reqs, _ = Generate(s)
-	if ratio := count(reqs, s.SurgeAt, s.SurgeAt+s.SurgeFor) / count(reqs, 0, s.SurgeAt); ratio < s.SurgeFactor*0.9 || ratio > s.SurgeFactor*1.1 {
-		t.Errorf("step surge ratio = %.2f, want about %v", ratio, s.SurgeFactor)
-	}
-	if _, err := Generate(GenerateOptions{Shape: "sine"}); err == nil {
-		t.Error("unknown shape: no error")
-	}
-}
-
-// The BurstGPT model: inter-arrival times of a Gamma with shape k have a
-// coefficient of variation of 1/√k.
-func TestGammaDraw(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, shape := range []float64{0.25, 1, 4} {
-		var sum, sq float64
-		const n = 200000
-		for range n {
-			x := gammaDraw(rng, shape, 2)
-			sum += x
-			sq += x * x
-		}
-		mean := sum / n
-		cv := (sq/n - mean*mean) / (mean * mean)
-		if mean < 2*shape*0.97 || mean > 2*shape*1.03 || cv < 1/shape*0.9 || cv > 1/shape*1.1 {
-			t.Errorf("shape %v: mean %.3f (want %v), squared CV %.3f (want %.3f)", shape, mean, 2*shape, cv, 1/shape)
-		}
-	}
-}
-
 // The oracle is a lower bound of the policies that let no request wait:
 // none of those rows uses fewer GPU-hours, none waits in it, and it keeps
 // a worker through a gap shorter than a startup. oracle-slo, which lets
 // requests wait within the SLO, may spend less.
 func TestOracleIsALowerBound(t *testing.T) {
-	tr := generatedTrace(t, ShapeFlash, 2*time.Hour)
+	tr := generatedTrace(t, workload.ShapeFlash, 2*time.Hour)
 	rep, err := Run(tr, Config{Concurrency: 8, Startup: 2 * time.Minute, SLO: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +57,7 @@ func TestOracleIsALowerBound(t *testing.T) {
 		t.Errorf("oracle = %+v", oracle)
 	}
 
-	gap := Trace{Requests: []Request{{0, time.Minute}, {90 * time.Second, time.Minute}, {time.Hour, time.Minute}}}
+	gap := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Minute}, {Arrival: 90 * time.Second, Service: time.Minute}, {Arrival: time.Hour, Service: time.Minute}}}
 	res := Oracle{Concurrency: 1, Startup: time.Minute}.Run(gap, time.Second)
 	// One worker 0–2m30s (kept through the 30s gap), one created at 59m
 	// for the request at 1h: 2.5 + 2 minutes.
@@ -137,7 +68,7 @@ func TestOracleIsALowerBound(t *testing.T) {
 
 // Every policy runs on the same trace; the JSON has the promised fields.
 func TestRunWritesEveryPolicy(t *testing.T) {
-	tr := generatedTrace(t, ShapeStep, 3*time.Hour)
+	tr := generatedTrace(t, workload.ShapeStep, 3*time.Hour)
 	rep, err := Run(tr, Config{Concurrency: 8, Startup: 2 * time.Minute, SLO: 10 * time.Second, Name: "step"})
 	if err != nil {
 		t.Fatal(err)
@@ -221,9 +152,9 @@ func TestVariants(t *testing.T) {
 	if burst.Set.Spec.Autoscaling.Burst == nil {
 		t.Error("the burst variant has no burst block")
 	}
-	var tr Trace
+	var tr workload.Trace
 	for i := range 600 {
-		tr.Requests = append(tr.Requests, Request{Arrival: time.Duration(i) * time.Second, Service: 5 * time.Second})
+		tr.Requests = append(tr.Requests, workload.Served{Arrival: time.Duration(i) * time.Second, Service: 5 * time.Second})
 	}
 	report, err := Run(tr, Config{Concurrency: 2, Startup: time.Minute, Policies: []string{PolicyOurs}, Variants: []Variant{burst}})
 	if err != nil {

@@ -1,31 +1,11 @@
 package replay
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 )
-
-// GenerateShape draws a synthetic trace of shape (DefaultGenerateOptions)
-// with seed, and reads it as a trace file of that shape would be read,
-// its service times from its token columns through model's rates.
-func GenerateShape(shape string, seed uint64, model ServiceModel) (Trace, error) {
-	o := DefaultGenerateOptions(shape)
-	o.Seed = seed
-	reqs, err := Generate(o)
-	if err != nil {
-		return Trace{}, err
-	}
-	var buf bytes.Buffer
-	if err := WriteTrace(&buf, reqs); err != nil {
-		return Trace{}, err
-	}
-	model.Column, model.Fixed, model.Sigma = "", 0, 0
-	model.InputTokensColumn, model.OutputTokensColumn = ColumnInputTokens, ColumnOutputTokens
-	return ReadTrace(&buf, TraceOptions{TimeColumn: ColumnTimestamp, Service: model})
-}
 
 // Spread is a figure over the seeds: its mean and range.
 type Spread struct {

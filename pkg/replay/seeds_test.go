@@ -40,26 +40,3 @@ func TestSummarizeSeeds(t *testing.T) {
 		}
 	}
 }
-
-// Each seed draws the shape anew; the same seed draws it again alike.
-func TestGenerateShapeSeeds(t *testing.T) {
-	m := ServiceModel{PrefillPerSecond: 4000, DecodePerSecond: 40}
-	a, err := GenerateShape(ShapeFlash, 1, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := GenerateShape(ShapeFlash, 1, m)
-	c, _ := GenerateShape(ShapeFlash, 2, m)
-	if len(a.Requests) != len(b.Requests) || a.Requests[100] != b.Requests[100] {
-		t.Error("seed 1 drew two different traces")
-	}
-	if len(a.Requests) == len(c.Requests) && a.Requests[100] == c.Requests[100] {
-		t.Error("seeds 1 and 2 drew the same trace")
-	}
-	if a.Tokens == nil || a.Requests[0].Service <= 0 {
-		t.Error("a drawn shape has no tokens or service times")
-	}
-	if _, err := GenerateShape(ShapeFlash, 1, ServiceModel{}); err == nil {
-		t.Error("a shape without token rates: no error")
-	}
-}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // The document carries each SLO role's value as RoleValue reads it from
@@ -15,7 +17,7 @@ func TestLoadIndexServerRoles(t *testing.T) {
 	s := func(n int) time.Duration { return time.Duration(n) * time.Second }
 	// One slot: the first request runs 5-35 s, the second waits 20 s and
 	// runs 35-65 s, the third waits from 25 s.
-	tr := Trace{Requests: []Request{{s(5), s(30)}, {s(15), s(30)}, {s(25), s(30)}}}
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: s(5), Service: s(30)}, {Arrival: s(15), Service: s(30)}, {Arrival: s(25), Service: s(30)}}}
 	p := NewPool(tr, t0, 1, 0)
 	p.AddReady(1)
 	srv := NewLoadIndexServer(LoadDemand)

@@ -2,6 +2,8 @@ package replay
 
 import (
 	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // Seed is the step script that the project grew from: every interval,
@@ -90,7 +92,7 @@ func (s *Static) Step(*Pool) {}
 // PeakWorkers is the most workers the trace keeps busy at once if every
 // request starts on arrival: the peak of requests in flight over the
 // slots of a worker, rounded up.
-func PeakWorkers(tr Trace, concurrency int) int32 {
+func PeakWorkers(tr workload.Trace, concurrency int) int32 {
 	inFlight := neededOverTime(tr, concurrency)
 	var peak int32
 	for _, s := range inFlight {

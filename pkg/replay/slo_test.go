@@ -6,6 +6,7 @@ import (
 	"time"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // The SLO pool (the default set, and --variant slo), fed the modelled
@@ -15,7 +16,7 @@ import (
 // completions, say, or the load index in its place) sizes the pool on the
 // wrong load and breaks one of these.
 func TestSLOPoolMeetsItsSLO(t *testing.T) {
-	tr := generatedTrace(t, ShapeBursty, 6*time.Hour)
+	tr := generatedTrace(t, workload.ShapeBursty, 6*time.Hour)
 	v, err := ParseVariant("slo")
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func TestRoleValues(t *testing.T) {
 	s := func(n int) time.Duration { return time.Duration(n) * time.Second }
 	// One slot: the first request runs 5-35 s, the second waits 20 s and
 	// runs 35-65 s, the third waits from 25 s.
-	tr := Trace{Requests: []Request{{s(5), s(30)}, {s(15), s(30)}, {s(25), s(30)}}}
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: s(5), Service: s(30)}, {Arrival: s(15), Service: s(30)}, {Arrival: s(25), Service: s(30)}}}
 	check := func(name string, obs Observation, want map[gputaskv1.MetricRole]float64) {
 		t.Helper()
 		for role, w := range want {
@@ -106,11 +107,11 @@ func TestSimAdvanceDoesNotEvaluate(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := func(n int) time.Duration { return time.Duration(n) * time.Second }
-	var reqs []Request
+	var reqs []workload.Served
 	for i := range 40 {
-		reqs = append(reqs, Request{Arrival: s(i * 3), Service: s(20)})
+		reqs = append(reqs, workload.Served{Arrival: s(i * 3), Service: s(20)})
 	}
-	tr := Trace{Requests: reqs}
+	tr := workload.Trace{Requests: reqs}
 	run := func(advance bool) (string, []int32) {
 		ours, err := NewOurs(v.Set, LoadDemand)
 		if err != nil {

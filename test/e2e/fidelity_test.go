@@ -19,6 +19,7 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/replay"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 	"github.com/gputask/gputask-controller/test/framework"
 	"github.com/gputask/gputask-controller/test/kwok"
@@ -38,17 +39,17 @@ const (
 // fidelityTrace is a quiet start, a 30 s surge well above what the pool
 // can serve, and a quiet end: one request every 10 s of 4 s, then two a
 // second, then one every 10 s again.
-func fidelityTrace() replay.Trace {
-	var reqs []replay.Request
+func fidelityTrace() workload.Trace {
+	var reqs []workload.Served
 	add := func(from, to, every time.Duration) {
 		for at := from; at < to; at += every {
-			reqs = append(reqs, replay.Request{Arrival: at, Service: 4 * time.Second})
+			reqs = append(reqs, workload.Served{Arrival: at, Service: 4 * time.Second})
 		}
 	}
 	add(0, 20*time.Second, 10*time.Second)
 	add(20*time.Second, 50*time.Second, 500*time.Millisecond)
 	add(50*time.Second, 100*time.Second, 10*time.Second)
-	return replay.Trace{Requests: reqs}
+	return workload.Trace{Requests: reqs}
 }
 
 // fidelitySet is the pool both runs scale: what createPool makes, read
@@ -138,7 +139,7 @@ func TestReplayIsTheController(t *testing.T) {
 // replayDecisions plays trace through the replay's model of set from t0 to
 // end, one evaluation per interval, and returns the changes of the count
 // it made and the message of the first.
-func replayDecisions(t *testing.T, set *gputaskv1.GPUTaskSet, trace replay.Trace, t0, end time.Time) ([]decision, string) {
+func replayDecisions(t *testing.T, set *gputaskv1.GPUTaskSet, trace workload.Trace, t0, end time.Time) ([]decision, string) {
 	t.Helper()
 	ours, err := replay.NewOurs(set, replay.LoadDemand)
 	if err != nil {
@@ -197,13 +198,13 @@ type fidelityHarness struct {
 
 	mu      sync.Mutex
 	pool    *replay.Pool
-	trace   replay.Trace
+	trace   workload.Trace
 	workers map[string]*replay.Worker
 	busy    map[string]bool
 	patches int
 }
 
-func newFidelityHarness(t *testing.T, ns string, rec *poolRecorder, trace replay.Trace) *fidelityHarness {
+func newFidelityHarness(t *testing.T, ns string, rec *poolRecorder, trace workload.Trace) *fidelityHarness {
 	return &fidelityHarness{
 		ns: ns, rec: rec, trace: trace, index: replay.NewLoadIndexServer(replay.LoadDemand),
 		workers: map[string]*replay.Worker{}, busy: map[string]bool{},
@@ -336,7 +337,7 @@ func TestReplayIsTheControllerForFloors(t *testing.T) {
 			ns := cp.NamespaceT(t)
 			model := createGPUNodes(t, ns, 2, 2)
 			rec := recordPool(t, ns)
-			trace := replay.Trace{Requests: []replay.Request{
+			trace := workload.Trace{Requests: []workload.Served{
 				{Arrival: 0, Service: 4 * time.Second}, {Arrival: 20 * time.Second, Service: 4 * time.Second}, {Arrival: 40 * time.Second, Service: 4 * time.Second},
 			}}
 			h := newFidelityHarness(t, ns, rec, trace)

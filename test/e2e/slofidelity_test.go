@@ -19,6 +19,7 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/replay"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/test/framework"
 )
 
@@ -64,15 +65,15 @@ func sloBurstyCounts() []int {
 
 // sloTrace turns arrivals per interval into requests, starting lead
 // intervals after the pool.
-func sloTrace(counts []int, lead int) replay.Trace {
-	var reqs []replay.Request
+func sloTrace(counts []int, lead int) workload.Trace {
+	var reqs []workload.Served
 	for k, n := range counts {
 		at := time.Duration(lead+k)*sloInterval + sloArrivalPhase
 		for range n {
-			reqs = append(reqs, replay.Request{Arrival: at, Service: sloService})
+			reqs = append(reqs, workload.Served{Arrival: at, Service: sloService})
 		}
 	}
-	return replay.Trace{Requests: reqs}
+	return workload.Trace{Requests: reqs}
 }
 
 // sloSet is the SLO pool both runs scale, its metrics made by metric for
@@ -238,7 +239,7 @@ func TestReplayIsTheControllerForSLO(t *testing.T) {
 // sloDriver plays the model in step with the controller: the first read
 // of each evaluation steps it, and the backend serves its pool.
 type sloDriver struct {
-	trace  replay.Trace
+	trace  workload.Trace
 	set    *gputaskv1.GPUTaskSet
 	steps  int
 	scrape time.Duration

@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gputask/gputask-controller/pkg/replay"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/test/framework"
 	"github.com/gputask/gputask-controller/test/framework/metricsadapter"
 )
@@ -86,17 +87,17 @@ func compressedGPUServingBehavior() *autoscalingv2.HorizontalPodAutoscalerBehavi
 // from 10 s to 45 s, and a quiet end that lasts until every scale-down has
 // happened, and a few syncs more: one request of 1 s every 3 s throughout,
 // and 40 requests of 35 s at 10 s.
-func stepTrace() replay.Trace {
-	var reqs []replay.Request
+func stepTrace() workload.Trace {
+	var reqs []workload.Served
 	for at := time.Duration(0); at < 215*time.Second; at += 3 * time.Second {
-		reqs = append(reqs, replay.Request{Arrival: at, Service: time.Second})
+		reqs = append(reqs, workload.Served{Arrival: at, Service: time.Second})
 		if at == 9*time.Second {
 			for range 40 {
-				reqs = append(reqs, replay.Request{Arrival: 10 * time.Second, Service: 35 * time.Second})
+				reqs = append(reqs, workload.Served{Arrival: 10 * time.Second, Service: 35 * time.Second})
 			}
 		}
 	}
-	return replay.Trace{Requests: reqs}
+	return workload.Trace{Requests: reqs}
 }
 
 // TestHPAMatchesReplay: the replay's HPA makes the real HPA's decisions.
@@ -198,7 +199,7 @@ func (r *recordingHPA) Step(p *replay.Pool) {
 
 // playModel plays the trace under the model of cfg, pods Ready as soon as
 // they are created, as kwok's are.
-func playModel(cfg replay.HPAConfig, trace replay.Trace) *recordingHPA {
+func playModel(cfg replay.HPAConfig, trace workload.Trace) *recordingHPA {
 	rec := &recordingHPA{HPA: replay.NewHPA(cfg), index: replay.NewLoadIndexServer(cfg.Load)}
 	pool := replay.NewPool(trace, time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC), concurrency, 0)
 	replay.Play(pool, rec, replay.PlayOptions{SampleEvery: time.Minute, Limit: time.Minute, Load: cfg.Load})

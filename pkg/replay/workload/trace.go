@@ -1,4 +1,4 @@
-package replay
+package workload
 
 import (
 	"encoding/csv"
@@ -11,12 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
-// Request is one request of a trace.
-type Request struct {
+// Served is one request of a Trace as the service model gives it to the
+// pool: when it arrives and how long a worker slot is busy with it. Its
+// tokens, when the trace has them, are in Trace.Tokens at the same index.
+type Served struct {
 	// Arrival is when the request arrives, from the start of the trace.
 	Arrival time.Duration
 	// Service is how long a worker slot is busy with it.
@@ -25,7 +25,7 @@ type Request struct {
 
 // Trace is a request trace, sorted by arrival.
 type Trace struct {
-	Requests []Request
+	Requests []Served
 	// Tokens are the requests' token counts, by index, when the trace has
 	// token columns; nil otherwise. Batched serving (Pool.SetBatched)
 	// needs them.
@@ -243,7 +243,7 @@ func ReadTrace(r io.Reader, opts TraceOptions) (Trace, error) {
 }
 
 // ReadMooncakeTrace reads a trace in Mooncake's JSONL format
-// (workload.ReadMooncake). Its fields are fixed, so the time column is not
+// (ReadMooncake). Its fields are fixed, so the time column is not
 // needed, and the token columns, whatever they name, say only that the
 // service time counts input_length and output_length; a service column
 // does not exist in it.
@@ -254,7 +254,7 @@ func ReadMooncakeTrace(r io.Reader, opts TraceOptions) (Trace, error) {
 	if opts.Service.Column != "" {
 		return Trace{}, errors.New("a Mooncake trace has no service column: give the token columns or --service")
 	}
-	reqs, err := workload.ReadMooncake(r)
+	reqs, err := ReadMooncake(r)
 	if err != nil {
 		return Trace{}, err
 	}
@@ -269,9 +269,9 @@ func ReadMooncakeTrace(r io.Reader, opts TraceOptions) (Trace, error) {
 func traceOf(rows []row, opts TraceOptions) Trace {
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x5eed))
 	rows = scaleRate(rows, opts.RateScale, rng)
-	tr := Trace{Requests: make([]Request, len(rows))}
+	tr := Trace{Requests: make([]Served, len(rows))}
 	for i, rw := range rows {
-		tr.Requests[i] = Request{Arrival: rw.arrival, Service: serviceOf(rw, opts.Service, rng)}
+		tr.Requests[i] = Served{Arrival: rw.arrival, Service: serviceOf(rw, opts.Service, rng)}
 	}
 	if opts.Service.usesTokens() {
 		tr.Tokens = make([]Tokens, len(rows))

@@ -1,12 +1,10 @@
-package replay
+package workload
 
 import (
-	"bufio"
+	"bytes"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"time"
 )
 
@@ -20,14 +18,6 @@ const (
 
 // Shapes lists the synthetic trace shapes.
 var Shapes = []string{ShapeDiurnal, ShapeBursty, ShapeStep, ShapeFlash}
-
-// The columns of a generated trace, named as in BurstGPT's CSV files so that
-// the same flags read both.
-const (
-	ColumnTimestamp    = "Timestamp"
-	ColumnInputTokens  = "Request tokens"
-	ColumnOutputTokens = "Response tokens"
-)
 
 // GenerateOptions describe a synthetic trace.
 type GenerateOptions struct {
@@ -90,24 +80,19 @@ func DefaultGenerateOptions(shape string) GenerateOptions {
 	return o
 }
 
-// GeneratedRequest is one row of a synthetic trace.
-type GeneratedRequest struct {
-	Arrival                   time.Duration
-	InputTokens, OutputTokens int
-}
-
 // Generate draws a synthetic trace. The same options always give the same trace.
-func Generate(o GenerateOptions) ([]GeneratedRequest, error) {
+func Generate(o GenerateOptions) ([]Request, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, 0x7ace))
-	rate := o.rateCurve(rng)
+	gamma := gammaSampler{rng: rng}
+	rate := o.rateCurve(gamma)
 	shape := 1.0 // Poisson
 	if o.Shape == ShapeBursty {
 		shape = o.GammaShape
 	}
-	var out []GeneratedRequest
+	var out []Request
 	t := 0.0
 	end := o.Duration.Seconds()
 	for {
@@ -124,11 +109,11 @@ func Generate(o GenerateOptions) ([]GeneratedRequest, error) {
 		if o.Shape == ShapeBursty && o.GammaScale > 0 {
 			scale = o.GammaScale
 		}
-		t += gammaDraw(rng, shape, scale)
+		t += gamma.Gamma(shape, scale)
 		if t >= end {
 			break
 		}
-		out = append(out, GeneratedRequest{
+		out = append(out, Request{
 			Arrival:      time.Duration(t * float64(time.Second)),
 			InputTokens:  tokens(rng, o.InputTokensMedian, o.TokensSigma),
 			OutputTokens: tokens(rng, o.OutputTokensMedian, o.TokensSigma),
@@ -162,7 +147,7 @@ func (o GenerateOptions) validate() error {
 }
 
 // rateCurve is the arrival rate over time, in requests per second.
-func (o GenerateOptions) rateCurve(rng *rand.Rand) func(t float64) float64 {
+func (o GenerateOptions) rateCurve(gamma gammaSampler) func(t float64) float64 {
 	switch o.Shape {
 	case ShapeDiurnal:
 		return func(t float64) float64 { return o.PeakRate * diurnal(t, o.PeakToTrough, o.Weekend) }
@@ -172,7 +157,7 @@ func (o GenerateOptions) rateCurve(rng *rand.Rand) func(t float64) float64 {
 		for i := range factors {
 			factors[i] = 1
 			if o.BurstShape > 0 {
-				factors[i] = gammaDraw(rng, o.BurstShape, 1/o.BurstShape)
+				factors[i] = gamma.Gamma(o.BurstShape, 1/o.BurstShape)
 			}
 		}
 		return func(t float64) float64 {
@@ -218,48 +203,21 @@ func tokens(rng *rand.Rand, median, sigma float64) int {
 	return max(1, int(math.Round(median*math.Exp(sigma*rng.NormFloat64()))))
 }
 
-// gammaDraw draws from Gamma(shape, scale) by Marsaglia and Tsang's method,
-// with the usual boost U^(1/shape) for a shape below 1.
-func gammaDraw(rng *rand.Rand, shape, scale float64) float64 {
-	if shape < 1 {
-		u := rng.Float64()
-		for u == 0 {
-			u = rng.Float64()
-		}
-		return gammaDraw(rng, shape+1, scale) * math.Pow(u, 1/shape)
+// GenerateShape draws a synthetic trace of shape (DefaultGenerateOptions)
+// with seed, and reads it as a trace file of that shape would be read,
+// its service times from its token columns through model's rates.
+func GenerateShape(shape string, seed uint64, model ServiceModel) (Trace, error) {
+	o := DefaultGenerateOptions(shape)
+	o.Seed = seed
+	reqs, err := Generate(o)
+	if err != nil {
+		return Trace{}, err
 	}
-	d := shape - 1.0/3
-	c := 1 / math.Sqrt(9*d)
-	for {
-		x := rng.NormFloat64()
-		v := 1 + c*x
-		if v <= 0 {
-			continue
-		}
-		v = v * v * v
-		u := rng.Float64()
-		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
-			return d * v * scale
-		}
+	var buf bytes.Buffer
+	if err := WriteCSV(&buf, reqs); err != nil {
+		return Trace{}, err
 	}
-}
-
-// WriteTrace writes generated requests as CSV, with arrivals in seconds
-// from the start.
-func WriteTrace(w io.Writer, reqs []GeneratedRequest) error {
-	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "%s,%s,%s\n", ColumnTimestamp, ColumnInputTokens, ColumnOutputTokens)
-	var buf []byte
-	for _, r := range reqs {
-		buf = strconv.AppendFloat(buf[:0], r.Arrival.Seconds(), 'f', 3, 64)
-		buf = append(buf, ',')
-		buf = strconv.AppendInt(buf, int64(r.InputTokens), 10)
-		buf = append(buf, ',')
-		buf = strconv.AppendInt(buf, int64(r.OutputTokens), 10)
-		buf = append(buf, '\n')
-		if _, err := bw.Write(buf); err != nil {
-			return err
-		}
-	}
-	return bw.Flush()
+	model.Column, model.Fixed, model.Sigma = "", 0, 0
+	model.InputTokensColumn, model.OutputTokensColumn = ColumnInputTokens, ColumnOutputTokens
+	return ReadTrace(&buf, TraceOptions{TimeColumn: ColumnTimestamp, Service: model})
 }
