@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
@@ -70,7 +71,7 @@ type HPABest struct {
 
 	// rows are the hpa row's results at each target (by HPABestTargets'
 	// index) on each trace, which the hpa-best rows are.
-	rows [][]Result
+	rows [][]sim.Result
 }
 
 // Summary says which targets were chosen and why.
@@ -116,9 +117,9 @@ func SearchHPATarget(traces []NamedTrace, c Config) (HPABest, error) {
 	}
 	targets := HPABestTargets()
 	type job struct{ target, trace int }
-	results := make([][]Result, len(targets))
+	results := make([][]sim.Result, len(targets))
 	for i := range results {
-		results[i] = make([]Result, len(traces))
+		results[i] = make([]sim.Result, len(traces))
 	}
 	jobs := make(chan job)
 	var wg sync.WaitGroup
@@ -151,9 +152,9 @@ func SearchHPATarget(traces []NamedTrace, c Config) (HPABest, error) {
 // chooseTargets picks, from the hpa row's results at each target (by
 // index) on each trace, the one target for all the traces and each
 // trace's own.
-func chooseTargets(targets []float64, names []string, results [][]Result) HPABest {
+func chooseTargets(targets []float64, names []string, results [][]sim.Result) HPABest {
 	best := HPABest{rows: results, Names: names}
-	trial := func(i int, rs []Result) TargetTrial {
+	trial := func(i int, rs []sim.Result) TargetTrial {
 		t := TargetTrial{Target: targets[i], WorstAttainment: math.Inf(1), MeetsSLO: true}
 		for _, r := range rs {
 			t.GPUHours += r.GPUHours
@@ -177,7 +178,7 @@ func chooseTargets(targets []float64, names []string, results [][]Result) HPABes
 }
 
 // rowsFor are trace k's hpa-best and hpa-best-one rows, from the search.
-func (b HPABest) rowsFor(k int) (perTrace, one Result) {
+func (b HPABest) rowsFor(k int) (perTrace, one sim.Result) {
 	index := func(target float64) int {
 		return slices.IndexFunc(b.Trials, func(t TargetTrial) bool { return math.Abs(t.Target-target) < 1e-9 })
 	}
@@ -216,13 +217,13 @@ func betterTrial(a, b TargetTrial) int {
 }
 
 // playHPA plays the hpa row of c on tr, named name.
-func (c Config) playHPA(tr workload.Trace, name string) Result {
+func (c Config) playHPA(tr workload.Trace, name string) sim.Result {
 	if c.SampleEvery <= 0 {
 		c.SampleEvery = defaultSampleEvery(tr)
 	}
 	pol, _ := c.policy(PolicyHPA, tr)
 	pol.(*HPA).name = name
-	return Play(c.newPool(tr), pol, c.playOptions())
+	return sim.Play(c.newPool(tr), pol, c.playOptions())
 }
 
 // RunTraces replays every trace under the config's policies. With
@@ -242,7 +243,7 @@ func RunTraces(traces []NamedTrace, c Config) ([]Report, *HPABest, error) {
 		c.Name = t.Name
 		if best != nil {
 			perTrace, one := best.rowsFor(k)
-			c.hpaBest = &[2]Result{perTrace, one}
+			c.hpaBest = &[2]sim.Result{perTrace, one}
 		}
 		r, err := Run(t.Trace, c)
 		if err != nil {

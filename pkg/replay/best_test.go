@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
@@ -144,15 +145,15 @@ func TestRunTracesWithHPABest(t *testing.T) {
 // it at a high target, a bursty one only at a low one.
 func TestChooseTargetsPerTraceAndOne(t *testing.T) {
 	targets := []float64{0.5, 0.7, 0.9}
-	r := func(hours float64, meets bool) Result {
+	r := func(hours float64, meets bool) sim.Result {
 		a := 0.99
 		if !meets {
 			a = 0.90
 		}
-		return Result{GPUHours: hours, MeetsSLO: meets, SLOAttainment: a}
+		return sim.Result{GPUHours: hours, MeetsSLO: meets, SLOAttainment: a}
 	}
 	// results[target][trace]: smooth, bursty.
-	results := [][]Result{
+	results := [][]sim.Result{
 		{r(100, true), r(50, true)},
 		{r(80, true), r(40, false)},
 		{r(70, true), r(35, false)},

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 )
 
 // This file models what users run instead of our autoscaler: a
@@ -44,7 +46,7 @@ type HPAConfig struct {
 	Tolerance              float64
 	SyncPeriod             time.Duration
 	DownscaleStabilization time.Duration
-	Load                   LoadKind
+	Load                   sim.LoadKind
 	// Behavior is spec.behavior as written (the API server's defaults
 	// fill what it leaves out); nil is an HPA without one.
 	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
@@ -79,15 +81,15 @@ type ExternalMetric struct {
 	Target       float64
 	AverageValue bool
 	// Read is the value served when the workers are as o says.
-	Read func(o Observation) float64
+	Read func(o sim.Observation) float64
 }
 
 // LoadIndexMetric is the load index as an External metric: the index for
 // a value target; for an averageValue target, which the HPA divides by
 // the pods, the index summed over the serving workers, a total as a KEDA
 // metrics-api scaler would report it.
-func LoadIndexMetric(load LoadKind, target float64, averageValue bool) ExternalMetric {
-	return ExternalMetric{Name: "load-index", Target: target, AverageValue: averageValue, Read: func(o Observation) float64 {
+func LoadIndexMetric(load sim.LoadKind, target float64, averageValue bool) ExternalMetric {
+	return ExternalMetric{Name: "load-index", Target: target, AverageValue: averageValue, Read: func(o sim.Observation) float64 {
 		v := o.LoadIndex(load)
 		if averageValue {
 			v *= float64(max(o.Serving, 1))
@@ -127,7 +129,7 @@ func NewHPA(cfg HPAConfig) *HPA {
 func (h *HPA) Name() string { return h.name }
 
 // Start begins with Initial Ready pods, within [min, max].
-func (h *HPA) Start(p *Pool) {
+func (h *HPA) Start(p *sim.Pool) {
 	h.replicas = min(max(h.cfg.Initial, h.cfg.Min), h.cfg.Max)
 	p.AddReady(int(h.replicas))
 }
@@ -142,11 +144,11 @@ func (h *HPA) Replicas() int32 { return h.replicas }
 func (h *HPA) Wake() time.Time { return time.Time{} }
 
 // Sync implements Policy: the Deployment matches its replicas at once.
-func (h *HPA) Sync(p *Pool) { scaleDeployment(p, h.replicas) }
+func (h *HPA) Sync(p *sim.Pool) { scaleDeployment(p, h.replicas) }
 
 // Step is one reconcileAutoscaler: the counts come from the scale and the
 // pod informer, fresh; the metrics from their source (Pool.Metrics).
-func (h *HPA) Step(p *Pool) {
+func (h *HPA) Step(p *sim.Pool) {
 	o := p.Observe()
 	h.replicas = h.reconcile(p.Now(), h.replicas, int32(o.Workers()), int32(o.Ready()), h.metricValues(p.Metrics())...)
 	scaleDeployment(p, h.replicas)
@@ -154,7 +156,7 @@ func (h *HPA) Step(p *Pool) {
 
 // metricValues are the values of the HPA's metrics when the workers are
 // as o says.
-func (h *HPA) metricValues(o Observation) []float64 {
+func (h *HPA) metricValues(o sim.Observation) []float64 {
 	out := make([]float64, len(h.cfg.Metrics))
 	for i, m := range h.cfg.Metrics {
 		out[i] = m.Read(o)
@@ -347,13 +349,13 @@ func calculateScaleUpLimit(current int32) int32 {
 // deleted whatever they are doing; each
 // gets the pods' grace period to finish its requests (Pool.Delete) and
 // loses what it cannot finish within it.
-func scaleDeployment(p *Pool, replicas int32) {
+func scaleDeployment(p *sim.Pool, replicas int32) {
 	live := len(p.Workers())
 	switch diff := int(replicas) - live; {
 	case diff > 0:
 		p.Add(diff)
 	case diff < 0:
-		for _, w := range p.rankDeploymentVictims()[:-diff] {
+		for _, w := range deploymentVictims(p)[:-diff] {
 			p.Delete(w)
 		}
 	}
@@ -374,7 +376,7 @@ func logarithmicRankDiff(t1, t2, now time.Time) int64 {
 
 // uid stands in for a pod's random UID: a hash of its name, so that ties
 // break in an order unrelated to age, yet the same in every run.
-func uid(w *Worker) uint64 {
+func uid(w *sim.Worker) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(w.Name))
 	return h.Sum64()

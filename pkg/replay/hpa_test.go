@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
@@ -15,7 +16,7 @@ var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 var symmetricTolerance = hpaTolerances{HPATolerance, HPATolerance}
 
 func newTestHPA(min, max int32, target float64) *HPA {
-	return NewHPA(HPAConfig{Min: min, Max: max, Target: target, Load: LoadDemand})
+	return NewHPA(HPAConfig{Min: min, Max: max, Target: target, Load: sim.LoadDemand})
 }
 
 // config/v1alpha1/defaults.go: RecommendedDefaultHPAControllerConfiguration
@@ -84,9 +85,9 @@ func TestHPAAverageValueTarget(t *testing.T) {
 	if got := externalPerPodReplicas(4, 9500, 1000, symmetricTolerance); got != 10 {
 		t.Errorf("above: got %d, want ceil(9.5) = 10", got)
 	}
-	h := NewHPA(HPAConfig{Min: 1, Max: 100, Target: 0.5, AverageValue: true, Load: LoadDemand})
+	h := NewHPA(HPAConfig{Min: 1, Max: 100, Target: 0.5, AverageValue: true, Load: sim.LoadDemand})
 	// The metric of an averageValue target is the index summed over the serving workers.
-	if got := h.metricValues(Observation{InFlight: 16, Waiting: 8, Serving: 3, Concurrency: 8})[0]; got != 3 {
+	if got := h.metricValues(sim.Observation{InFlight: 16, Waiting: 8, Serving: 3, Concurrency: 8})[0]; got != 3 {
 		t.Errorf("metric = %v, want (16+8)/8 = 3", got)
 	}
 }
@@ -188,14 +189,14 @@ func TestHPAReconcileBoundsAndZero(t *testing.T) {
 // whatever they are doing: the requests in flight on them are lost.
 func TestHPAScaleInLosesRequestsInFlight(t *testing.T) {
 	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Hour}, {Arrival: 0, Service: time.Hour}}}
-	p := NewPool(tr, t0, 1, 0)
+	p := sim.NewPool(tr, t0, 1, 0)
 	p.AddReady(2)
 	p.Advance(t0.Add(time.Second))
 	scaleDeployment(p, 1)
 	if got := len(p.Workers()); got != 1 {
 		t.Fatalf("workers = %d, want 1", got)
 	}
-	res := measure(p.Outcomes(), SLOTargets{Wait: time.Second})
+	res := sim.Measure(p.Outcomes(), sim.SLOTargets{Wait: time.Second})
 	if res.FailedRequests != 1 {
 		t.Errorf("failed = %d, want 1", res.FailedRequests)
 	}
@@ -206,10 +207,10 @@ func TestHPAScaleInLosesRequestsInFlight(t *testing.T) {
 // time since), then the newer pod.
 func TestReplicaSetVictimOrder(t *testing.T) {
 	now := t0.Add(10 * time.Hour)
-	old := &Worker{Name: "old", Created: t0, ReadyAt: t0}
-	recent := &Worker{Name: "recent", Created: now.Add(-10 * time.Minute), ReadyAt: now.Add(-8 * time.Minute)}
-	starting := &Worker{Name: "starting", Created: now.Add(-time.Minute), ReadyAt: now.Add(time.Minute)}
-	got := replicaSetVictims([]*Worker{old, recent, starting}, now)
+	old := &sim.Worker{Name: "old", Created: t0, ReadyAt: t0}
+	recent := &sim.Worker{Name: "recent", Created: now.Add(-10 * time.Minute), ReadyAt: now.Add(-8 * time.Minute)}
+	starting := &sim.Worker{Name: "starting", Created: now.Add(-time.Minute), ReadyAt: now.Add(time.Minute)}
+	got := replicaSetVictims([]*sim.Worker{old, recent, starting}, now)
 	want := []string{"starting", "recent", "old"}
 	for i := range want {
 		if got[i].Name != want[i] {
@@ -237,9 +238,9 @@ func TestHPAPlaysEverySyncPeriod(t *testing.T) {
 	for i := 0; i < 400; i++ {
 		reqs = append(reqs, workload.Served{Arrival: time.Duration(i) * 100 * time.Millisecond, Service: 10 * time.Minute})
 	}
-	p := NewPool(workload.Trace{Requests: reqs}, t0, 10, 0)
+	p := sim.NewPool(workload.Trace{Requests: reqs}, t0, 10, 0)
 	h := newTestHPA(1, 100, 1)
-	res := Play(p, h, PlayOptions{SampleEvery: 15 * time.Second, Limit: time.Hour, Load: LoadDemand, SLO: SLOTargets{Wait: time.Minute}})
+	res := sim.Play(p, h, sim.PlayOptions{SampleEvery: 15 * time.Second, Limit: time.Hour, Load: sim.LoadDemand, SLO: sim.SLOTargets{Wait: time.Minute}})
 	if res.PeakReplicas != 40 {
 		t.Errorf("peak = %d, want 40 (400 requests / 10 slots at target 1)", res.PeakReplicas)
 	}
@@ -254,7 +255,7 @@ func TestScaleDeploymentGivesTheGrace(t *testing.T) {
 		wantLost bool
 	}{{0, true}, {time.Minute, false}} {
 		tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: 30 * time.Second}, {Arrival: 0, Service: 30 * time.Second}}}
-		p := NewPool(tr, t0, 1, 0)
+		p := sim.NewPool(tr, t0, 1, 0)
 		p.SetGrace(tc.grace)
 		p.AddReady(2)
 		p.Advance(t0.Add(time.Second))
@@ -263,7 +264,8 @@ func TestScaleDeploymentGivesTheGrace(t *testing.T) {
 			t.Fatalf("grace %v: %d workers counted, want 1", tc.grace, len(p.Workers()))
 		}
 		p.Advance(t0.Add(time.Minute))
-		if lost := p.failed[0] || p.failed[1]; lost != tc.wantLost {
+		out := p.Outcomes()
+		if lost := out[0].Failed || out[1].Failed; lost != tc.wantLost {
 			t.Errorf("grace %v: lost %v, want %v", tc.grace, lost, tc.wantLost)
 		}
 	}

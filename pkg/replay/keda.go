@@ -4,6 +4,8 @@ import (
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 )
 
 // KEDA's documented ScaledObject defaults (keda.sh, ScaledObject spec).
@@ -35,7 +37,7 @@ type KEDAConfig struct {
 	ActivationThreshold float64
 	// PollingInterval and CooldownPeriod: zero means KEDA's defaults.
 	PollingInterval, CooldownPeriod time.Duration
-	Load                            LoadKind
+	Load                            sim.LoadKind
 	// Behavior is advanced.horizontalPodAutoscalerConfig.behavior, which
 	// KEDA copies into the HPA it creates; nil for none.
 	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
@@ -83,7 +85,7 @@ func NewKEDA(cfg KEDAConfig) *KEDA {
 func (k *KEDA) Name() string { return k.hpa.name }
 
 // Start begins with Initial Ready pods, within [minReplicaCount, maxReplicaCount].
-func (k *KEDA) Start(p *Pool) {
+func (k *KEDA) Start(p *sim.Pool) {
 	k.hpa.replicas = min(max(k.cfg.Initial, k.cfg.MinReplicas), k.cfg.MaxReplicas)
 	p.AddReady(int(k.hpa.replicas))
 	k.nextPoll = p.Now()
@@ -100,10 +102,10 @@ func (k *KEDA) Replicas() int32 { return k.hpa.replicas }
 func (k *KEDA) Wake() time.Time { return time.Time{} }
 
 // Sync implements Policy.
-func (k *KEDA) Sync(p *Pool) { scaleDeployment(p, k.hpa.replicas) }
+func (k *KEDA) Sync(p *sim.Pool) { scaleDeployment(p, k.hpa.replicas) }
 
 // Step runs KEDA's poll when it is due, then the HPA's sync.
-func (k *KEDA) Step(p *Pool) {
+func (k *KEDA) Step(p *sim.Pool) {
 	now := p.Now()
 	if !now.Before(k.nextPoll) {
 		k.nextPoll = now.Add(k.cfg.PollingInterval)
@@ -153,7 +155,7 @@ func (k *KEDA) isActive(value float64) bool {
 // perPod.
 func RunningRequestsMetric(perPod float64) ExternalMetric {
 	return ExternalMetric{Name: "num_requests_running", Target: perPod, AverageValue: true,
-		Read: func(o Observation) float64 { return float64(o.InFlight) }}
+		Read: func(o sim.Observation) float64 { return float64(o.InFlight) }}
 }
 
 // WaitingRequestsMetric is a trigger on the requests waiting for a slot
@@ -162,5 +164,5 @@ func RunningRequestsMetric(perPod float64) ExternalMetric {
 // what the pods' queues would sum to.
 func WaitingRequestsMetric(perPod float64) ExternalMetric {
 	return ExternalMetric{Name: "num_requests_waiting", Target: perPod, AverageValue: true,
-		Read: func(o Observation) float64 { return float64(o.Waiting) }}
+		Read: func(o sim.Observation) float64 { return float64(o.Waiting) }}
 }

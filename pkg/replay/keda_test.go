@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
@@ -81,9 +82,9 @@ func TestKEDAMinReplicaCount(t *testing.T) {
 // waits for the next poll, then for a worker to start.
 func TestKEDAColdStartWaitsForPollAndStartup(t *testing.T) {
 	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}, {Arrival: 10 * time.Second, Service: time.Second}}}
-	p := NewPool(tr, t0, 1, 2*time.Minute)
-	k := NewKEDA(KEDAConfig{Target: 1, Load: LoadDemand})
-	res := Play(p, k, PlayOptions{SampleEvery: time.Minute, Limit: time.Hour, Load: LoadDemand, SLO: SLOTargets{Wait: time.Second}})
+	p := sim.NewPool(tr, t0, 1, 2*time.Minute)
+	k := NewKEDA(KEDAConfig{Target: 1, Load: sim.LoadDemand})
+	res := sim.Play(p, k, sim.PlayOptions{SampleEvery: time.Minute, Limit: time.Hour, Load: sim.LoadDemand, SLO: sim.SLOTargets{Wait: time.Second}})
 	// The first request arrives with the first poll, so a worker is asked
 	// for at once; it is Ready 2 minutes later.
 	if res.WaitP99 < 120 || res.WaitP99 > 121 {
@@ -121,7 +122,7 @@ func TestComputeReplicasForMetrics(t *testing.T) {
 // keda-queue's triggers read the requests running on the serving workers
 // and waiting for a slot; the ScaledObject is active when any trigger is.
 func TestKEDAQueueTriggers(t *testing.T) {
-	o := Observation{InFlight: 13, Waiting: 4, Serving: 2, Concurrency: 8}
+	o := sim.Observation{InFlight: 13, Waiting: 4, Serving: 2, Concurrency: 8}
 	if got := RunningRequestsMetric(5.6).Read(o); got != 13 {
 		t.Errorf("running = %v", got)
 	}
@@ -141,7 +142,7 @@ func TestKEDAQueueTriggers(t *testing.T) {
 // keda-queue has its two triggers at 0.7 × the slots and 1 waiting per pod.
 func TestKEDARows(t *testing.T) {
 	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}}}
-	c := Config{Concurrency: 8, Set: DefaultSet(), Load: LoadDemand}
+	c := Config{Concurrency: 8, Set: DefaultSet(), Load: sim.LoadDemand}
 	pol, err := c.policy(PolicyKEDA, tr)
 	if err != nil {
 		t.Fatal(err)

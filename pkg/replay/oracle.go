@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
@@ -62,17 +63,17 @@ type Oracle struct {
 	Concurrency int
 	Startup     time.Duration
 	// Nodes, when set, packs the levels on nodes (see nodeHours).
-	Nodes *NodeModel
+	Nodes *sim.NodeModel
 	// SLO are the targets its requests are measured against.
-	SLO SLOTargets
+	SLO sim.SLOTargets
 }
 
 // outcomes are what the oracle's requests see: each starts on arrival
 // and takes its fixed service, its first token after its prefill.
-func (o Oracle) outcomes(tr workload.Trace) []Outcome {
-	out := make([]Outcome, len(tr.Requests))
+func (o Oracle) outcomes(tr workload.Trace) []sim.Outcome {
+	out := make([]sim.Outcome, len(tr.Requests))
 	for i, r := range tr.Requests {
-		out[i] = Outcome{Started: true, TTFT: r.Service, E2E: r.Service}
+		out[i] = sim.Outcome{Started: true, TTFT: r.Service, E2E: r.Service}
 		if tr.Tokens != nil {
 			tok := tr.Tokens[i]
 			out[i].TTFT = min(tok.Prefill, r.Service)
@@ -91,10 +92,10 @@ type life struct {
 }
 
 // Run computes the oracle's figures on tr, sampled every sampleEvery.
-func (o Oracle) Run(tr workload.Trace, sampleEvery time.Duration) Result {
+func (o Oracle) Run(tr workload.Trace, sampleEvery time.Duration) sim.Result {
 	needs := neededOverTime(tr, o.Concurrency)
 	lives := o.lives(needs)
-	r := measure(o.outcomes(tr), o.SLO)
+	r := sim.Measure(o.outcomes(tr), o.SLO)
 	r.Name = PolicyOracle
 	if len(tr.Requests) == 0 {
 		return r
@@ -165,9 +166,9 @@ type workerChange struct {
 	delta int
 }
 
-func (o Oracle) sample(at time.Duration, n need, workers int) Sample {
+func (o Oracle) sample(at time.Duration, n need, workers int) sim.Sample {
 	c := max(o.Concurrency, 1)
-	return Sample{
+	return sim.Sample{
 		At: at.Seconds(), Demand: float64(n.inFlight) / float64(c),
 		Replicas: int32(workers), Workers: workers, Ready: int(n.workers),
 		LoadIndex: float64(n.inFlight) / float64(max(int(n.workers), 1)*c),

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
@@ -199,7 +200,7 @@ func (o OracleSLO) meets(tr workload.Trace, carry []carried, chosen []int32, k i
 	c.Start = c.Start.Add(from)
 	c.Nodes = nil
 	p := c.newPool(sub)
-	Play(p, &schedule{counts: counts, every: OracleSLOInterval}, PlayOptions{SampleEvery: 24 * time.Hour, Limit: oracleSLOLimit, Load: c.Load, SLO: c.Targets()})
+	sim.Play(p, &schedule{counts: counts, every: OracleSLOInterval}, sim.PlayOptions{SampleEvery: 24 * time.Hour, Limit: oracleSLOLimit, Load: c.Load, SLO: c.Targets()})
 	outcomes := p.Outcomes()
 	ok := true
 	for _, j := range []int{k - 1, k} {
@@ -210,13 +211,13 @@ func (o OracleSLO) meets(tr workload.Trace, carry []carried, chosen []int32, k i
 			continue
 		}
 		start, end := time.Duration(j)*OracleSLOInterval, time.Duration(j+1)*OracleSLOInterval
-		var group []Outcome
+		var group []sim.Outcome
 		for i := len(carry); i < len(items); i++ {
 			if at := tr.Requests[items[i].req].Arrival; at >= start && at < end {
 				group = append(group, outcomes[i])
 			}
 		}
-		ok = ok && measure(group, c.Targets()).MeetsSLO
+		ok = ok && sim.Measure(group, c.Targets()).MeetsSLO
 	}
 	var after []carried
 	end := to - from
@@ -258,10 +259,10 @@ func keepThroughDips(counts []int32, startup time.Duration) []int32 {
 }
 
 // Run plays the schedule over tr: the oracle-slo row.
-func (o OracleSLO) Run(tr workload.Trace) Result {
+func (o OracleSLO) Run(tr workload.Trace) sim.Result {
 	c := o.Config
 	counts := keepThroughDips(o.Schedule(tr), c.Startup)
-	res := Play(c.newPool(tr), &schedule{name: PolicyOracleSLO, counts: counts, every: OracleSLOInterval, ahead: true}, c.playOptions())
+	res := sim.Play(c.newPool(tr), &schedule{name: PolicyOracleSLO, counts: counts, every: OracleSLOInterval, ahead: true}, c.playOptions())
 	return res
 }
 
@@ -286,7 +287,7 @@ func (s *schedule) Name() string {
 	return s.name
 }
 
-func (s *schedule) Start(p *Pool) {
+func (s *schedule) Start(p *sim.Pool) {
 	s.replicas = s.counts[0]
 	p.AddReady(int(s.replicas))
 }
@@ -295,10 +296,10 @@ func (s *schedule) Period() time.Duration { return s.every }
 func (s *schedule) Replicas() int32       { return s.replicas }
 func (s *schedule) Wake() time.Time       { return time.Time{} }
 
-func (s *schedule) Step(p *Pool) {
+func (s *schedule) Step(p *sim.Pool) {
 	k := int(p.Now().Sub(p.Start()) / s.every)
 	s.replicas = s.counts[min(k, len(s.counts)-1)]
-	var active, draining []*Worker
+	var active, draining []*sim.Worker
 	for _, w := range p.Workers() {
 		if w.Draining {
 			draining = append(draining, w)
@@ -310,7 +311,7 @@ func (s *schedule) Step(p *Pool) {
 	switch {
 	case len(active) < want:
 		// The busiest drains first: they would cost the longest to finish.
-		slices.SortStableFunc(draining, func(a, b *Worker) int { return b.InFlight() - a.InFlight() })
+		slices.SortStableFunc(draining, func(a, b *sim.Worker) int { return b.InFlight() - a.InFlight() })
 		for _, w := range draining[:min(len(draining), want-len(active))] {
 			p.Undrain(w)
 			want--
@@ -323,7 +324,7 @@ func (s *schedule) Step(p *Pool) {
 			}
 		}
 	case len(active) > want:
-		slices.SortStableFunc(active, func(a, b *Worker) int { return a.InFlight() - b.InFlight() })
+		slices.SortStableFunc(active, func(a, b *sim.Worker) int { return a.InFlight() - b.InFlight() })
 		for _, w := range active[:len(active)-want] {
 			if w.Busy() {
 				p.Drain(w)
@@ -335,7 +336,7 @@ func (s *schedule) Step(p *Pool) {
 }
 
 // Sync deletes the drained workers that fell idle.
-func (s *schedule) Sync(p *Pool) {
+func (s *schedule) Sync(p *sim.Pool) {
 	for _, w := range slices.Clone(p.Workers()) {
 		if w.Draining && !w.Busy() {
 			p.Delete(w)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
@@ -27,7 +28,7 @@ func TestOracleSLOAtOrBelowEveryRowMeetingTheSLO(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			i := slices.IndexFunc(rep.Policies, func(r Result) bool { return r.Name == PolicyOracleSLO })
+			i := slices.IndexFunc(rep.Policies, func(r sim.Result) bool { return r.Name == PolicyOracleSLO })
 			if i < 0 {
 				t.Fatal("no oracle-slo row")
 			}
@@ -48,7 +49,7 @@ func TestOracleSLOAtOrBelowEveryRowMeetingTheSLO(t *testing.T) {
 			if meeting < 3 {
 				t.Errorf("only %d rows meet the SLO: the comparison checks little", meeting)
 			}
-			t.Logf("oracle-slo %.1f GPU-h (zero-wait oracle %.1f), %d rows meeting the SLO", bound.GPUHours, rep.Policies[slices.IndexFunc(rep.Policies, func(r Result) bool { return r.Name == PolicyOracle })].GPUHours, meeting)
+			t.Logf("oracle-slo %.1f GPU-h (zero-wait oracle %.1f), %d rows meeting the SLO", bound.GPUHours, rep.Policies[slices.IndexFunc(rep.Policies, func(r sim.Result) bool { return r.Name == PolicyOracle })].GPUHours, meeting)
 		})
 	}
 }
@@ -91,7 +92,7 @@ func TestKeepThroughDips(t *testing.T) {
 // A row that meets the SLO on fewer GPU-hours than oracle-slo is
 // flagged, in every table; one that misses it, or costs more, is not.
 func TestFlagBelowOracleSLO(t *testing.T) {
-	rows := []Result{
+	rows := []sim.Result{
 		{Name: "cheap", GPUHours: 9, MeetsSLO: true},
 		{Name: "missing", GPUHours: 5, MeetsSLO: false},
 		{Name: "dear", GPUHours: 11, MeetsSLO: true},
@@ -112,7 +113,7 @@ func TestFlagBelowOracleSLO(t *testing.T) {
 // that meets it.
 func TestOracleSLOOnBatchedServing(t *testing.T) {
 	tr := generatedTrace(t, workload.ShapeFlash, 90*time.Minute)
-	rep, err := Run(tr, Config{Concurrency: 8, Startup: 2 * time.Minute, Batched: &DefaultITL,
+	rep, err := Run(tr, Config{Concurrency: 8, Startup: 2 * time.Minute, Batched: &sim.DefaultITL,
 		SLOTTFT: 2 * time.Second, SLOITL: 7 * time.Millisecond, Policies: []string{PolicyStatic, PolicyOracleSLO}})
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +123,7 @@ func TestOracleSLOOnBatchedServing(t *testing.T) {
 	if !static.MeetsSLO || !bound.MeetsSLO || bound.GPUHours >= static.GPUHours {
 		t.Errorf("static %.1f GPU-h (meets %v), oracle-slo %.1f GPU-h (meets %v, ITL p95 %.4fs)", static.GPUHours, static.MeetsSLO, bound.GPUHours, bound.MeetsSLO, bound.ITLP95)
 	}
-	if bound.ITLP95 <= DefaultITL.At(1).Seconds() {
+	if bound.ITLP95 <= sim.DefaultITL.At(1).Seconds() {
 		t.Errorf("ITL p95 %.4fs: no batch ever ran, the test checks nothing", bound.ITLP95)
 	}
 }

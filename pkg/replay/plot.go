@@ -15,6 +15,8 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgpdf"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 )
 
 var (
@@ -77,7 +79,7 @@ func Plot(r Report, path string) error {
 	return f.Close()
 }
 
-func panel(res Result, concurrency int) (*plot.Plot, error) {
+func panel(res sim.Result, concurrency int) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s: %.1f GPU-h, wait p95 %s, %d failed", res.Name, res.GPUHours, seconds(res.WaitP95), res.FailedRequests)
 	p.X.Label.Text = "hours"

@@ -3,6 +3,10 @@ package replay
 import (
 	"sort"
 	"time"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
+	"github.com/gputask/gputask-controller/pkg/setplan"
 )
 
 // replicaSetVictims orders workers as the ReplicaSet controller picks pods
@@ -17,12 +21,12 @@ import (
 //  5. among Ready pods the one Ready more recently first, compared by the
 //     log2 of the time since (then by UID);
 //  6. the newer pod first, by the same log2 rank (then by UID).
-func replicaSetVictims(workers []*Worker, now time.Time) []*Worker {
+func replicaSetVictims(workers []*sim.Worker, now time.Time) []*sim.Worker {
 	onNode := make(map[string]int, len(workers))
 	for _, w := range workers {
 		onNode[w.NodeName(now)]++
 	}
-	ranked := append([]*Worker(nil), workers...)
+	ranked := append([]*sim.Worker(nil), workers...)
 	sort.SliceStable(ranked, func(i, j int) bool {
 		a, b := ranked[i], ranked[j]
 		return podLess(a, b, onNode[a.NodeName(now)], onNode[b.NodeName(now)], now)
@@ -32,7 +36,7 @@ func replicaSetVictims(workers []*Worker, now time.Time) []*Worker {
 
 // podLess reports whether the ReplicaSet controller deletes a before b,
 // where rankA and rankB are the active pods of the set on their nodes.
-func podLess(a, b *Worker, rankA, rankB int, now time.Time) bool {
+func podLess(a, b *sim.Worker, rankA, rankB int, now time.Time) bool {
 	if ba, bb := a.Bound(now), b.Bound(now); ba != bb {
 		return !ba
 	}
@@ -56,4 +60,30 @@ func podLess(a, b *Worker, rankA, rankB int, now time.Time) bool {
 		return uid(a) < uid(b)
 	}
 	return false
+}
+
+// deploymentVictims ranks the pool's live workers as the Deployment's
+// scale-in takes them, in the pool's order (Pool.DeploymentVictims).
+func deploymentVictims(p *sim.Pool) []*sim.Worker {
+	if p.DeploymentVictims() == sim.DeploymentVictimsNodeAware {
+		return nodeAwareVictims(p.Workers(), p.Now())
+	}
+	return replicaSetVictims(p.Workers(), p.Now())
+}
+
+// nodeAwareVictims orders workers as the set controller ranks its tasks,
+// with no worker busy: what a Deployment could do with the same order.
+func nodeAwareVictims(workers []*sim.Worker, now time.Time) []*sim.Worker {
+	tasks := make([]*gputaskv1.GPUTask, len(workers))
+	byTask := make(map[*gputaskv1.GPUTask]*sim.Worker, len(workers))
+	for i, w := range workers {
+		tasks[i] = sim.TaskOf(w, now)
+		byTask[tasks[i]] = w
+	}
+	ranked := setplan.RankForScaleIn(tasks, func(*gputaskv1.GPUTask) bool { return false })
+	out := make([]*sim.Worker, len(ranked))
+	for i, t := range ranked {
+		out[i] = byTask[t]
+	}
+	return out
 }

@@ -4,100 +4,38 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 )
-
-// Result is what one policy cost and what its requests saw.
-type Result struct {
-	Name string `json:"name"`
-	// GPUHours counts every worker from creation to removal, starting and
-	// draining included.
-	GPUHours float64 `json:"gpu_hours"`
-	// WaitP50, WaitP95 and WaitP99 are percentiles of the time requests
-	// waited for a worker, in seconds, over the requests that got one;
-	// TTFT… of the time to first token, over the same; ITL… of each
-	// request's mean gap between tokens, over those with two tokens or
-	// more.
-	WaitP50 float64 `json:"wait_p50_s"`
-	WaitP95 float64 `json:"wait_p95_s"`
-	WaitP99 float64 `json:"wait_p99_s"`
-	TTFTP50 float64 `json:"ttft_p50_s"`
-	TTFTP95 float64 `json:"ttft_p95_s"`
-	TTFTP99 float64 `json:"ttft_p99_s"`
-	ITLP50  float64 `json:"itl_p50_s"`
-	ITLP95  float64 `json:"itl_p95_s"`
-	ITLP99  float64 `json:"itl_p99_s"`
-	// Attainment is, per stated target, the share of all requests within
-	// it and not lost.
-	Attainment []Attainment `json:"attainment"`
-	// SLOAttainment is the lowest of Attainment's shares.
-	SLOAttainment float64 `json:"slo_attainment"`
-	// MeetsSLO is whether every stated target holds at the SLO's
-	// percentile.
-	MeetsSLO bool `json:"meets_slo"`
-	// BelowOracleSLO flags a row that meets the SLO on fewer GPU-hours
-	// than the oracle-slo schedule: a finding to explain, as that
-	// schedule is the fewest workers found to meet the SLO interval by
-	// interval.
-	BelowOracleSLO bool `json:"below_oracle_slo,omitempty"`
-	// FailedRequests were lost with a worker removed while serving them, or
-	// never served before the replay ended.
-	FailedRequests int `json:"failed_requests"`
-	// ScaleEvents counts changes of the count asked for.
-	ScaleEvents int `json:"scale_events"`
-	// PeakReplicas is the most workers alive at once.
-	PeakReplicas int `json:"peak_replicas"`
-	// NodeHours counts every node from its launch to its removal, when
-	// the replay models nodes (NodeModel); PeakNodes is the most nodes up
-	// or launching at once.
-	NodeHours float64 `json:"node_hours,omitempty"`
-	PeakNodes int     `json:"peak_nodes,omitempty"`
-	// Evictions counts the workers the node autoscaler's consolidation
-	// evicted.
-	Evictions int `json:"evictions,omitempty"`
-	// Note says how the row was set up where its name does not: the
-	// target a searched row plays at.
-	Note   string   `json:"note,omitempty"`
-	Series []Sample `json:"-"`
-}
-
-// percentile is the nearest-rank percentile of sorted values.
-func percentile(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
-}
 
 // Report is the outcome of a replay: every policy on one trace.
 type Report struct {
-	Trace       string   `json:"trace,omitempty"`
-	Requests    int      `json:"requests"`
-	Concurrency int      `json:"concurrency"`
-	Startup     string   `json:"startup"`
-	Load        LoadKind `json:"load"`
+	Trace       string       `json:"trace,omitempty"`
+	Requests    int          `json:"requests"`
+	Concurrency int          `json:"concurrency"`
+	Startup     string       `json:"startup"`
+	Load        sim.LoadKind `json:"load"`
 	// SLO names the targets every row is measured against.
 	SLO string `json:"slo"`
 	// SLOTargets are those targets.
-	SLOTargets SLOTargets `json:"-"`
+	SLOTargets sim.SLOTargets `json:"-"`
 	// Nodes is the node model, when the replay has one.
-	Nodes    *NodeModel `json:"nodes,omitempty"`
-	Policies []Result   `json:"policies"`
+	Nodes    *sim.NodeModel `json:"nodes,omitempty"`
+	Policies []sim.Result   `json:"policies"`
 	// Series holds each policy's samples, by policy name.
-	Series map[string][]Sample `json:"series"`
+	Series map[string][]sim.Sample `json:"series"`
 }
 
 // oracle returns the oracle's result, if it ran.
-func (r Report) oracle() (Result, bool) {
+func (r Report) oracle() (sim.Result, bool) {
 	for _, p := range r.Policies {
 		if p.Name == PolicyOracle {
 			return p, true
 		}
 	}
-	return Result{}, false
+	return sim.Result{}, false
 }
 
 // WriteTable prints the figures, and each policy's GPU-hours as a ratio
@@ -129,11 +67,11 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 // the SLO, and what it lost.
 func (r Report) headings() []string {
 	h := []string{"policy", "GPU-h", "×oracle", "wait p50", "wait p95", "wait p99", "TTFT p50", "TTFT p95", "TTFT p99", "ITL p50", "ITL p95", "ITL p99"}
-	slo := r.SLOTargets.withDefaults()
-	for _, t := range slo.stated() {
-		h = append(h, fmt.Sprintf("%s≤%v", targetLabel(t.name), t.limit))
+	slo := r.SLOTargets.WithDefaults()
+	for _, t := range slo.Stated() {
+		h = append(h, fmt.Sprintf("%s≤%v", t.Label(), t.Limit))
 	}
-	h = append(h, "meets p"+trimFloat(slo.Percentile), "lost", "scale events", "peak")
+	h = append(h, "meets "+slo.PercentileLabel(), "lost", "scale events", "peak")
 	if r.Nodes != nil {
 		h = append(h, "node-h", "peak nodes", "evictions")
 	}
@@ -141,7 +79,7 @@ func (r Report) headings() []string {
 }
 
 // cells are p's row under headings.
-func (r Report) cells(p Result) []string {
+func (r Report) cells(p sim.Result) []string {
 	oracle, hasOracle := r.oracle()
 	ratio := "-"
 	if hasOracle && oracle.GPUHours > 0 {
@@ -155,10 +93,10 @@ func (r Report) cells(p Result) []string {
 		seconds(p.WaitP50), seconds(p.WaitP95), seconds(p.WaitP99),
 		seconds(p.TTFTP50), seconds(p.TTFTP95), seconds(p.TTFTP99),
 		seconds(p.ITLP50), seconds(p.ITLP95), seconds(p.ITLP99)}
-	for _, t := range r.SLOTargets.withDefaults().stated() {
+	for _, t := range r.SLOTargets.WithDefaults().Stated() {
 		cell := "-"
 		for _, a := range p.Attainment {
-			if a.Target == t.name {
+			if a.Target == t.Name {
 				cell = fmt.Sprintf("%.2f%%", 100*a.Share)
 			}
 		}
@@ -173,7 +111,7 @@ func (r Report) cells(p Result) []string {
 
 // meetsCell says whether a row meets the SLO, and flags one that does on
 // fewer GPU-hours than oracle-slo.
-func meetsCell(p Result) string {
+func meetsCell(p sim.Result) string {
 	switch {
 	case p.BelowOracleSLO:
 		return "yes, below oracle-slo"
@@ -204,7 +142,7 @@ func seconds(s float64) string {
 // to the oracle, and the time series.
 func (r Report) WriteJSON(w io.Writer) error {
 	type policyJSON struct {
-		Result
+		sim.Result
 		GPUHoursToOracle float64 `json:"gpu_hours_to_oracle,omitempty"`
 	}
 	out := struct {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
@@ -167,7 +168,7 @@ type Config struct {
 	// Grace is the pods' termination grace period (see Pool.Delete); 0
 	// kills a deleted pod with its requests at once.
 	Grace time.Duration
-	Load  LoadKind
+	Load  sim.LoadKind
 	// SLO is the wait a request should not exceed, SLOTTFT its time to
 	// first token and SLOITL its mean gap between tokens, each at
 	// SLOPercentile (0 means 95) of the requests; a zero target is not
@@ -196,17 +197,17 @@ type Config struct {
 	Policies    []string
 	// Nodes places the workers on nodes and measures node-hours
 	// (Pool.SetNodes); nil models no nodes.
-	Nodes *NodeModel
+	Nodes *sim.NodeModel
 	// DeploymentVictims is the Deployment rows' scale-in order; empty
 	// means the ReplicaSet controller's.
-	DeploymentVictims DeploymentVictims
+	DeploymentVictims sim.DeploymentVictims
 	// Batched serves requests as a batching server does, at this
 	// inter-token latency (Pool.SetBatched); nil gives each request its
 	// fixed Service.
-	Batched *ITL
+	Batched *sim.ITL
 	// Engine serves requests with the engine model (Pool.SetEngine); it
 	// takes precedence over Batched.
-	Engine *EngineServing
+	Engine *sim.EngineServing
 	// Variants are more runs of ours, after the policies.
 	Variants []Variant
 	// SampleEvery is the time between samples of the series; 0 picks one
@@ -223,7 +224,7 @@ type Config struct {
 
 	// hpaBest are the hpa-best and hpa-best-one rows of the trace, once
 	// searched over the run's traces.
-	hpaBest *[2]Result
+	hpaBest *[2]sim.Result
 }
 
 // DefaultHPATarget is the load index target of hpa and keda beside a set
@@ -271,7 +272,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.DeploymentVictims != "" {
-		if _, err := ParseDeploymentVictims(string(c.DeploymentVictims)); err != nil {
+		if _, err := sim.ParseDeploymentVictims(string(c.DeploymentVictims)); err != nil {
 			return c, err
 		}
 	}
@@ -293,13 +294,13 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.Load == "" {
-		c.Load = LoadDemand
+		c.Load = sim.LoadDemand
 	}
 	slo := c.Targets()
 	if err := slo.Validate(); err != nil {
 		return c, err
 	}
-	slo = slo.withDefaults()
+	slo = slo.WithDefaults()
 	c.SLO, c.SLOTTFT, c.SLOITL, c.SLOPercentile = slo.Wait, slo.TTFT, slo.ITL, slo.Percentile
 	if len(c.Policies) == 0 {
 		c.Policies = AllPolicies
@@ -318,8 +319,8 @@ func defaultSampleEvery(tr workload.Trace) time.Duration {
 	return max(tr.Duration()/2000, 10*time.Second).Round(time.Second)
 }
 
-func (c Config) playOptions() PlayOptions {
-	return PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.Targets()}
+func (c Config) playOptions() sim.PlayOptions {
+	return sim.PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.Targets()}
 }
 
 // checkCapacity reports a set whose capacity setting disagrees with the
@@ -350,13 +351,13 @@ func withSlots(set *gputaskv1.GPUTaskSet, concurrency int) *gputaskv1.GPUTaskSet
 }
 
 // StartupModel is how long each worker takes to start.
-func (c Config) StartupModel() StartupModel {
-	return StartupModel{Median: c.Startup, Sigma: c.StartupSigma, Floor: c.StartupFloor}
+func (c Config) StartupModel() sim.StartupModel {
+	return sim.StartupModel{Median: c.Startup, Sigma: c.StartupSigma, Floor: c.StartupFloor}
 }
 
 // Targets are the SLO's targets every row is measured against.
-func (c Config) Targets() SLOTargets {
-	return SLOTargets{Wait: c.SLO, TTFT: c.SLOTTFT, ITL: c.SLOITL, Percentile: c.SLOPercentile}
+func (c Config) Targets() sim.SLOTargets {
+	return sim.SLOTargets{Wait: c.SLO, TTFT: c.SLOTTFT, ITL: c.SLOITL, Percentile: c.SLOPercentile}
 }
 
 // Run replays tr under every policy of the config. hpa-best, unless
@@ -378,15 +379,15 @@ func Run(tr workload.Trace, c Config) (Report, error) {
 			return Report{}, err
 		}
 		perTrace, one := best.rowsFor(0)
-		c.hpaBest = &[2]Result{perTrace, one}
+		c.hpaBest = &[2]sim.Result{perTrace, one}
 	}
 	report := Report{
 		Trace: c.Name, Requests: len(tr.Requests), Concurrency: c.Concurrency,
 		Startup: c.StartupModel().String(), Load: c.Load, SLO: c.Targets().String(), SLOTargets: c.Targets(), Nodes: c.Nodes,
-		Series: map[string][]Sample{},
+		Series: map[string][]sim.Sample{},
 	}
 	for _, name := range c.Policies {
-		var res Result
+		var res sim.Result
 		switch name {
 		case PolicyHPABest:
 			res = c.hpaBest[0] // played by the search
@@ -401,7 +402,7 @@ func Run(tr workload.Trace, c Config) (Report, error) {
 			if err != nil {
 				return Report{}, err
 			}
-			res = Play(c.newPool(tr), pol, c.playOptions())
+			res = sim.Play(c.newPool(tr), pol, c.playOptions())
 		}
 		report.Policies = append(report.Policies, res)
 		report.Series[name] = res.Series
@@ -417,7 +418,7 @@ func Run(tr workload.Trace, c Config) (Report, error) {
 			return Report{}, fmt.Errorf("variant %s: %w", v.Name, err)
 		}
 		ours.Initial, ours.Label = InitialWorkers(tr, c.Concurrency), PolicyOurs+"+"+v.Name
-		res := Play(c.newPool(tr), ours, c.playOptions())
+		res := sim.Play(c.newPool(tr), ours, c.playOptions())
 		report.Policies = append(report.Policies, res)
 		report.Series[ours.Label] = res.Series
 	}
@@ -428,8 +429,8 @@ func Run(tr workload.Trace, c Config) (Report, error) {
 // flagBelowOracleSLO marks the rows that meet the SLO on fewer GPU-hours
 // than oracle-slo, when it ran: each is a finding to explain, not a
 // bound broken silently.
-func flagBelowOracleSLO(rows []Result) {
-	i := slices.IndexFunc(rows, func(r Result) bool { return r.Name == PolicyOracleSLO })
+func flagBelowOracleSLO(rows []sim.Result) {
+	i := slices.IndexFunc(rows, func(r sim.Result) bool { return r.Name == PolicyOracleSLO })
 	if i < 0 {
 		return
 	}
@@ -439,7 +440,7 @@ func flagBelowOracleSLO(rows []Result) {
 }
 
 // policy builds the policy called name for the config.
-func (c Config) policy(name string, tr workload.Trace) (Policy, error) {
+func (c Config) policy(name string, tr workload.Trace) (sim.Policy, error) {
 	spec := c.Set.Spec.Autoscaling
 	minReplicas := ptrOr(spec.MinReplicas, 1)
 	initial := InitialWorkers(tr, c.Concurrency)
@@ -484,8 +485,8 @@ func (c Config) behavior() *autoscalingv2.HorizontalPodAutoscalerBehavior {
 const KEDAQueueWaitingPerPod = 1
 
 // newPool is the pool every row plays on.
-func (c Config) newPool(tr workload.Trace) *Pool {
-	pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
+func (c Config) newPool(tr workload.Trace) *sim.Pool {
+	pool := sim.NewPool(tr, c.Start, c.Concurrency, c.Startup)
 	pool.SetStartup(c.StartupModel(), c.StartupSeed)
 	pool.SetGrace(c.Grace)
 	pool.SetScrape(c.Scrape)
@@ -510,7 +511,7 @@ func (c Config) newPool(tr workload.Trace) *Pool {
 // checkServing reports a trace that c's serving model cannot play.
 func (c Config) checkServing(tr workload.Trace) error {
 	if c.Engine != nil {
-		if err := NewPool(tr, c.Start, c.Concurrency, 0).SetEngine(*c.Engine); err != nil {
+		if err := sim.NewPool(tr, c.Start, c.Concurrency, 0).SetEngine(*c.Engine); err != nil {
 			return fmt.Errorf("%w: give the trace's token columns", err)
 		}
 		return nil
@@ -518,7 +519,7 @@ func (c Config) checkServing(tr workload.Trace) error {
 	if c.Batched == nil {
 		return nil
 	}
-	if err := NewPool(tr, c.Start, c.Concurrency, 0).SetBatched(*c.Batched); err != nil {
+	if err := sim.NewPool(tr, c.Start, c.Concurrency, 0).SetBatched(*c.Batched); err != nil {
 		return fmt.Errorf("%w: give the trace's token columns", err)
 	}
 	return nil

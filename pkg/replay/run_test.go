@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
@@ -76,7 +77,7 @@ func TestRunWritesEveryPolicy(t *testing.T) {
 	if len(rep.Policies) != len(AllPolicies) {
 		t.Fatalf("policies = %d", len(rep.Policies))
 	}
-	byName := map[string]Result{}
+	byName := map[string]sim.Result{}
 	for _, p := range rep.Policies {
 		byName[p.Name] = p
 		if len(p.Series) == 0 {
@@ -95,8 +96,8 @@ func TestRunWritesEveryPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc struct {
-		Policies []map[string]any    `json:"policies"`
-		Series   map[string][]Sample `json:"series"`
+		Policies []map[string]any        `json:"policies"`
+		Series   map[string][]sim.Sample `json:"series"`
 	}
 	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatal(err)
@@ -165,5 +166,14 @@ func TestVariants(t *testing.T) {
 	}
 	if _, err := Run(tr, Config{Concurrency: 2, Policies: []string{PolicyOurs}, Variants: []Variant{burst, burst}}); err == nil {
 		t.Error("a variant given twice: want an error")
+	}
+}
+
+// A run with batched serving needs a trace with token columns.
+func TestRunBatchedNeedsTokens(t *testing.T) {
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}}}
+	_, err := Run(tr, Config{Concurrency: 1, Policies: []string{PolicyStatic}, Batched: &sim.DefaultITL})
+	if err == nil || !strings.Contains(err.Error(), "token columns") {
+		t.Errorf("Run without tokens = %v, want an error naming the token columns", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 )
 
 // Spread is a figure over the seeds: its mean and range.
@@ -55,7 +57,7 @@ type SeedTable struct {
 	SLO   string    `json:"slo"`
 	Rows  []SeedRow `json:"policies"`
 
-	targets SLOTargets
+	targets sim.SLOTargets
 }
 
 // SummarizeSeeds gathers runs[seed][trace], the reports of the same
@@ -71,7 +73,7 @@ func SummarizeSeeds(runs [][]Report) []SeedTable {
 		first := runs[0][t]
 		table := SeedTable{Trace: first.Trace, Seeds: len(runs), SLO: first.SLO, targets: first.SLOTargets}
 		for _, p := range first.Policies {
-			var rs []Result
+			var rs []sim.Result
 			for _, run := range runs {
 				for _, q := range run[t].Policies {
 					if q.Name == p.Name {
@@ -86,28 +88,28 @@ func SummarizeSeeds(runs [][]Report) []SeedTable {
 	return tables
 }
 
-func seedRow(name string, rs []Result) SeedRow {
+func seedRow(name string, rs []sim.Result) SeedRow {
 	row := SeedRow{Name: name, Seeds: len(rs), Attainment: map[string]Spread{}}
-	figure := func(f func(Result) float64) Spread {
+	figure := func(f func(sim.Result) float64) Spread {
 		xs := make([]float64, len(rs))
 		for i, r := range rs {
 			xs[i] = f(r)
 		}
 		return spreadOf(xs)
 	}
-	row.GPUHours = figure(func(r Result) float64 { return r.GPUHours })
-	row.WaitP95 = figure(func(r Result) float64 { return r.WaitP95 })
-	row.TTFTP50 = figure(func(r Result) float64 { return r.TTFTP50 })
-	row.TTFTP95 = figure(func(r Result) float64 { return r.TTFTP95 })
-	row.TTFTP99 = figure(func(r Result) float64 { return r.TTFTP99 })
-	row.ITLP50 = figure(func(r Result) float64 { return r.ITLP50 })
-	row.ITLP95 = figure(func(r Result) float64 { return r.ITLP95 })
-	row.ITLP99 = figure(func(r Result) float64 { return r.ITLP99 })
-	row.Lost = figure(func(r Result) float64 { return float64(r.FailedRequests) })
-	row.Peak = figure(func(r Result) float64 { return float64(r.PeakReplicas) })
+	row.GPUHours = figure(func(r sim.Result) float64 { return r.GPUHours })
+	row.WaitP95 = figure(func(r sim.Result) float64 { return r.WaitP95 })
+	row.TTFTP50 = figure(func(r sim.Result) float64 { return r.TTFTP50 })
+	row.TTFTP95 = figure(func(r sim.Result) float64 { return r.TTFTP95 })
+	row.TTFTP99 = figure(func(r sim.Result) float64 { return r.TTFTP99 })
+	row.ITLP50 = figure(func(r sim.Result) float64 { return r.ITLP50 })
+	row.ITLP95 = figure(func(r sim.Result) float64 { return r.ITLP95 })
+	row.ITLP99 = figure(func(r sim.Result) float64 { return r.ITLP99 })
+	row.Lost = figure(func(r sim.Result) float64 { return float64(r.FailedRequests) })
+	row.Peak = figure(func(r sim.Result) float64 { return float64(r.PeakReplicas) })
 	for _, a := range rs[0].Attainment {
 		target := a.Target
-		row.Attainment[target] = figure(func(r Result) float64 {
+		row.Attainment[target] = figure(func(r sim.Result) float64 {
 			for _, b := range r.Attainment {
 				if b.Target == target {
 					return b.Share
@@ -130,11 +132,11 @@ func seedRow(name string, rs []Result) SeedRow {
 // headings are the seed table's columns.
 func (t SeedTable) headings() []string {
 	h := []string{"policy", "GPU-h", "wait p95", "TTFT p50", "TTFT p95", "TTFT p99", "ITL p50", "ITL p95", "ITL p99"}
-	slo := t.targets.withDefaults()
-	for _, g := range slo.stated() {
-		h = append(h, fmt.Sprintf("%s≤%v", targetLabel(g.name), g.limit))
+	slo := t.targets.WithDefaults()
+	for _, g := range slo.Stated() {
+		h = append(h, fmt.Sprintf("%s≤%v", g.Label(), g.Limit))
 	}
-	return append(h, "meets p"+trimFloat(slo.Percentile), "lost", "peak")
+	return append(h, "meets "+slo.PercentileLabel(), "lost", "peak")
 }
 
 // cells are a row under headings: each figure as "mean [min–max]".
@@ -147,8 +149,8 @@ func (t SeedTable) cells(r SeedRow) []string {
 		return fmt.Sprintf(f, s.Mean, s.Min, s.Max)
 	}
 	c := []string{r.Name, num(r.GPUHours, "%.1f"), secs(r.WaitP95), secs(r.TTFTP50), secs(r.TTFTP95), secs(r.TTFTP99), secs(r.ITLP50), secs(r.ITLP95), secs(r.ITLP99)}
-	for _, g := range t.targets.withDefaults().stated() {
-		a := r.Attainment[g.name]
+	for _, g := range t.targets.WithDefaults().Stated() {
+		a := r.Attainment[g.Name]
 		c = append(c, fmt.Sprintf("%.2f%% [%.2f–%.2f]", 100*a.Mean, 100*a.Min, 100*a.Max))
 	}
 	meets := fmt.Sprintf("%d/%d seeds", r.MeetsSeeds, r.Seeds)

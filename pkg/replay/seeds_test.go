@@ -5,15 +5,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 )
 
 // Over the seeds a table gives each figure's mean, minimum and maximum,
 // and on how many seeds a row met the SLO.
 func TestSummarizeSeeds(t *testing.T) {
 	run := func(hours, ttft float64, meets bool, share float64) []Report {
-		return []Report{{Trace: "flash", SLOTargets: SLOTargets{TTFT: 2 * time.Second}, Policies: []Result{
+		return []Report{{Trace: "flash", SLOTargets: sim.SLOTargets{TTFT: 2 * time.Second}, Policies: []sim.Result{
 			{Name: "ours", GPUHours: hours, TTFTP95: ttft, MeetsSLO: meets, FailedRequests: int(hours) % 3,
-				Attainment: []Attainment{{Target: TargetTTFT, Limit: 2, Share: share}}},
+				Attainment: []sim.Attainment{{Target: sim.TargetTTFT, Limit: 2, Share: share}}},
 		}}}
 	}
 	tables := SummarizeSeeds([][]Report{run(10, 1, true, 0.96), run(14, 3, false, 0.90), run(12, 2, true, 0.99)})
@@ -24,7 +26,7 @@ func TestSummarizeSeeds(t *testing.T) {
 	if r.GPUHours != (Spread{Mean: 12, Min: 10, Max: 14}) || r.TTFTP95 != (Spread{Mean: 2, Min: 1, Max: 3}) {
 		t.Errorf("GPU-h %+v, TTFT p95 %+v; want 12 [10–14] and 2 [1–3]", r.GPUHours, r.TTFTP95)
 	}
-	if a := r.Attainment[TargetTTFT]; a.Min != 0.90 || a.Max != 0.99 || a.Mean < 0.95-1e-9 || a.Mean > 0.95+1e-9 {
+	if a := r.Attainment[sim.TargetTTFT]; a.Min != 0.90 || a.Max != 0.99 || a.Mean < 0.95-1e-9 || a.Mean > 0.95+1e-9 {
 		t.Errorf("TTFT attainment %+v, want 95 %% [90–99]", a)
 	}
 	if r.MeetsSeeds != 2 || r.Seeds != 3 || r.Lost != (Spread{Mean: 1, Min: 0, Max: 2}) {

@@ -3,6 +3,7 @@ package replay
 import (
 	"time"
 
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
@@ -15,7 +16,7 @@ type Seed struct {
 	// Initial is the count it starts with; 0 means Min.
 	Initial  int32
 	Interval time.Duration
-	Load     LoadKind
+	Load     sim.LoadKind
 	replicas int32
 }
 
@@ -29,7 +30,7 @@ const (
 func (s *Seed) Name() string { return PolicySeed }
 
 // Start begins with Min Ready workers.
-func (s *Seed) Start(p *Pool) {
+func (s *Seed) Start(p *sim.Pool) {
 	s.replicas = min(max(s.Initial, s.Min, 1), s.Max)
 	p.AddReady(int(s.replicas))
 }
@@ -44,10 +45,10 @@ func (s *Seed) Replicas() int32 { return s.replicas }
 func (s *Seed) Wake() time.Time { return time.Time{} }
 
 // Sync implements Policy.
-func (s *Seed) Sync(p *Pool) { scaleDeployment(p, s.replicas) }
+func (s *Seed) Sync(p *sim.Pool) { scaleDeployment(p, s.replicas) }
 
 // Step implements Policy.
-func (s *Seed) Step(p *Pool) {
+func (s *Seed) Step(p *sim.Pool) {
 	s.replicas = seedStep(s.replicas, p.Metrics().LoadIndex(s.Load), s.Min, s.Max)
 	scaleDeployment(p, s.replicas)
 }
@@ -72,7 +73,7 @@ type Static struct {
 func (s *Static) Name() string { return PolicyStatic }
 
 // Start implements Policy.
-func (s *Static) Start(p *Pool) { p.AddReady(int(s.Size)) }
+func (s *Static) Start(p *sim.Pool) { p.AddReady(int(s.Size)) }
 
 // Period implements Policy.
 func (s *Static) Period() time.Duration { return time.Hour }
@@ -84,10 +85,10 @@ func (s *Static) Replicas() int32 { return s.Size }
 func (s *Static) Wake() time.Time { return time.Time{} }
 
 // Sync implements Policy.
-func (s *Static) Sync(*Pool) {}
+func (s *Static) Sync(*sim.Pool) {}
 
 // Step implements Policy.
-func (s *Static) Step(*Pool) {}
+func (s *Static) Step(*sim.Pool) {}
 
 // PeakWorkers is the most workers the trace keeps busy at once if every
 // request starts on arrival: the peak of requests in flight over the

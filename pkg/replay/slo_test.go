@@ -6,6 +6,7 @@ import (
 	"time"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
@@ -30,7 +31,7 @@ func TestSLOPoolMeetsItsSLO(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		byName := map[string]Result{}
+		byName := map[string]sim.Result{}
 		for _, p := range rep.Policies {
 			byName[p.Name] = p
 		}
@@ -64,7 +65,7 @@ func TestRoleValues(t *testing.T) {
 	// One slot: the first request runs 5-35 s, the second waits 20 s and
 	// runs 35-65 s, the third waits from 25 s.
 	tr := workload.Trace{Requests: []workload.Served{{Arrival: s(5), Service: s(30)}, {Arrival: s(15), Service: s(30)}, {Arrival: s(25), Service: s(30)}}}
-	check := func(name string, obs Observation, want map[gputaskv1.MetricRole]float64) {
+	check := func(name string, obs sim.Observation, want map[gputaskv1.MetricRole]float64) {
 		t.Helper()
 		for role, w := range want {
 			got, ok := RoleValue(role, 0.5, obs, 95)
@@ -73,7 +74,7 @@ func TestRoleValues(t *testing.T) {
 			}
 		}
 	}
-	p := NewPool(tr, t0, 1, 0)
+	p := sim.NewPool(tr, t0, 1, 0)
 	p.AddReady(1)
 	p.Advance(t0.Add(s(60)))
 	check("fresh", p.Metrics(), map[gputaskv1.MetricRole]float64{
@@ -82,13 +83,13 @@ func TestRoleValues(t *testing.T) {
 		// (15, 20], 0.9 of the way, as histogram_quantile interpolates.
 		gputaskv1.RoleRunning: 1, gputaskv1.RoleWaiting: 1, gputaskv1.RoleWaitPercentile: 19.5,
 	})
-	if _, ok := RoleValue(gputaskv1.RoleWaitPercentile, 0, Observation{}, 95); ok {
+	if _, ok := RoleValue(gputaskv1.RoleWaitPercentile, 0, sim.Observation{}, 95); ok {
 		t.Error("a wait percentile with no request started reads as a value")
 	}
 
 	// Scrapes at 0, 7.5, 22.5, 37.5 and 52.5 s: the last one's window
 	// holds them all (arrivals 0 to 3, completions 0 to 1 over 52.5 s).
-	p = NewPool(tr, t0, 1, 0)
+	p = sim.NewPool(tr, t0, 1, 0)
 	p.SetScrape(s(15))
 	p.AddReady(1)
 	p.Advance(t0.Add(s(60)))
@@ -113,17 +114,17 @@ func TestSimAdvanceDoesNotEvaluate(t *testing.T) {
 	}
 	tr := workload.Trace{Requests: reqs}
 	run := func(advance bool) (string, []int32) {
-		ours, err := NewOurs(v.Set, LoadDemand)
+		ours, err := NewOurs(v.Set, sim.LoadDemand)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sim := NewSim(NewPool(tr, t0, 2, s(30)), ours)
+		sm := NewSim(sim.NewPool(tr, t0, 2, s(30)), ours)
 		var counts []int32
 		for k := 1; k <= 8; k++ {
 			if advance {
-				sim.Advance(t0.Add(s(15*k - 7)))
+				sm.Advance(t0.Add(s(15*k - 7)))
 			}
-			counts = append(counts, sim.Step(t0.Add(s(15*k))))
+			counts = append(counts, sm.Step(t0.Add(s(15*k))))
 		}
 		return ours.Last.Inputs, counts
 	}

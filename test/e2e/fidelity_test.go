@@ -19,6 +19,7 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/replay"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 	"github.com/gputask/gputask-controller/test/framework"
@@ -141,11 +142,11 @@ func TestReplayIsTheController(t *testing.T) {
 // it made and the message of the first.
 func replayDecisions(t *testing.T, set *gputaskv1.GPUTaskSet, trace workload.Trace, t0, end time.Time) ([]decision, string) {
 	t.Helper()
-	ours, err := replay.NewOurs(set, replay.LoadDemand)
+	ours, err := replay.NewOurs(set, sim.LoadDemand)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim := replay.NewSim(replay.NewPool(trace, t0, fidelityConcurrency, fidelityStartup), ours)
+	sim := replay.NewSim(sim.NewPool(trace, t0, fidelityConcurrency, fidelityStartup), ours)
 	var virtual []decision
 	var firstMsg string
 	last := int32(1)
@@ -194,20 +195,20 @@ func abs(x int) int { return max(x, -x) }
 type fidelityHarness struct {
 	ns    string
 	rec   *poolRecorder
-	index *replay.LoadIndexServer
+	index *sim.LoadIndexServer
 
 	mu      sync.Mutex
-	pool    *replay.Pool
+	pool    *sim.Pool
 	trace   workload.Trace
-	workers map[string]*replay.Worker
+	workers map[string]*sim.Worker
 	busy    map[string]bool
 	patches int
 }
 
 func newFidelityHarness(t *testing.T, ns string, rec *poolRecorder, trace workload.Trace) *fidelityHarness {
 	return &fidelityHarness{
-		ns: ns, rec: rec, trace: trace, index: replay.NewLoadIndexServer(replay.LoadDemand),
-		workers: map[string]*replay.Worker{}, busy: map[string]bool{},
+		ns: ns, rec: rec, trace: trace, index: sim.NewLoadIndexServer(sim.LoadDemand),
+		workers: map[string]*sim.Worker{}, busy: map[string]bool{},
 	}
 }
 
@@ -216,7 +217,7 @@ func (h *fidelityHarness) start() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t0 := time.Now()
-	h.pool = replay.NewPool(h.trace, t0, fidelityConcurrency, fidelityStartup)
+	h.pool = sim.NewPool(h.trace, t0, fidelityConcurrency, fidelityStartup)
 	return t0
 }
 

@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gputask/gputask-controller/pkg/replay"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/test/framework"
 	"github.com/gputask/gputask-controller/test/framework/metricsadapter"
@@ -104,8 +105,8 @@ func stepTrace() workload.Trace {
 // kube-controller-manager's HPA controller scales a Deployment of kwok pods
 // from an External metric that an adapter serves through the aggregation
 // layer, while replay.NewHPA with the same configuration is played over the
-// step trace by replay.Play. At its k-th sync the real HPA reads what the
-// model read at its k-th sync, through replay.LoadIndexServer. Both must
+// step trace by sim.Play. At its k-th sync the real HPA reads what the
+// model read at its k-th sync, through sim.LoadIndexServer. Both must
 // make the same changes of the replica count: the same values, in the same
 // order, each at the same sync (so within one sync period of the model's).
 //
@@ -151,7 +152,7 @@ func TestHPAMatchesReplay(t *testing.T) {
 			t.Parallel()
 			cfg := replay.HPAConfig{
 				Min: minPods, Max: maxPods, Initial: minPods,
-				Target: target.AsApproximateFloat64(), Load: replay.LoadDemand,
+				Target: target.AsApproximateFloat64(), Load: sim.LoadDemand,
 				SyncPeriod: syncPeriod, DownscaleStabilization: downscaleStabilization,
 				Behavior: tc.behavior.DeepCopy(),
 			}
@@ -182,15 +183,15 @@ type modelSync struct {
 }
 
 // recordingHPA is the model's HPA, recording at each sync the load index
-// that replay.LoadIndexServer publishes for the pool and the count it then
+// that sim.LoadIndexServer publishes for the pool and the count it then
 // asks for.
 type recordingHPA struct {
 	*replay.HPA
-	index *replay.LoadIndexServer
+	index *sim.LoadIndexServer
 	syncs []modelSync
 }
 
-func (r *recordingHPA) Step(p *replay.Pool) {
+func (r *recordingHPA) Step(p *sim.Pool) {
 	r.index.Update(p)
 	value := r.index.Value()
 	r.HPA.Step(p)
@@ -200,9 +201,9 @@ func (r *recordingHPA) Step(p *replay.Pool) {
 // playModel plays the trace under the model of cfg, pods Ready as soon as
 // they are created, as kwok's are.
 func playModel(cfg replay.HPAConfig, trace workload.Trace) *recordingHPA {
-	rec := &recordingHPA{HPA: replay.NewHPA(cfg), index: replay.NewLoadIndexServer(cfg.Load)}
-	pool := replay.NewPool(trace, time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC), concurrency, 0)
-	replay.Play(pool, rec, replay.PlayOptions{SampleEvery: time.Minute, Limit: time.Minute, Load: cfg.Load})
+	rec := &recordingHPA{HPA: replay.NewHPA(cfg), index: sim.NewLoadIndexServer(cfg.Load)}
+	pool := sim.NewPool(trace, time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC), concurrency, 0)
+	sim.Play(pool, rec, sim.PlayOptions{SampleEvery: time.Minute, Limit: time.Minute, Load: cfg.Load})
 	return rec
 }
 

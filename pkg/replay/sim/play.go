@@ -1,4 +1,4 @@
-package replay
+package sim
 
 import (
 	"time"
@@ -84,7 +84,7 @@ func (e *engine) run() {
 	nextTick, nextSample := p.Now(), p.Now()
 	for {
 		t := minTime(nextTick, nextSample)
-		playUntil(p, pol, t, e.act)
+		PlayUntil(p, pol, t, e.act)
 		if !t.Before(nextSample) {
 			e.sample()
 			nextSample = nextSample.Add(sampleEvery)
@@ -105,11 +105,11 @@ func (e *engine) run() {
 	}
 }
 
-// playUntil plays the pool up to to. On the way it runs the policy's Sync
+// PlayUntil plays the pool up to to. On the way it runs the policy's Sync
 // (through act) whenever a draining worker finishes its last request or
 // the policy's wake time comes, as a workload controller reacts to events
 // between evaluations.
-func playUntil(p *Pool, pol Policy, to time.Time, act func(func(*Pool))) {
+func PlayUntil(p *Pool, pol Policy, to time.Time, act func(func(*Pool))) {
 	for {
 		t := to
 		if w := pol.Wake(); !w.IsZero() && w.Before(t) {
@@ -159,7 +159,7 @@ func (e *engine) sample() {
 
 func (e *engine) result() Result {
 	p := e.p
-	r := measure(p.Outcomes(), e.opts.SLO)
+	r := Measure(p.Outcomes(), e.opts.SLO)
 	r.Name = e.pol.Name()
 	r.GPUHours = p.GPUHours(p.Now())
 	r.ScaleEvents = e.events

@@ -1,10 +1,8 @@
-package replay
+package sim
 
 import (
-	"bytes"
 	"math"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -179,107 +177,6 @@ func TestNodeModelValidate(t *testing.T) {
 	p.AddReady(1)
 	if err := p.SetNodes(DefaultNodeModel); err == nil {
 		t.Error("SetNodes after the first worker: no error")
-	}
-}
-
-// controller_utils.go, ActivePodsWithRanks.Less with the ranks of
-// getPodsRankedByRelatedPodsOnSameNode: unbound before bound, not Ready
-// before Ready, more pods of the set on the node first, then the more
-// recently Ready, then the newer.
-func TestReplicaSetVictimsByNode(t *testing.T) {
-	now := t0.Add(10 * time.Hour)
-	up := &Node{Name: "full", Created: t0, Up: t0}
-	other := &Node{Name: "half", Created: t0, Up: t0}
-	launching := &Node{Name: "new", Created: now.Add(-time.Minute), Up: now.Add(2 * time.Minute)}
-	w := func(name string, n *Node, created, ready time.Duration) *Worker {
-		return &Worker{Name: name, Node: n, Created: t0.Add(created), ReadyAt: t0.Add(ready)}
-	}
-	workers := []*Worker{
-		w("half-old", other, 0, 0),
-		w("full-old", up, 0, 0),
-		w("full-mid", up, time.Hour, time.Hour),
-		w("unbound", launching, 10*time.Hour-time.Minute, 10*time.Hour+4*time.Minute),
-		w("full-starting", up, 10*time.Hour-time.Minute, 10*time.Hour+time.Minute),
-		w("half-young", other, 9*time.Hour+50*time.Minute, 9*time.Hour+52*time.Minute),
-		w("full-young", up, 9*time.Hour+50*time.Minute, 9*time.Hour+52*time.Minute),
-	}
-	got := names(replicaSetVictims(workers, now))
-	// "full" has 4 pods of the set, "half" 2: the ReplicaSet thins "full"
-	// before it touches the younger pod on "half".
-	want := []string{"unbound", "full-starting", "full-young", "full-mid", "full-old", "half-young", "half-old"}
-	if !slices.Equal(got, want) {
-		t.Errorf("order = %v, want %v", got, want)
-	}
-}
-
-func names(ws []*Worker) []string {
-	out := make([]string, len(ws))
-	for i, w := range ws {
-		out[i] = w.Name
-	}
-	return out
-}
-
-// The oracle's levels packed on nodes: levels 1–2 on node 1, level 3 on
-// node 2; a node is launched its start-up ahead and goes its grace after.
-func TestOracleNodeHours(t *testing.T) {
-	tr := workload.Trace{Requests: []workload.Served{
-		{Arrival: 0, Service: time.Hour},
-		{Arrival: 0, Service: time.Hour},
-		{Arrival: 30 * time.Minute, Service: 10 * time.Minute},
-	}}
-	m := NodeModel{GPUsPerNode: 2, Placement: PlacementPack, Startup: 3 * time.Minute, Grace: time.Minute}
-	res := Oracle{Concurrency: 1, Startup: 2 * time.Minute, Nodes: &m}.Run(tr, time.Minute)
-	// node 1: 0–1h (the end); node 2: launched at 30m − 2m − 3m = 25m,
-	// gone at 40m + 1m.
-	want := (time.Hour + 16*time.Minute).Hours()
-	if math.Abs(res.NodeHours-want) > 1e-9 || res.PeakNodes != 2 {
-		t.Errorf("node-hours %v peak %d, want %v and 2", res.NodeHours, res.PeakNodes, want)
-	}
-}
-
-// Every policy reports node-hours and peak nodes, the table shows them,
-// and without node start-up the GPU-hours of the policies whose victims do
-// not depend on the nodes stay those of the pool without nodes.
-func TestRunReportsNodeHours(t *testing.T) {
-	tr := generatedTrace(t, workload.ShapeStep, 3*time.Hour)
-	base := Config{Concurrency: 8, Startup: 2 * time.Minute, SLO: 10 * time.Second, Policies: []string{PolicyOurs, PolicyHPA, PolicyStatic, PolicyOracle}}
-	without, err := Run(tr, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	withNodes := base
-	withNodes.Nodes = &NodeModel{GPUsPerNode: 8, Placement: PlacementSpread, Grace: 30 * time.Second}
-	rep, err := Run(tr, withNodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, p := range rep.Policies {
-		if p.NodeHours <= 0 || p.PeakNodes < 1 {
-			t.Errorf("%s: %.2f node-h, peak %d nodes", p.Name, p.NodeHours, p.PeakNodes)
-		}
-		if want := (p.PeakReplicas + 7) / 8; p.PeakNodes < want {
-			t.Errorf("%s: peak %d nodes for %d workers of 8 per node", p.Name, p.PeakNodes, p.PeakReplicas)
-		}
-		if (p.Name == PolicyStatic || p.Name == PolicyOracle) && p.GPUHours != without.Policies[i].GPUHours {
-			t.Errorf("%s: %.3f GPU-h with nodes that start at once, %.3f without", p.Name, p.GPUHours, without.Policies[i].GPUHours)
-		}
-	}
-	var table bytes.Buffer
-	if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "node-h") || !strings.Contains(table.String(), "peak nodes") {
-		t.Errorf("table: %v\n%s", err, table.String())
-	}
-	var md bytes.Buffer
-	if err := rep.WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "| node-h | peak nodes |") {
-		t.Errorf("markdown: %v\n%s", err, md.String())
-	}
-	var js bytes.Buffer
-	if err := rep.WriteJSON(&js); err != nil || !strings.Contains(js.String(), `"node_hours"`) || !strings.Contains(js.String(), `"peak_nodes"`) || !strings.Contains(js.String(), `"gpus_per_node": 8`) || !strings.Contains(js.String(), `"node_startup": "0s"`) {
-		t.Errorf("JSON lacks the node figures or the model: %v", err)
-	}
-	table.Reset()
-	if err := without.WriteTable(&table); err != nil || strings.Contains(table.String(), "node-h") {
-		t.Errorf("table without nodes shows node columns: %v\n%s", err, table.String())
 	}
 }
 

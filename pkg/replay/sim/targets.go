@@ -1,4 +1,4 @@
-package replay
+package sim
 
 import (
 	"fmt"
@@ -25,9 +25,9 @@ const DefaultSLOPercentile = 95
 // DefaultWaitSLO is the wait target when no target is stated.
 const DefaultWaitSLO = 10 * time.Second
 
-// withDefaults gives the targets their percentile, and a wait target
+// WithDefaults gives the targets their percentile, and a wait target
 // when none is stated, so that every row has a target to meet.
-func (t SLOTargets) withDefaults() SLOTargets {
+func (t SLOTargets) WithDefaults() SLOTargets {
 	if t.Percentile <= 0 {
 		t.Percentile = DefaultSLOPercentile
 	}
@@ -55,24 +55,25 @@ const (
 	TargetITL  = "itl"
 )
 
-// target is one stated target and how to read it from an outcome.
-type target struct {
-	name  string
-	limit time.Duration
+// Target is one stated target and how to read it from an outcome.
+type Target struct {
+	// Name is TargetWait, TargetTTFT or TargetITL.
+	Name  string
+	Limit time.Duration
 	of    func(Outcome) time.Duration
 }
 
-// stated are the targets given, in a fixed order.
-func (t SLOTargets) stated() []target {
-	var out []target
+// Stated are the targets given, in a fixed order: the columns of a table.
+func (t SLOTargets) Stated() []Target {
+	var out []Target
 	if t.Wait > 0 {
-		out = append(out, target{TargetWait, t.Wait, func(o Outcome) time.Duration { return o.Wait }})
+		out = append(out, Target{TargetWait, t.Wait, func(o Outcome) time.Duration { return o.Wait }})
 	}
 	if t.TTFT > 0 {
-		out = append(out, target{TargetTTFT, t.TTFT, func(o Outcome) time.Duration { return o.TTFT }})
+		out = append(out, Target{TargetTTFT, t.TTFT, func(o Outcome) time.Duration { return o.TTFT }})
 	}
 	if t.ITL > 0 {
-		out = append(out, target{TargetITL, t.ITL, func(o Outcome) time.Duration { return o.ITL }})
+		out = append(out, Target{TargetITL, t.ITL, func(o Outcome) time.Duration { return o.ITL }})
 	}
 	return out
 }
@@ -80,26 +81,29 @@ func (t SLOTargets) stated() []target {
 // String names the targets as a table heading does: "p95 wait ≤ 10s,
 // TTFT ≤ 2s".
 func (t SLOTargets) String() string {
-	t = t.withDefaults()
+	t = t.WithDefaults()
 	var parts []string
-	for _, g := range t.stated() {
-		parts = append(parts, fmt.Sprintf("%s ≤ %v", targetLabel(g.name), g.limit))
+	for _, g := range t.Stated() {
+		parts = append(parts, fmt.Sprintf("%s ≤ %v", g.Label(), g.Limit))
 	}
-	return fmt.Sprintf("p%s %s", trimFloat(t.Percentile), strings.Join(parts, ", "))
+	return fmt.Sprintf("%s %s", t.PercentileLabel(), strings.Join(parts, ", "))
 }
 
-// targetLabel is how a table names a target.
-func targetLabel(name string) string {
-	switch name {
+// PercentileLabel is how a table names the SLO's percentile: "p95".
+func (t SLOTargets) PercentileLabel() string {
+	return "p" + strings.TrimSuffix(fmt.Sprintf("%g", t.Percentile), ".0")
+}
+
+// Label is how a table names the target.
+func (g Target) Label() string {
+	switch g.Name {
 	case TargetTTFT:
 		return "TTFT"
 	case TargetITL:
 		return "ITL"
 	}
-	return name
+	return g.Name
 }
-
-func trimFloat(f float64) string { return strings.TrimSuffix(fmt.Sprintf("%g", f), ".0") }
 
 // Attainment is the share of requests within one target.
 type Attainment struct {
@@ -113,16 +117,16 @@ type Attainment struct {
 // nearest-rank value within it, lost requests ranked last.
 func meets(share, percentile float64) bool { return share >= percentile/100-1e-12 }
 
-// measure computes the latency figures of a replay from every request's
+// Measure computes the latency figures of a replay from every request's
 // outcome: the percentiles over the requests a worker took, and each
 // stated target's attainment over all of them.
-func measure(outcomes []Outcome, slo SLOTargets) Result {
-	slo = slo.withDefaults()
+func Measure(outcomes []Outcome, slo SLOTargets) Result {
+	slo = slo.WithDefaults()
 	var r Result
 	waits := make([]float64, 0, len(outcomes))
 	ttfts := make([]float64, 0, len(outcomes))
 	itls := make([]float64, 0, len(outcomes))
-	targets := slo.stated()
+	targets := slo.Stated()
 	within := make([]int, len(targets))
 	for _, o := range outcomes {
 		if o.Failed {
@@ -140,7 +144,7 @@ func measure(outcomes []Outcome, slo SLOTargets) Result {
 			continue
 		}
 		for i, t := range targets {
-			if t.of(o) <= t.limit {
+			if t.of(o) <= t.Limit {
 				within[i]++
 			}
 		}
@@ -160,7 +164,7 @@ func measure(outcomes []Outcome, slo SLOTargets) Result {
 		} else {
 			share = 1
 		}
-		r.Attainment = append(r.Attainment, Attainment{Target: t.name, Limit: t.limit.Seconds(), Share: share})
+		r.Attainment = append(r.Attainment, Attainment{Target: t.Name, Limit: t.Limit.Seconds(), Share: share})
 		r.SLOAttainment = min(r.SLOAttainment, share)
 		r.MeetsSLO = r.MeetsSLO && meets(share, slo.Percentile)
 	}

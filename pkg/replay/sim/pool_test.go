@@ -1,4 +1,4 @@
-package replay
+package sim
 
 import (
 	"encoding/json"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
+
+var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 
 // Requests wait in one FIFO queue for a slot; a worker serves concurrency
 // requests at once and becomes Ready startup after it is created.
@@ -79,7 +81,7 @@ func TestPoolAbandon(t *testing.T) {
 	if !p.Finished() {
 		t.Fatal("not finished")
 	}
-	if r := measure(p.Outcomes(), SLOTargets{Wait: time.Second}); r.FailedRequests != 2 || r.SLOAttainment != 0 {
+	if r := Measure(p.Outcomes(), SLOTargets{Wait: time.Second}); r.FailedRequests != 2 || r.SLOAttainment != 0 {
 		t.Errorf("result = %+v", r)
 	}
 }

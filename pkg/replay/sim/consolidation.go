@@ -1,11 +1,8 @@
-package replay
+package sim
 
 import (
 	"fmt"
 	"time"
-
-	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
-	"github.com/gputask/gputask-controller/pkg/setplan"
 )
 
 // Consolidation is a Karpenter NodePool's
@@ -77,31 +74,9 @@ func ParseDeploymentVictims(s string) (DeploymentVictims, error) {
 // pool's workers (scaleDeployment).
 func (p *Pool) SetDeploymentVictims(v DeploymentVictims) { p.deploymentVictims = v }
 
-// deploymentVictims ranks the live workers as the Deployment's scale-in
-// takes them.
-func (p *Pool) rankDeploymentVictims() []*Worker {
-	if p.deploymentVictims == DeploymentVictimsNodeAware {
-		return nodeAwareVictims(p.Workers(), p.now)
-	}
-	return replicaSetVictims(p.Workers(), p.now)
-}
-
-// nodeAwareVictims orders workers as the set controller ranks its tasks,
-// with no worker busy: what a Deployment could do with the same order.
-func nodeAwareVictims(workers []*Worker, now time.Time) []*Worker {
-	tasks := make([]*gputaskv1.GPUTask, len(workers))
-	byTask := make(map[*gputaskv1.GPUTask]*Worker, len(workers))
-	for i, w := range workers {
-		tasks[i] = TaskOf(w, now)
-		byTask[tasks[i]] = w
-	}
-	ranked := setplan.RankForScaleIn(tasks, func(*gputaskv1.GPUTask) bool { return false })
-	out := make([]*Worker, len(ranked))
-	for i, t := range ranked {
-		out[i] = byTask[t]
-	}
-	return out
-}
+// DeploymentVictims is the order in which a Deployment deletes the pool's
+// workers.
+func (p *Pool) DeploymentVictims() DeploymentVictims { return p.deploymentVictims }
 
 // SetDoNotDisrupt says whether a busy worker's pod carries
 // karpenter.sh/do-not-disrupt, as the GPUTask controller marks the pods of

@@ -1,4 +1,4 @@
-package replay
+package sim
 
 import (
 	"slices"
@@ -115,32 +115,6 @@ func TestConsolidationNeedsRoom(t *testing.T) {
 	p.Advance(t0.Add(5 * time.Minute))
 	if got := inUse(p); !slices.Equal(got, []int{4, 3}) || p.Evictions() != 0 {
 		t.Errorf("nodes = %v with %d evictions, want [4 3] and none", got, p.Evictions())
-	}
-}
-
-// The Deployment's scale-in takes the ReplicaSet's order, which thins the
-// fullest node, or the set's node-aware order, which empties the node
-// with the fewest workers.
-func TestDeploymentVictims(t *testing.T) {
-	for _, tc := range []struct {
-		victims DeploymentVictims
-		want    []int
-	}{
-		{DeploymentVictimsReplicaSet, []int{2, 1}},
-		{"", []int{2, 1}},
-		{DeploymentVictimsNodeAware, []int{3}},
-	} {
-		p := NewPool(workload.Trace{}, t0, 1, 2*time.Minute)
-		if err := p.SetNodes(NodeModel{GPUsPerNode: 4, Placement: PlacementSpread, Startup: 3 * time.Minute, Grace: 0}); err != nil {
-			t.Fatal(err)
-		}
-		p.SetDeploymentVictims(tc.victims)
-		ws := p.AddReady(5)
-		p.Remove(ws[3]) // [3 1]
-		scaleDeployment(p, 3)
-		if got := inUse(p); !slices.Equal(got, tc.want) {
-			t.Errorf("%q: nodes = %v, want %v", tc.victims, got, tc.want)
-		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package replay
+package sim
 
 import (
 	"container/heap"
@@ -53,9 +53,9 @@ type Worker struct {
 	// Node is the node it runs on, when the pool models nodes (SetNodes).
 	Node *Node
 
-	// startedBefore is how long a worker of the pool's first ones took to
+	// StartedBefore is how long a worker of the pool's first ones took to
 	// become Ready before the replay began: the start its task shows.
-	startedBefore time.Duration
+	StartedBefore time.Duration
 
 	inFlight []int // indexes of the requests it serves
 	// progressed is when batched serving last drained its sequences'
@@ -650,7 +650,7 @@ func (p *Pool) add(n int, kind addKind) []*Worker {
 			startup = p.drawStartup()
 			w.ReadyAt = p.now.Add(startup)
 		case addReady:
-			w.ReadyAt, w.startedBefore = p.now, p.drawStartup()
+			w.ReadyAt, w.StartedBefore = p.now, p.drawStartup()
 		case addAhead:
 			w.ReadyAt = p.now
 			w.Created = p.now.Add(-p.drawStartup())
