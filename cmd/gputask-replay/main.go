@@ -29,6 +29,7 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/gpuprofile"
 	"github.com/gputask/gputask-controller/pkg/replay"
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
 	enginemodel "github.com/gputask/gputask-controller/pkg/replay/engine"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
@@ -234,7 +235,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	}
 	var behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
 	if *behaviorPath != "" {
-		if behavior, err = replay.LoadHPABehavior(*behaviorPath); err != nil {
+		if behavior, err = baseline.LoadHPABehavior(*behaviorPath); err != nil {
 			return fmt.Errorf("--hpa-behavior: %w", err)
 		}
 	}

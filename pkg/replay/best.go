@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
@@ -130,7 +131,7 @@ func SearchHPATarget(traces []NamedTrace, c Config) (HPABest, error) {
 			for j := range jobs {
 				cc := c
 				cc.HPATarget = targets[j.target]
-				results[j.target][j.trace] = cc.playHPA(traces[j.trace].Trace, PolicyHPA)
+				results[j.target][j.trace] = cc.playHPA(traces[j.trace].Trace, baseline.PolicyHPA)
 			}
 		}()
 	}
@@ -221,9 +222,9 @@ func (c Config) playHPA(tr workload.Trace, name string) sim.Result {
 	if c.SampleEvery <= 0 {
 		c.SampleEvery = defaultSampleEvery(tr)
 	}
-	pol, _ := c.policy(PolicyHPA, tr)
-	pol.(*HPA).name = name
-	return sim.Play(c.newPool(tr), pol, c.playOptions())
+	cfg := c.hpaConfig(tr)
+	cfg.Name = name
+	return sim.Play(c.newPool(tr), baseline.NewHPA(cfg), c.playOptions())
 }
 
 // RunTraces replays every trace under the config's policies. With

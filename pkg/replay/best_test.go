@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
@@ -72,7 +73,7 @@ func TestSearchHPATarget(t *testing.T) {
 		cc := c
 		cc.HPATarget = best.Target
 		cc, _ = cc.withDefaults()
-		sum += cc.playHPA(nt.Trace, PolicyHPA).GPUHours
+		sum += cc.playHPA(nt.Trace, baseline.PolicyHPA).GPUHours
 	}
 	if math.Abs(sum-best.GPUHours) > 1e-9 {
 		t.Errorf("GPU-hours %v, want the sum %v", best.GPUHours, sum)
@@ -117,7 +118,7 @@ func TestHPABestSummaryWithoutAnyMeeting(t *testing.T) {
 // each trace's report.
 func TestRunTracesWithHPABest(t *testing.T) {
 	traces := []NamedTrace{{"flash", generatedTrace(t, workload.ShapeFlash, time.Hour)}}
-	c := Config{Concurrency: 8, Startup: 2 * time.Minute, Policies: []string{PolicyHPA, PolicyHPABest, PolicyHPABestOne}}
+	c := Config{Concurrency: 8, Startup: 2 * time.Minute, Policies: []string{baseline.PolicyHPA, PolicyHPABest, PolicyHPABestOne}}
 	reports, best, err := RunTraces(traces, c)
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +136,7 @@ func TestRunTracesWithHPABest(t *testing.T) {
 	cc := c
 	cc.HPATarget = best.PerTrace[0].Target
 	cc, _ = cc.withDefaults()
-	if again := cc.playHPA(traces[0].Trace, PolicyHPA); again.GPUHours != reports[0].Policies[1].GPUHours {
+	if again := cc.playHPA(traces[0].Trace, baseline.PolicyHPA); again.GPUHours != reports[0].Policies[1].GPUHours {
 		t.Errorf("hpa-best at %v played again spends %v, the row %v", cc.HPATarget, again.GPUHours, reports[0].Policies[1].GPUHours)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/pkg/scaling"
@@ -47,7 +48,7 @@ func TestCapacityMismatch(t *testing.T) {
 		t.Errorf("slotsPerTask 8 against 4 slots: %v, want an error naming both", err)
 	}
 	file := Variant{Name: "mine", Set: set}
-	if _, err := Run(tr, Config{Concurrency: 4, Policies: []string{PolicyStatic}, Variants: []Variant{file}}); err == nil || !strings.Contains(err.Error(), "variant mine") {
+	if _, err := Run(tr, Config{Concurrency: 4, Policies: []string{baseline.PolicyStatic}, Variants: []Variant{file}}); err == nil || !strings.Contains(err.Error(), "variant mine") {
 		t.Errorf("a variant's file at 8 slots against 4: %v, want an error naming the variant", err)
 	}
 	builtin, err := ParseVariant("slo")

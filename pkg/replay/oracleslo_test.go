@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
@@ -28,7 +29,7 @@ func TestOracleSLOAtOrBelowEveryRowMeetingTheSLO(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			i := slices.IndexFunc(rep.Policies, func(r sim.Result) bool { return r.Name == PolicyOracleSLO })
+			i := slices.IndexFunc(rep.Policies, func(r sim.Result) bool { return r.Name == baseline.PolicyOracleSLO })
 			if i < 0 {
 				t.Fatal("no oracle-slo row")
 			}
@@ -38,7 +39,7 @@ func TestOracleSLOAtOrBelowEveryRowMeetingTheSLO(t *testing.T) {
 			}
 			meeting := 0
 			for _, r := range rep.Policies {
-				if !r.MeetsSLO || r.Name == PolicyOracleSLO {
+				if !r.MeetsSLO || r.Name == baseline.PolicyOracleSLO {
 					continue
 				}
 				meeting++
@@ -49,43 +50,8 @@ func TestOracleSLOAtOrBelowEveryRowMeetingTheSLO(t *testing.T) {
 			if meeting < 3 {
 				t.Errorf("only %d rows meet the SLO: the comparison checks little", meeting)
 			}
-			t.Logf("oracle-slo %.1f GPU-h (zero-wait oracle %.1f), %d rows meeting the SLO", bound.GPUHours, rep.Policies[slices.IndexFunc(rep.Policies, func(r sim.Result) bool { return r.Name == PolicyOracle })].GPUHours, meeting)
+			t.Logf("oracle-slo %.1f GPU-h (zero-wait oracle %.1f), %d rows meeting the SLO", bound.GPUHours, rep.Policies[slices.IndexFunc(rep.Policies, func(r sim.Result) bool { return r.Name == baseline.PolicyOracle })].GPUHours, meeting)
 		})
-	}
-}
-
-// smallestMeeting finds the smallest count that meets from any guess, and
-// the limit when none does.
-func TestSmallestMeeting(t *testing.T) {
-	for _, tc := range []struct{ need, guess, limit, want int32 }{
-		{need: 5, guess: 0, limit: 40, want: 5},
-		{need: 5, guess: 5, limit: 40, want: 5},
-		{need: 5, guess: 17, limit: 40, want: 5},
-		{need: 0, guess: 9, limit: 40, want: 0},
-		{need: 39, guess: 2, limit: 40, want: 39},
-		{need: 50, guess: 2, limit: 40, want: 40},
-	} {
-		tried := 0
-		got := smallestMeeting(tc.guess, tc.limit, func(n int32) bool { tried++; return n >= tc.need })
-		if got != tc.want || tried > 16 {
-			t.Errorf("need %d from %d: %d after %d trials, want %d", tc.need, tc.guess, got, tried, tc.want)
-		}
-	}
-}
-
-// A count that dips and comes back within a start-up keeps its workers;
-// one that stays down longer lets them go.
-func TestKeepThroughDips(t *testing.T) {
-	got := keepThroughDips([]int32{4, 2, 4, 4, 1, 1, 1, 1, 3}, 2*time.Minute)
-	want := []int32{4, 4, 4, 4, 1, 1, 1, 1, 3}
-	// At 4 the count falls to 1 and comes back to 3 only after four
-	// intervals, beyond the 2-minute start-up.
-	if !slices.Equal(got, want) {
-		t.Errorf("kept %v, want %v", got, want)
-	}
-	got = keepThroughDips([]int32{4, 1, 1, 3}, 2*time.Minute)
-	if want := []int32{4, 3, 3, 3}; !slices.Equal(got, want) {
-		t.Errorf("kept %v, want %v: the 3 needed again within 2 minutes stay", got, want)
 	}
 }
 
@@ -96,7 +62,7 @@ func TestFlagBelowOracleSLO(t *testing.T) {
 		{Name: "cheap", GPUHours: 9, MeetsSLO: true},
 		{Name: "missing", GPUHours: 5, MeetsSLO: false},
 		{Name: "dear", GPUHours: 11, MeetsSLO: true},
-		{Name: PolicyOracleSLO, GPUHours: 10, MeetsSLO: true},
+		{Name: baseline.PolicyOracleSLO, GPUHours: 10, MeetsSLO: true},
 	}
 	flagBelowOracleSLO(rows)
 	for i, want := range []bool{true, false, false, false} {
@@ -114,7 +80,7 @@ func TestFlagBelowOracleSLO(t *testing.T) {
 func TestOracleSLOOnBatchedServing(t *testing.T) {
 	tr := generatedTrace(t, workload.ShapeFlash, 90*time.Minute)
 	rep, err := Run(tr, Config{Concurrency: 8, Startup: 2 * time.Minute, Batched: &sim.DefaultITL,
-		SLOTTFT: 2 * time.Second, SLOITL: 7 * time.Millisecond, Policies: []string{PolicyStatic, PolicyOracleSLO}})
+		SLOTTFT: 2 * time.Second, SLOITL: 7 * time.Millisecond, Policies: []string{baseline.PolicyStatic, baseline.PolicyOracleSLO}})
 	if err != nil {
 		t.Fatal(err)
 	}

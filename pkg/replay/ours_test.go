@@ -12,6 +12,8 @@ import (
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
+var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+
 func testSet(t *testing.T, yaml string) *gputaskv1.GPUTaskSet {
 	t.Helper()
 	set, err := ParseSet([]byte(yaml))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 )
 
@@ -31,7 +32,7 @@ type Report struct {
 // oracle returns the oracle's result, if it ran.
 func (r Report) oracle() (sim.Result, bool) {
 	for _, p := range r.Policies {
-		if p.Name == PolicyOracle {
+		if p.Name == baseline.PolicyOracle {
 			return p, true
 		}
 	}

@@ -14,28 +14,18 @@ import (
 	"sigs.k8s.io/yaml"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
-// Policy names, as --policies takes them.
-const (
-	PolicyOurs = "ours"
-	// PolicyHPA is the HPA with a behavior (GPUServingBehavior unless
-	// given); PolicyHPADefault the HPA without one.
-	PolicyHPA        = "hpa"
-	PolicyHPADefault = "hpa-default"
-	PolicyKEDA       = "keda"
-	// PolicyKEDAQueue is KEDA on the requests running and waiting per pod.
-	PolicyKEDAQueue = "keda-queue"
-	PolicySeed      = "seed"
-	PolicyStatic    = "static"
-	PolicyOracle    = "oracle"
-)
+// PolicyOurs is our policy's name, as --policies takes it; the baselines'
+// are in package baseline.
+const PolicyOurs = "ours"
 
 // AllPolicies are every policy, in the order of the table.
-var AllPolicies = []string{PolicyOurs, PolicyHPA, PolicyHPADefault, PolicyHPABest, PolicyHPABestOne, PolicyKEDA, PolicyKEDAQueue, PolicySeed, PolicyStatic, PolicyOracle, PolicyOracleSLO}
+var AllPolicies = []string{PolicyOurs, baseline.PolicyHPA, baseline.PolicyHPADefault, PolicyHPABest, PolicyHPABestOne, baseline.PolicyKEDA, baseline.PolicyKEDAQueue, baseline.PolicySeed, baseline.PolicyStatic, baseline.PolicyOracle, baseline.PolicyOracleSLO}
 
 // ParsePolicies reads --policies.
 func ParsePolicies(s string) ([]string, error) {
@@ -393,10 +383,10 @@ func Run(tr workload.Trace, c Config) (Report, error) {
 			res = c.hpaBest[0] // played by the search
 		case PolicyHPABestOne:
 			res = c.hpaBest[1]
-		case PolicyOracleSLO:
-			res = OracleSLO{Config: c}.Run(tr)
-		case PolicyOracle:
-			res = Oracle{Concurrency: c.Concurrency, Startup: c.Startup, Nodes: c.Nodes, SLO: c.Targets()}.Run(tr, c.SampleEvery)
+		case baseline.PolicyOracleSLO:
+			res = c.oracleSLO().Run(tr)
+		case baseline.PolicyOracle:
+			res = baseline.Oracle{Concurrency: c.Concurrency, Startup: c.Startup, Nodes: c.Nodes, SLO: c.Targets()}.Run(tr, c.SampleEvery)
 		default:
 			pol, err := c.policy(name, tr)
 			if err != nil {
@@ -430,7 +420,7 @@ func Run(tr workload.Trace, c Config) (Report, error) {
 // than oracle-slo, when it ran: each is a finding to explain, not a
 // bound broken silently.
 func flagBelowOracleSLO(rows []sim.Result) {
-	i := slices.IndexFunc(rows, func(r sim.Result) bool { return r.Name == PolicyOracleSLO })
+	i := slices.IndexFunc(rows, func(r sim.Result) bool { return r.Name == baseline.PolicyOracleSLO })
 	if i < 0 {
 		return
 	}
@@ -452,29 +442,53 @@ func (c Config) policy(name string, tr workload.Trace) (sim.Policy, error) {
 		}
 		ours.Initial = initial
 		return ours, nil
-	case PolicyHPA:
-		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.behavior()}), nil
-	case PolicyHPADefault:
-		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load}), nil
-	case PolicyKEDA:
-		return NewKEDA(KEDAConfig{MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: !c.KEDAValue, Load: c.Load, Behavior: c.behavior()}), nil
-	case PolicyKEDAQueue:
-		return NewKEDA(KEDAConfig{
-			Name: PolicyKEDAQueue, MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Behavior: c.behavior(),
-			Triggers: []ExternalMetric{RunningRequestsMetric(c.Target() * float64(c.Concurrency)), WaitingRequestsMetric(KEDAQueueWaitingPerPod)},
+	case baseline.PolicyHPA:
+		return baseline.NewHPA(c.hpaConfig(tr)), nil
+	case baseline.PolicyHPADefault:
+		return baseline.NewHPA(baseline.HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load}), nil
+	case baseline.PolicyKEDA:
+		return baseline.NewKEDA(baseline.KEDAConfig{MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: !c.KEDAValue, Load: c.Load, Behavior: c.behavior()}), nil
+	case baseline.PolicyKEDAQueue:
+		return baseline.NewKEDA(baseline.KEDAConfig{
+			Name: baseline.PolicyKEDAQueue, MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Behavior: c.behavior(),
+			Triggers: []baseline.ExternalMetric{baseline.RunningRequestsMetric(c.Target() * float64(c.Concurrency)), baseline.WaitingRequestsMetric(KEDAQueueWaitingPerPod)},
 		}), nil
-	case PolicySeed:
-		return &Seed{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Interval: scaling.IntervalOf(spec), Load: c.Load}, nil
-	case PolicyStatic:
-		return &Static{Size: max(PeakWorkers(tr, c.Concurrency), 1)}, nil
+	case baseline.PolicySeed:
+		return &baseline.Seed{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Interval: scaling.IntervalOf(spec), Load: c.Load}, nil
+	case baseline.PolicyStatic:
+		return &baseline.Static{Size: max(baseline.PeakWorkers(tr, c.Concurrency), 1)}, nil
 	}
 	return nil, fmt.Errorf("unknown policy %q", name)
+}
+
+// hpaConfig is the hpa row's HPA.
+func (c Config) hpaConfig(tr workload.Trace) baseline.HPAConfig {
+	spec := c.Set.Spec.Autoscaling
+	return baseline.HPAConfig{
+		Min: ptrOr(spec.MinReplicas, 1), Max: spec.MaxReplicas, Initial: InitialWorkers(tr, c.Concurrency),
+		Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.behavior(),
+	}
+}
+
+// oracleSLO is the oracle-slo row on c's pool, SLO and start-up.
+func (c Config) oracleSLO() baseline.OracleSLO {
+	return baseline.OracleSLO{
+		Pool: func(tr workload.Trace, from time.Duration, trial bool) *sim.Pool {
+			c := c
+			c.Start = c.Start.Add(from)
+			if trial {
+				c.Nodes = nil
+			}
+			return c.newPool(tr)
+		},
+		Concurrency: c.Concurrency, Startup: c.Startup, Play: c.playOptions(),
+	}
 }
 
 // behavior is spec.behavior of hpa and of the HPAs keda creates.
 func (c Config) behavior() *autoscalingv2.HorizontalPodAutoscalerBehavior {
 	if c.HPABehavior == nil {
-		return GPUServingBehavior()
+		return baseline.GPUServingBehavior()
 	}
 	return c.HPABehavior
 }
@@ -536,7 +550,7 @@ func InitialWorkers(tr workload.Trace, concurrency int) int32 {
 		}
 		head.Requests = append(head.Requests, r)
 	}
-	return PeakWorkers(head, concurrency)
+	return baseline.PeakWorkers(head, concurrency)
 }
 
 func ptrOr[T any](p *T, def T) T {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
@@ -15,7 +16,7 @@ import (
 // not depend on the nodes stay those of the pool without nodes.
 func TestRunReportsNodeHours(t *testing.T) {
 	tr := generatedTrace(t, workload.ShapeStep, 3*time.Hour)
-	base := Config{Concurrency: 8, Startup: 2 * time.Minute, SLO: 10 * time.Second, Policies: []string{PolicyOurs, PolicyHPA, PolicyStatic, PolicyOracle}}
+	base := Config{Concurrency: 8, Startup: 2 * time.Minute, SLO: 10 * time.Second, Policies: []string{PolicyOurs, baseline.PolicyHPA, baseline.PolicyStatic, baseline.PolicyOracle}}
 	without, err := Run(tr, base)
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +34,7 @@ func TestRunReportsNodeHours(t *testing.T) {
 		if want := (p.PeakReplicas + 7) / 8; p.PeakNodes < want {
 			t.Errorf("%s: peak %d nodes for %d workers of 8 per node", p.Name, p.PeakNodes, p.PeakReplicas)
 		}
-		if (p.Name == PolicyStatic || p.Name == PolicyOracle) && p.GPUHours != without.Policies[i].GPUHours {
+		if (p.Name == baseline.PolicyStatic || p.Name == baseline.PolicyOracle) && p.GPUHours != without.Policies[i].GPUHours {
 			t.Errorf("%s: %.3f GPU-h with nodes that start at once, %.3f without", p.Name, p.GPUHours, without.Policies[i].GPUHours)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
@@ -50,7 +51,7 @@ func TestOracleIsALowerBound(t *testing.T) {
 		t.Fatal("no oracle")
 	}
 	for _, p := range rep.Policies {
-		if p.GPUHours < oracle.GPUHours && p.Name != PolicyOracleSLO {
+		if p.GPUHours < oracle.GPUHours && p.Name != baseline.PolicyOracleSLO {
 			t.Errorf("%s: %.2f GPU-h, below the oracle's %.2f", p.Name, p.GPUHours, oracle.GPUHours)
 		}
 	}
@@ -59,7 +60,7 @@ func TestOracleIsALowerBound(t *testing.T) {
 	}
 
 	gap := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Minute}, {Arrival: 90 * time.Second, Service: time.Minute}, {Arrival: time.Hour, Service: time.Minute}}}
-	res := Oracle{Concurrency: 1, Startup: time.Minute}.Run(gap, time.Second)
+	res := baseline.Oracle{Concurrency: 1, Startup: time.Minute}.Run(gap, time.Second)
 	// One worker 0–2m30s (kept through the 30s gap), one created at 59m
 	// for the request at 1h: 2.5 + 2 minutes.
 	if want := (4*time.Minute + 30*time.Second).Hours(); res.GPUHours < want-1e-9 || res.GPUHours > want+1e-9 {
@@ -87,8 +88,8 @@ func TestRunWritesEveryPolicy(t *testing.T) {
 	if byName[PolicyOurs].FailedRequests != 0 {
 		t.Errorf("ours lost %d requests; it drains busy workers", byName[PolicyOurs].FailedRequests)
 	}
-	if byName[PolicyStatic].PeakReplicas != int(PeakWorkers(tr, 8)) || byName[PolicyStatic].WaitP99 != 0 {
-		t.Errorf("static = %+v", byName[PolicyStatic])
+	if byName[baseline.PolicyStatic].PeakReplicas != int(baseline.PeakWorkers(tr, 8)) || byName[baseline.PolicyStatic].WaitP99 != 0 {
+		t.Errorf("static = %+v", byName[baseline.PolicyStatic])
 	}
 
 	var buf bytes.Buffer
@@ -172,7 +173,7 @@ func TestVariants(t *testing.T) {
 // A run with batched serving needs a trace with token columns.
 func TestRunBatchedNeedsTokens(t *testing.T) {
 	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}}}
-	_, err := Run(tr, Config{Concurrency: 1, Policies: []string{PolicyStatic}, Batched: &sim.DefaultITL})
+	_, err := Run(tr, Config{Concurrency: 1, Policies: []string{baseline.PolicyStatic}, Batched: &sim.DefaultITL})
 	if err == nil || !strings.Contains(err.Error(), "token columns") {
 		t.Errorf("Run without tokens = %v, want an error naming the token columns", err)
 	}

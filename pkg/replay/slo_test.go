@@ -6,6 +6,7 @@ import (
 	"time"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
@@ -27,7 +28,7 @@ func TestSLOPoolMeetsItsSLO(t *testing.T) {
 	}
 	for _, scrape := range []time.Duration{0, 15 * time.Second} {
 		rep, err := Run(tr, Config{Concurrency: 8, Startup: 2 * time.Minute, Grace: 30 * time.Second, Scrape: scrape,
-			Policies: []string{PolicyOurs, PolicyHPA}, Variants: []Variant{v}})
+			Policies: []string{PolicyOurs, baseline.PolicyHPA}, Variants: []Variant{v}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,7 +36,7 @@ func TestSLOPoolMeetsItsSLO(t *testing.T) {
 		for _, p := range rep.Policies {
 			byName[p.Name] = p
 		}
-		hpa := byName[PolicyHPA]
+		hpa := byName[baseline.PolicyHPA]
 		for _, name := range []string{PolicyOurs, "ours+slo"} {
 			r := byName[name]
 			t.Logf("scrape %v: %s %.1f GPU-h, p95 %.2fs, %d failed; hpa %.1f GPU-h, p95 %.2fs", scrape, name, r.GPUHours, r.WaitP95, r.FailedRequests, hpa.GPUHours, hpa.WaitP95)

@@ -52,7 +52,7 @@ type DeploymentVictims string
 
 const (
 	// DeploymentVictimsReplicaSet is the ReplicaSet controller's own
-	// order (replicaSetVictims), which thins the fullest nodes first.
+	// order (package baseline), which thins the fullest nodes first.
 	DeploymentVictimsReplicaSet DeploymentVictims = "replicaset"
 	// DeploymentVictimsNodeAware is the set controller's order without
 	// its knowledge of busy workers (a Deployment has none): the node
@@ -71,7 +71,7 @@ func ParseDeploymentVictims(s string) (DeploymentVictims, error) {
 }
 
 // SetDeploymentVictims sets the order in which a Deployment deletes the
-// pool's workers (scaleDeployment).
+// pool's workers (the Deployment rows of package baseline).
 func (p *Pool) SetDeploymentVictims(v DeploymentVictims) { p.deploymentVictims = v }
 
 // DeploymentVictims is the order in which a Deployment deletes the pool's

@@ -281,7 +281,7 @@ type Pool struct {
 	// evictions counts the workers consolidation evicted.
 	doNotDisrupt bool
 	evictions    int
-	// deploymentVictims is the order of scaleDeployment's deletions.
+	// deploymentVictims is the order of the Deployment rows' deletions.
 	deploymentVictims DeploymentVictims
 
 	// serving is set by SetEngine: every worker runs the engine model,

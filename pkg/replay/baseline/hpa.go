@@ -1,4 +1,4 @@
-package replay
+package baseline
 
 import (
 	"hash/fnv"
@@ -50,6 +50,9 @@ type HPAConfig struct {
 	// Behavior is spec.behavior as written (the API server's defaults
 	// fill what it leaves out); nil is an HPA without one.
 	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
+	// Name is the row's name when not PolicyHPA (with a behavior) or
+	// PolicyHPADefault (without): a searched row's, for one.
+	Name string
 }
 
 func (c HPAConfig) withDefaults() HPAConfig {
@@ -122,11 +125,17 @@ func NewHPA(cfg HPAConfig) *HPA {
 	if cfg.Behavior == nil {
 		name = PolicyHPADefault
 	}
+	if cfg.Name != "" {
+		name = cfg.Name
+	}
 	return &HPA{cfg: cfg.withDefaults(), name: name}
 }
 
 // Name implements Policy.
 func (h *HPA) Name() string { return h.name }
+
+// Config is the HPA as it runs: its config with the defaults filled in.
+func (h *HPA) Config() HPAConfig { return h.cfg }
 
 // Start begins with Initial Ready pods, within [min, max].
 func (h *HPA) Start(p *sim.Pool) {

@@ -1,4 +1,4 @@
-package replay
+package baseline
 
 import (
 	"slices"
@@ -41,19 +41,25 @@ const (
 // missing it in some intervals, or by scaling within an interval; the
 // report flags such a row (Result.BelowOracleSLO).
 type OracleSLO struct {
-	// Config is the replay's: the pool every trial plays on, the SLO and
-	// the start-up.
-	Config Config
+	// Pool makes the pool a stretch of the trace plays on from from after
+	// the replay's start, as the pool of every row is made; a trial's
+	// models no nodes, as a trial is about the requests.
+	Pool        func(tr workload.Trace, from time.Duration, trial bool) *sim.Pool
+	Concurrency int
+	// Startup is the median start-up, the shortest dip worth keeping
+	// workers through.
+	Startup time.Duration
+	// Play are the row's play options; they give the trials the load
+	// index and the SLO.
+	Play sim.PlayOptions
 }
 
 // Schedule is the worker count per OracleSLOInterval from the trace's
 // start, as the search chose it before keeping workers through dips.
 func (o OracleSLO) Schedule(tr workload.Trace) []int32 {
-	c := o.Config
-	c.Nodes = nil // a trial is about the requests, not the nodes
 	n := int(tr.Duration()/OracleSLOInterval) + 1
 	counts := make([]int32, 0, n)
-	needs := neededOverTime(tr, c.Concurrency)
+	needs := neededOverTime(tr, o.Concurrency)
 	// queued[j] are the requests still in flight or waiting at interval
 	// j's start in the trial that chose interval j−1's count.
 	queued := make([][]carried, n+1)
@@ -157,7 +163,6 @@ type carried struct {
 // below its own, and what is still in flight or waiting when interval k
 // ends.
 func (o OracleSLO) meets(tr workload.Trace, carry []carried, chosen []int32, k int, count int32) (bool, []carried) {
-	c := o.Config
 	first := max(k-int(oracleSLOWarmup/OracleSLOInterval), 0)
 	from := time.Duration(first) * OracleSLOInterval
 	to := time.Duration(k+1) * OracleSLOInterval
@@ -197,10 +202,8 @@ func (o OracleSLO) meets(tr workload.Trace, carry []carried, chosen []int32, k i
 		}
 	}
 	counts := append(slices.Clone(chosen[first:k]), count)
-	c.Start = c.Start.Add(from)
-	c.Nodes = nil
-	p := c.newPool(sub)
-	sim.Play(p, &schedule{counts: counts, every: OracleSLOInterval}, sim.PlayOptions{SampleEvery: 24 * time.Hour, Limit: oracleSLOLimit, Load: c.Load, SLO: c.Targets()})
+	p := o.Pool(sub, from, true)
+	sim.Play(p, &schedule{counts: counts, every: OracleSLOInterval}, sim.PlayOptions{SampleEvery: 24 * time.Hour, Limit: oracleSLOLimit, Load: o.Play.Load, SLO: o.Play.SLO})
 	outcomes := p.Outcomes()
 	ok := true
 	for _, j := range []int{k - 1, k} {
@@ -217,7 +220,7 @@ func (o OracleSLO) meets(tr workload.Trace, carry []carried, chosen []int32, k i
 				group = append(group, outcomes[i])
 			}
 		}
-		ok = ok && sim.Measure(group, c.Targets()).MeetsSLO
+		ok = ok && sim.Measure(group, o.Play.SLO).MeetsSLO
 	}
 	var after []carried
 	end := to - from
@@ -260,10 +263,8 @@ func keepThroughDips(counts []int32, startup time.Duration) []int32 {
 
 // Run plays the schedule over tr: the oracle-slo row.
 func (o OracleSLO) Run(tr workload.Trace) sim.Result {
-	c := o.Config
-	counts := keepThroughDips(o.Schedule(tr), c.Startup)
-	res := sim.Play(c.newPool(tr), &schedule{name: PolicyOracleSLO, counts: counts, every: OracleSLOInterval, ahead: true}, c.playOptions())
-	return res
+	counts := keepThroughDips(o.Schedule(tr), o.Startup)
+	return sim.Play(o.Pool(tr, 0, false), &schedule{name: PolicyOracleSLO, counts: counts, every: OracleSLOInterval, ahead: true}, o.Play)
 }
 
 // schedule is a policy that sets the worker count per interval from a

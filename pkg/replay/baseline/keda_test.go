@@ -1,7 +1,6 @@
-package replay
+package baseline
 
 import (
-	"math"
 	"testing"
 	"time"
 
@@ -135,37 +134,5 @@ func TestKEDAQueueTriggers(t *testing.T) {
 	}
 	if got := k.poll(t0, 0, 0, 0); got != 0 {
 		t.Errorf("no active trigger: got %d, want 0", got)
-	}
-}
-
-// The keda row runs KEDA's default metricType, AverageValue, unless told;
-// keda-queue has its two triggers at 0.7 × the slots and 1 waiting per pod.
-func TestKEDARows(t *testing.T) {
-	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}}}
-	c := Config{Concurrency: 8, Set: DefaultSet(), Load: sim.LoadDemand}
-	pol, err := c.policy(PolicyKEDA, tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m := pol.(*KEDA).hpa.cfg.Metrics; len(m) != 1 || !m[0].AverageValue {
-		t.Errorf("keda metrics %+v, want one AverageValue", m)
-	}
-	c.KEDAValue = true
-	pol, _ = c.policy(PolicyKEDA, tr)
-	if m := pol.(*KEDA).hpa.cfg.Metrics; m[0].AverageValue {
-		t.Error("--keda-metric-type Value ignored")
-	}
-	pol, err = c.policy(PolicyKEDAQueue, tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := pol.(*KEDA)
-	m := k.hpa.cfg.Metrics
-	if k.Name() != PolicyKEDAQueue || len(m) != 2 || m[0].Name != "num_requests_running" || math.Abs(m[0].Target-0.7*8) > 1e-9 ||
-		m[1].Name != "num_requests_waiting" || m[1].Target != 1 || !m[0].AverageValue || !m[1].AverageValue {
-		t.Errorf("keda-queue %s: %+v", k.Name(), m)
-	}
-	if k.hpa.cfg.Behavior == nil {
-		t.Error("keda-queue's HPA has no behavior")
 	}
 }

@@ -1,4 +1,4 @@
-package replay
+package baseline
 
 import (
 	"time"
@@ -83,6 +83,9 @@ func NewKEDA(cfg KEDAConfig) *KEDA {
 
 // Name implements Policy.
 func (k *KEDA) Name() string { return k.hpa.name }
+
+// HPA is the HPA that KEDA created and feeds.
+func (k *KEDA) HPA() *HPA { return k.hpa }
 
 // Start begins with Initial Ready pods, within [minReplicaCount, maxReplicaCount].
 func (k *KEDA) Start(p *sim.Pool) {
