@@ -31,6 +31,7 @@ import (
 	"github.com/gputask/gputask-controller/pkg/replay"
 	"github.com/gputask/gputask-controller/pkg/replay/baseline"
 	enginemodel "github.com/gputask/gputask-controller/pkg/replay/engine"
+	"github.com/gputask/gputask-controller/pkg/replay/report"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
@@ -310,28 +311,28 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if scrapeEvery > 0 {
 		metrics = fmt.Sprintf("metrics scraped every %v", scrapeEvery)
 	}
-	for i, report := range reports {
+	for i, rep := range reports {
 		tr := traces[i].Trace
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
 		fmt.Fprintf(stdout, "%s: %d requests over %v, %d slots per worker, %v startup, %v grace, %s load index, %s, SLO %v%s\n",
-			traces[i].Name, len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, report.Startup, *grace, loadKind, metrics, report.SLO, servingNote)
+			traces[i].Name, len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, rep.Startup, *grace, loadKind, metrics, rep.SLO, servingNote)
 		if *markdown {
-			err = report.WriteMarkdown(stdout)
+			err = rep.WriteMarkdown(stdout)
 		} else {
-			err = report.WriteTable(stdout)
+			err = rep.WriteTable(stdout)
 		}
 		if err != nil {
 			return err
 		}
 		if *jsonPath != "" {
-			if err := writeFile(perTrace(*jsonPath, traces[i].Name, len(traces)), report.WriteJSON); err != nil {
+			if err := writeFile(perTrace(*jsonPath, traces[i].Name, len(traces)), rep.WriteJSON); err != nil {
 				return err
 			}
 		}
 		if *plotPath != "" {
-			if err := replay.Plot(report, perTrace(*plotPath, traces[i].Name, len(traces))); err != nil {
+			if err := report.Plot(rep, perTrace(*plotPath, traces[i].Name, len(traces))); err != nil {
 				return fmt.Errorf("plotting: %w", err)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/gputask/gputask-controller/pkg/replay"
+	"github.com/gputask/gputask-controller/pkg/replay/report"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
@@ -28,7 +29,7 @@ func drawShapes(shapes []string, seed uint64, model workload.ServiceModel) ([]re
 // tables. A trace read from a file is the same on every seed; only its
 // start-ups are drawn anew.
 func replaySeeds(w io.Writer, files []replay.NamedTrace, shapes []string, n int, seed uint64, model workload.ServiceModel, c replay.Config, markdown bool, jsonPath string) error {
-	var runs [][]replay.Report
+	var runs [][]report.Report
 	var bests []string
 	for i := range n {
 		s := seed + uint64(i)
@@ -47,7 +48,7 @@ func replaySeeds(w io.Writer, files []replay.NamedTrace, shapes []string, n int,
 			bests = append(bests, fmt.Sprintf("seed %d: %s", s, best.Summary(len(traces))))
 		}
 	}
-	tables := replay.SummarizeSeeds(runs)
+	tables := report.SummarizeSeeds(runs)
 	for i, t := range tables {
 		if i > 0 {
 			fmt.Fprintln(w)
@@ -74,7 +75,7 @@ func replaySeeds(w io.Writer, files []replay.NamedTrace, shapes []string, n int,
 		enc.SetIndent("", " ")
 		return enc.Encode(struct {
 			Seeds  int                `json:"seeds"`
-			Traces []replay.SeedTable `json:"traces"`
+			Traces []report.SeedTable `json:"traces"`
 		}{n, tables})
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/gputask/gputask-controller/pkg/replay/baseline"
+	"github.com/gputask/gputask-controller/pkg/replay/report"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
@@ -230,7 +231,7 @@ func (c Config) playHPA(tr workload.Trace, name string) sim.Result {
 // RunTraces replays every trace under the config's policies. With
 // hpa-best or hpa-best-one among them, it first searches the targets
 // over all the traces (SearchHPATarget), whose runs are those rows.
-func RunTraces(traces []NamedTrace, c Config) ([]Report, *HPABest, error) {
+func RunTraces(traces []NamedTrace, c Config) ([]report.Report, *HPABest, error) {
 	var best *HPABest
 	if slices.Contains(c.Policies, PolicyHPABest) || slices.Contains(c.Policies, PolicyHPABestOne) {
 		b, err := SearchHPATarget(traces, c)
@@ -239,7 +240,7 @@ func RunTraces(traces []NamedTrace, c Config) ([]Report, *HPABest, error) {
 		}
 		best = &b
 	}
-	var reports []Report
+	var reports []report.Report
 	for k, t := range traces {
 		c.Name = t.Name
 		if best != nil {

@@ -15,6 +15,7 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/replay/baseline"
+	"github.com/gputask/gputask-controller/pkg/replay/report"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/pkg/scaling"
@@ -352,13 +353,13 @@ func (c Config) Targets() sim.SLOTargets {
 
 // Run replays tr under every policy of the config. hpa-best, unless
 // RunTraces searched its target over several traces, is searched on tr.
-func Run(tr workload.Trace, c Config) (Report, error) {
+func Run(tr workload.Trace, c Config) (report.Report, error) {
 	c, err := c.withDefaults()
 	if err != nil {
-		return Report{}, err
+		return report.Report{}, err
 	}
 	if err := c.checkServing(tr); err != nil {
-		return Report{}, err
+		return report.Report{}, err
 	}
 	if c.SampleEvery <= 0 {
 		c.SampleEvery = defaultSampleEvery(tr)
@@ -366,12 +367,12 @@ func Run(tr workload.Trace, c Config) (Report, error) {
 	if (slices.Contains(c.Policies, PolicyHPABest) || slices.Contains(c.Policies, PolicyHPABestOne)) && c.hpaBest == nil {
 		best, err := SearchHPATarget([]NamedTrace{{c.Name, tr}}, c)
 		if err != nil {
-			return Report{}, err
+			return report.Report{}, err
 		}
 		perTrace, one := best.rowsFor(0)
 		c.hpaBest = &[2]sim.Result{perTrace, one}
 	}
-	report := Report{
+	rep := report.Report{
 		Trace: c.Name, Requests: len(tr.Requests), Concurrency: c.Concurrency,
 		Startup: c.StartupModel().String(), Load: c.Load, SLO: c.Targets().String(), SLOTargets: c.Targets(), Nodes: c.Nodes,
 		Series: map[string][]sim.Sample{},
@@ -390,30 +391,30 @@ func Run(tr workload.Trace, c Config) (Report, error) {
 		default:
 			pol, err := c.policy(name, tr)
 			if err != nil {
-				return Report{}, err
+				return report.Report{}, err
 			}
 			res = sim.Play(c.newPool(tr), pol, c.playOptions())
 		}
-		report.Policies = append(report.Policies, res)
-		report.Series[name] = res.Series
+		rep.Policies = append(rep.Policies, res)
+		rep.Series[name] = res.Series
 	}
 	seen := map[string]bool{}
 	for _, v := range c.Variants {
 		if seen[v.Name] {
-			return Report{}, fmt.Errorf("variant %s given twice", v.Name)
+			return report.Report{}, fmt.Errorf("variant %s given twice", v.Name)
 		}
 		seen[v.Name] = true
 		ours, err := NewOurs(v.Set, c.Load)
 		if err != nil {
-			return Report{}, fmt.Errorf("variant %s: %w", v.Name, err)
+			return report.Report{}, fmt.Errorf("variant %s: %w", v.Name, err)
 		}
 		ours.Initial, ours.Label = InitialWorkers(tr, c.Concurrency), PolicyOurs+"+"+v.Name
 		res := sim.Play(c.newPool(tr), ours, c.playOptions())
-		report.Policies = append(report.Policies, res)
-		report.Series[ours.Label] = res.Series
+		rep.Policies = append(rep.Policies, res)
+		rep.Series[ours.Label] = res.Series
 	}
-	flagBelowOracleSLO(report.Policies)
-	return report, nil
+	flagBelowOracleSLO(rep.Policies)
+	return rep, nil
 }
 
 // flagBelowOracleSLO marks the rows that meet the SLO on fewer GPU-hours

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gputask/gputask-controller/pkg/replay/baseline"
+	"github.com/gputask/gputask-controller/pkg/replay/report"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
@@ -46,7 +47,7 @@ func TestOracleIsALowerBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oracle, ok := rep.oracle()
+	oracle, ok := rep.Oracle()
 	if !ok {
 		t.Fatal("no oracle")
 	}
@@ -117,7 +118,7 @@ func TestRunWritesEveryPolicy(t *testing.T) {
 	}
 
 	plot := filepath.Join(t.TempDir(), "step.png")
-	if err := Plot(rep, plot); err != nil {
+	if err := report.Plot(rep, plot); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(plot); err != nil || fi.Size() == 0 {
@@ -158,12 +159,12 @@ func TestVariants(t *testing.T) {
 	for i := range 600 {
 		tr.Requests = append(tr.Requests, workload.Served{Arrival: time.Duration(i) * time.Second, Service: 5 * time.Second})
 	}
-	report, err := Run(tr, Config{Concurrency: 2, Startup: time.Minute, Policies: []string{PolicyOurs}, Variants: []Variant{burst}})
+	rep, err := Run(tr, Config{Concurrency: 2, Startup: time.Minute, Policies: []string{PolicyOurs}, Variants: []Variant{burst}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(report.Policies) != 2 || report.Policies[1].Name != "ours+burst" || len(report.Series["ours+burst"]) == 0 {
-		t.Errorf("policies %d, second %q, series %d; want ours then ours+burst with a series", len(report.Policies), report.Policies[1].Name, len(report.Series["ours+burst"]))
+	if len(rep.Policies) != 2 || rep.Policies[1].Name != "ours+burst" || len(rep.Series["ours+burst"]) == 0 {
+		t.Errorf("policies %d, second %q, series %d; want ours then ours+burst with a series", len(rep.Policies), rep.Policies[1].Name, len(rep.Series["ours+burst"]))
 	}
 	if _, err := Run(tr, Config{Concurrency: 2, Policies: []string{PolicyOurs}, Variants: []Variant{burst, burst}}); err == nil {
 		t.Error("a variant given twice: want an error")

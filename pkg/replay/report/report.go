@@ -1,4 +1,9 @@
-package replay
+// Package report shows what a replay measured: each policy's row on a
+// trace as an aligned table, markdown or JSON (Report), the same rows over
+// several seeds as their mean and range (SeedTable), and the pool over time
+// as a plot (Plot). It formats; the figures themselves come from the model
+// (package sim).
+package report
 
 import (
 	"encoding/json"
@@ -29,8 +34,9 @@ type Report struct {
 	Series map[string][]sim.Sample `json:"series"`
 }
 
-// oracle returns the oracle's result, if it ran.
-func (r Report) oracle() (sim.Result, bool) {
+// Oracle is the zero-wait oracle's row, if it ran: the tables give every
+// row's GPU-hours as a ratio to it.
+func (r Report) Oracle() (sim.Result, bool) {
 	for _, p := range r.Policies {
 		if p.Name == baseline.PolicyOracle {
 			return p, true
@@ -81,7 +87,7 @@ func (r Report) headings() []string {
 
 // cells are p's row under headings.
 func (r Report) cells(p sim.Result) []string {
-	oracle, hasOracle := r.oracle()
+	oracle, hasOracle := r.Oracle()
 	ratio := "-"
 	if hasOracle && oracle.GPUHours > 0 {
 		ratio = fmt.Sprintf("%.2f", p.GPUHours/oracle.GPUHours)
@@ -150,7 +156,7 @@ func (r Report) WriteJSON(w io.Writer) error {
 		Report
 		Policies []policyJSON `json:"policies"`
 	}{Report: r}
-	oracle, hasOracle := r.oracle()
+	oracle, hasOracle := r.Oracle()
 	for _, p := range r.Policies {
 		pj := policyJSON{Result: p}
 		if hasOracle && oracle.GPUHours > 0 {
