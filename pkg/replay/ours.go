@@ -55,7 +55,7 @@ func NewOurs(set *gputaskv1.GPUTaskSet, load sim.LoadKind) (*Ours, error) {
 	return &Ours{set: set.DeepCopy(), load: load}, nil
 }
 
-// Name implements Policy.
+// Name implements sim.Policy.
 func (o *Ours) Name() string {
 	if o.Label != "" {
 		return o.Label
@@ -79,17 +79,17 @@ func (o *Ours) Start(p *sim.Pool) {
 	p.AddReady(int(replicas))
 }
 
-// Period implements Policy: autoscaling.interval.
+// Period implements sim.Policy: autoscaling.interval.
 func (o *Ours) Period() time.Duration { return scaling.IntervalOf(o.set.Spec.Autoscaling) }
 
-// Replicas implements Policy: spec.replicas.
+// Replicas implements sim.Policy: spec.replicas.
 func (o *Ours) Replicas() int32 { return ptrOr(o.set.Spec.Replicas, 1) }
 
-// Wake implements Policy: when a protected task comes of age or a drain
+// Wake implements sim.Policy: when a protected task comes of age or a drain
 // times out, the set controller syncs again.
 func (o *Ours) Wake() time.Time { return o.wake }
 
-// Step implements Policy: one evaluation, then the set controller's sync.
+// Step implements sim.Policy: one evaluation, then the set controller's sync.
 func (o *Ours) Step(p *sim.Pool) {
 	obs := p.Metrics()
 	o.EvaluateRoles(p.Now(), obs.LoadIndex(o.load), obs, o.startedTasks(p))

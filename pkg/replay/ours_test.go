@@ -2,6 +2,7 @@ package replay
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -238,5 +239,30 @@ func TestParseSetErrors(t *testing.T) {
 		if _, err := ParseSet([]byte(yaml)); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// Ours learns the start-up from the tasks it sees, as the controller
+// does: the pool's first workers show the starts they drew, and the
+// look-ahead is their median, not the model's.
+func TestOursLearnsStartupFromTasks(t *testing.T) {
+	p := sim.NewPool(workload.Trace{}, t0, 8, 0)
+	p.SetStartup(sim.StartupModel{Median: 2 * time.Minute, Sigma: 0.8, Floor: 10 * time.Second}, 7)
+	ours, err := NewOurs(withSlots(DefaultSet(), 8), sim.LoadDemand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours.Initial = 3
+	ours.Start(p)
+	var took []time.Duration
+	for _, w := range p.Workers() {
+		took = append(took, w.StartedBefore)
+	}
+	slices.Sort(took)
+	got := scaling.StartupOf(ours.startedTasks(p), 10*time.Minute)
+	// Whole seconds as the API shows them do not matter here: the
+	// modelled tasks carry exact times.
+	if got != took[1] || got == p.Startup() {
+		t.Errorf("ours looks ahead by %v; the first workers took %v (median %v), the model's median is %v", got, took, took[1], p.Startup())
 	}
 }

@@ -151,7 +151,7 @@ type Config struct {
 	Concurrency int
 	// Startup is a worker's start-up, or its median when StartupSigma is
 	// above 0: then each worker's is drawn from a log-normal, never below
-	// StartupFloor, seeded by StartupSeed (StartupModel).
+	// StartupFloor, seeded by StartupSeed (sim.StartupModel).
 	Startup      time.Duration
 	StartupSigma float64
 	StartupFloor time.Duration

@@ -3,12 +3,14 @@ package replay
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/replay/baseline"
 	"github.com/gputask/gputask-controller/pkg/replay/report"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
@@ -177,5 +179,110 @@ func TestRunBatchedNeedsTokens(t *testing.T) {
 	_, err := Run(tr, Config{Concurrency: 1, Policies: []string{baseline.PolicyStatic}, Batched: &sim.DefaultITL})
 	if err == nil || !strings.Contains(err.Error(), "token columns") {
 		t.Errorf("Run without tokens = %v, want an error naming the token columns", err)
+	}
+}
+
+// The keda row runs KEDA's default metricType, AverageValue, unless told;
+// keda-queue has its two triggers at 0.7 × the slots and 1 waiting per pod.
+func TestKEDARows(t *testing.T) {
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}}}
+	c := Config{Concurrency: 8, Set: DefaultSet(), Load: sim.LoadDemand}
+	pol, err := c.policy(baseline.PolicyKEDA, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := pol.(*baseline.KEDA).HPA().Config().Metrics; len(m) != 1 || !m[0].AverageValue {
+		t.Errorf("keda metrics %+v, want one AverageValue", m)
+	}
+	c.KEDAValue = true
+	pol, _ = c.policy(baseline.PolicyKEDA, tr)
+	if m := pol.(*baseline.KEDA).HPA().Config().Metrics; m[0].AverageValue {
+		t.Error("--keda-metric-type Value ignored")
+	}
+	pol, err = c.policy(baseline.PolicyKEDAQueue, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := pol.(*baseline.KEDA)
+	m := k.HPA().Config().Metrics
+	if k.Name() != baseline.PolicyKEDAQueue || len(m) != 2 || m[0].Name != "num_requests_running" || math.Abs(m[0].Target-0.7*8) > 1e-9 ||
+		m[1].Name != "num_requests_waiting" || m[1].Target != 1 || !m[0].AverageValue || !m[1].AverageValue {
+		t.Errorf("keda-queue %s: %+v", k.Name(), m)
+	}
+	if k.HPA().Config().Behavior == nil {
+		t.Error("keda-queue's HPA has no behavior")
+	}
+}
+
+// Every policy reports node-hours and peak nodes, the table shows them,
+// and without node start-up the GPU-hours of the policies whose victims do
+// not depend on the nodes stay those of the pool without nodes.
+func TestRunReportsNodeHours(t *testing.T) {
+	tr := generatedTrace(t, workload.ShapeStep, 3*time.Hour)
+	base := Config{Concurrency: 8, Startup: 2 * time.Minute, SLO: 10 * time.Second, Policies: []string{PolicyOurs, baseline.PolicyHPA, baseline.PolicyStatic, baseline.PolicyOracle}}
+	without, err := Run(tr, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withNodes := base
+	withNodes.Nodes = &sim.NodeModel{GPUsPerNode: 8, Placement: sim.PlacementSpread, Grace: 30 * time.Second}
+	rep, err := Run(tr, withNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range rep.Policies {
+		if p.NodeHours <= 0 || p.PeakNodes < 1 {
+			t.Errorf("%s: %.2f node-h, peak %d nodes", p.Name, p.NodeHours, p.PeakNodes)
+		}
+		if want := (p.PeakReplicas + 7) / 8; p.PeakNodes < want {
+			t.Errorf("%s: peak %d nodes for %d workers of 8 per node", p.Name, p.PeakNodes, p.PeakReplicas)
+		}
+		if (p.Name == baseline.PolicyStatic || p.Name == baseline.PolicyOracle) && p.GPUHours != without.Policies[i].GPUHours {
+			t.Errorf("%s: %.3f GPU-h with nodes that start at once, %.3f without", p.Name, p.GPUHours, without.Policies[i].GPUHours)
+		}
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "node-h") || !strings.Contains(table.String(), "peak nodes") {
+		t.Errorf("table: %v\n%s", err, table.String())
+	}
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "| node-h | peak nodes |") {
+		t.Errorf("markdown: %v\n%s", err, md.String())
+	}
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil || !strings.Contains(js.String(), `"node_hours"`) || !strings.Contains(js.String(), `"peak_nodes"`) || !strings.Contains(js.String(), `"gpus_per_node": 8`) || !strings.Contains(js.String(), `"node_startup": "0s"`) {
+		t.Errorf("JSON lacks the node figures or the model: %v", err)
+	}
+	table.Reset()
+	if err := without.WriteTable(&table); err != nil || strings.Contains(table.String(), "node-h") {
+		t.Errorf("table without nodes shows node columns: %v\n%s", err, table.String())
+	}
+}
+
+// A set sized for other workers than the replay's is an error that says
+// so; the embedded sets follow the workers.
+func TestCapacityMismatch(t *testing.T) {
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}}}
+	set := DefaultSet() // slotsPerTask 8
+	_, err := Run(tr, Config{Concurrency: 4, Set: set, Policies: []string{PolicyOurs}})
+	if err == nil || !strings.Contains(err.Error(), "slotsPerTask 8") || !strings.Contains(err.Error(), "serves 4") {
+		t.Errorf("slotsPerTask 8 against 4 slots: %v, want an error naming both", err)
+	}
+	file := Variant{Name: "mine", Set: set}
+	if _, err := Run(tr, Config{Concurrency: 4, Policies: []string{baseline.PolicyStatic}, Variants: []Variant{file}}); err == nil || !strings.Contains(err.Error(), "variant mine") {
+		t.Errorf("a variant's file at 8 slots against 4: %v, want an error naming the variant", err)
+	}
+	builtin, err := ParseVariant("slo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(tr, Config{Concurrency: 4, Policies: []string{PolicyOurs}, Variants: []Variant{builtin}}); err != nil {
+		t.Errorf("the embedded sets on 4 slots: %v", err)
+	}
+	if _, err := Run(tr, Config{Concurrency: 8, Set: set, Policies: []string{PolicyOurs}}); err != nil {
+		t.Errorf("slotsPerTask 8 on 8 slots: %v", err)
+	}
+	if set.Spec.Autoscaling.Policy.Type != gputaskv1.SLOPolicy {
+		t.Fatal("the default set is no longer an SLO set: this test checks nothing")
 	}
 }

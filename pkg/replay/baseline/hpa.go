@@ -131,7 +131,7 @@ func NewHPA(cfg HPAConfig) *HPA {
 	return &HPA{cfg: cfg.withDefaults(), name: name}
 }
 
-// Name implements Policy.
+// Name implements sim.Policy.
 func (h *HPA) Name() string { return h.name }
 
 // Config is the HPA as it runs: its config with the defaults filled in.
@@ -143,16 +143,16 @@ func (h *HPA) Start(p *sim.Pool) {
 	p.AddReady(int(h.replicas))
 }
 
-// Period implements Policy: --horizontal-pod-autoscaler-sync-period.
+// Period implements sim.Policy: --horizontal-pod-autoscaler-sync-period.
 func (h *HPA) Period() time.Duration { return h.cfg.SyncPeriod }
 
-// Replicas implements Policy.
+// Replicas implements sim.Policy.
 func (h *HPA) Replicas() int32 { return h.replicas }
 
-// Wake implements Policy: the HPA acts on its sync period only.
+// Wake implements sim.Policy: the HPA acts on its sync period only.
 func (h *HPA) Wake() time.Time { return time.Time{} }
 
-// Sync implements Policy: the Deployment matches its replicas at once.
+// Sync implements sim.Policy: the Deployment matches its replicas at once.
 func (h *HPA) Sync(p *sim.Pool) { scaleDeployment(p, h.replicas) }
 
 // Step is one reconcileAutoscaler: the counts come from the scale and the

@@ -81,7 +81,7 @@ func NewKEDA(cfg KEDAConfig) *KEDA {
 	return &KEDA{cfg: cfg, hpa: hpa}
 }
 
-// Name implements Policy.
+// Name implements sim.Policy.
 func (k *KEDA) Name() string { return k.hpa.name }
 
 // HPA is the HPA that KEDA created and feeds.
@@ -94,17 +94,17 @@ func (k *KEDA) Start(p *sim.Pool) {
 	k.nextPoll = p.Now()
 }
 
-// Period implements Policy: the HPA's sync period; KEDA polls on its own
+// Period implements sim.Policy: the HPA's sync period; KEDA polls on its own
 // interval within it.
 func (k *KEDA) Period() time.Duration { return k.hpa.Period() }
 
-// Replicas implements Policy.
+// Replicas implements sim.Policy.
 func (k *KEDA) Replicas() int32 { return k.hpa.replicas }
 
-// Wake implements Policy.
+// Wake implements sim.Policy.
 func (k *KEDA) Wake() time.Time { return time.Time{} }
 
-// Sync implements Policy.
+// Sync implements sim.Policy.
 func (k *KEDA) Sync(p *sim.Pool) { scaleDeployment(p, k.hpa.replicas) }
 
 // Step runs KEDA's poll when it is due, then the HPA's sync.

@@ -39,7 +39,7 @@ const (
 // trace, and that replay is the row: a hindsight schedule, not a proof. A
 // policy may meet the SLO over the whole trace on fewer GPU-hours by
 // missing it in some intervals, or by scaling within an interval; the
-// report flags such a row (Result.BelowOracleSLO).
+// report flags such a row (sim.Result.BelowOracleSLO).
 type OracleSLO struct {
 	// Pool makes the pool a stretch of the trace plays on from from after
 	// the replay's start, as the pool of every row is made; a trial's

@@ -26,7 +26,7 @@ const (
 	seedDown = 0.5
 )
 
-// Name implements Policy.
+// Name implements sim.Policy.
 func (s *Seed) Name() string { return PolicySeed }
 
 // Start begins with Min Ready workers.
@@ -35,19 +35,19 @@ func (s *Seed) Start(p *sim.Pool) {
 	p.AddReady(int(s.replicas))
 }
 
-// Period implements Policy.
+// Period implements sim.Policy.
 func (s *Seed) Period() time.Duration { return s.Interval }
 
-// Replicas implements Policy.
+// Replicas implements sim.Policy.
 func (s *Seed) Replicas() int32 { return s.replicas }
 
-// Wake implements Policy.
+// Wake implements sim.Policy.
 func (s *Seed) Wake() time.Time { return time.Time{} }
 
-// Sync implements Policy.
+// Sync implements sim.Policy.
 func (s *Seed) Sync(p *sim.Pool) { scaleDeployment(p, s.replicas) }
 
-// Step implements Policy.
+// Step implements sim.Policy.
 func (s *Seed) Step(p *sim.Pool) {
 	s.replicas = seedStep(s.replicas, p.Metrics().LoadIndex(s.Load), s.Min, s.Max)
 	scaleDeployment(p, s.replicas)
@@ -69,25 +69,25 @@ type Static struct {
 	Size int32
 }
 
-// Name implements Policy.
+// Name implements sim.Policy.
 func (s *Static) Name() string { return PolicyStatic }
 
-// Start implements Policy.
+// Start implements sim.Policy.
 func (s *Static) Start(p *sim.Pool) { p.AddReady(int(s.Size)) }
 
-// Period implements Policy.
+// Period implements sim.Policy.
 func (s *Static) Period() time.Duration { return time.Hour }
 
-// Replicas implements Policy.
+// Replicas implements sim.Policy.
 func (s *Static) Replicas() int32 { return s.Size }
 
-// Wake implements Policy.
+// Wake implements sim.Policy.
 func (s *Static) Wake() time.Time { return time.Time{} }
 
-// Sync implements Policy.
+// Sync implements sim.Policy.
 func (s *Static) Sync(*sim.Pool) {}
 
-// Step implements Policy.
+// Step implements sim.Policy.
 func (s *Static) Step(*sim.Pool) {}
 
 // PeakWorkers is the most workers the trace keeps busy at once if every
