@@ -156,7 +156,7 @@ type Config struct {
 	StartupSigma float64
 	StartupFloor time.Duration
 	StartupSeed  uint64
-	// Grace is the pods' termination grace period (see Pool.Delete); 0
+	// Grace is the pods' termination grace period (see sim.Pool.Delete); 0
 	// kills a deleted pod with its requests at once.
 	Grace time.Duration
 	Load  sim.LoadKind
@@ -180,23 +180,23 @@ type Config struct {
 	// AverageValue.
 	KEDAValue bool
 	// Scrape puts a Prometheus scrape of that interval in front of every
-	// row's metrics (Pool.SetScrape); 0 reads them fresh.
+	// row's metrics (sim.Pool.SetScrape); 0 reads them fresh.
 	Scrape time.Duration
 	// HPABehavior is spec.behavior of hpa and of the HPA keda creates;
 	// nil means GPUServingBehavior. hpa-default has none.
 	HPABehavior *autoscalingv2.HorizontalPodAutoscalerBehavior
 	Policies    []string
 	// Nodes places the workers on nodes and measures node-hours
-	// (Pool.SetNodes); nil models no nodes.
+	// (sim.Pool.SetNodes); nil models no nodes.
 	Nodes *sim.NodeModel
 	// DeploymentVictims is the Deployment rows' scale-in order; empty
 	// means the ReplicaSet controller's.
 	DeploymentVictims sim.DeploymentVictims
 	// Batched serves requests as a batching server does, at this
-	// inter-token latency (Pool.SetBatched); nil gives each request its
+	// inter-token latency (sim.Pool.SetBatched); nil gives each request its
 	// fixed Service.
 	Batched *sim.ITL
-	// Engine serves requests with the engine model (Pool.SetEngine); it
+	// Engine serves requests with the engine model (sim.Pool.SetEngine); it
 	// takes precedence over Batched.
 	Engine *sim.EngineServing
 	// Variants are more runs of ours, after the policies.
