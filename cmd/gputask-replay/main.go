@@ -29,7 +29,10 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/gpuprofile"
 	"github.com/gputask/gputask-controller/pkg/replay"
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
 	enginemodel "github.com/gputask/gputask-controller/pkg/replay/engine"
+	"github.com/gputask/gputask-controller/pkg/replay/report"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
@@ -64,7 +67,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		startup      = fs.String("startup", "2m", "time from a worker's creation until it is Ready: a duration, or lognormal:MEDIAN,SIGMA[,FLOOR] drawn per worker (seeded by --seed; FLOOR defaults to half the median)")
 		grace        = fs.Duration("grace", 30*time.Second, "terminationGracePeriodSeconds of the pods: a deleted worker finishes the requests that end within it and loses the rest")
 		behaviorPath = fs.String("hpa-behavior", "", "spec.behavior of hpa and keda, in the HPA's YAML (a behavior block or a whole HorizontalPodAutoscaler; default: the GPU serving preset)")
-		load         = fs.String("load", string(replay.LoadDemand), "load index the backend reports: demand or utilization")
+		load         = fs.String("load", string(sim.LoadDemand), "load index the backend reports: demand or utilization")
 		slo          = fs.Duration("slo", 10*time.Second, "wait a request should not exceed")
 		setPath      = fs.String("set", "", "GPUTaskSet YAML whose autoscaling block ours uses (default: the embedded inference pool)")
 		hpaTarget    = fs.Float64("hpa-target", 0, "load index target of hpa and keda (default: the set's target, or the middle of its thresholds)")
@@ -77,14 +80,14 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		plotPath     = fs.String("plot", "", "write a plot of demand, replicas and queue per policy to this file (.png, .svg or .pdf)")
 		markdown     = fs.Bool("markdown", false, "print the table as Markdown")
 		serving      = fs.String("serving", "", "how a worker serves its requests: fixed (each holds a slot for its service time), batched (decode slows as the batch grows; needs the token columns) or engine (see --engine) (default: engine with --engine, else fixed)")
-		itlBase      = fs.Duration("itl-base", replay.DefaultITL.Base, "with --serving batched: inter-token latency of a worker, the part that does not grow with the batch")
-		gpusPerNode  = fs.Int("gpus-per-node", replay.DefaultNodeModel.GPUsPerNode, "GPUs of a node; each worker takes one, and every policy reports node-hours and peak nodes (0 models no nodes)")
-		placement    = fs.String("placement", string(replay.DefaultNodeModel.Placement), "how the scheduler places a new worker: spread (the default scheduler, which ignores GPUs: the node with the fewest workers) or pack (the packing profile of artifacts/scheduler: the node with the most GPUs in use)")
-		nodeStartup  = fs.Duration("node-startup", replay.DefaultNodeModel.Startup, "time a new node takes before a worker on it starts its own start-up")
-		nodeGrace    = fs.Duration("node-grace", replay.DefaultNodeModel.Grace, "Karpenter's consolidateAfter: time a node stays up after its last worker left, and without a worker placed or leaving before it is consolidated as underutilized")
-		consolidate  = fs.String("consolidation", string(replay.DefaultNodeModel.Consolidation), "the NodePool's consolidation policy: when-empty, or when-empty-or-underutilized (Karpenter's default: a node whose workers fit on the other nodes is drained, busy workers of ours excepted)")
-		depVictims   = fs.String("deployment-victims", string(replay.DeploymentVictimsReplicaSet), "scale-in order of the Deployment rows: replicaset (the ReplicaSet controller's) or node-aware (the set controller's, without busy marks)")
-		itlPerSeq    = fs.Duration("itl-per-seq", replay.DefaultITL.PerSeq, "with --serving batched: inter-token latency added by each sequence in the batch")
+		itlBase      = fs.Duration("itl-base", sim.DefaultITL.Base, "with --serving batched: inter-token latency of a worker, the part that does not grow with the batch")
+		gpusPerNode  = fs.Int("gpus-per-node", sim.DefaultNodeModel.GPUsPerNode, "GPUs of a node; each worker takes one, and every policy reports node-hours and peak nodes (0 models no nodes)")
+		placement    = fs.String("placement", string(sim.DefaultNodeModel.Placement), "how the scheduler places a new worker: spread (the default scheduler, which ignores GPUs: the node with the fewest workers) or pack (the packing profile of artifacts/scheduler: the node with the most GPUs in use)")
+		nodeStartup  = fs.Duration("node-startup", sim.DefaultNodeModel.Startup, "time a new node takes before a worker on it starts its own start-up")
+		nodeGrace    = fs.Duration("node-grace", sim.DefaultNodeModel.Grace, "Karpenter's consolidateAfter: time a node stays up after its last worker left, and without a worker placed or leaving before it is consolidated as underutilized")
+		consolidate  = fs.String("consolidation", string(sim.DefaultNodeModel.Consolidation), "the NodePool's consolidation policy: when-empty, or when-empty-or-underutilized (Karpenter's default: a node whose workers fit on the other nodes is drained, busy workers of ours excepted)")
+		depVictims   = fs.String("deployment-victims", string(sim.DeploymentVictimsReplicaSet), "scale-in order of the Deployment rows: replicaset (the ReplicaSet controller's) or node-aware (the set controller's, without busy marks)")
+		itlPerSeq    = fs.Duration("itl-per-seq", sim.DefaultITL.PerSeq, "with --serving batched: inter-token latency added by each sequence in the batch")
 		variants     []replay.Variant
 		tracePaths   []string
 	)
@@ -93,19 +96,19 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		enginePath = fs.String("engine", "", "GPU profile each worker's engine model runs on: a JSON file or one of "+strings.Join(gpuprofile.Names(), ", ")+"; implies --serving engine, and the token columns are required")
 		maxBatched = fs.Int("max-batched-tokens", enginemodel.DefaultMaxBatchedTokens, "with --serving engine: prompt tokens one engine step carries (vLLM's max_num_batched_tokens)")
 		maxSeqs    = fs.Int("max-num-seqs", enginemodel.DefaultMaxNumSeqs, "with --serving engine: sequences one worker runs at once (vLLM's max_num_seqs)")
-		router     = fs.String("router", string(replay.RouterLeastOutstanding), "with --serving engine: least-outstanding (each request at its arrival to the Ready worker with the fewest outstanding, queued there) or pooled (one FIFO queue, at most --concurrency outstanding per worker)")
+		router     = fs.String("router", string(sim.RouterLeastOutstanding), "with --serving engine: least-outstanding (each request at its arrival to the Ready worker with the fewest outstanding, queued there) or pooled (one FIFO queue, at most --concurrency outstanding per worker)")
 	)
 	// The SLO users state, and the bounds and draws of the comparison.
 	var (
 		sloTTFT       = fs.Duration("slo-ttft", 0, "time to first token a request should not exceed, at --slo-percentile (0: not a target)")
 		sloITL        = fs.Duration("slo-itl", 0, "mean gap between a request's tokens it should not exceed, at --slo-percentile (0: not a target)")
-		sloPercentile = fs.Float64("slo-percentile", replay.DefaultSLOPercentile, "share of requests (0-100) within which every SLO target must hold")
+		sloPercentile = fs.Float64("slo-percentile", sim.DefaultSLOPercentile, "share of requests (0-100) within which every SLO target must hold")
 		seeds         = fs.Int("seeds", 1, "draw the --shape traces (and the start-ups) this many times, seeds --seed, --seed+1, …; tables show each figure's mean and [min–max]")
 		shapes        []string
 	)
 	fs.Func("shape", "a synthetic trace drawn in the replay, as generate --shape draws it (diurnal, bursty, step or flash; its tokens served at --prefill- and --decode-tokens-per-second); repeatable", func(v string) error {
-		if !slices.Contains(replay.Shapes, v) {
-			return fmt.Errorf("unknown shape %q: want one of %s", v, strings.Join(replay.Shapes, ", "))
+		if !slices.Contains(workload.Shapes, v) {
+			return fmt.Errorf("unknown shape %q: want one of %s", v, strings.Join(workload.Shapes, ", "))
 		}
 		shapes = append(shapes, v)
 		return nil
@@ -137,11 +140,11 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if !flagGiven(fs, "slo") && (*sloTTFT > 0 || *sloITL > 0) {
 		waitSLO = 0
 	}
-	targets := replay.SLOTargets{Wait: waitSLO, TTFT: *sloTTFT, ITL: *sloITL, Percentile: *sloPercentile}
+	targets := sim.SLOTargets{Wait: waitSLO, TTFT: *sloTTFT, ITL: *sloITL, Percentile: *sloPercentile}
 	if err := targets.Validate(); err != nil {
 		return err
 	}
-	startups, err := replay.ParseStartup(*startup)
+	startups, err := sim.ParseStartup(*startup)
 	if err != nil {
 		return fmt.Errorf("--startup: %w", err)
 	}
@@ -152,19 +155,19 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if *seeds < 1 {
 		return fmt.Errorf("--seeds must be at least 1, got %d", *seeds)
 	}
-	model := replay.ServiceModel{
+	model := workload.ServiceModel{
 		Column: *serviceCol, InputTokensColumn: *inputColumn, OutputTokensColumn: *outputColumn,
 		PrefillPerSecond: *prefill, DecodePerSecond: *decode,
 	}
 	if *service != "" {
-		m, err := replay.ParseServiceDuration(*service)
+		m, err := workload.ParseServiceDuration(*service)
 		if err != nil {
 			return err
 		}
 		model.Fixed, model.Sigma = m.Fixed, m.Sigma
 	}
-	var batched *replay.ITL
-	var engineServing *replay.EngineServing
+	var batched *sim.ITL
+	var engineServing *sim.EngineServing
 	if *serving == "" {
 		*serving = map[bool]string{true: "engine", false: "fixed"}[*enginePath != ""]
 	}
@@ -177,11 +180,11 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("--engine: %w", err)
 		}
-		rt, err := replay.ParseRouter(*router)
+		rt, err := sim.ParseRouter(*router)
 		if err != nil {
 			return err
 		}
-		engineServing = &replay.EngineServing{Router: rt, Engine: enginemodel.Config{Profile: profile, MaxBatchedTokens: *maxBatched, MaxNumSeqs: *maxSeqs}}
+		engineServing = &sim.EngineServing{Router: rt, Engine: enginemodel.Config{Profile: profile, MaxBatchedTokens: *maxBatched, MaxNumSeqs: *maxSeqs}}
 		if err := engineServing.Engine.Validate(); err != nil {
 			return err
 		}
@@ -199,11 +202,11 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		if *outputColumn == "" {
 			return fmt.Errorf("--serving batched needs the trace's token columns: give --output-tokens-column (and --input-tokens-column for the prefill)")
 		}
-		batched = &replay.ITL{Base: *itlBase, PerSeq: *itlPerSeq}
+		batched = &sim.ITL{Base: *itlBase, PerSeq: *itlPerSeq}
 	default:
 		return fmt.Errorf("--serving must be fixed, batched or engine, got %q", *serving)
 	}
-	loadKind, err := replay.ParseLoadKind(*load)
+	loadKind, err := sim.ParseLoadKind(*load)
 	if err != nil {
 		return err
 	}
@@ -233,32 +236,32 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	}
 	var behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
 	if *behaviorPath != "" {
-		if behavior, err = replay.LoadHPABehavior(*behaviorPath); err != nil {
+		if behavior, err = baseline.LoadHPABehavior(*behaviorPath); err != nil {
 			return fmt.Errorf("--hpa-behavior: %w", err)
 		}
 	}
 	if !(*rateScale > 0) {
 		return fmt.Errorf("--rate-scale must be above 0, got %v", *rateScale)
 	}
-	var nodes *replay.NodeModel
+	var nodes *sim.NodeModel
 	if *gpusPerNode < 0 {
 		return fmt.Errorf("--gpus-per-node must not be negative, got %d", *gpusPerNode)
 	}
 	if *gpusPerNode > 0 {
-		pl, err := replay.ParsePlacement(*placement)
+		pl, err := sim.ParsePlacement(*placement)
 		if err != nil {
 			return fmt.Errorf("--placement: %w", err)
 		}
-		cons, err := replay.ParseConsolidation(*consolidate)
+		cons, err := sim.ParseConsolidation(*consolidate)
 		if err != nil {
 			return fmt.Errorf("--consolidation: %w", err)
 		}
-		nodes = &replay.NodeModel{GPUsPerNode: *gpusPerNode, Placement: pl, Startup: *nodeStartup, Grace: *nodeGrace, Consolidation: cons}
+		nodes = &sim.NodeModel{GPUsPerNode: *gpusPerNode, Placement: pl, Startup: *nodeStartup, Grace: *nodeGrace, Consolidation: cons}
 		if err := nodes.Validate(); err != nil {
 			return err
 		}
 	}
-	victims, err := replay.ParseDeploymentVictims(*depVictims)
+	victims, err := sim.ParseDeploymentVictims(*depVictims)
 	if err != nil {
 		return fmt.Errorf("--deployment-victims: %w", err)
 	}
@@ -271,7 +274,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 
 	var traces []replay.NamedTrace
 	for _, path := range tracePaths {
-		tr, err := readTrace(path, replay.TraceOptions{TimeColumn: *timeColumn, Service: model, RateScale: *rateScale, Seed: *seed})
+		tr, err := readTrace(path, workload.TraceOptions{TimeColumn: *timeColumn, Service: model, RateScale: *rateScale, Seed: *seed})
 		if err != nil {
 			return err
 		}
@@ -308,28 +311,28 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if scrapeEvery > 0 {
 		metrics = fmt.Sprintf("metrics scraped every %v", scrapeEvery)
 	}
-	for i, report := range reports {
+	for i, rep := range reports {
 		tr := traces[i].Trace
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
 		fmt.Fprintf(stdout, "%s: %d requests over %v, %d slots per worker, %v startup, %v grace, %s load index, %s, SLO %v%s\n",
-			traces[i].Name, len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, report.Startup, *grace, loadKind, metrics, report.SLO, servingNote)
+			traces[i].Name, len(tr.Requests), tr.Duration().Round(time.Second), *concurrency, rep.Startup, *grace, loadKind, metrics, rep.SLO, servingNote)
 		if *markdown {
-			err = report.WriteMarkdown(stdout)
+			err = rep.WriteMarkdown(stdout)
 		} else {
-			err = report.WriteTable(stdout)
+			err = rep.WriteTable(stdout)
 		}
 		if err != nil {
 			return err
 		}
 		if *jsonPath != "" {
-			if err := writeFile(perTrace(*jsonPath, traces[i].Name, len(traces)), report.WriteJSON); err != nil {
+			if err := writeFile(perTrace(*jsonPath, traces[i].Name, len(traces)), rep.WriteJSON); err != nil {
 				return err
 			}
 		}
 		if *plotPath != "" {
-			if err := replay.Plot(report, perTrace(*plotPath, traces[i].Name, len(traces))); err != nil {
+			if err := report.Plot(rep, perTrace(*plotPath, traces[i].Name, len(traces))); err != nil {
 				return fmt.Errorf("plotting: %w", err)
 			}
 		}
@@ -340,19 +343,19 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func readTrace(path string, o replay.TraceOptions) (replay.Trace, error) {
+func readTrace(path string, o workload.TraceOptions) (workload.Trace, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return replay.Trace{}, err
+		return workload.Trace{}, err
 	}
 	defer f.Close()
-	read := replay.ReadTrace
+	read := workload.ReadTrace
 	if strings.EqualFold(filepath.Ext(path), ".jsonl") {
-		read = replay.ReadMooncakeTrace
+		read = workload.ReadMooncakeTrace
 	}
 	tr, err := read(f, o)
 	if err != nil {
-		return replay.Trace{}, fmt.Errorf("%s: %w", path, err)
+		return workload.Trace{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return tr, nil
 }
@@ -371,7 +374,7 @@ func perTrace(path, trace string, traces int) string {
 func generate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("gputask-replay generate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	shape := fs.String("shape", replay.ShapeDiurnal, "diurnal, bursty, step or flash")
+	shape := fs.String("shape", workload.ShapeDiurnal, "diurnal, bursty, step or flash")
 	out := fs.String("out", "", "file to write (default: standard output)")
 	// Defaults are the shape's; a flag given on the command line overrides them.
 	var (
@@ -408,7 +411,7 @@ func generate(args []string, stdout, stderr io.Writer) error {
 	if set["days"] || set["rate-scale"] {
 		return errors.New("--days and --rate-scale go with --servegen")
 	}
-	o := replay.DefaultGenerateOptions(*shape)
+	o := workload.DefaultGenerateOptions(*shape)
 	override := func(name string, apply func()) {
 		if set[name] {
 			apply()
@@ -429,14 +432,14 @@ func generate(args []string, stdout, stderr io.Writer) error {
 	override("output-tokens-median", func() { o.OutputTokensMedian = *outputMedian })
 	override("tokens-sigma", func() { o.TokensSigma = *tokensSigma })
 	override("seed", func() { o.Seed = *seed })
-	reqs, err := replay.Generate(o)
+	reqs, err := workload.Generate(o)
 	if err != nil {
 		return err
 	}
 	if *out == "" {
-		return replay.WriteTrace(stdout, reqs)
+		return workload.WriteCSV(stdout, reqs)
 	}
-	return writeFile(*out, func(w io.Writer) error { return replay.WriteTrace(w, reqs) })
+	return writeFile(*out, func(w io.Writer) error { return workload.WriteCSV(w, reqs) })
 }
 
 // generateServeGen writes a trace drawn from a ServeGen model folder. The

@@ -6,13 +6,15 @@ import (
 	"io"
 
 	"github.com/gputask/gputask-controller/pkg/replay"
+	"github.com/gputask/gputask-controller/pkg/replay/report"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // drawShapes draws each synthetic shape with seed.
-func drawShapes(shapes []string, seed uint64, model replay.ServiceModel) ([]replay.NamedTrace, error) {
+func drawShapes(shapes []string, seed uint64, model workload.ServiceModel) ([]replay.NamedTrace, error) {
 	var out []replay.NamedTrace
 	for _, shape := range shapes {
-		tr, err := replay.GenerateShape(shape, seed, model)
+		tr, err := workload.GenerateShape(shape, seed, model)
 		if err != nil {
 			return nil, fmt.Errorf("--shape %s: %w", shape, err)
 		}
@@ -26,8 +28,8 @@ func drawShapes(shapes []string, seed uint64, model replay.ServiceModel) ([]repl
 // of each figure's mean and range over the seeds; jsonPath gets those
 // tables. A trace read from a file is the same on every seed; only its
 // start-ups are drawn anew.
-func replaySeeds(w io.Writer, files []replay.NamedTrace, shapes []string, n int, seed uint64, model replay.ServiceModel, c replay.Config, markdown bool, jsonPath string) error {
-	var runs [][]replay.Report
+func replaySeeds(w io.Writer, files []replay.NamedTrace, shapes []string, n int, seed uint64, model workload.ServiceModel, c replay.Config, markdown bool, jsonPath string) error {
+	var runs [][]report.Report
 	var bests []string
 	for i := range n {
 		s := seed + uint64(i)
@@ -46,7 +48,7 @@ func replaySeeds(w io.Writer, files []replay.NamedTrace, shapes []string, n int,
 			bests = append(bests, fmt.Sprintf("seed %d: %s", s, best.Summary(len(traces))))
 		}
 	}
-	tables := replay.SummarizeSeeds(runs)
+	tables := report.SummarizeSeeds(runs)
 	for i, t := range tables {
 		if i > 0 {
 			fmt.Fprintln(w)
@@ -73,7 +75,7 @@ func replaySeeds(w io.Writer, files []replay.NamedTrace, shapes []string, n int,
 		enc.SetIndent("", " ")
 		return enc.Encode(struct {
 			Seeds  int                `json:"seeds"`
-			Traces []replay.SeedTable `json:"traces"`
+			Traces []report.SeedTable `json:"traces"`
 		}{n, tables})
 	})
 }

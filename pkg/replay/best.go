@@ -8,6 +8,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
+	"github.com/gputask/gputask-controller/pkg/replay/report"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // PolicyHPABest is the HPA at the fixed target that, in hindsight,
@@ -39,7 +44,7 @@ func targetRange() string {
 // NamedTrace is one trace of a run over several.
 type NamedTrace struct {
 	Name  string
-	Trace Trace
+	Trace workload.Trace
 }
 
 // TargetTrial is the hpa row at one target over some traces.
@@ -68,7 +73,7 @@ type HPABest struct {
 
 	// rows are the hpa row's results at each target (by HPABestTargets'
 	// index) on each trace, which the hpa-best rows are.
-	rows [][]Result
+	rows [][]sim.Result
 }
 
 // Summary says which targets were chosen and why.
@@ -114,9 +119,9 @@ func SearchHPATarget(traces []NamedTrace, c Config) (HPABest, error) {
 	}
 	targets := HPABestTargets()
 	type job struct{ target, trace int }
-	results := make([][]Result, len(targets))
+	results := make([][]sim.Result, len(targets))
 	for i := range results {
-		results[i] = make([]Result, len(traces))
+		results[i] = make([]sim.Result, len(traces))
 	}
 	jobs := make(chan job)
 	var wg sync.WaitGroup
@@ -127,7 +132,7 @@ func SearchHPATarget(traces []NamedTrace, c Config) (HPABest, error) {
 			for j := range jobs {
 				cc := c
 				cc.HPATarget = targets[j.target]
-				results[j.target][j.trace] = cc.playHPA(traces[j.trace].Trace, PolicyHPA)
+				results[j.target][j.trace] = cc.playHPA(traces[j.trace].Trace, baseline.PolicyHPA)
 			}
 		}()
 	}
@@ -149,9 +154,9 @@ func SearchHPATarget(traces []NamedTrace, c Config) (HPABest, error) {
 // chooseTargets picks, from the hpa row's results at each target (by
 // index) on each trace, the one target for all the traces and each
 // trace's own.
-func chooseTargets(targets []float64, names []string, results [][]Result) HPABest {
+func chooseTargets(targets []float64, names []string, results [][]sim.Result) HPABest {
 	best := HPABest{rows: results, Names: names}
-	trial := func(i int, rs []Result) TargetTrial {
+	trial := func(i int, rs []sim.Result) TargetTrial {
 		t := TargetTrial{Target: targets[i], WorstAttainment: math.Inf(1), MeetsSLO: true}
 		for _, r := range rs {
 			t.GPUHours += r.GPUHours
@@ -175,7 +180,7 @@ func chooseTargets(targets []float64, names []string, results [][]Result) HPABes
 }
 
 // rowsFor are trace k's hpa-best and hpa-best-one rows, from the search.
-func (b HPABest) rowsFor(k int) (perTrace, one Result) {
+func (b HPABest) rowsFor(k int) (perTrace, one sim.Result) {
 	index := func(target float64) int {
 		return slices.IndexFunc(b.Trials, func(t TargetTrial) bool { return math.Abs(t.Target-target) < 1e-9 })
 	}
@@ -214,19 +219,19 @@ func betterTrial(a, b TargetTrial) int {
 }
 
 // playHPA plays the hpa row of c on tr, named name.
-func (c Config) playHPA(tr Trace, name string) Result {
+func (c Config) playHPA(tr workload.Trace, name string) sim.Result {
 	if c.SampleEvery <= 0 {
 		c.SampleEvery = defaultSampleEvery(tr)
 	}
-	pol, _ := c.policy(PolicyHPA, tr)
-	pol.(*HPA).name = name
-	return Play(c.newPool(tr), pol, c.playOptions())
+	cfg := c.hpaConfig(tr)
+	cfg.Name = name
+	return sim.Play(c.newPool(tr), baseline.NewHPA(cfg), c.playOptions())
 }
 
 // RunTraces replays every trace under the config's policies. With
 // hpa-best or hpa-best-one among them, it first searches the targets
 // over all the traces (SearchHPATarget), whose runs are those rows.
-func RunTraces(traces []NamedTrace, c Config) ([]Report, *HPABest, error) {
+func RunTraces(traces []NamedTrace, c Config) ([]report.Report, *HPABest, error) {
 	var best *HPABest
 	if slices.Contains(c.Policies, PolicyHPABest) || slices.Contains(c.Policies, PolicyHPABestOne) {
 		b, err := SearchHPATarget(traces, c)
@@ -235,12 +240,12 @@ func RunTraces(traces []NamedTrace, c Config) ([]Report, *HPABest, error) {
 		}
 		best = &b
 	}
-	var reports []Report
+	var reports []report.Report
 	for k, t := range traces {
 		c.Name = t.Name
 		if best != nil {
 			perTrace, one := best.rowsFor(k)
-			c.hpaBest = &[2]Result{perTrace, one}
+			c.hpaBest = &[2]sim.Result{perTrace, one}
 		}
 		r, err := Run(t.Trace, c)
 		if err != nil {

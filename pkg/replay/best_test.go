@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 func TestHPABestTargets(t *testing.T) {
@@ -52,8 +56,8 @@ func TestBetterTrial(t *testing.T) {
 // highest that meets it, and with an impossible SLO the search says so.
 func TestSearchHPATarget(t *testing.T) {
 	traces := []NamedTrace{
-		{"step", generatedTrace(t, ShapeStep, 90*time.Minute)},
-		{"flash", generatedTrace(t, ShapeFlash, 90*time.Minute)},
+		{"step", generatedTrace(t, workload.ShapeStep, 90*time.Minute)},
+		{"flash", generatedTrace(t, workload.ShapeFlash, 90*time.Minute)},
 	}
 	c := Config{Concurrency: 8, Startup: 2 * time.Minute, Grace: 30 * time.Second, SLO: time.Hour}
 	best, err := SearchHPATarget(traces, c)
@@ -69,7 +73,7 @@ func TestSearchHPATarget(t *testing.T) {
 		cc := c
 		cc.HPATarget = best.Target
 		cc, _ = cc.withDefaults()
-		sum += cc.playHPA(nt.Trace, PolicyHPA).GPUHours
+		sum += cc.playHPA(nt.Trace, baseline.PolicyHPA).GPUHours
 	}
 	if math.Abs(sum-best.GPUHours) > 1e-9 {
 		t.Errorf("GPU-hours %v, want the sum %v", best.GPUHours, sum)
@@ -113,8 +117,8 @@ func TestHPABestSummaryWithoutAnyMeeting(t *testing.T) {
 // Run and RunTraces play hpa-best at the searched target, as a row of
 // each trace's report.
 func TestRunTracesWithHPABest(t *testing.T) {
-	traces := []NamedTrace{{"flash", generatedTrace(t, ShapeFlash, time.Hour)}}
-	c := Config{Concurrency: 8, Startup: 2 * time.Minute, Policies: []string{PolicyHPA, PolicyHPABest, PolicyHPABestOne}}
+	traces := []NamedTrace{{"flash", generatedTrace(t, workload.ShapeFlash, time.Hour)}}
+	c := Config{Concurrency: 8, Startup: 2 * time.Minute, Policies: []string{baseline.PolicyHPA, PolicyHPABest, PolicyHPABestOne}}
 	reports, best, err := RunTraces(traces, c)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +136,7 @@ func TestRunTracesWithHPABest(t *testing.T) {
 	cc := c
 	cc.HPATarget = best.PerTrace[0].Target
 	cc, _ = cc.withDefaults()
-	if again := cc.playHPA(traces[0].Trace, PolicyHPA); again.GPUHours != reports[0].Policies[1].GPUHours {
+	if again := cc.playHPA(traces[0].Trace, baseline.PolicyHPA); again.GPUHours != reports[0].Policies[1].GPUHours {
 		t.Errorf("hpa-best at %v played again spends %v, the row %v", cc.HPATarget, again.GPUHours, reports[0].Policies[1].GPUHours)
 	}
 }
@@ -142,15 +146,15 @@ func TestRunTracesWithHPABest(t *testing.T) {
 // it at a high target, a bursty one only at a low one.
 func TestChooseTargetsPerTraceAndOne(t *testing.T) {
 	targets := []float64{0.5, 0.7, 0.9}
-	r := func(hours float64, meets bool) Result {
+	r := func(hours float64, meets bool) sim.Result {
 		a := 0.99
 		if !meets {
 			a = 0.90
 		}
-		return Result{GPUHours: hours, MeetsSLO: meets, SLOAttainment: a}
+		return sim.Result{GPUHours: hours, MeetsSLO: meets, SLOAttainment: a}
 	}
 	// results[target][trace]: smooth, bursty.
-	results := [][]Result{
+	results := [][]sim.Result{
 		{r(100, true), r(50, true)},
 		{r(80, true), r(40, false)},
 		{r(70, true), r(35, false)},

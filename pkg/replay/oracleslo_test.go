@@ -4,6 +4,10 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // On each synthetic trace, oracle-slo meets the SLO at or below the
@@ -13,8 +17,8 @@ import (
 // from one trial to the next (each trial from an empty pool) the schedule
 // misses the SLO on the diurnal, step and flash traces.
 func TestOracleSLOAtOrBelowEveryRowMeetingTheSLO(t *testing.T) {
-	durations := map[string]time.Duration{ShapeDiurnal: 6 * time.Hour, ShapeBursty: 3 * time.Hour, ShapeStep: 4 * time.Hour, ShapeFlash: 2 * time.Hour}
-	for _, shape := range Shapes {
+	durations := map[string]time.Duration{workload.ShapeDiurnal: 6 * time.Hour, workload.ShapeBursty: 3 * time.Hour, workload.ShapeStep: 4 * time.Hour, workload.ShapeFlash: 2 * time.Hour}
+	for _, shape := range workload.Shapes {
 		t.Run(shape, func(t *testing.T) {
 			tr := generatedTrace(t, shape, durations[shape])
 			v, err := ParseVariant("proportional")
@@ -25,7 +29,7 @@ func TestOracleSLOAtOrBelowEveryRowMeetingTheSLO(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			i := slices.IndexFunc(rep.Policies, func(r Result) bool { return r.Name == PolicyOracleSLO })
+			i := slices.IndexFunc(rep.Policies, func(r sim.Result) bool { return r.Name == baseline.PolicyOracleSLO })
 			if i < 0 {
 				t.Fatal("no oracle-slo row")
 			}
@@ -35,7 +39,7 @@ func TestOracleSLOAtOrBelowEveryRowMeetingTheSLO(t *testing.T) {
 			}
 			meeting := 0
 			for _, r := range rep.Policies {
-				if !r.MeetsSLO || r.Name == PolicyOracleSLO {
+				if !r.MeetsSLO || r.Name == baseline.PolicyOracleSLO {
 					continue
 				}
 				meeting++
@@ -46,54 +50,19 @@ func TestOracleSLOAtOrBelowEveryRowMeetingTheSLO(t *testing.T) {
 			if meeting < 3 {
 				t.Errorf("only %d rows meet the SLO: the comparison checks little", meeting)
 			}
-			t.Logf("oracle-slo %.1f GPU-h (zero-wait oracle %.1f), %d rows meeting the SLO", bound.GPUHours, rep.Policies[slices.IndexFunc(rep.Policies, func(r Result) bool { return r.Name == PolicyOracle })].GPUHours, meeting)
+			t.Logf("oracle-slo %.1f GPU-h (zero-wait oracle %.1f), %d rows meeting the SLO", bound.GPUHours, rep.Policies[slices.IndexFunc(rep.Policies, func(r sim.Result) bool { return r.Name == baseline.PolicyOracle })].GPUHours, meeting)
 		})
-	}
-}
-
-// smallestMeeting finds the smallest count that meets from any guess, and
-// the limit when none does.
-func TestSmallestMeeting(t *testing.T) {
-	for _, tc := range []struct{ need, guess, limit, want int32 }{
-		{need: 5, guess: 0, limit: 40, want: 5},
-		{need: 5, guess: 5, limit: 40, want: 5},
-		{need: 5, guess: 17, limit: 40, want: 5},
-		{need: 0, guess: 9, limit: 40, want: 0},
-		{need: 39, guess: 2, limit: 40, want: 39},
-		{need: 50, guess: 2, limit: 40, want: 40},
-	} {
-		tried := 0
-		got := smallestMeeting(tc.guess, tc.limit, func(n int32) bool { tried++; return n >= tc.need })
-		if got != tc.want || tried > 16 {
-			t.Errorf("need %d from %d: %d after %d trials, want %d", tc.need, tc.guess, got, tried, tc.want)
-		}
-	}
-}
-
-// A count that dips and comes back within a start-up keeps its workers;
-// one that stays down longer lets them go.
-func TestKeepThroughDips(t *testing.T) {
-	got := keepThroughDips([]int32{4, 2, 4, 4, 1, 1, 1, 1, 3}, 2*time.Minute)
-	want := []int32{4, 4, 4, 4, 1, 1, 1, 1, 3}
-	// At 4 the count falls to 1 and comes back to 3 only after four
-	// intervals, beyond the 2-minute start-up.
-	if !slices.Equal(got, want) {
-		t.Errorf("kept %v, want %v", got, want)
-	}
-	got = keepThroughDips([]int32{4, 1, 1, 3}, 2*time.Minute)
-	if want := []int32{4, 3, 3, 3}; !slices.Equal(got, want) {
-		t.Errorf("kept %v, want %v: the 3 needed again within 2 minutes stay", got, want)
 	}
 }
 
 // A row that meets the SLO on fewer GPU-hours than oracle-slo is
 // flagged, in every table; one that misses it, or costs more, is not.
 func TestFlagBelowOracleSLO(t *testing.T) {
-	rows := []Result{
+	rows := []sim.Result{
 		{Name: "cheap", GPUHours: 9, MeetsSLO: true},
 		{Name: "missing", GPUHours: 5, MeetsSLO: false},
 		{Name: "dear", GPUHours: 11, MeetsSLO: true},
-		{Name: PolicyOracleSLO, GPUHours: 10, MeetsSLO: true},
+		{Name: baseline.PolicyOracleSLO, GPUHours: 10, MeetsSLO: true},
 	}
 	flagBelowOracleSLO(rows)
 	for i, want := range []bool{true, false, false, false} {
@@ -109,9 +78,9 @@ func TestFlagBelowOracleSLO(t *testing.T) {
 // about four sequences a worker), on fewer GPU-hours than the static pool
 // that meets it.
 func TestOracleSLOOnBatchedServing(t *testing.T) {
-	tr := generatedTrace(t, ShapeFlash, 90*time.Minute)
-	rep, err := Run(tr, Config{Concurrency: 8, Startup: 2 * time.Minute, Batched: &DefaultITL,
-		SLOTTFT: 2 * time.Second, SLOITL: 7 * time.Millisecond, Policies: []string{PolicyStatic, PolicyOracleSLO}})
+	tr := generatedTrace(t, workload.ShapeFlash, 90*time.Minute)
+	rep, err := Run(tr, Config{Concurrency: 8, Startup: 2 * time.Minute, Batched: &sim.DefaultITL,
+		SLOTTFT: 2 * time.Second, SLOITL: 7 * time.Millisecond, Policies: []string{baseline.PolicyStatic, baseline.PolicyOracleSLO}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +89,7 @@ func TestOracleSLOOnBatchedServing(t *testing.T) {
 	if !static.MeetsSLO || !bound.MeetsSLO || bound.GPUHours >= static.GPUHours {
 		t.Errorf("static %.1f GPU-h (meets %v), oracle-slo %.1f GPU-h (meets %v, ITL p95 %.4fs)", static.GPUHours, static.MeetsSLO, bound.GPUHours, bound.MeetsSLO, bound.ITLP95)
 	}
-	if bound.ITLP95 <= DefaultITL.At(1).Seconds() {
+	if bound.ITLP95 <= sim.DefaultITL.At(1).Seconds() {
 		t.Errorf("ITL p95 %.4fs: no batch ever ran, the test checks nothing", bound.ITLP95)
 	}
 }

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 	"github.com/gputask/gputask-controller/pkg/setplan"
 )
@@ -23,7 +23,7 @@ import (
 // fields they read back (heldBackReplicas, consecutiveFailures).
 type Ours struct {
 	set  *gputaskv1.GPUTaskSet
-	load LoadKind
+	load sim.LoadKind
 
 	// Initial is the count the pool starts with; 0 means minReplicas.
 	Initial int32
@@ -45,7 +45,7 @@ type Ours struct {
 
 // NewOurs scales with the set's autoscaling block, reading the modelled
 // backend's load index of kind load for each of its metrics.
-func NewOurs(set *gputaskv1.GPUTaskSet, load LoadKind) (*Ours, error) {
+func NewOurs(set *gputaskv1.GPUTaskSet, load sim.LoadKind) (*Ours, error) {
 	if set.Spec.Autoscaling == nil || len(set.Spec.Autoscaling.Metrics) == 0 {
 		return nil, errors.New("the GPUTaskSet has no spec.autoscaling.metrics")
 	}
@@ -55,7 +55,7 @@ func NewOurs(set *gputaskv1.GPUTaskSet, load LoadKind) (*Ours, error) {
 	return &Ours{set: set.DeepCopy(), load: load}, nil
 }
 
-// Name implements Policy.
+// Name implements sim.Policy.
 func (o *Ours) Name() string {
 	if o.Label != "" {
 		return o.Label
@@ -68,7 +68,7 @@ func (o *Ours) Name() string {
 // recommendation of it, as a new HPA records its current count first
 // (recordInitialRecommendation), so that the first evaluation's scale-down
 // is stabilized like every later one.
-func (o *Ours) Start(p *Pool) {
+func (o *Ours) Start(p *sim.Pool) {
 	spec := o.set.Spec.Autoscaling
 	replicas := min(max(o.Initial, ptrOr(spec.MinReplicas, scaling.DefaultMinReplicas)), spec.MaxReplicas)
 	o.set.Spec.Replicas = &replicas
@@ -79,18 +79,18 @@ func (o *Ours) Start(p *Pool) {
 	p.AddReady(int(replicas))
 }
 
-// Period implements Policy: autoscaling.interval.
+// Period implements sim.Policy: autoscaling.interval.
 func (o *Ours) Period() time.Duration { return scaling.IntervalOf(o.set.Spec.Autoscaling) }
 
-// Replicas implements Policy: spec.replicas.
+// Replicas implements sim.Policy: spec.replicas.
 func (o *Ours) Replicas() int32 { return ptrOr(o.set.Spec.Replicas, 1) }
 
-// Wake implements Policy: when a protected task comes of age or a drain
+// Wake implements sim.Policy: when a protected task comes of age or a drain
 // times out, the set controller syncs again.
 func (o *Ours) Wake() time.Time { return o.wake }
 
-// Step implements Policy: one evaluation, then the set controller's sync.
-func (o *Ours) Step(p *Pool) {
+// Step implements sim.Policy: one evaluation, then the set controller's sync.
+func (o *Ours) Step(p *sim.Pool) {
 	obs := p.Metrics()
 	o.EvaluateRoles(p.Now(), obs.LoadIndex(o.load), obs, o.startedTasks(p))
 	o.Sync(p)
@@ -101,11 +101,11 @@ func (o *Ours) Step(p *Pool) {
 // before the replay: a running set has measured its starts, and the SLO
 // policy looks ahead by them (scaling.StartupOf). Only the tasks' creation
 // and Ready times tell it; the pool's start-up model never does.
-func (o *Ours) startedTasks(p *Pool) []*gputaskv1.GPUTask {
+func (o *Ours) startedTasks(p *sim.Pool) []*gputaskv1.GPUTask {
 	tasks := o.Tasks(p)
 	for i, w := range p.Workers() {
-		if w.startedBefore > 0 {
-			tasks[i].CreationTimestamp = metav1.NewTime(w.Created.Add(-w.startedBefore))
+		if w.StartedBefore > 0 {
+			tasks[i].CreationTimestamp = metav1.NewTime(w.Created.Add(-w.StartedBefore))
 		}
 	}
 	return tasks
@@ -116,7 +116,7 @@ func (o *Ours) startedTasks(p *Pool) []*gputaskv1.GPUTask {
 // shows them. It updates spec.replicas and the autoscaler's status, and
 // returns the decision.
 func (o *Ours) Evaluate(now time.Time, value float64, tasks []*gputaskv1.GPUTask) scaling.Decision {
-	return o.EvaluateRoles(now, value, Observation{}, tasks)
+	return o.EvaluateRoles(now, value, sim.Observation{}, tasks)
 }
 
 // RoleValue is what a metric of role reads from the modelled backend: the
@@ -124,7 +124,7 @@ func (o *Ours) Evaluate(now time.Time, value float64, tasks []*gputaskv1.GPUTask
 // index value for a metric without one; WaitPercentile is the wait in
 // seconds at percentile. ok is false where the source has no value: a
 // wait percentile while no request got a slot within WaitWindow.
-func RoleValue(role gputaskv1.MetricRole, value float64, obs Observation, percentile float64) (v float64, ok bool) {
+func RoleValue(role gputaskv1.MetricRole, value float64, obs sim.Observation, percentile float64) (v float64, ok bool) {
 	switch role {
 	case "":
 		return value, true
@@ -147,7 +147,7 @@ func RoleValue(role gputaskv1.MetricRole, value float64, obs Observation, percen
 // their role's value from obs (RoleValue). The start-up time it looks
 // ahead by is the one the tasks show (scaling.StartupOf), as the
 // autoscaler measures it.
-func (o *Ours) EvaluateRoles(now time.Time, value float64, obs Observation, tasks []*gputaskv1.GPUTask) scaling.Decision {
+func (o *Ours) EvaluateRoles(now time.Time, value float64, obs sim.Observation, tasks []*gputaskv1.GPUTask) scaling.Decision {
 	spec := o.set.Spec.Autoscaling
 	current := o.Replicas()
 	// What pkg/autoscaler's evaluate does, in its order: the readings, the
@@ -159,7 +159,7 @@ func (o *Ours) EvaluateRoles(now time.Time, value float64, obs Observation, task
 		v, ok := RoleValue(m.Role, value, obs, percentile)
 		readings[i].Value = v
 		if !ok {
-			readings[i].Err = fmt.Errorf("no request got a slot within %v: no %s", WaitWindow, m.Role)
+			readings[i].Err = fmt.Errorf("no request got a slot within %v: no %s", sim.WaitWindow, m.Role)
 		}
 	}
 	asked := maxTime(o.lastStep, o.set.CreationTimestamp.Time)
@@ -187,12 +187,12 @@ func (o *Ours) EvaluateRoles(now time.Time, value float64, obs Observation, task
 
 // Sync is the set controller's sync: it moves the workers towards
 // spec.replicas with setplan.Make and carries the plan out.
-func (o *Ours) Sync(p *Pool) {
+func (o *Ours) Sync(p *sim.Pool) {
 	now := p.Now()
 	plan := setplan.Make(o.Tasks(p), int(o.Replicas()), nil, setplan.DrainTimeout(o.set), setplan.MinTaskAge(o.set), now, setplan.DefaultBurstReplicas)
 	// The workers are looked up afresh: the pool replaces a worker that
 	// consolidation evicted, as the GPUTask controller creates a new pod.
-	byName := make(map[string]*Worker, len(p.Workers()))
+	byName := make(map[string]*sim.Worker, len(p.Workers()))
 	for _, w := range p.Workers() {
 		byName[w.Name] = w
 	}
@@ -217,43 +217,13 @@ func (o *Ours) Sync(p *Pool) {
 // node launches, then Running on it, Ready once the model is loaded,
 // gputask.io/busy while a request is in flight, and gputask.io/draining
 // once scale-in chose a busy one.
-func (o *Ours) Tasks(p *Pool) []*gputaskv1.GPUTask {
+func (o *Ours) Tasks(p *sim.Pool) []*gputaskv1.GPUTask {
 	now := p.Now()
 	tasks := make([]*gputaskv1.GPUTask, 0, len(p.Workers()))
 	for _, w := range p.Workers() {
-		tasks = append(tasks, TaskOf(w, now))
+		tasks = append(tasks, sim.TaskOf(w, now))
 	}
 	return tasks
-}
-
-// TaskOf is the GPUTask a worker is at now.
-func TaskOf(w *Worker, now time.Time) *gputaskv1.GPUTask {
-	t := &gputaskv1.GPUTask{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              w.Name,
-			CreationTimestamp: metav1.NewTime(w.Created),
-			Annotations:       map[string]string{},
-		},
-		Status: gputaskv1.GPUTaskStatus{Phase: gputaskv1.GPUTaskRunning, PodName: w.Name, NodeName: w.NodeName(now)},
-	}
-	if !w.Bound(now) {
-		t.Status.Phase = gputaskv1.GPUTaskPending
-	}
-	if w.Busy() {
-		t.Annotations[gputaskv1.AnnotationBusy] = "true"
-	}
-	if w.Draining {
-		t.Annotations[gputaskv1.AnnotationDraining] = "true"
-		t.Annotations[gputaskv1.AnnotationDrainStartedAt] = w.DrainStarted.UTC().Format(time.RFC3339Nano)
-	}
-	// The condition's transition time is when the worker was created or
-	// became Ready: the start-up time the SLO policy measures.
-	ready, since := metav1.ConditionFalse, w.Created
-	if w.Ready(now) {
-		ready, since = metav1.ConditionTrue, w.ReadyAt
-	}
-	meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{Type: gputaskv1.ConditionReady, Status: ready, Reason: "Modelled", LastTransitionTime: metav1.NewTime(since)})
-	return t
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -266,13 +236,13 @@ func maxTime(a, b time.Time) time.Time {
 // Sim is our policy on a modelled pool, driven one interval at a time, so
 // that a test can compare each step with what the real controllers do.
 type Sim struct {
-	Pool *Pool
+	Pool *sim.Pool
 	Ours *Ours
 }
 
 // NewSim starts our policy on a pool; the pool's first workers are Ready
 // at its start.
-func NewSim(p *Pool, ours *Ours) *Sim {
+func NewSim(p *sim.Pool, ours *Ours) *Sim {
 	ours.Start(p)
 	return &Sim{Pool: p, Ours: ours}
 }
@@ -295,5 +265,5 @@ func (s *Sim) Advance(now time.Time) { s.advance(now) }
 func (s *Sim) LoadIndex() float64 { return s.Pool.Observe().LoadIndex(s.Ours.load) }
 
 func (s *Sim) advance(to time.Time) {
-	playUntil(s.Pool, s.Ours, to, func(f func(*Pool)) { f(s.Pool) })
+	sim.PlayUntil(s.Pool, s.Ours, to, func(f func(*sim.Pool)) { f(s.Pool) })
 }

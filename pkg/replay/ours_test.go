@@ -2,13 +2,18 @@ package replay
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
+
+var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 
 func testSet(t *testing.T, yaml string) *gputaskv1.GPUTaskSet {
 	t.Helper()
@@ -46,28 +51,28 @@ func stepSet(t *testing.T, minAge string) *gputaskv1.GPUTaskSet {
 }
 
 // busyTrace keeps n requests of service d in flight from the start.
-func busyTrace(n int, d time.Duration) Trace {
-	var tr Trace
+func busyTrace(n int, d time.Duration) workload.Trace {
+	var tr workload.Trace
 	for range n {
-		tr.Requests = append(tr.Requests, Request{Arrival: 0, Service: d})
+		tr.Requests = append(tr.Requests, workload.Served{Arrival: 0, Service: d})
 	}
 	return tr
 }
 
-func newTestSim(t *testing.T, set *gputaskv1.GPUTaskSet, tr Trace, concurrency int, startup time.Duration) *Sim {
+func newTestSim(t *testing.T, set *gputaskv1.GPUTaskSet, tr workload.Trace, concurrency int, startup time.Duration) *Sim {
 	t.Helper()
-	ours, err := NewOurs(set, LoadDemand)
+	ours, err := NewOurs(set, sim.LoadDemand)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewSim(NewPool(tr, t0, concurrency, startup), ours)
+	return NewSim(sim.NewPool(tr, t0, concurrency, startup), ours)
 }
 
 // A Step set adds stepUp tasks above the up threshold, then holds while
 // they start (scaling.Decide's startup rule), and steps again once they
 // are Ready and the load is still high.
 func TestOursStepWaitsForStartingTasks(t *testing.T) {
-	sim := newTestSim(t, stepSet(t, "0s"), busyTrace(40, time.Hour), 4, 2*time.Minute)
+	sm := newTestSim(t, stepSet(t, "0s"), busyTrace(40, time.Hour), 4, 2*time.Minute)
 	steps := []struct {
 		at     time.Duration
 		want   int32
@@ -79,12 +84,12 @@ func TestOursStepWaitsForStartingTasks(t *testing.T) {
 		{2*time.Minute + 30*time.Second, 5, scaling.ReasonScaleUpAboveThreshold},
 	}
 	for _, s := range steps {
-		got := sim.Step(t0.Add(s.at))
-		if got != s.want || sim.Ours.Last.Reason != s.reason {
-			t.Errorf("at %v: %d (%s), want %d (%s)", s.at, got, sim.Ours.Last.Reason, s.want, s.reason)
+		got := sm.Step(t0.Add(s.at))
+		if got != s.want || sm.Ours.Last.Reason != s.reason {
+			t.Errorf("at %v: %d (%s), want %d (%s)", s.at, got, sm.Ours.Last.Reason, s.want, s.reason)
 		}
 	}
-	if got := len(sim.Pool.Workers()); got != 5 {
+	if got := len(sm.Pool.Workers()); got != 5 {
 		t.Errorf("workers = %d, want 5: the set controller created what was asked", got)
 	}
 }
@@ -92,14 +97,14 @@ func TestOursStepWaitsForStartingTasks(t *testing.T) {
 // The count changes at most once per interval, even when evaluated sooner
 // (scaling.NextStep through Decide).
 func TestOursOneStepPerInterval(t *testing.T) {
-	sim := newTestSim(t, stepSet(t, "0s"), busyTrace(40, time.Hour), 4, 0)
-	if got := sim.Step(t0); got != 3 {
+	sm := newTestSim(t, stepSet(t, "0s"), busyTrace(40, time.Hour), 4, 0)
+	if got := sm.Step(t0); got != 3 {
 		t.Fatalf("first step: %d", got)
 	}
-	if got := sim.Step(t0.Add(10 * time.Second)); got != 3 || sim.Ours.Last.Reason != scaling.ReasonWaitingForInterval {
-		t.Errorf("10s later: %d (%s), want 3 (WaitingForInterval)", got, sim.Ours.Last.Reason)
+	if got := sm.Step(t0.Add(10 * time.Second)); got != 3 || sm.Ours.Last.Reason != scaling.ReasonWaitingForInterval {
+		t.Errorf("10s later: %d (%s), want 3 (WaitingForInterval)", got, sm.Ours.Last.Reason)
 	}
-	if got := sim.Step(t0.Add(30 * time.Second)); got != 5 {
+	if got := sm.Step(t0.Add(30 * time.Second)); got != 5 {
 		t.Errorf("an interval later: %d, want 5", got)
 	}
 }
@@ -110,33 +115,33 @@ func TestOursOneStepPerInterval(t *testing.T) {
 func TestOursDrainsBusyWorkers(t *testing.T) {
 	set := stepSet(t, "0s")
 	// Two long requests keep two of three workers busy; the load is low.
-	tr := Trace{Requests: []Request{{0, 5 * time.Minute}, {0, 7 * time.Minute}}}
-	ours, err := NewOurs(set, LoadDemand)
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: 5 * time.Minute}, {Arrival: 0, Service: 7 * time.Minute}}}
+	ours, err := NewOurs(set, sim.LoadDemand)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ours.Initial = 3
-	sim := NewSim(NewPool(tr, t0, 4, 0), ours)
-	sim.Step(t0)                       // idle worker removed first
-	sim.Step(t0.Add(30 * time.Second)) // a busy one drains
+	sm := NewSim(sim.NewPool(tr, t0, 4, 0), ours)
+	sm.Step(t0)                       // idle worker removed first
+	sm.Step(t0.Add(30 * time.Second)) // a busy one drains
 	var draining int
-	for _, w := range sim.Pool.Workers() {
+	for _, w := range sm.Pool.Workers() {
 		if w.Draining {
 			draining++
 		}
 	}
-	if got := len(sim.Pool.Workers()); got != 2 || draining != 1 {
+	if got := len(sm.Pool.Workers()); got != 2 || draining != 1 {
 		t.Fatalf("workers = %d (draining %d), want 2 with 1 draining", got, draining)
 	}
-	sim.Step(t0.Add(8 * time.Minute))
-	if !sim.Pool.Finished() {
+	sm.Step(t0.Add(8 * time.Minute))
+	if !sm.Pool.Finished() {
 		t.Fatal("requests still in flight")
 	}
-	res := measure(sim.Pool.Outcomes(), SLOTargets{Wait: time.Second})
+	res := sim.Measure(sm.Pool.Outcomes(), sim.SLOTargets{Wait: time.Second})
 	if res.FailedRequests != 0 {
 		t.Errorf("failed = %d, want 0: drained workers finish their work", res.FailedRequests)
 	}
-	for _, w := range sim.Pool.AllWorkers() {
+	for _, w := range sm.Pool.AllWorkers() {
 		if !w.Removed.IsZero() && w.InFlight() > 0 {
 			t.Errorf("%s removed while busy", w.Name)
 		}
@@ -146,41 +151,41 @@ func TestOursDrainsBusyWorkers(t *testing.T) {
 // A Running task younger than minTaskAge is never removed
 // (setplan.ChooseVictims); the set wakes when it comes of age.
 func TestOursMinTaskAgeHoldsScaleIn(t *testing.T) {
-	ours, err := NewOurs(stepSet(t, "5m"), LoadDemand)
+	ours, err := NewOurs(stepSet(t, "5m"), sim.LoadDemand)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ours.Initial = 3
-	sim := NewSim(NewPool(Trace{Requests: []Request{{Arrival: time.Hour, Service: time.Second}}}, t0, 4, 0), ours)
-	if got := sim.Step(t0); got != 2 {
+	sm := NewSim(sim.NewPool(workload.Trace{Requests: []workload.Served{{Arrival: time.Hour, Service: time.Second}}}, t0, 4, 0), ours)
+	if got := sm.Step(t0); got != 2 {
 		t.Fatalf("replicas = %d, want 2", got)
 	}
-	if got := len(sim.Pool.Workers()); got != 3 || sim.Ours.set.Status.HeldBackReplicas != 1 {
-		t.Errorf("workers = %d held back %d, want 3 and 1", got, sim.Ours.set.Status.HeldBackReplicas)
+	if got := len(sm.Pool.Workers()); got != 3 || sm.Ours.set.Status.HeldBackReplicas != 1 {
+		t.Errorf("workers = %d held back %d, want 3 and 1", got, sm.Ours.set.Status.HeldBackReplicas)
 	}
-	if w := sim.Ours.Wake(); !w.Equal(t0.Add(5 * time.Minute)) {
+	if w := sm.Ours.Wake(); !w.Equal(t0.Add(5 * time.Minute)) {
 		t.Errorf("wake = %v, want when the tasks come of age", w)
 	}
-	sim.Step(t0.Add(30 * time.Second)) // TasksTooYoung holds the count
-	if sim.Ours.Last.Reason != scaling.ReasonTasksTooYoung {
-		t.Errorf("reason = %s, want TasksTooYoung", sim.Ours.Last.Reason)
+	sm.Step(t0.Add(30 * time.Second)) // TasksTooYoung holds the count
+	if sm.Ours.Last.Reason != scaling.ReasonTasksTooYoung {
+		t.Errorf("reason = %s, want TasksTooYoung", sm.Ours.Last.Reason)
 	}
-	sim.Step(t0.Add(5*time.Minute + time.Second))
-	if got := len(sim.Pool.Workers()); got > 2 {
+	sm.Step(t0.Add(5*time.Minute + time.Second))
+	if got := len(sm.Pool.Workers()); got > 2 {
 		t.Errorf("workers = %d after minTaskAge, want at most 2", got)
 	}
 }
 
 // A scale-up takes drains back before it creates a worker.
 func TestOursScaleUpTakesDrainsBack(t *testing.T) {
-	ours, err := NewOurs(stepSet(t, "0s"), LoadDemand)
+	ours, err := NewOurs(stepSet(t, "0s"), sim.LoadDemand)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ours.Initial = 2
-	p := NewPool(Trace{Requests: []Request{{0, time.Hour}}}, t0, 4, time.Minute)
-	sim := NewSim(p, ours)
-	sim.Step(t0) // low load: the busy worker is kept, the idle one deleted
+	p := sim.NewPool(workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Hour}}}, t0, 4, time.Minute)
+	sm := NewSim(p, ours)
+	sm.Step(t0) // low load: the busy worker is kept, the idle one deleted
 	w := p.Workers()[0]
 	zero, one := int32(0), int32(1)
 	ours.set.Spec.Replicas = &zero
@@ -234,5 +239,30 @@ func TestParseSetErrors(t *testing.T) {
 		if _, err := ParseSet([]byte(yaml)); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// Ours learns the start-up from the tasks it sees, as the controller
+// does: the pool's first workers show the starts they drew, and the
+// look-ahead is their median, not the model's.
+func TestOursLearnsStartupFromTasks(t *testing.T) {
+	p := sim.NewPool(workload.Trace{}, t0, 8, 0)
+	p.SetStartup(sim.StartupModel{Median: 2 * time.Minute, Sigma: 0.8, Floor: 10 * time.Second}, 7)
+	ours, err := NewOurs(withSlots(DefaultSet(), 8), sim.LoadDemand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours.Initial = 3
+	ours.Start(p)
+	var took []time.Duration
+	for _, w := range p.Workers() {
+		took = append(took, w.StartedBefore)
+	}
+	slices.Sort(took)
+	got := scaling.StartupOf(ours.startedTasks(p), 10*time.Minute)
+	// Whole seconds as the API shows them do not matter here: the
+	// modelled tasks carry exact times.
+	if got != took[1] || got == p.Startup() {
+		t.Errorf("ours looks ahead by %v; the first workers took %v (median %v), the model's median is %v", got, took, took[1], p.Startup())
 	}
 }

@@ -14,26 +14,19 @@ import (
 	"sigs.k8s.io/yaml"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
+	"github.com/gputask/gputask-controller/pkg/replay/report"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
 
-// Policy names, as --policies takes them.
-const (
-	PolicyOurs = "ours"
-	// PolicyHPA is the HPA with a behavior (GPUServingBehavior unless
-	// given); PolicyHPADefault the HPA without one.
-	PolicyHPA        = "hpa"
-	PolicyHPADefault = "hpa-default"
-	PolicyKEDA       = "keda"
-	// PolicyKEDAQueue is KEDA on the requests running and waiting per pod.
-	PolicyKEDAQueue = "keda-queue"
-	PolicySeed      = "seed"
-	PolicyStatic    = "static"
-	PolicyOracle    = "oracle"
-)
+// PolicyOurs is our policy's name, as --policies takes it; the baselines'
+// are in package baseline.
+const PolicyOurs = "ours"
 
 // AllPolicies are every policy, in the order of the table.
-var AllPolicies = []string{PolicyOurs, PolicyHPA, PolicyHPADefault, PolicyHPABest, PolicyHPABestOne, PolicyKEDA, PolicyKEDAQueue, PolicySeed, PolicyStatic, PolicyOracle, PolicyOracleSLO}
+var AllPolicies = []string{PolicyOurs, baseline.PolicyHPA, baseline.PolicyHPADefault, PolicyHPABest, PolicyHPABestOne, baseline.PolicyKEDA, baseline.PolicyKEDAQueue, baseline.PolicySeed, baseline.PolicyStatic, baseline.PolicyOracle, baseline.PolicyOracleSLO}
 
 // ParsePolicies reads --policies.
 func ParsePolicies(s string) ([]string, error) {
@@ -158,15 +151,15 @@ type Config struct {
 	Concurrency int
 	// Startup is a worker's start-up, or its median when StartupSigma is
 	// above 0: then each worker's is drawn from a log-normal, never below
-	// StartupFloor, seeded by StartupSeed (StartupModel).
+	// StartupFloor, seeded by StartupSeed (sim.StartupModel).
 	Startup      time.Duration
 	StartupSigma float64
 	StartupFloor time.Duration
 	StartupSeed  uint64
-	// Grace is the pods' termination grace period (see Pool.Delete); 0
+	// Grace is the pods' termination grace period (see sim.Pool.Delete); 0
 	// kills a deleted pod with its requests at once.
 	Grace time.Duration
-	Load  LoadKind
+	Load  sim.LoadKind
 	// SLO is the wait a request should not exceed, SLOTTFT its time to
 	// first token and SLOITL its mean gap between tokens, each at
 	// SLOPercentile (0 means 95) of the requests; a zero target is not
@@ -187,25 +180,25 @@ type Config struct {
 	// AverageValue.
 	KEDAValue bool
 	// Scrape puts a Prometheus scrape of that interval in front of every
-	// row's metrics (Pool.SetScrape); 0 reads them fresh.
+	// row's metrics (sim.Pool.SetScrape); 0 reads them fresh.
 	Scrape time.Duration
 	// HPABehavior is spec.behavior of hpa and of the HPA keda creates;
 	// nil means GPUServingBehavior. hpa-default has none.
 	HPABehavior *autoscalingv2.HorizontalPodAutoscalerBehavior
 	Policies    []string
 	// Nodes places the workers on nodes and measures node-hours
-	// (Pool.SetNodes); nil models no nodes.
-	Nodes *NodeModel
+	// (sim.Pool.SetNodes); nil models no nodes.
+	Nodes *sim.NodeModel
 	// DeploymentVictims is the Deployment rows' scale-in order; empty
 	// means the ReplicaSet controller's.
-	DeploymentVictims DeploymentVictims
+	DeploymentVictims sim.DeploymentVictims
 	// Batched serves requests as a batching server does, at this
-	// inter-token latency (Pool.SetBatched); nil gives each request its
+	// inter-token latency (sim.Pool.SetBatched); nil gives each request its
 	// fixed Service.
-	Batched *ITL
-	// Engine serves requests with the engine model (Pool.SetEngine); it
+	Batched *sim.ITL
+	// Engine serves requests with the engine model (sim.Pool.SetEngine); it
 	// takes precedence over Batched.
-	Engine *EngineServing
+	Engine *sim.EngineServing
 	// Variants are more runs of ours, after the policies.
 	Variants []Variant
 	// SampleEvery is the time between samples of the series; 0 picks one
@@ -222,7 +215,7 @@ type Config struct {
 
 	// hpaBest are the hpa-best and hpa-best-one rows of the trace, once
 	// searched over the run's traces.
-	hpaBest *[2]Result
+	hpaBest *[2]sim.Result
 }
 
 // DefaultHPATarget is the load index target of hpa and keda beside a set
@@ -270,7 +263,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.DeploymentVictims != "" {
-		if _, err := ParseDeploymentVictims(string(c.DeploymentVictims)); err != nil {
+		if _, err := sim.ParseDeploymentVictims(string(c.DeploymentVictims)); err != nil {
 			return c, err
 		}
 	}
@@ -292,13 +285,13 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.Load == "" {
-		c.Load = LoadDemand
+		c.Load = sim.LoadDemand
 	}
 	slo := c.Targets()
 	if err := slo.Validate(); err != nil {
 		return c, err
 	}
-	slo = slo.withDefaults()
+	slo = slo.WithDefaults()
 	c.SLO, c.SLOTTFT, c.SLOITL, c.SLOPercentile = slo.Wait, slo.TTFT, slo.ITL, slo.Percentile
 	if len(c.Policies) == 0 {
 		c.Policies = AllPolicies
@@ -313,12 +306,12 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // defaultSampleEvery gives about 2000 samples of tr.
-func defaultSampleEvery(tr Trace) time.Duration {
+func defaultSampleEvery(tr workload.Trace) time.Duration {
 	return max(tr.Duration()/2000, 10*time.Second).Round(time.Second)
 }
 
-func (c Config) playOptions() PlayOptions {
-	return PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.Targets()}
+func (c Config) playOptions() sim.PlayOptions {
+	return sim.PlayOptions{SampleEvery: c.SampleEvery, Limit: c.Limit, Load: c.Load, SLO: c.Targets()}
 }
 
 // checkCapacity reports a set whose capacity setting disagrees with the
@@ -349,24 +342,24 @@ func withSlots(set *gputaskv1.GPUTaskSet, concurrency int) *gputaskv1.GPUTaskSet
 }
 
 // StartupModel is how long each worker takes to start.
-func (c Config) StartupModel() StartupModel {
-	return StartupModel{Median: c.Startup, Sigma: c.StartupSigma, Floor: c.StartupFloor}
+func (c Config) StartupModel() sim.StartupModel {
+	return sim.StartupModel{Median: c.Startup, Sigma: c.StartupSigma, Floor: c.StartupFloor}
 }
 
 // Targets are the SLO's targets every row is measured against.
-func (c Config) Targets() SLOTargets {
-	return SLOTargets{Wait: c.SLO, TTFT: c.SLOTTFT, ITL: c.SLOITL, Percentile: c.SLOPercentile}
+func (c Config) Targets() sim.SLOTargets {
+	return sim.SLOTargets{Wait: c.SLO, TTFT: c.SLOTTFT, ITL: c.SLOITL, Percentile: c.SLOPercentile}
 }
 
 // Run replays tr under every policy of the config. hpa-best, unless
 // RunTraces searched its target over several traces, is searched on tr.
-func Run(tr Trace, c Config) (Report, error) {
+func Run(tr workload.Trace, c Config) (report.Report, error) {
 	c, err := c.withDefaults()
 	if err != nil {
-		return Report{}, err
+		return report.Report{}, err
 	}
 	if err := c.checkServing(tr); err != nil {
-		return Report{}, err
+		return report.Report{}, err
 	}
 	if c.SampleEvery <= 0 {
 		c.SampleEvery = defaultSampleEvery(tr)
@@ -374,61 +367,61 @@ func Run(tr Trace, c Config) (Report, error) {
 	if (slices.Contains(c.Policies, PolicyHPABest) || slices.Contains(c.Policies, PolicyHPABestOne)) && c.hpaBest == nil {
 		best, err := SearchHPATarget([]NamedTrace{{c.Name, tr}}, c)
 		if err != nil {
-			return Report{}, err
+			return report.Report{}, err
 		}
 		perTrace, one := best.rowsFor(0)
-		c.hpaBest = &[2]Result{perTrace, one}
+		c.hpaBest = &[2]sim.Result{perTrace, one}
 	}
-	report := Report{
+	rep := report.Report{
 		Trace: c.Name, Requests: len(tr.Requests), Concurrency: c.Concurrency,
 		Startup: c.StartupModel().String(), Load: c.Load, SLO: c.Targets().String(), SLOTargets: c.Targets(), Nodes: c.Nodes,
-		Series: map[string][]Sample{},
+		Series: map[string][]sim.Sample{},
 	}
 	for _, name := range c.Policies {
-		var res Result
+		var res sim.Result
 		switch name {
 		case PolicyHPABest:
 			res = c.hpaBest[0] // played by the search
 		case PolicyHPABestOne:
 			res = c.hpaBest[1]
-		case PolicyOracleSLO:
-			res = OracleSLO{Config: c}.Run(tr)
-		case PolicyOracle:
-			res = Oracle{Concurrency: c.Concurrency, Startup: c.Startup, Nodes: c.Nodes, SLO: c.Targets()}.Run(tr, c.SampleEvery)
+		case baseline.PolicyOracleSLO:
+			res = c.oracleSLO().Run(tr)
+		case baseline.PolicyOracle:
+			res = baseline.Oracle{Concurrency: c.Concurrency, Startup: c.Startup, Nodes: c.Nodes, SLO: c.Targets()}.Run(tr, c.SampleEvery)
 		default:
 			pol, err := c.policy(name, tr)
 			if err != nil {
-				return Report{}, err
+				return report.Report{}, err
 			}
-			res = Play(c.newPool(tr), pol, c.playOptions())
+			res = sim.Play(c.newPool(tr), pol, c.playOptions())
 		}
-		report.Policies = append(report.Policies, res)
-		report.Series[name] = res.Series
+		rep.Policies = append(rep.Policies, res)
+		rep.Series[name] = res.Series
 	}
 	seen := map[string]bool{}
 	for _, v := range c.Variants {
 		if seen[v.Name] {
-			return Report{}, fmt.Errorf("variant %s given twice", v.Name)
+			return report.Report{}, fmt.Errorf("variant %s given twice", v.Name)
 		}
 		seen[v.Name] = true
 		ours, err := NewOurs(v.Set, c.Load)
 		if err != nil {
-			return Report{}, fmt.Errorf("variant %s: %w", v.Name, err)
+			return report.Report{}, fmt.Errorf("variant %s: %w", v.Name, err)
 		}
 		ours.Initial, ours.Label = InitialWorkers(tr, c.Concurrency), PolicyOurs+"+"+v.Name
-		res := Play(c.newPool(tr), ours, c.playOptions())
-		report.Policies = append(report.Policies, res)
-		report.Series[ours.Label] = res.Series
+		res := sim.Play(c.newPool(tr), ours, c.playOptions())
+		rep.Policies = append(rep.Policies, res)
+		rep.Series[ours.Label] = res.Series
 	}
-	flagBelowOracleSLO(report.Policies)
-	return report, nil
+	flagBelowOracleSLO(rep.Policies)
+	return rep, nil
 }
 
 // flagBelowOracleSLO marks the rows that meet the SLO on fewer GPU-hours
 // than oracle-slo, when it ran: each is a finding to explain, not a
 // bound broken silently.
-func flagBelowOracleSLO(rows []Result) {
-	i := slices.IndexFunc(rows, func(r Result) bool { return r.Name == PolicyOracleSLO })
+func flagBelowOracleSLO(rows []sim.Result) {
+	i := slices.IndexFunc(rows, func(r sim.Result) bool { return r.Name == baseline.PolicyOracleSLO })
 	if i < 0 {
 		return
 	}
@@ -438,7 +431,7 @@ func flagBelowOracleSLO(rows []Result) {
 }
 
 // policy builds the policy called name for the config.
-func (c Config) policy(name string, tr Trace) (Policy, error) {
+func (c Config) policy(name string, tr workload.Trace) (sim.Policy, error) {
 	spec := c.Set.Spec.Autoscaling
 	minReplicas := ptrOr(spec.MinReplicas, 1)
 	initial := InitialWorkers(tr, c.Concurrency)
@@ -450,29 +443,53 @@ func (c Config) policy(name string, tr Trace) (Policy, error) {
 		}
 		ours.Initial = initial
 		return ours, nil
-	case PolicyHPA:
-		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.behavior()}), nil
-	case PolicyHPADefault:
-		return NewHPA(HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load}), nil
-	case PolicyKEDA:
-		return NewKEDA(KEDAConfig{MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: !c.KEDAValue, Load: c.Load, Behavior: c.behavior()}), nil
-	case PolicyKEDAQueue:
-		return NewKEDA(KEDAConfig{
-			Name: PolicyKEDAQueue, MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Behavior: c.behavior(),
-			Triggers: []ExternalMetric{RunningRequestsMetric(c.Target() * float64(c.Concurrency)), WaitingRequestsMetric(KEDAQueueWaitingPerPod)},
+	case baseline.PolicyHPA:
+		return baseline.NewHPA(c.hpaConfig(tr)), nil
+	case baseline.PolicyHPADefault:
+		return baseline.NewHPA(baseline.HPAConfig{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load}), nil
+	case baseline.PolicyKEDA:
+		return baseline.NewKEDA(baseline.KEDAConfig{MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Target: c.Target(), AverageValue: !c.KEDAValue, Load: c.Load, Behavior: c.behavior()}), nil
+	case baseline.PolicyKEDAQueue:
+		return baseline.NewKEDA(baseline.KEDAConfig{
+			Name: baseline.PolicyKEDAQueue, MinReplicas: minReplicas, MaxReplicas: spec.MaxReplicas, Initial: initial, Behavior: c.behavior(),
+			Triggers: []baseline.ExternalMetric{baseline.RunningRequestsMetric(c.Target() * float64(c.Concurrency)), baseline.WaitingRequestsMetric(KEDAQueueWaitingPerPod)},
 		}), nil
-	case PolicySeed:
-		return &Seed{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Interval: scaling.IntervalOf(spec), Load: c.Load}, nil
-	case PolicyStatic:
-		return &Static{Size: max(PeakWorkers(tr, c.Concurrency), 1)}, nil
+	case baseline.PolicySeed:
+		return &baseline.Seed{Min: minReplicas, Max: spec.MaxReplicas, Initial: initial, Interval: scaling.IntervalOf(spec), Load: c.Load}, nil
+	case baseline.PolicyStatic:
+		return &baseline.Static{Size: max(baseline.PeakWorkers(tr, c.Concurrency), 1)}, nil
 	}
 	return nil, fmt.Errorf("unknown policy %q", name)
+}
+
+// hpaConfig is the hpa row's HPA.
+func (c Config) hpaConfig(tr workload.Trace) baseline.HPAConfig {
+	spec := c.Set.Spec.Autoscaling
+	return baseline.HPAConfig{
+		Min: ptrOr(spec.MinReplicas, 1), Max: spec.MaxReplicas, Initial: InitialWorkers(tr, c.Concurrency),
+		Target: c.Target(), AverageValue: c.HPAAverageValue, Load: c.Load, Behavior: c.behavior(),
+	}
+}
+
+// oracleSLO is the oracle-slo row on c's pool, SLO and start-up.
+func (c Config) oracleSLO() baseline.OracleSLO {
+	return baseline.OracleSLO{
+		Pool: func(tr workload.Trace, from time.Duration, trial bool) *sim.Pool {
+			c := c
+			c.Start = c.Start.Add(from)
+			if trial {
+				c.Nodes = nil
+			}
+			return c.newPool(tr)
+		},
+		Concurrency: c.Concurrency, Startup: c.Startup, Play: c.playOptions(),
+	}
 }
 
 // behavior is spec.behavior of hpa and of the HPAs keda creates.
 func (c Config) behavior() *autoscalingv2.HorizontalPodAutoscalerBehavior {
 	if c.HPABehavior == nil {
-		return GPUServingBehavior()
+		return baseline.GPUServingBehavior()
 	}
 	return c.HPABehavior
 }
@@ -483,8 +500,8 @@ func (c Config) behavior() *autoscalingv2.HorizontalPodAutoscalerBehavior {
 const KEDAQueueWaitingPerPod = 1
 
 // newPool is the pool every row plays on.
-func (c Config) newPool(tr Trace) *Pool {
-	pool := NewPool(tr, c.Start, c.Concurrency, c.Startup)
+func (c Config) newPool(tr workload.Trace) *sim.Pool {
+	pool := sim.NewPool(tr, c.Start, c.Concurrency, c.Startup)
 	pool.SetStartup(c.StartupModel(), c.StartupSeed)
 	pool.SetGrace(c.Grace)
 	pool.SetScrape(c.Scrape)
@@ -507,9 +524,9 @@ func (c Config) newPool(tr Trace) *Pool {
 }
 
 // checkServing reports a trace that c's serving model cannot play.
-func (c Config) checkServing(tr Trace) error {
+func (c Config) checkServing(tr workload.Trace) error {
 	if c.Engine != nil {
-		if err := NewPool(tr, c.Start, c.Concurrency, 0).SetEngine(*c.Engine); err != nil {
+		if err := sim.NewPool(tr, c.Start, c.Concurrency, 0).SetEngine(*c.Engine); err != nil {
 			return fmt.Errorf("%w: give the trace's token columns", err)
 		}
 		return nil
@@ -517,7 +534,7 @@ func (c Config) checkServing(tr Trace) error {
 	if c.Batched == nil {
 		return nil
 	}
-	if err := NewPool(tr, c.Start, c.Concurrency, 0).SetBatched(*c.Batched); err != nil {
+	if err := sim.NewPool(tr, c.Start, c.Concurrency, 0).SetBatched(*c.Batched); err != nil {
 		return fmt.Errorf("%w: give the trace's token columns", err)
 	}
 	return nil
@@ -526,15 +543,15 @@ func (c Config) checkServing(tr Trace) error {
 // InitialWorkers is the pool every autoscaled policy starts with: the
 // workers the first ten minutes of the trace keep busy at their peak, so
 // that no policy pays for a cold start the trace did not have.
-func InitialWorkers(tr Trace, concurrency int) int32 {
-	var head Trace
+func InitialWorkers(tr workload.Trace, concurrency int) int32 {
+	var head workload.Trace
 	for _, r := range tr.Requests {
 		if r.Arrival > 10*time.Minute {
 			break
 		}
 		head.Requests = append(head.Requests, r)
 	}
-	return PeakWorkers(head, concurrency)
+	return baseline.PeakWorkers(head, concurrency)
 }
 
 func ptrOr[T any](p *T, def T) T {

@@ -3,28 +3,34 @@ package replay
 import (
 	"bytes"
 	"encoding/json"
-	"math/rand/v2"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
+	"github.com/gputask/gputask-controller/pkg/replay/report"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
-func generatedTrace(t *testing.T, shape string, d time.Duration) Trace {
+func generatedTrace(t *testing.T, shape string, d time.Duration) workload.Trace {
 	t.Helper()
-	o := DefaultGenerateOptions(shape)
+	o := workload.DefaultGenerateOptions(shape)
 	o.Duration = d
-	reqs, err := Generate(o)
+	reqs, err := workload.Generate(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := WriteTrace(&buf, reqs); err != nil {
+	if err := workload.WriteCSV(&buf, reqs); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := ReadTrace(&buf, TraceOptions{TimeColumn: ColumnTimestamp, Service: ServiceModel{
-		InputTokensColumn: ColumnInputTokens, OutputTokensColumn: ColumnOutputTokens,
+	tr, err := workload.ReadTrace(&buf, workload.TraceOptions{TimeColumn: workload.ColumnTimestamp, Service: workload.ServiceModel{
+		InputTokensColumn: workload.ColumnInputTokens, OutputTokensColumn: workload.ColumnOutputTokens,
 		PrefillPerSecond: 4000, DecodePerSecond: 40,
 	}})
 	if err != nil {
@@ -33,92 +39,22 @@ func generatedTrace(t *testing.T, shape string, d time.Duration) Trace {
 	return tr
 }
 
-func TestGenerateIsReproducible(t *testing.T) {
-	for _, shape := range Shapes {
-		o := DefaultGenerateOptions(shape)
-		o.Duration = time.Hour
-		a, err := Generate(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := Generate(o)
-		o.Seed++
-		c, _ := Generate(o)
-		if len(a) == 0 || len(a) != len(b) || a[len(a)/2] != b[len(b)/2] {
-			t.Errorf("%s: not reproducible", shape)
-		}
-		if len(a) == len(c) && a[len(a)/2] == c[len(c)/2] {
-			t.Errorf("%s: the seed changes nothing", shape)
-		}
-	}
-}
-
-// The diurnal curve has the peak-to-trough ratio asked for, and the step
-// surge multiplies the rate by its factor.
-func TestGenerateShapes(t *testing.T) {
-	count := func(reqs []GeneratedRequest, from, to time.Duration) float64 {
-		n := 0
-		for _, r := range reqs {
-			if r.Arrival >= from && r.Arrival < to {
-				n++
-			}
-		}
-		return float64(n)
-	}
-	o := DefaultGenerateOptions(ShapeDiurnal)
-	o.Duration = 24 * time.Hour
-	reqs, _ := Generate(o)
-	peak := count(reqs, 11*time.Hour+30*time.Minute, 12*time.Hour+30*time.Minute)
-	trough := count(reqs, 0, 30*time.Minute) + count(reqs, 23*time.Hour+30*time.Minute, 24*time.Hour)
-	if ratio := peak / trough; ratio < o.PeakToTrough*0.8 || ratio > o.PeakToTrough*1.2 {
-		t.Errorf("diurnal peak/trough = %.2f, want about %v", ratio, o.PeakToTrough)
-	}
-	s := DefaultGenerateOptions(ShapeStep)
-	reqs, _ = Generate(s)
-	if ratio := count(reqs, s.SurgeAt, s.SurgeAt+s.SurgeFor) / count(reqs, 0, s.SurgeAt); ratio < s.SurgeFactor*0.9 || ratio > s.SurgeFactor*1.1 {
-		t.Errorf("step surge ratio = %.2f, want about %v", ratio, s.SurgeFactor)
-	}
-	if _, err := Generate(GenerateOptions{Shape: "sine"}); err == nil {
-		t.Error("unknown shape: no error")
-	}
-}
-
-// The BurstGPT model: inter-arrival times of a Gamma with shape k have a
-// coefficient of variation of 1/√k.
-func TestGammaDraw(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, shape := range []float64{0.25, 1, 4} {
-		var sum, sq float64
-		const n = 200000
-		for range n {
-			x := gammaDraw(rng, shape, 2)
-			sum += x
-			sq += x * x
-		}
-		mean := sum / n
-		cv := (sq/n - mean*mean) / (mean * mean)
-		if mean < 2*shape*0.97 || mean > 2*shape*1.03 || cv < 1/shape*0.9 || cv > 1/shape*1.1 {
-			t.Errorf("shape %v: mean %.3f (want %v), squared CV %.3f (want %.3f)", shape, mean, 2*shape, cv, 1/shape)
-		}
-	}
-}
-
 // The oracle is a lower bound of the policies that let no request wait:
 // none of those rows uses fewer GPU-hours, none waits in it, and it keeps
 // a worker through a gap shorter than a startup. oracle-slo, which lets
 // requests wait within the SLO, may spend less.
 func TestOracleIsALowerBound(t *testing.T) {
-	tr := generatedTrace(t, ShapeFlash, 2*time.Hour)
+	tr := generatedTrace(t, workload.ShapeFlash, 2*time.Hour)
 	rep, err := Run(tr, Config{Concurrency: 8, Startup: 2 * time.Minute, SLO: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	oracle, ok := rep.oracle()
+	oracle, ok := rep.Oracle()
 	if !ok {
 		t.Fatal("no oracle")
 	}
 	for _, p := range rep.Policies {
-		if p.GPUHours < oracle.GPUHours && p.Name != PolicyOracleSLO {
+		if p.GPUHours < oracle.GPUHours && p.Name != baseline.PolicyOracleSLO {
 			t.Errorf("%s: %.2f GPU-h, below the oracle's %.2f", p.Name, p.GPUHours, oracle.GPUHours)
 		}
 	}
@@ -126,8 +62,8 @@ func TestOracleIsALowerBound(t *testing.T) {
 		t.Errorf("oracle = %+v", oracle)
 	}
 
-	gap := Trace{Requests: []Request{{0, time.Minute}, {90 * time.Second, time.Minute}, {time.Hour, time.Minute}}}
-	res := Oracle{Concurrency: 1, Startup: time.Minute}.Run(gap, time.Second)
+	gap := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Minute}, {Arrival: 90 * time.Second, Service: time.Minute}, {Arrival: time.Hour, Service: time.Minute}}}
+	res := baseline.Oracle{Concurrency: 1, Startup: time.Minute}.Run(gap, time.Second)
 	// One worker 0–2m30s (kept through the 30s gap), one created at 59m
 	// for the request at 1h: 2.5 + 2 minutes.
 	if want := (4*time.Minute + 30*time.Second).Hours(); res.GPUHours < want-1e-9 || res.GPUHours > want+1e-9 {
@@ -137,7 +73,7 @@ func TestOracleIsALowerBound(t *testing.T) {
 
 // Every policy runs on the same trace; the JSON has the promised fields.
 func TestRunWritesEveryPolicy(t *testing.T) {
-	tr := generatedTrace(t, ShapeStep, 3*time.Hour)
+	tr := generatedTrace(t, workload.ShapeStep, 3*time.Hour)
 	rep, err := Run(tr, Config{Concurrency: 8, Startup: 2 * time.Minute, SLO: 10 * time.Second, Name: "step"})
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +81,7 @@ func TestRunWritesEveryPolicy(t *testing.T) {
 	if len(rep.Policies) != len(AllPolicies) {
 		t.Fatalf("policies = %d", len(rep.Policies))
 	}
-	byName := map[string]Result{}
+	byName := map[string]sim.Result{}
 	for _, p := range rep.Policies {
 		byName[p.Name] = p
 		if len(p.Series) == 0 {
@@ -155,8 +91,8 @@ func TestRunWritesEveryPolicy(t *testing.T) {
 	if byName[PolicyOurs].FailedRequests != 0 {
 		t.Errorf("ours lost %d requests; it drains busy workers", byName[PolicyOurs].FailedRequests)
 	}
-	if byName[PolicyStatic].PeakReplicas != int(PeakWorkers(tr, 8)) || byName[PolicyStatic].WaitP99 != 0 {
-		t.Errorf("static = %+v", byName[PolicyStatic])
+	if byName[baseline.PolicyStatic].PeakReplicas != int(baseline.PeakWorkers(tr, 8)) || byName[baseline.PolicyStatic].WaitP99 != 0 {
+		t.Errorf("static = %+v", byName[baseline.PolicyStatic])
 	}
 
 	var buf bytes.Buffer
@@ -164,8 +100,8 @@ func TestRunWritesEveryPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc struct {
-		Policies []map[string]any    `json:"policies"`
-		Series   map[string][]Sample `json:"series"`
+		Policies []map[string]any        `json:"policies"`
+		Series   map[string][]sim.Sample `json:"series"`
 	}
 	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatal(err)
@@ -184,7 +120,7 @@ func TestRunWritesEveryPolicy(t *testing.T) {
 	}
 
 	plot := filepath.Join(t.TempDir(), "step.png")
-	if err := Plot(rep, plot); err != nil {
+	if err := report.Plot(rep, plot); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(plot); err != nil || fi.Size() == 0 {
@@ -221,18 +157,132 @@ func TestVariants(t *testing.T) {
 	if burst.Set.Spec.Autoscaling.Burst == nil {
 		t.Error("the burst variant has no burst block")
 	}
-	var tr Trace
+	var tr workload.Trace
 	for i := range 600 {
-		tr.Requests = append(tr.Requests, Request{Arrival: time.Duration(i) * time.Second, Service: 5 * time.Second})
+		tr.Requests = append(tr.Requests, workload.Served{Arrival: time.Duration(i) * time.Second, Service: 5 * time.Second})
 	}
-	report, err := Run(tr, Config{Concurrency: 2, Startup: time.Minute, Policies: []string{PolicyOurs}, Variants: []Variant{burst}})
+	rep, err := Run(tr, Config{Concurrency: 2, Startup: time.Minute, Policies: []string{PolicyOurs}, Variants: []Variant{burst}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(report.Policies) != 2 || report.Policies[1].Name != "ours+burst" || len(report.Series["ours+burst"]) == 0 {
-		t.Errorf("policies %d, second %q, series %d; want ours then ours+burst with a series", len(report.Policies), report.Policies[1].Name, len(report.Series["ours+burst"]))
+	if len(rep.Policies) != 2 || rep.Policies[1].Name != "ours+burst" || len(rep.Series["ours+burst"]) == 0 {
+		t.Errorf("policies %d, second %q, series %d; want ours then ours+burst with a series", len(rep.Policies), rep.Policies[1].Name, len(rep.Series["ours+burst"]))
 	}
 	if _, err := Run(tr, Config{Concurrency: 2, Policies: []string{PolicyOurs}, Variants: []Variant{burst, burst}}); err == nil {
 		t.Error("a variant given twice: want an error")
+	}
+}
+
+// A run with batched serving needs a trace with token columns.
+func TestRunBatchedNeedsTokens(t *testing.T) {
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}}}
+	_, err := Run(tr, Config{Concurrency: 1, Policies: []string{baseline.PolicyStatic}, Batched: &sim.DefaultITL})
+	if err == nil || !strings.Contains(err.Error(), "token columns") {
+		t.Errorf("Run without tokens = %v, want an error naming the token columns", err)
+	}
+}
+
+// The keda row runs KEDA's default metricType, AverageValue, unless told;
+// keda-queue has its two triggers at 0.7 × the slots and 1 waiting per pod.
+func TestKEDARows(t *testing.T) {
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}}}
+	c := Config{Concurrency: 8, Set: DefaultSet(), Load: sim.LoadDemand}
+	pol, err := c.policy(baseline.PolicyKEDA, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := pol.(*baseline.KEDA).HPA().Config().Metrics; len(m) != 1 || !m[0].AverageValue {
+		t.Errorf("keda metrics %+v, want one AverageValue", m)
+	}
+	c.KEDAValue = true
+	pol, _ = c.policy(baseline.PolicyKEDA, tr)
+	if m := pol.(*baseline.KEDA).HPA().Config().Metrics; m[0].AverageValue {
+		t.Error("--keda-metric-type Value ignored")
+	}
+	pol, err = c.policy(baseline.PolicyKEDAQueue, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := pol.(*baseline.KEDA)
+	m := k.HPA().Config().Metrics
+	if k.Name() != baseline.PolicyKEDAQueue || len(m) != 2 || m[0].Name != "num_requests_running" || math.Abs(m[0].Target-0.7*8) > 1e-9 ||
+		m[1].Name != "num_requests_waiting" || m[1].Target != 1 || !m[0].AverageValue || !m[1].AverageValue {
+		t.Errorf("keda-queue %s: %+v", k.Name(), m)
+	}
+	if k.HPA().Config().Behavior == nil {
+		t.Error("keda-queue's HPA has no behavior")
+	}
+}
+
+// Every policy reports node-hours and peak nodes, the table shows them,
+// and without node start-up the GPU-hours of the policies whose victims do
+// not depend on the nodes stay those of the pool without nodes.
+func TestRunReportsNodeHours(t *testing.T) {
+	tr := generatedTrace(t, workload.ShapeStep, 3*time.Hour)
+	base := Config{Concurrency: 8, Startup: 2 * time.Minute, SLO: 10 * time.Second, Policies: []string{PolicyOurs, baseline.PolicyHPA, baseline.PolicyStatic, baseline.PolicyOracle}}
+	without, err := Run(tr, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withNodes := base
+	withNodes.Nodes = &sim.NodeModel{GPUsPerNode: 8, Placement: sim.PlacementSpread, Grace: 30 * time.Second}
+	rep, err := Run(tr, withNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range rep.Policies {
+		if p.NodeHours <= 0 || p.PeakNodes < 1 {
+			t.Errorf("%s: %.2f node-h, peak %d nodes", p.Name, p.NodeHours, p.PeakNodes)
+		}
+		if want := (p.PeakReplicas + 7) / 8; p.PeakNodes < want {
+			t.Errorf("%s: peak %d nodes for %d workers of 8 per node", p.Name, p.PeakNodes, p.PeakReplicas)
+		}
+		if (p.Name == baseline.PolicyStatic || p.Name == baseline.PolicyOracle) && p.GPUHours != without.Policies[i].GPUHours {
+			t.Errorf("%s: %.3f GPU-h with nodes that start at once, %.3f without", p.Name, p.GPUHours, without.Policies[i].GPUHours)
+		}
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "node-h") || !strings.Contains(table.String(), "peak nodes") {
+		t.Errorf("table: %v\n%s", err, table.String())
+	}
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "| node-h | peak nodes |") {
+		t.Errorf("markdown: %v\n%s", err, md.String())
+	}
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil || !strings.Contains(js.String(), `"node_hours"`) || !strings.Contains(js.String(), `"peak_nodes"`) || !strings.Contains(js.String(), `"gpus_per_node": 8`) || !strings.Contains(js.String(), `"node_startup": "0s"`) {
+		t.Errorf("JSON lacks the node figures or the model: %v", err)
+	}
+	table.Reset()
+	if err := without.WriteTable(&table); err != nil || strings.Contains(table.String(), "node-h") {
+		t.Errorf("table without nodes shows node columns: %v\n%s", err, table.String())
+	}
+}
+
+// A set sized for other workers than the replay's is an error that says
+// so; the embedded sets follow the workers.
+func TestCapacityMismatch(t *testing.T) {
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}}}
+	set := DefaultSet() // slotsPerTask 8
+	_, err := Run(tr, Config{Concurrency: 4, Set: set, Policies: []string{PolicyOurs}})
+	if err == nil || !strings.Contains(err.Error(), "slotsPerTask 8") || !strings.Contains(err.Error(), "serves 4") {
+		t.Errorf("slotsPerTask 8 against 4 slots: %v, want an error naming both", err)
+	}
+	file := Variant{Name: "mine", Set: set}
+	if _, err := Run(tr, Config{Concurrency: 4, Policies: []string{baseline.PolicyStatic}, Variants: []Variant{file}}); err == nil || !strings.Contains(err.Error(), "variant mine") {
+		t.Errorf("a variant's file at 8 slots against 4: %v, want an error naming the variant", err)
+	}
+	builtin, err := ParseVariant("slo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(tr, Config{Concurrency: 4, Policies: []string{PolicyOurs}, Variants: []Variant{builtin}}); err != nil {
+		t.Errorf("the embedded sets on 4 slots: %v", err)
+	}
+	if _, err := Run(tr, Config{Concurrency: 8, Set: set, Policies: []string{PolicyOurs}}); err != nil {
+		t.Errorf("slotsPerTask 8 on 8 slots: %v", err)
+	}
+	if set.Spec.Autoscaling.Policy.Type != gputaskv1.SLOPolicy {
+		t.Fatal("the default set is no longer an SLO set: this test checks nothing")
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
 // The SLO pool (the default set, and --variant slo), fed the modelled
@@ -15,7 +18,7 @@ import (
 // completions, say, or the load index in its place) sizes the pool on the
 // wrong load and breaks one of these.
 func TestSLOPoolMeetsItsSLO(t *testing.T) {
-	tr := generatedTrace(t, ShapeBursty, 6*time.Hour)
+	tr := generatedTrace(t, workload.ShapeBursty, 6*time.Hour)
 	v, err := ParseVariant("slo")
 	if err != nil {
 		t.Fatal(err)
@@ -25,15 +28,15 @@ func TestSLOPoolMeetsItsSLO(t *testing.T) {
 	}
 	for _, scrape := range []time.Duration{0, 15 * time.Second} {
 		rep, err := Run(tr, Config{Concurrency: 8, Startup: 2 * time.Minute, Grace: 30 * time.Second, Scrape: scrape,
-			Policies: []string{PolicyOurs, PolicyHPA}, Variants: []Variant{v}})
+			Policies: []string{PolicyOurs, baseline.PolicyHPA}, Variants: []Variant{v}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		byName := map[string]Result{}
+		byName := map[string]sim.Result{}
 		for _, p := range rep.Policies {
 			byName[p.Name] = p
 		}
-		hpa := byName[PolicyHPA]
+		hpa := byName[baseline.PolicyHPA]
 		for _, name := range []string{PolicyOurs, "ours+slo"} {
 			r := byName[name]
 			t.Logf("scrape %v: %s %.1f GPU-h, p95 %.2fs, %d failed; hpa %.1f GPU-h, p95 %.2fs", scrape, name, r.GPUHours, r.WaitP95, r.FailedRequests, hpa.GPUHours, hpa.WaitP95)
@@ -62,8 +65,8 @@ func TestRoleValues(t *testing.T) {
 	s := func(n int) time.Duration { return time.Duration(n) * time.Second }
 	// One slot: the first request runs 5-35 s, the second waits 20 s and
 	// runs 35-65 s, the third waits from 25 s.
-	tr := Trace{Requests: []Request{{s(5), s(30)}, {s(15), s(30)}, {s(25), s(30)}}}
-	check := func(name string, obs Observation, want map[gputaskv1.MetricRole]float64) {
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: s(5), Service: s(30)}, {Arrival: s(15), Service: s(30)}, {Arrival: s(25), Service: s(30)}}}
+	check := func(name string, obs sim.Observation, want map[gputaskv1.MetricRole]float64) {
 		t.Helper()
 		for role, w := range want {
 			got, ok := RoleValue(role, 0.5, obs, 95)
@@ -72,7 +75,7 @@ func TestRoleValues(t *testing.T) {
 			}
 		}
 	}
-	p := NewPool(tr, t0, 1, 0)
+	p := sim.NewPool(tr, t0, 1, 0)
 	p.AddReady(1)
 	p.Advance(t0.Add(s(60)))
 	check("fresh", p.Metrics(), map[gputaskv1.MetricRole]float64{
@@ -81,13 +84,13 @@ func TestRoleValues(t *testing.T) {
 		// (15, 20], 0.9 of the way, as histogram_quantile interpolates.
 		gputaskv1.RoleRunning: 1, gputaskv1.RoleWaiting: 1, gputaskv1.RoleWaitPercentile: 19.5,
 	})
-	if _, ok := RoleValue(gputaskv1.RoleWaitPercentile, 0, Observation{}, 95); ok {
+	if _, ok := RoleValue(gputaskv1.RoleWaitPercentile, 0, sim.Observation{}, 95); ok {
 		t.Error("a wait percentile with no request started reads as a value")
 	}
 
 	// Scrapes at 0, 7.5, 22.5, 37.5 and 52.5 s: the last one's window
 	// holds them all (arrivals 0 to 3, completions 0 to 1 over 52.5 s).
-	p = NewPool(tr, t0, 1, 0)
+	p = sim.NewPool(tr, t0, 1, 0)
 	p.SetScrape(s(15))
 	p.AddReady(1)
 	p.Advance(t0.Add(s(60)))
@@ -106,23 +109,23 @@ func TestSimAdvanceDoesNotEvaluate(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := func(n int) time.Duration { return time.Duration(n) * time.Second }
-	var reqs []Request
+	var reqs []workload.Served
 	for i := range 40 {
-		reqs = append(reqs, Request{Arrival: s(i * 3), Service: s(20)})
+		reqs = append(reqs, workload.Served{Arrival: s(i * 3), Service: s(20)})
 	}
-	tr := Trace{Requests: reqs}
+	tr := workload.Trace{Requests: reqs}
 	run := func(advance bool) (string, []int32) {
-		ours, err := NewOurs(v.Set, LoadDemand)
+		ours, err := NewOurs(v.Set, sim.LoadDemand)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sim := NewSim(NewPool(tr, t0, 2, s(30)), ours)
+		sm := NewSim(sim.NewPool(tr, t0, 2, s(30)), ours)
 		var counts []int32
 		for k := 1; k <= 8; k++ {
 			if advance {
-				sim.Advance(t0.Add(s(15*k - 7)))
+				sm.Advance(t0.Add(s(15*k - 7)))
 			}
-			counts = append(counts, sim.Step(t0.Add(s(15*k))))
+			counts = append(counts, sm.Step(t0.Add(s(15*k))))
 		}
 		return ours.Last.Inputs, counts
 	}

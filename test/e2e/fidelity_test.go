@@ -19,6 +19,8 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/replay"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 	"github.com/gputask/gputask-controller/test/framework"
 	"github.com/gputask/gputask-controller/test/kwok"
@@ -38,17 +40,17 @@ const (
 // fidelityTrace is a quiet start, a 30 s surge well above what the pool
 // can serve, and a quiet end: one request every 10 s of 4 s, then two a
 // second, then one every 10 s again.
-func fidelityTrace() replay.Trace {
-	var reqs []replay.Request
+func fidelityTrace() workload.Trace {
+	var reqs []workload.Served
 	add := func(from, to, every time.Duration) {
 		for at := from; at < to; at += every {
-			reqs = append(reqs, replay.Request{Arrival: at, Service: 4 * time.Second})
+			reqs = append(reqs, workload.Served{Arrival: at, Service: 4 * time.Second})
 		}
 	}
 	add(0, 20*time.Second, 10*time.Second)
 	add(20*time.Second, 50*time.Second, 500*time.Millisecond)
 	add(50*time.Second, 100*time.Second, 10*time.Second)
-	return replay.Trace{Requests: reqs}
+	return workload.Trace{Requests: reqs}
 }
 
 // fidelitySet is the pool both runs scale: what createPool makes, read
@@ -138,13 +140,13 @@ func TestReplayIsTheController(t *testing.T) {
 // replayDecisions plays trace through the replay's model of set from t0 to
 // end, one evaluation per interval, and returns the changes of the count
 // it made and the message of the first.
-func replayDecisions(t *testing.T, set *gputaskv1.GPUTaskSet, trace replay.Trace, t0, end time.Time) ([]decision, string) {
+func replayDecisions(t *testing.T, set *gputaskv1.GPUTaskSet, trace workload.Trace, t0, end time.Time) ([]decision, string) {
 	t.Helper()
-	ours, err := replay.NewOurs(set, replay.LoadDemand)
+	ours, err := replay.NewOurs(set, sim.LoadDemand)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim := replay.NewSim(replay.NewPool(trace, t0, fidelityConcurrency, fidelityStartup), ours)
+	sim := replay.NewSim(sim.NewPool(trace, t0, fidelityConcurrency, fidelityStartup), ours)
 	var virtual []decision
 	var firstMsg string
 	last := int32(1)
@@ -193,20 +195,20 @@ func abs(x int) int { return max(x, -x) }
 type fidelityHarness struct {
 	ns    string
 	rec   *poolRecorder
-	index *replay.LoadIndexServer
+	index *sim.LoadIndexServer
 
 	mu      sync.Mutex
-	pool    *replay.Pool
-	trace   replay.Trace
-	workers map[string]*replay.Worker
+	pool    *sim.Pool
+	trace   workload.Trace
+	workers map[string]*sim.Worker
 	busy    map[string]bool
 	patches int
 }
 
-func newFidelityHarness(t *testing.T, ns string, rec *poolRecorder, trace replay.Trace) *fidelityHarness {
+func newFidelityHarness(t *testing.T, ns string, rec *poolRecorder, trace workload.Trace) *fidelityHarness {
 	return &fidelityHarness{
-		ns: ns, rec: rec, trace: trace, index: replay.NewLoadIndexServer(replay.LoadDemand),
-		workers: map[string]*replay.Worker{}, busy: map[string]bool{},
+		ns: ns, rec: rec, trace: trace, index: sim.NewLoadIndexServer(sim.LoadDemand),
+		workers: map[string]*sim.Worker{}, busy: map[string]bool{},
 	}
 }
 
@@ -215,7 +217,7 @@ func (h *fidelityHarness) start() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t0 := time.Now()
-	h.pool = replay.NewPool(h.trace, t0, fidelityConcurrency, fidelityStartup)
+	h.pool = sim.NewPool(h.trace, t0, fidelityConcurrency, fidelityStartup)
 	return t0
 }
 
@@ -336,7 +338,7 @@ func TestReplayIsTheControllerForFloors(t *testing.T) {
 			ns := cp.NamespaceT(t)
 			model := createGPUNodes(t, ns, 2, 2)
 			rec := recordPool(t, ns)
-			trace := replay.Trace{Requests: []replay.Request{
+			trace := workload.Trace{Requests: []workload.Served{
 				{Arrival: 0, Service: 4 * time.Second}, {Arrival: 20 * time.Second, Service: 4 * time.Second}, {Arrival: 40 * time.Second, Service: 4 * time.Second},
 			}}
 			h := newFidelityHarness(t, ns, rec, trace)

@@ -19,6 +19,8 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/replay"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/test/framework"
 )
 
@@ -64,15 +66,15 @@ func sloBurstyCounts() []int {
 
 // sloTrace turns arrivals per interval into requests, starting lead
 // intervals after the pool.
-func sloTrace(counts []int, lead int) replay.Trace {
-	var reqs []replay.Request
+func sloTrace(counts []int, lead int) workload.Trace {
+	var reqs []workload.Served
 	for k, n := range counts {
 		at := time.Duration(lead+k)*sloInterval + sloArrivalPhase
 		for range n {
-			reqs = append(reqs, replay.Request{Arrival: at, Service: sloService})
+			reqs = append(reqs, workload.Served{Arrival: at, Service: sloService})
 		}
 	}
-	return replay.Trace{Requests: reqs}
+	return workload.Trace{Requests: reqs}
 }
 
 // sloSet is the SLO pool both runs scale, its metrics made by metric for
@@ -104,7 +106,7 @@ func sloSet(model string, roles []gputaskv1.MetricRole, metric func(gputaskv1.Me
 	}
 }
 
-// jsonPaths are where replay.LoadIndexServer's document holds each role.
+// jsonPaths are where sim.LoadIndexServer's document holds each role.
 var jsonPaths = map[gputaskv1.MetricRole]string{
 	gputaskv1.RoleArrivals:       "data.arrivals",
 	gputaskv1.RoleCompletions:    "data.completions",
@@ -113,18 +115,18 @@ var jsonPaths = map[gputaskv1.MetricRole]string{
 	gputaskv1.RoleWaitPercentile: "data.wait_p95",
 }
 
-// promQueries are each role's query over replay.LoadIndexServer's
-// /metrics, with the [1m] of the model's rates (replay.RateWindow).
+// promQueries are each role's query over sim.LoadIndexServer's
+// /metrics, with the [1m] of the model's rates (sim.RateWindow).
 var promQueries = map[gputaskv1.MetricRole]string{
-	gputaskv1.RoleArrivals:    "rate(" + replay.MetricArrived + "[1m])",
-	gputaskv1.RoleCompletions: "rate(" + replay.MetricCompleted + "[1m])",
-	gputaskv1.RoleRunning:     replay.MetricRunning,
-	gputaskv1.RoleWaiting:     replay.MetricWaiting,
+	gputaskv1.RoleArrivals:    "rate(" + sim.MetricArrived + "[1m])",
+	gputaskv1.RoleCompletions: "rate(" + sim.MetricCompleted + "[1m])",
+	gputaskv1.RoleRunning:     sim.MetricRunning,
+	gputaskv1.RoleWaiting:     sim.MetricWaiting,
 }
 
 // TestReplayIsTheControllerForSLO: the SLO pool's figures in the replay
 // are the product's. The controller scales an SLO set from its role
-// metrics, read by JSON path from replay.LoadIndexServer or by PromQL from
+// metrics, read by JSON path from sim.LoadIndexServer or by PromQL from
 // a real Prometheus scraping the same server's /metrics, while the
 // replay's model of the same set (replay.Sim) is stepped at the
 // controller's own evaluations: each evaluation's first read steps the
@@ -174,10 +176,10 @@ func TestReplayIsTheControllerForSLO(t *testing.T) {
 			// minute of scrapes.
 			lead := 2
 			if tc.prometheus {
-				lead = int(replay.RateWindow/sloInterval) + 1
+				lead = int(sim.RateWindow/sloInterval) + 1
 			}
 			steps := lead + len(tc.counts) + 3
-			d := &sloDriver{trace: sloTrace(tc.counts, lead), steps: steps, index: replay.NewLoadIndexServer(replay.LoadDemand)}
+			d := &sloDriver{trace: sloTrace(tc.counts, lead), steps: steps, index: sim.NewLoadIndexServer(sim.LoadDemand)}
 			d.index.CounterBase = 1000
 			backend := httptest.NewServer(http.HandlerFunc(d.serveBackend))
 			t.Cleanup(backend.Close)
@@ -238,11 +240,11 @@ func TestReplayIsTheControllerForSLO(t *testing.T) {
 // sloDriver plays the model in step with the controller: the first read
 // of each evaluation steps it, and the backend serves its pool.
 type sloDriver struct {
-	trace  replay.Trace
+	trace  workload.Trace
 	set    *gputaskv1.GPUTaskSet
 	steps  int
 	scrape time.Duration
-	index  *replay.LoadIndexServer
+	index  *sim.LoadIndexServer
 
 	mu sync.Mutex
 	// scrapes are the times Prometheus scraped the backend.
@@ -305,12 +307,12 @@ func (d *sloDriver) evaluation() {
 		now = maxTime(now, d.at[len(d.at)-1].Add(sloInterval))
 	}
 	if d.sim == nil {
-		ours, err := replay.NewOurs(d.set, replay.LoadDemand)
+		ours, err := replay.NewOurs(d.set, sim.LoadDemand)
 		if err != nil {
 			d.err = err
 			return
 		}
-		p := replay.NewPool(d.trace, now, sloSlots, sloReady)
+		p := sim.NewPool(d.trace, now, sloSlots, sloReady)
 		if d.scrape > 0 {
 			p.SetScrape(d.scrape)
 		}

@@ -27,7 +27,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/gputask/gputask-controller/pkg/replay"
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
 	"github.com/gputask/gputask-controller/test/framework"
 	"github.com/gputask/gputask-controller/test/framework/metricsadapter"
 )
@@ -68,12 +70,12 @@ const syncPeriod = 8 * time.Second
 // as the behavior's scale-down below.
 const downscaleStabilization = 60 * time.Second
 
-// compressedGPUServingBehavior is replay.GPUServingBehavior with its
+// compressedGPUServingBehavior is baseline.GPUServingBehavior with its
 // scale-down five times faster: its 300 s window and its 2 pods per 60 s
 // would keep the test running for ten minutes. Its scale-up is the
 // preset's own. The model and the real HPA get the same object.
 func compressedGPUServingBehavior() *autoscalingv2.HorizontalPodAutoscalerBehavior {
-	b := replay.GPUServingBehavior()
+	b := baseline.GPUServingBehavior()
 	const compression = 5
 	*b.ScaleDown.StabilizationWindowSeconds /= compression
 	for i := range b.ScaleDown.Policies {
@@ -86,25 +88,25 @@ func compressedGPUServingBehavior() *autoscalingv2.HorizontalPodAutoscalerBehavi
 // from 10 s to 45 s, and a quiet end that lasts until every scale-down has
 // happened, and a few syncs more: one request of 1 s every 3 s throughout,
 // and 40 requests of 35 s at 10 s.
-func stepTrace() replay.Trace {
-	var reqs []replay.Request
+func stepTrace() workload.Trace {
+	var reqs []workload.Served
 	for at := time.Duration(0); at < 215*time.Second; at += 3 * time.Second {
-		reqs = append(reqs, replay.Request{Arrival: at, Service: time.Second})
+		reqs = append(reqs, workload.Served{Arrival: at, Service: time.Second})
 		if at == 9*time.Second {
 			for range 40 {
-				reqs = append(reqs, replay.Request{Arrival: 10 * time.Second, Service: 35 * time.Second})
+				reqs = append(reqs, workload.Served{Arrival: 10 * time.Second, Service: 35 * time.Second})
 			}
 		}
 	}
-	return replay.Trace{Requests: reqs}
+	return workload.Trace{Requests: reqs}
 }
 
 // TestHPAMatchesReplay: the replay's HPA makes the real HPA's decisions.
 // kube-controller-manager's HPA controller scales a Deployment of kwok pods
 // from an External metric that an adapter serves through the aggregation
-// layer, while replay.NewHPA with the same configuration is played over the
-// step trace by replay.Play. At its k-th sync the real HPA reads what the
-// model read at its k-th sync, through replay.LoadIndexServer. Both must
+// layer, while baseline.NewHPA with the same configuration is played over the
+// step trace by sim.Play. At its k-th sync the real HPA reads what the
+// model read at its k-th sync, through sim.LoadIndexServer. Both must
 // make the same changes of the replica count: the same values, in the same
 // order, each at the same sync (so within one sync period of the model's).
 //
@@ -118,7 +120,7 @@ func stepTrace() replay.Trace {
 // each count, and the time between syncs as the real controller keeps it.
 //
 // The cases run in parallel on one control plane: the hpa row's HPA, with
-// the GPU serving behavior (replay.GPUServingBehavior) whose scale-down is
+// the GPU serving behavior (baseline.GPUServingBehavior) whose scale-down is
 // compressed five times in time (compressedGPUServingBehavior), and the
 // hpa-default row's, without a behavior, with
 // --horizontal-pod-autoscaler-downscale-stabilization compressed to 60 s.
@@ -142,15 +144,15 @@ func TestHPAMatchesReplay(t *testing.T) {
 		name     string
 		behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
 	}{
-		{name: replay.PolicyHPA, behavior: compressedGPUServingBehavior()},
-		{name: replay.PolicyHPADefault},
+		{name: baseline.PolicyHPA, behavior: compressedGPUServingBehavior()},
+		{name: baseline.PolicyHPADefault},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := replay.HPAConfig{
+			cfg := baseline.HPAConfig{
 				Min: minPods, Max: maxPods, Initial: minPods,
-				Target: target.AsApproximateFloat64(), Load: replay.LoadDemand,
+				Target: target.AsApproximateFloat64(), Load: sim.LoadDemand,
 				SyncPeriod: syncPeriod, DownscaleStabilization: downscaleStabilization,
 				Behavior: tc.behavior.DeepCopy(),
 			}
@@ -181,15 +183,15 @@ type modelSync struct {
 }
 
 // recordingHPA is the model's HPA, recording at each sync the load index
-// that replay.LoadIndexServer publishes for the pool and the count it then
+// that sim.LoadIndexServer publishes for the pool and the count it then
 // asks for.
 type recordingHPA struct {
-	*replay.HPA
-	index *replay.LoadIndexServer
+	*baseline.HPA
+	index *sim.LoadIndexServer
 	syncs []modelSync
 }
 
-func (r *recordingHPA) Step(p *replay.Pool) {
+func (r *recordingHPA) Step(p *sim.Pool) {
 	r.index.Update(p)
 	value := r.index.Value()
 	r.HPA.Step(p)
@@ -198,10 +200,10 @@ func (r *recordingHPA) Step(p *replay.Pool) {
 
 // playModel plays the trace under the model of cfg, pods Ready as soon as
 // they are created, as kwok's are.
-func playModel(cfg replay.HPAConfig, trace replay.Trace) *recordingHPA {
-	rec := &recordingHPA{HPA: replay.NewHPA(cfg), index: replay.NewLoadIndexServer(cfg.Load)}
-	pool := replay.NewPool(trace, time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC), concurrency, 0)
-	replay.Play(pool, rec, replay.PlayOptions{SampleEvery: time.Minute, Limit: time.Minute, Load: cfg.Load})
+func playModel(cfg baseline.HPAConfig, trace workload.Trace) *recordingHPA {
+	rec := &recordingHPA{HPA: baseline.NewHPA(cfg), index: sim.NewLoadIndexServer(cfg.Load)}
+	pool := sim.NewPool(trace, time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC), concurrency, 0)
+	sim.Play(pool, rec, sim.PlayOptions{SampleEvery: time.Minute, Limit: time.Minute, Load: cfg.Load})
 	return rec
 }
 

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputask/gputask-controller/pkg/replay"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
@@ -26,7 +25,7 @@ func TestWriteCSVReadsBack(t *testing.T) {
 	if !strings.HasPrefix(buf.String(), "Timestamp,Request tokens,Response tokens\n2.000,4000,40\n") {
 		t.Errorf("CSV begins %q", buf.String())
 	}
-	tr, err := replay.ReadTrace(&buf, replay.TraceOptions{TimeColumn: workload.ColumnTimestamp, Service: replay.ServiceModel{
+	tr, err := workload.ReadTrace(&buf, workload.TraceOptions{TimeColumn: workload.ColumnTimestamp, Service: workload.ServiceModel{
 		InputTokensColumn: workload.ColumnInputTokens, OutputTokensColumn: workload.ColumnOutputTokens,
 		PrefillPerSecond: 4000, DecodePerSecond: 40,
 	}})

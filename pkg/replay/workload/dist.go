@@ -40,29 +40,71 @@ func (g gaps) logDraw(rng *rand.Rand) float64 {
 		// Inverse CDF: b·(−ln U)^(1/a), with U in (0, 1].
 		return math.Log(g.b) + math.Log(-math.Log(1-rng.Float64()))/g.a
 	}
-	return logGamma(rng, g.a) + math.Log(g.b)
+	return gammaSampler{rng: rng, complement: true}.LogGamma(g.a) + math.Log(g.b)
 }
 
-// logGamma draws ln X for X ~ Gamma(shape, 1): Marsaglia and Tsang's method
-// for a shape of 1 or more, and for a smaller one a draw at shape+1 times
-// U^(1/shape), which in logarithms cannot underflow.
-func logGamma(rng *rand.Rand, shape float64) float64 {
-	if shape < 1 {
-		u := 1 - rng.Float64() // in (0, 1]
-		return logGamma(rng, shape+1) + math.Log(u)/shape
+// gammaSampler draws from Gamma(shape, scale) by Marsaglia and Tsang's
+// method for a shape of 1 or more, and for a smaller one as a draw at
+// shape+1 times U^(1/shape). The synthetic shapes take its draws as they
+// are (Gamma); ServeGen's windows, whose fitted shapes go down to 0.01,
+// take their logarithms (LogGamma), which cannot underflow.
+type gammaSampler struct {
+	rng *rand.Rand
+	// complement draws the method's uniform as 1−U, in (0, 1], rather than
+	// U, in [0, 1). Both are uniform; each caller keeps the one it drew
+	// with, so that a seed gives the trace it always gave, byte for byte.
+	complement bool
+}
+
+func (g gammaSampler) uniform() float64 {
+	if g.complement {
+		return 1 - g.rng.Float64()
 	}
+	return g.rng.Float64()
+}
+
+// boost is the U of U^(1/shape), never 0: a zero would make the draw 0,
+// and its logarithm −Inf.
+func (g gammaSampler) boost() float64 {
+	u := g.uniform()
+	for u == 0 {
+		u = g.uniform()
+	}
+	return u
+}
+
+// Gamma draws X ~ Gamma(shape, scale).
+func (g gammaSampler) Gamma(shape, scale float64) float64 {
+	if shape < 1 {
+		u := g.boost()
+		return g.Gamma(shape+1, scale) * math.Pow(u, 1/shape)
+	}
+	return g.marsagliaTsang(shape) * scale
+}
+
+// LogGamma draws ln X for X ~ Gamma(shape, 1).
+func (g gammaSampler) LogGamma(shape float64) float64 {
+	if shape < 1 {
+		u := g.boost()
+		return g.LogGamma(shape+1) + math.Log(u)/shape
+	}
+	return math.Log(g.marsagliaTsang(shape))
+}
+
+// marsagliaTsang draws X ~ Gamma(shape, 1) for a shape of 1 or more.
+func (g gammaSampler) marsagliaTsang(shape float64) float64 {
 	d := shape - 1.0/3
 	c := 1 / math.Sqrt(9*d)
 	for {
-		x := rng.NormFloat64()
+		x := g.rng.NormFloat64()
 		v := 1 + c*x
 		if v <= 0 {
 			continue
 		}
 		v = v * v * v
-		u := 1 - rng.Float64()
+		u := g.uniform()
 		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
-			return math.Log(d * v)
+			return d * v
 		}
 	}
 }

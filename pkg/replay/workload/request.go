@@ -1,8 +1,9 @@
-// Package workload reads and generates the request traces the replay plays:
-// Mooncake's JSONL traces, and traces drawn from ServeGen's production
-// windows. Both give the same neutral Request, which WriteCSV writes in the
-// replay's CSV trace format, so that the flags that read a generated
-// synthetic trace read these too.
+// Package workload holds the request traces the replay plays: it reads
+// them (CSV traces, Mooncake's JSONL), draws them (the synthetic shapes,
+// and ServeGen's production windows) and writes them as CSV. A trace read
+// or drawn is a neutral Request of arrival and tokens until the service
+// model (ServiceModel) gives each its service time, which makes it the
+// Trace a pool serves.
 package workload
 
 import (

@@ -1,0 +1,263 @@
+package baseline
+
+import (
+	"sort"
+	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
+)
+
+// need is how many workers the requests in flight fill from At on, if
+// every request starts on arrival.
+type need struct {
+	at       time.Duration
+	inFlight int
+	workers  int32
+}
+
+// neededOverTime is the step function of need over the trace.
+func neededOverTime(tr workload.Trace, concurrency int) []need {
+	type edge struct {
+		at    time.Duration
+		delta int
+	}
+	edges := make([]edge, 0, 2*len(tr.Requests))
+	for _, r := range tr.Requests {
+		edges = append(edges, edge{r.Arrival, +1}, edge{r.Arrival + r.Service, -1})
+	}
+	// Ends before starts at the same instant: a slot freed then is reused.
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].at != edges[j].at {
+			return edges[i].at < edges[j].at
+		}
+		return edges[i].delta < edges[j].delta
+	})
+	c := max(concurrency, 1)
+	var out []need
+	inFlight := 0
+	for i, e := range edges {
+		inFlight += e.delta
+		if i+1 < len(edges) && edges[i+1].at == e.at {
+			continue
+		}
+		workers := int32((inFlight + c - 1) / c)
+		if n := len(out); n > 0 && out[n-1].workers == workers {
+			out[n-1].inFlight = max(out[n-1].inFlight, inFlight)
+			continue
+		}
+		out = append(out, need{at: e.at, inFlight: inFlight, workers: workers})
+	}
+	return out
+}
+
+// Oracle is the lower bound: it knows every arrival. Capacity level k (the
+// k-th worker) is needed while more than (k−1) × concurrency requests are
+// in flight with every request starting on arrival. Each level's worker is
+// created exactly one startup before it is needed and removed the moment it
+// falls idle, unless it is needed again within one startup, when keeping it
+// costs less than a new one. No request waits and none is lost. Requests
+// are assumed to move freely between workers, which no router does, so
+// no real policy can beat it.
+type Oracle struct {
+	Concurrency int
+	Startup     time.Duration
+	// Nodes, when set, packs the levels on nodes (see nodeHours).
+	Nodes *sim.NodeModel
+	// SLO are the targets its requests are measured against.
+	SLO sim.SLOTargets
+}
+
+// outcomes are what the oracle's requests see: each starts on arrival
+// and takes its fixed service, its first token after its prefill.
+func (o Oracle) outcomes(tr workload.Trace) []sim.Outcome {
+	out := make([]sim.Outcome, len(tr.Requests))
+	for i, r := range tr.Requests {
+		out[i] = sim.Outcome{Started: true, TTFT: r.Service, E2E: r.Service}
+		if tr.Tokens != nil {
+			tok := tr.Tokens[i]
+			out[i].TTFT = min(tok.Prefill, r.Service)
+			if tok.OutputTokens > 1 {
+				out[i].ITL = time.Duration(float64(r.Service-out[i].TTFT) / (tok.OutputTokens - 1))
+			}
+		}
+	}
+	return out
+}
+
+// life is one worker of the oracle, at capacity level level+1.
+type life struct {
+	created, removed time.Duration
+	level            int
+}
+
+// Run computes the oracle's figures on tr, sampled every sampleEvery.
+func (o Oracle) Run(tr workload.Trace, sampleEvery time.Duration) sim.Result {
+	needs := neededOverTime(tr, o.Concurrency)
+	lives := o.lives(needs)
+	r := sim.Measure(o.outcomes(tr), o.SLO)
+	r.Name = PolicyOracle
+	if len(tr.Requests) == 0 {
+		return r
+	}
+	end := needs[len(needs)-1].at
+	changes := make([]workerChange, 0, 2*len(lives))
+	var total time.Duration
+	for _, l := range lives {
+		total += l.removed - l.created
+		changes = append(changes, workerChange{l.created, +1}, workerChange{l.removed, -1})
+	}
+	r.GPUHours = total.Hours()
+	if o.Nodes != nil {
+		r.NodeHours, r.PeakNodes = o.nodeHours(lives, end)
+	}
+	sort.Slice(changes, func(i, j int) bool {
+		if changes[i].at != changes[j].at {
+			return changes[i].at < changes[j].at
+		}
+		return changes[i].delta < changes[j].delta
+	})
+
+	// The worker count after each instant at which it changes.
+	var counts []workerChange
+	workers := 0
+	for i, c := range changes {
+		workers += c.delta
+		if i+1 < len(changes) && changes[i+1].at == c.at {
+			continue
+		}
+		if n := len(counts); n > 0 && counts[n-1].delta == workers {
+			continue
+		}
+		counts = append(counts, workerChange{at: c.at, delta: workers})
+		r.ScaleEvents++
+		r.PeakReplicas = max(r.PeakReplicas, workers)
+	}
+
+	// Sample both step functions.
+	sampleEvery = max(sampleEvery, time.Second)
+	ni, ci := 0, 0
+	var cur need
+	live := 0
+	for at := time.Duration(0); ; at += sampleEvery {
+		if at > end {
+			at = end
+		}
+		for ni < len(needs) && needs[ni].at <= at {
+			cur = needs[ni]
+			ni++
+		}
+		for ci < len(counts) && counts[ci].at <= at {
+			live = counts[ci].delta
+			ci++
+		}
+		r.Series = append(r.Series, o.sample(at, cur, live))
+		if at == end {
+			break
+		}
+	}
+	return r
+}
+
+// workerChange is a change of the oracle's worker count by delta at at
+// (or, in a list of counts, the count from at on).
+type workerChange struct {
+	at    time.Duration
+	delta int
+}
+
+func (o Oracle) sample(at time.Duration, n need, workers int) sim.Sample {
+	c := max(o.Concurrency, 1)
+	return sim.Sample{
+		At: at.Seconds(), Demand: float64(n.inFlight) / float64(c),
+		Replicas: int32(workers), Workers: workers, Ready: int(n.workers),
+		LoadIndex: float64(n.inFlight) / float64(max(int(n.workers), 1)*c),
+	}
+}
+
+// lives turns the need into the oracle's workers: one per capacity level
+// and period of use, where periods less than a startup apart are merged.
+// A level needed at the very start is Ready then, as every policy's first
+// workers are.
+func (o Oracle) lives(needs []need) []life {
+	var lives []life
+	var open []int // by level − 1: index in lives of its last worker, or -1
+	prev := int32(0)
+	for _, n := range needs {
+		for k := prev; k < n.workers; k++ { // level k+1 turns on
+			if int(k) >= len(open) {
+				open = append(open, -1)
+			}
+			if j := open[k]; j >= 0 && n.at-lives[j].removed <= o.Startup {
+				lives[j].removed = -1 // kept through the gap: still alive
+				continue
+			}
+			created := n.at - o.Startup
+			if n.at == 0 {
+				created = 0
+			}
+			lives = append(lives, life{created: created, removed: -1, level: int(k)})
+			open[k] = len(lives) - 1
+		}
+		for k := n.workers; k < prev; k++ { // level k+1 falls idle
+			lives[open[k]].removed = n.at
+		}
+		prev = n.workers
+	}
+	for k := int32(0); k < prev; k++ {
+		lives[open[k]].removed = needs[len(needs)-1].at
+	}
+	return lives
+}
+
+// nodeHours is the node-hours and peak nodes of the lower bound: levels
+// 1 to GPUsPerNode on the first node, the next ones on the second, and so
+// on, which packs as tightly as any placement can, as the lowest levels
+// are the most used. A node is launched its start-up before its first
+// worker and removed its grace after its last, and kept through a gap
+// shorter than a launch and a grace.
+func (o Oracle) nodeHours(lives []life, end time.Duration) (float64, int) {
+	m := *o.Nodes
+	byNode := map[int][]life{}
+	for _, l := range lives {
+		byNode[l.level/m.GPUsPerNode] = append(byNode[l.level/m.GPUsPerNode], l)
+	}
+	var total time.Duration
+	var changes []workerChange
+	for _, ls := range byNode {
+		sort.Slice(ls, func(i, j int) bool { return ls[i].created < ls[j].created })
+		launch := func(l life) time.Duration {
+			if l.created == 0 {
+				return 0
+			}
+			return l.created - m.Startup
+		}
+		from, to := launch(ls[0]), ls[0].removed
+		flush := func() {
+			stop := min(to+m.Grace, end)
+			total += stop - from
+			changes = append(changes, workerChange{from, +1}, workerChange{stop, -1})
+		}
+		for _, l := range ls[1:] {
+			if launch(l) <= to+m.Grace {
+				to = max(to, l.removed)
+				continue
+			}
+			flush()
+			from, to = launch(l), l.removed
+		}
+		flush()
+	}
+	sort.Slice(changes, func(i, j int) bool {
+		if changes[i].at != changes[j].at {
+			return changes[i].at < changes[j].at
+		}
+		return changes[i].delta < changes[j].delta
+	})
+	peak, up := 0, 0
+	for _, c := range changes {
+		up += c.delta
+		peak = max(peak, up)
+	}
+	return total.Hours(), peak
+}

@@ -1,0 +1,220 @@
+package sim
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
+)
+
+var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+
+// Requests wait in one FIFO queue for a slot; a worker serves concurrency
+// requests at once and becomes Ready startup after it is created.
+func TestPoolQueueAndStartup(t *testing.T) {
+	tr := workload.Trace{Requests: []workload.Served{
+		{Arrival: 0, Service: 10 * time.Second},
+		{Arrival: time.Second, Service: 10 * time.Second},
+		{Arrival: 2 * time.Second, Service: 10 * time.Second},
+	}}
+	p := NewPool(tr, t0, 2, time.Minute)
+	p.AddReady(1)
+	p.Advance(t0.Add(5 * time.Second))
+	o := p.Observe()
+	if o.InFlight != 2 || o.Waiting != 1 || o.Serving != 1 {
+		t.Fatalf("observation = %+v, want 2 in flight, 1 waiting", o)
+	}
+	if got := o.LoadIndex(LoadDemand); got != 1.5 {
+		t.Errorf("demand = %v, want 3/2", got)
+	}
+	if got := o.LoadIndex(LoadUtilization); got != 1 {
+		t.Errorf("utilization = %v, want 2/2", got)
+	}
+	p.Add(1) // Ready at 1m05s; the first slot frees at 10s
+	p.Advance(t0.Add(2 * time.Minute))
+	if !p.Finished() {
+		t.Fatal("not finished")
+	}
+	if p.waits[2] != 8*time.Second {
+		t.Errorf("third request waited %v, want 8s for the first slot", p.waits[2])
+	}
+	if got := p.GPUHours(t0.Add(2 * time.Minute)); math.Abs(got-(2*time.Minute+115*time.Second).Hours()) > 1e-9 {
+		t.Errorf("GPU-hours = %v", got)
+	}
+}
+
+// Without a serving worker the load index divides by one worker's slots,
+// so it stays finite and still says how many workers the queue needs.
+func TestLoadIndexWithoutServingWorkers(t *testing.T) {
+	o := Observation{Waiting: 12, Concurrency: 4, Starting: 2}
+	if got := o.LoadIndex(LoadDemand); got != 3 {
+		t.Errorf("demand = %v, want 12/4", got)
+	}
+}
+
+// A draining worker takes no new request; Advance stops when it finishes
+// its last one.
+func TestPoolDrainStopsAtIdle(t *testing.T) {
+	tr := workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: 10 * time.Second}, {Arrival: time.Second, Service: 10 * time.Second}}}
+	p := NewPool(tr, t0, 1, 0)
+	ws := p.AddReady(2)
+	p.Advance(t0.Add(500 * time.Millisecond))
+	p.Drain(ws[0])
+	at, idle := p.Advance(t0.Add(time.Minute))
+	if !idle || !at.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("Advance = %v, %v; want a stop at 10s", at, idle)
+	}
+	if ws[0].InFlight() != 0 || ws[1].InFlight() != 1 {
+		t.Errorf("in flight = %d, %d; want the second request on the serving worker", ws[0].InFlight(), ws[1].InFlight())
+	}
+}
+
+// Requests that never got a slot fail when the replay gives up.
+func TestPoolAbandon(t *testing.T) {
+	p := NewPool(workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Second}, {Arrival: time.Hour, Service: time.Second}}}, t0, 1, 0)
+	p.Advance(t0.Add(time.Minute))
+	p.Abandon()
+	if !p.Finished() {
+		t.Fatal("not finished")
+	}
+	if r := Measure(p.Outcomes(), SLOTargets{Wait: time.Second}); r.FailedRequests != 2 || r.SLOAttainment != 0 {
+		t.Errorf("result = %+v", r)
+	}
+}
+
+func TestLoadIndexServer(t *testing.T) {
+	p := NewPool(workload.Trace{Requests: []workload.Served{{Arrival: 0, Service: time.Hour}, {Arrival: 0, Service: time.Hour}, {Arrival: 0, Service: time.Hour}}}, t0, 2, 0)
+	p.AddReady(1)
+	p.Advance(t0)
+	s := NewLoadIndexServer(LoadDemand)
+	s.Update(p)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	var doc struct {
+		Data struct {
+			LoadBalance float64 `json:"load_balance"`
+			Waiting     int     `json:"waiting"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Data.LoadBalance != 1.5 || doc.Data.Waiting != 1 {
+		t.Errorf("document = %s", rec.Body.String())
+	}
+	rec = httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/", nil))
+	if rec.Code != http.StatusMethodNotAllowed {
+		t.Errorf("DELETE: %d", rec.Code)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	v := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if percentile(v, 0.5) != 5 || percentile(v, 0.95) != 10 || percentile(nil, 0.5) != 0 {
+		t.Errorf("percentiles %v %v", percentile(v, 0.5), percentile(v, 0.95))
+	}
+}
+
+// Pool.Delete: a deleted pod leaves the router at once, finishes the
+// requests that end within the grace, is killed with the rest at the
+// grace's end, exits as soon as it is idle, and holds its GPU until it
+// exits.
+func TestPoolDeleteWithGrace(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		grace     time.Duration
+		wantLost  int
+		wantExit  time.Duration // after t0
+		wantQueue int           // requests left waiting for a slot
+	}{
+		{"no grace kills at once", 0, 2, 5 * time.Second, 1},
+		{"a short grace finishes what ends within it", 20 * time.Second, 1, 25 * time.Second, 1},
+		{"a long grace finishes everything and exits when idle", 2 * time.Minute, 0, 40 * time.Second, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := workload.Trace{Requests: []workload.Served{
+				{Arrival: 0, Service: 10 * time.Second},
+				{Arrival: 0, Service: 40 * time.Second},
+				{Arrival: 6 * time.Second, Service: 10 * time.Second},
+			}}
+			p := NewPool(tr, t0, 2, time.Hour)
+			p.SetGrace(tc.grace)
+			w := p.AddReady(1)[0]
+			p.Advance(t0.Add(5 * time.Second))
+			p.Delete(w)
+			if len(p.Workers()) != 0 {
+				t.Fatalf("the deleted worker is still counted: %d", len(p.Workers()))
+			}
+			p.Advance(t0.Add(10 * time.Minute))
+			lost := 0
+			for i := range 2 {
+				if p.failed[i] {
+					lost++
+				}
+			}
+			if lost != tc.wantLost {
+				t.Errorf("lost %d, want %d", lost, tc.wantLost)
+			}
+			if p.started[2] || p.Observe().Waiting != tc.wantQueue {
+				t.Errorf("the request arriving after the delete was served by the terminating worker")
+			}
+			if got := w.Removed.Sub(t0); got != tc.wantExit {
+				t.Errorf("exited after %v, want %v", got, tc.wantExit)
+			}
+			if got, want := p.GPUHours(t0.Add(10*time.Minute)), tc.wantExit.Hours(); math.Abs(got-want) > 1e-9 {
+				t.Errorf("GPU-hours %v, want %v", got, want)
+			}
+			if len(p.Terminating()) != 0 {
+				t.Errorf("%d still terminating", len(p.Terminating()))
+			}
+		})
+	}
+}
+
+// An idle worker deleted exits at once, whatever the grace.
+func TestPoolDeleteIdle(t *testing.T) {
+	p := NewPool(workload.Trace{}, t0, 2, 0)
+	p.SetGrace(time.Minute)
+	w := p.AddReady(1)[0]
+	p.Delete(w)
+	if !w.Removed.Equal(t0) || w.Terminating {
+		t.Errorf("removed %v, terminating %v", w.Removed, w.Terminating)
+	}
+}
+
+// Pool.Metrics: without a scrape the workers as they are; with one, as
+// they were at the last scrape, half an interval after the start and
+// every interval on.
+func TestPoolScrape(t *testing.T) {
+	tr := workload.Trace{Requests: []workload.Served{
+		{Arrival: 0, Service: time.Hour},
+		{Arrival: 10 * time.Second, Service: time.Hour},
+		{Arrival: 20 * time.Second, Service: time.Hour},
+		{Arrival: 30 * time.Second, Service: time.Hour},
+	}}
+	for _, tc := range []struct {
+		scrape time.Duration
+		at     time.Duration
+		want   int
+	}{
+		{0, 25 * time.Second, 3},                // fresh
+		{15 * time.Second, 5 * time.Second, 0},  // nothing scraped since the start
+		{15 * time.Second, 15 * time.Second, 1}, // scraped at 7.5 s
+		{15 * time.Second, 25 * time.Second, 3}, // scraped at 22.5 s
+		{15 * time.Second, 30 * time.Second, 3}, // still that one; fresh says 4
+		{15 * time.Second, 40 * time.Second, 4}, // scraped at 37.5 s
+	} {
+		p := NewPool(tr, t0, 8, 0)
+		p.SetScrape(tc.scrape)
+		p.AddReady(1)
+		p.Advance(t0.Add(tc.at))
+		if got := p.Metrics().InFlight; got != tc.want {
+			t.Errorf("scrape %v at %v: %d in flight, want %d (fresh %d)", tc.scrape, tc.at, got, tc.want, p.Observe().InFlight)
+		}
+	}
+}
