@@ -146,12 +146,12 @@ func replayDecisions(t *testing.T, set *gputaskv1.GPUTaskSet, trace workload.Tra
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim := replay.NewSim(sim.NewPool(trace, t0, fidelityConcurrency, fidelityStartup), ours)
+	s := replay.NewSim(sim.NewPool(trace, t0, fidelityConcurrency, fidelityStartup), ours)
 	var virtual []decision
 	var firstMsg string
 	last := int32(1)
 	for k := 1; !t0.Add(time.Duration(k) * fidelityInterval).After(end); k++ {
-		if r := sim.Step(t0.Add(time.Duration(k) * fidelityInterval)); r != last {
+		if r := s.Step(t0.Add(time.Duration(k) * fidelityInterval)); r != last {
 			if len(virtual) == 0 {
 				firstMsg = ours.Last.Message
 			}
