@@ -24,7 +24,7 @@ func sloSet(name string, replicas, maxReplicas int32, roles ...gputaskv1.MetricR
 	as.Interval = &gputaskv1.Duration{Duration: 15 * time.Second}
 	as.StartupTimeout = &gputaskv1.Duration{Duration: 2 * time.Minute}
 	as.Policy = gputaskv1.ScalingPolicy{Type: gputaskv1.SLOPolicy, SLO: &gputaskv1.SLOSpec{
-		Wait: gputaskv1.Duration{Duration: time.Second}, Percentile: ptr.To(resource.MustParse("95")), SlotsPerTask: 8,
+		Wait: &gputaskv1.Duration{Duration: time.Second}, Percentile: ptr.To(resource.MustParse("95")), SlotsPerTask: 8,
 	}}
 	as.Metrics = nil
 	for _, r := range roles {

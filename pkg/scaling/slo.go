@@ -624,11 +624,21 @@ func SLOOf(spec *gputaskv1.SLOSpec) SLO {
 		return SLO{}
 	}
 	return SLO{
-		Wait:               spec.Wait.Duration,
+		Wait:               durationOr(spec.Wait),
+		TTFT:               durationOr(spec.TTFT),
+		ITL:                durationOr(spec.ITL),
 		Percentile:         quantityOr(spec.Percentile, DefaultSLOPercentile),
 		SlotsPerTask:       spec.SlotsPerTask,
 		ServiceVariability: quantityOr(spec.ServiceTimeVariability, DefaultServiceTimeVariability),
 	}
+}
+
+// durationOr is d, or 0 (no such objective) without one.
+func durationOr(d *gputaskv1.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.Duration
 }
 
 // normalizeSLO maps SLO settings the API would reject to their defaults.
