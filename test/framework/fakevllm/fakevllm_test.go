@@ -155,22 +155,13 @@ func TestRepeatable(t *testing.T) {
 
 var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\} (\S+)$`)
 
-// vllmTokens is a pool of H100-like workers: 1,000-token prompts
-// prefilled at 38,000 tokens/s, 160 output tokens at 7 ms + 51.2 µs a
-// running sequence, 465,000 tokens of KV cache.
-func vllmTokens(cfg Config) Config {
-	cfg.PromptTokens, cfg.OutputTokens, cfg.PrefillTokensPerSecond = 1000, 160, 38000
-	cfg.ITLBase, cfg.ITLPerSequence, cfg.KVTokensPerWorker = 7*time.Millisecond, 51200*time.Nanosecond, 465000
-	return cfg
-}
-
 // TestMetricsText: a scrape answers vLLM's families, each with its TYPE,
 // the model_name label on every sample, cumulative histograms whose +Inf
 // bucket and count are their observations, and values that agree with
 // the model's state.
 func TestMetricsText(t *testing.T) {
 	c := testingclock.NewFakeClock(t0)
-	p := New(vllmTokens(Config{ModelName: "meta-llama/Llama-3.1-8B-Instruct", Rate: constant(5), ServiceTime: 4 * time.Second, SlotsPerWorker: 8, Workers: workers(1), Seed: 5, Clock: c}))
+	p := New(Config{ModelName: "meta-llama/Llama-3.1-8B-Instruct", Rate: constant(5), ServiceTime: 4 * time.Second, SlotsPerWorker: 8, Workers: workers(1), Seed: 5, Clock: c}.WithH100Tokens())
 	run(p, c, 2*time.Minute)
 	rec := httptest.NewRecorder()
 	p.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -279,7 +270,7 @@ func TestBucketBounds(t *testing.T) {
 // KV cache that the running requests hold.
 func TestTokenMetrics(t *testing.T) {
 	c := testingclock.NewFakeClock(t0)
-	p := New(vllmTokens(Config{ModelName: "llama", Rate: constant(2), ServiceTime: 4 * time.Second, SlotsPerWorker: 16, Workers: workers(2), Seed: 6, Clock: c}))
+	p := New(Config{ModelName: "llama", Rate: constant(2), ServiceTime: 4 * time.Second, SlotsPerWorker: 16, Workers: workers(2), Seed: 6, Clock: c}.WithH100Tokens())
 	running, _ := run(p, c, time.Hour)
 	s := p.Snapshot()
 	started := s.Succeeded + uint64(s.Running)
@@ -308,7 +299,7 @@ func TestTokenMetrics(t *testing.T) {
 // need shows full, not more.
 func TestKVCacheUsageAtMostOne(t *testing.T) {
 	c := testingclock.NewFakeClock(t0)
-	cfg := vllmTokens(Config{ModelName: "llama", Rate: constant(20), ServiceTime: 4 * time.Second, SlotsPerWorker: 64, Workers: workers(1), Seed: 7, Clock: c})
+	cfg := Config{ModelName: "llama", Rate: constant(20), ServiceTime: 4 * time.Second, SlotsPerWorker: 64, Workers: workers(1), Seed: 7, Clock: c}.WithH100Tokens()
 	cfg.KVTokensPerWorker = 10000
 	p := New(cfg)
 	run(p, c, time.Minute)

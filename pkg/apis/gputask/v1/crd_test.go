@@ -667,3 +667,51 @@ func TestCELRuleCosts(t *testing.T) {
 		t.Logf("%s: estimated cost of all rules %d", file, total)
 	}
 }
+
+// TestAutoscalingExamples: every set in artifacts/examples/autoscaling
+// passes the schema and its CEL rules as the API server runs them, loses
+// no field to pruning, and passes the checks the controllers run.
+func TestAutoscalingExamples(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "..", "..", "artifacts", "examples", "autoscaling", "*.yaml"))
+	if err != nil || len(files) < 4 {
+		t.Fatalf("want at least 4 autoscaling examples, got %v (%v)", files, err)
+	}
+	_, structural, validator := crdSchema(t, "gputask.io_gputasksets.yaml")
+	celValidator := cel.NewValidator(structural, true, celconfig.PerCallLimit)
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			raw, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var obj map[string]any
+			if err := yaml.Unmarshal(raw, &obj); err != nil {
+				t.Fatal(err)
+			}
+			// As the API server decodes: whole numbers are int64.
+			data, err := json.Marshal(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj = nil
+			if err := utiljson.Unmarshal(data, &obj); err != nil {
+				t.Fatal(err)
+			}
+			errs := apivalidation.ValidateCustomResource(nil, obj, validator)
+			celErrs, _ := celValidator.Validate(context.Background(), nil, structural, obj, nil, celconfig.RuntimeCELCostBudget)
+			if errs = append(errs, celErrs...); len(errs) > 0 {
+				t.Fatalf("invalid: %v", errs.ToAggregate())
+			}
+			if pruned := pruning.PruneWithOptions(obj, structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}); len(pruned) > 0 {
+				t.Fatalf("the CRD schema drops fields: %v", pruned)
+			}
+			var set gputaskv1.GPUTaskSet
+			if err := yaml.UnmarshalStrict(raw, &set); err != nil {
+				t.Fatal(err)
+			}
+			if errs := gputaskv1.ValidateTaskSetSpec(&set.Spec); len(errs) > 0 {
+				t.Fatalf("the controllers refuse it: %v", errs.ToAggregate())
+			}
+		})
+	}
+}
