@@ -255,6 +255,14 @@ func NewController(
 	})
 	utilruntime.Must(err)
 	c.setsSynced = setsReg.HasSynced
+	if opts.EngineProfiles != nil {
+		_, err := opts.EngineProfiles.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.profileChanged(logger, nil, obj) },
+			UpdateFunc: func(old, cur any) { c.profileChanged(logger, old, cur) },
+			DeleteFunc: func(obj any) { c.profileChanged(logger, nil, obj) },
+		})
+		utilruntime.Must(err)
+	}
 	return c
 }
 

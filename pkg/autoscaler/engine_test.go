@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -222,5 +223,37 @@ func TestEngineProfileParsedOncePerVersion(t *testing.T) {
 	// The embedded profiles are those the API's enum lists.
 	if got, want := strings.Join(gpuprofile.Names(), ","), strings.Join(gputaskv1.EngineProfiles, ","); got != want {
 		t.Errorf("embedded profiles %s, the API lists %s", got, want)
+	}
+}
+
+// TestProfileChangeEnqueuesItsSets: a change of an engine profile's
+// ConfigMap evaluates the sets of its namespace that read it, and no
+// other; a resync enqueues nothing.
+func TestProfileChangeEnqueuesItsSets(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	ref := &gputaskv1.EngineSpec{ConfigMapRef: &gputaskv1.ConfigMapKeyRef{Name: "h100", Key: "profile.json"}}
+	reads := engineSet("reads", 2, ref)
+	other := engineSet("other", 2, &gputaskv1.EngineSpec{ConfigMapRef: &gputaskv1.ConfigMapKeyRef{Name: "h200", Key: "profile.json"}})
+	embedded := engineSet("embedded", 2, &gputaskv1.EngineSpec{Profile: "h100-llama-3.1-8b"})
+	elsewhere := engineSet("elsewhere", 2, ref)
+	elsewhere.Namespace = "tenant-b"
+	f.Add(reads, other, embedded, elsewhere)
+	c := f.newController(ctx)
+	defer c.workqueue.ShutDown()
+
+	cm := profileConfigMap(metav1.NamespaceDefault, "h100", map[string]string{"profile.json": "{}"})
+	c.profileChanged(klog.Background(), cm, cm)
+	if n := c.workqueue.Len(); n != 0 {
+		t.Fatalf("a resync enqueued %d sets", n)
+	}
+	changed := cm.DeepCopy()
+	changed.ResourceVersion = "2"
+	c.profileChanged(klog.Background(), cm, changed)
+	if n := c.workqueue.Len(); n != 1 {
+		t.Fatalf("%d sets enqueued, want the one that reads default/h100", n)
+	}
+	if key, _ := c.workqueue.Get(); key.Name != "reads" || key.Namespace != metav1.NamespaceDefault {
+		t.Errorf("enqueued %v, want default/reads", key)
 	}
 }
