@@ -135,6 +135,7 @@ func newControllers(ctx context.Context, cc app.ControllerContext) ([]app.Contro
 		DeviceClass:     o.DRADeviceClass,
 		ModelAttribute:  o.DRAModelAttribute,
 		Quotas:          inf.Quotas,
+		EngineProfiles:  inf.EngineProfiles.Core().V1().ConfigMaps(),
 		NewSource: loadindex.Factory{Secrets: loadindex.KubeSecrets{Client: scalerClients.Kube}, Destinations: cc.Destinations,
 			AllowPOST: o.LoadIndexAllowPOST}.New,
 	}

@@ -25,7 +25,7 @@ import (
 // The demo's second autoscaled pool: vLLM workers scaled to a wait SLO from
 // vLLM's own metrics. A fake vLLM pool (test/framework/fakevllm) serves
 // them on 127.0.0.1 with as many workers as the set has Ready tasks, a
-// Prometheus scrapes it, and the set of vllmSetFile reads its four
+// Prometheus scrapes it, and the set of vllmSetFile reads its
 // documented queries from that Prometheus.
 const (
 	vllmSetFile = "artifacts/examples/autoscaling/gputaskset-vllm.yaml"
@@ -77,7 +77,7 @@ func startVLLM(ctx context.Context, cp *framework.ControlPlane) (*vllmDemo, erro
 		ModelName: vllmModelName, Rate: func(elapsed time.Duration) float64 { r, _ := vllmCurve.at(elapsed); return r },
 		ServiceTime: vllmServiceTime, SlotsPerWorker: vllmSlots,
 		Workers: func() int { return int(d.workers.Load()) }, Seed: uint64(d.started.UnixNano()),
-	})
+	}.WithH100Tokens())
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", d.pool)
 	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

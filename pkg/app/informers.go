@@ -31,6 +31,10 @@ type Informers struct {
 	// Cluster holds cluster-wide kinds, unfiltered (nodes).
 	Cluster kubeinformers.SharedInformerFactory
 	GPUTask gputaskinformers.SharedInformerFactory
+	// EngineProfiles holds the ConfigMaps labelled
+	// gputask.io/engine-profile=true only: the engine profiles that SLO
+	// sets read, not every ConfigMap of the cluster.
+	EngineProfiles kubeinformers.SharedInformerFactory
 	// ActivePods is every non-terminal pod of the cluster, for
 	// capacity-aware sets only: it runs while some set reads it.
 	ActivePods *lazycache.Pods
@@ -133,6 +137,11 @@ func NewInformers(cl Clients, resync time.Duration) *Informers {
 			kubeinformers.WithTransform(StripManagedFields)),
 		GPUTask: gputaskinformers.NewSharedInformerFactoryWithOptions(cl.GPUTask, resync,
 			gputaskinformers.WithTransform(compactGPUTask)),
+		EngineProfiles: kubeinformers.NewSharedInformerFactoryWithOptions(cl.Kube, resync,
+			kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.LabelSelector = gputaskv1.LabelEngineProfile + "=true"
+			}),
+			kubeinformers.WithTransform(StripManagedFields)),
 		// Every pod that still holds resources, whoever owns it: the
 		// autoscaler subtracts their GPUs from the nodes' allocatable ones.
 		// It keeps only what that count reads, and runs only while a
@@ -200,6 +209,7 @@ func (s *Informers) Start(ctx context.Context) {
 	s.TaskPods.Start(ctx.Done())
 	s.Cluster.Start(ctx.Done())
 	s.GPUTask.Start(ctx.Done())
+	s.EngineProfiles.Start(ctx.Done())
 	s.kueueStarted.Do(func() {
 		for _, inf := range s.kueueInformers() {
 			s.kueueDone.Go(func() { inf.RunWithContext(ctx) })
@@ -213,6 +223,7 @@ func (s *Informers) Shutdown(stop context.CancelFunc) {
 	s.TaskPods.Shutdown()
 	s.Cluster.Shutdown()
 	s.GPUTask.Shutdown()
+	s.EngineProfiles.Shutdown()
 	s.ActivePods.Stop()
 	if s.Devices != nil {
 		s.Devices.Stop()
@@ -230,6 +241,9 @@ func (s *Informers) WaitForSync(ctx context.Context) bool {
 		synced = synced && ok
 	}
 	for _, ok := range s.GPUTask.WaitForCacheSync(ctx.Done()) {
+		synced = synced && ok
+	}
+	for _, ok := range s.EngineProfiles.WaitForCacheSync(ctx.Done()) {
 		synced = synced && ok
 	}
 	for _, inf := range s.kueueInformers() {

@@ -27,6 +27,7 @@ import (
 	gputaskscheme "github.com/gputask/gputask-controller/pkg/generated/clientset/versioned/scheme"
 	gputaskinformers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions/gputask/v1"
 	gputasklisters "github.com/gputask/gputask-controller/pkg/generated/listers/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/gpuprofile"
 	"github.com/gputask/gputask-controller/pkg/kueue"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/metrics"
@@ -82,6 +83,11 @@ type Options struct {
 	// ReadsPerNamespace bounds the load-index reads in flight for one
 	// namespace's sets. Zero means DefaultReadsPerNamespace.
 	ReadsPerNamespace int
+	// EngineProfiles are the ConfigMaps labelled
+	// gputask.io/engine-profile=true, which slo.engine.configMapRef
+	// reads; nil when the controller reads none, and such a set holds
+	// its count with reason EngineProfileUnavailable.
+	EngineProfiles coreinformers.ConfigMapInformer
 }
 
 func (o Options) withDefaults(kubeclientset kubernetes.Interface) Options {
@@ -119,6 +125,10 @@ type Controller struct {
 	tasksSynced  cache.InformerSynced
 	nodesLister  corelisters.NodeLister
 	nodesSynced  cache.InformerSynced
+	// configMaps holds the engine profiles' ConfigMaps; nil without
+	// Options.EngineProfiles.
+	configMaps       corelisters.ConfigMapLister
+	configMapsSynced cache.InformerSynced
 	// pods is read only by capacity-aware sets.
 	pods PodCache
 	// podOpts tell whether a set's tasks ask for GPUs by DRA, and how.
@@ -161,6 +171,10 @@ type setState struct {
 	// Lost on a restart or a change of leader, it is learned again within
 	// a few intervals.
 	queue scaling.QueueState
+	// profile is the engine profile last parsed from a ConfigMap, and
+	// profileFrom the ConfigMap's UID, version and key it came from.
+	profile     *gpuprofile.Profile
+	profileFrom string
 	// warned names the tasks already reported as past their startup timeout.
 	warned map[string]bool
 	// reading is set while a read of the set is in flight, and ready holds
@@ -225,6 +239,11 @@ func NewController(
 		reads:       newReads(opts.ReadsPerNamespace),
 	}
 
+	c.configMapsSynced = func() bool { return true }
+	if opts.EngineProfiles != nil {
+		c.configMaps = opts.EngineProfiles.Lister()
+		c.configMapsSynced = opts.EngineProfiles.Informer().HasSynced
+	}
 	utilruntime.Must(taskindex.Add(taskInformer.Informer()))
 	logger.Info("Setting up event handlers")
 	// Only set events drive the loop. Nodes, pods and tasks are read from
@@ -236,6 +255,14 @@ func NewController(
 	})
 	utilruntime.Must(err)
 	c.setsSynced = setsReg.HasSynced
+	if opts.EngineProfiles != nil {
+		_, err := opts.EngineProfiles.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.profileChanged(logger, nil, obj) },
+			UpdateFunc: func(old, cur any) { c.profileChanged(logger, old, cur) },
+			DeleteFunc: func(obj any) { c.profileChanged(logger, nil, obj) },
+		})
+		utilruntime.Must(err)
+	}
 	return c
 }
 
@@ -255,7 +282,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	logger := klog.FromContext(ctx)
 
 	logger.Info("Starting autoscaler")
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.setsSynced, c.tasksSynced, c.nodesSynced) {
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.setsSynced, c.tasksSynced, c.nodesSynced, c.configMapsSynced) {
 		if ctx.Err() != nil {
 			// Asked to stop before the caches synced: a normal shutdown.
 			return nil

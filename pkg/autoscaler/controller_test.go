@@ -155,7 +155,8 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	c := NewController(ctx, f.KubeClient, f.Client,
 		f.Informers.Gputask().V1().GPUTaskSets(), f.Informers.Gputask().V1().GPUTasks(),
 		f.KubeInformers.Core().V1().Nodes(), cachedPods{f.KubeInformers.Core().V1().Pods().Lister()},
-		Options{Clock: f.Clock, Recorder: f.Recorder, NewSource: f.newSource, Quotas: f.quotas, Devices: f.devices})
+		Options{Clock: f.Clock, Recorder: f.Recorder, NewSource: f.newSource, Quotas: f.quotas, Devices: f.devices,
+			EngineProfiles: f.KubeInformers.Core().V1().ConfigMaps()})
 	c.workqueue = f.RecordQueue(c.workqueue)
 	f.SyncHandler = c.syncHandler
 	if !f.noPreload {

@@ -68,6 +68,10 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 	// leave them be and give back a zero Queue.
 	in.Startup = scaling.StartupOf(tasks, scaling.StartupTimeoutOf(set.Spec.Autoscaling))
 	in.Queue = state.queue
+	var engineErr error
+	if in.Engine, engineErr = c.engineOf(ctx, set, state); engineErr != nil {
+		in.EngineUnavailable = engineErr.Error()
+	}
 	d := scaling.Decide(in)
 	state.recommendations = d.Recommendations
 	// Kept whatever becomes of the writes below: the reading it learned
@@ -105,6 +109,9 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 		set.Spec.Replicas = &written.Spec.Replicas
 	}
 	c.emitEvents(set, in, d, configErrs, scaled, scaleErr)
+	if in.EngineUnavailable != "" {
+		c.recorder.Event(set, corev1.EventTypeWarning, gputaskv1.ReasonEngineProfileUnavailable, in.EngineUnavailable)
+	}
 	want := desiredStatus(set, in, d, now, configErrs, scaledAt, scaleErr)
 	want.StartingReplicas, want.QueuedReplicas = st.Starting, st.Queued
 	if err := c.applyStatus(ctx, set, want); err != nil {

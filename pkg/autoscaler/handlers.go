@@ -1,7 +1,9 @@
 package autoscaler
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	componentmetrics "k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
@@ -72,4 +74,38 @@ func (c *Controller) forget(key cache.ObjectName) {
 			vec.DeletePartialMatch(labels)
 		}
 	}
+}
+
+// profileChanged evaluates at once the sets of the ConfigMap's namespace
+// that read their engine profile from it: one that held its count for a
+// missing or bad profile need not wait out its interval once the profile
+// is fixed. A resync (same version) changes nothing and enqueues nothing.
+func (c *Controller) profileChanged(logger klog.Logger, old, cur any) {
+	cm, ok := tombstone.Unwrap[*corev1.ConfigMap](cur)
+	if !ok {
+		return
+	}
+	if prev, ok := old.(*corev1.ConfigMap); ok && prev.ResourceVersion == cm.ResourceVersion {
+		return
+	}
+	sets, err := c.setsLister.GPUTaskSets(cm.Namespace).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, set := range sets {
+		if refersTo(set, cm.Name) {
+			logger.V(4).Info("Engine profile changed", "gputaskset", klog.KObj(set), "configMap", klog.KObj(cm))
+			c.enqueue(set)
+		}
+	}
+}
+
+// refersTo is whether the set reads its engine profile from the
+// ConfigMap of its namespace named name.
+func refersTo(set *gputaskv1.GPUTaskSet, name string) bool {
+	as := set.Spec.Autoscaling
+	if as == nil || as.Policy.SLO == nil || as.Policy.SLO.Engine == nil || as.Policy.SLO.Engine.ConfigMapRef == nil {
+		return false
+	}
+	return as.Policy.SLO.Engine.ConfigMapRef.Name == name
 }

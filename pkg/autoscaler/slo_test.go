@@ -24,7 +24,7 @@ func sloSet(name string, replicas, maxReplicas int32, roles ...gputaskv1.MetricR
 	as.Interval = &gputaskv1.Duration{Duration: 15 * time.Second}
 	as.StartupTimeout = &gputaskv1.Duration{Duration: 2 * time.Minute}
 	as.Policy = gputaskv1.ScalingPolicy{Type: gputaskv1.SLOPolicy, SLO: &gputaskv1.SLOSpec{
-		Wait: gputaskv1.Duration{Duration: time.Second}, Percentile: ptr.To(resource.MustParse("95")), SlotsPerTask: 8,
+		Wait: &gputaskv1.Duration{Duration: time.Second}, Percentile: ptr.To(resource.MustParse("95")), SlotsPerTask: 8,
 	}}
 	as.Metrics = nil
 	for _, r := range roles {
@@ -53,7 +53,8 @@ func sloStatus(set *gputaskv1.GPUTaskSet, from, to int32, startup, wait string, 
 	if to != from {
 		status.LastScaleTime = &ts
 	}
-	status.LastDecision = &gputaskv1.ScalingDecision{Time: ts, Inputs: inputs + " predicted-p95-wait=" + wait, From: from, To: to, Reason: reason, Message: message, PredictedWait: wait}
+	status.LastDecision = &gputaskv1.ScalingDecision{Time: ts, Inputs: inputs + " predicted-p95-wait=" + wait, From: from, To: to, Reason: reason, Message: message, PredictedWait: wait,
+		Capacity: &gputaskv1.TaskCapacity{SlotsPerTask: 8, Source: gputaskv1.CapacityOverride}}
 	status.Metrics = []gputaskv1.MetricStatus{
 		{Name: "completions", Value: "2", DesiredReplicas: ptr.To[int32](4), LastReadTime: &ts},
 		{Name: "running", Value: "20", DesiredReplicas: ptr.To[int32](4), LastReadTime: &ts},
@@ -179,7 +180,8 @@ func TestSLOQueueStateCarriesOver(t *testing.T) {
 	message := "3.33333/s expected (3.33333/s now) at 10.488s per request need 6 tasks of 8 slots for a p95 wait within 1s"
 	want := first.DeepCopy()
 	want.Status.DesiredReplicas, want.Status.LastScaleTime = ptr.To[int32](6), &ts
-	want.Status.LastDecision = &gputaskv1.ScalingDecision{Time: ts, Inputs: inputs + " predicted-p95-wait=0s", From: 4, To: 6, Reason: scaling.ReasonSLOScaleUp, Message: message, PredictedWait: "0s"}
+	want.Status.LastDecision = &gputaskv1.ScalingDecision{Time: ts, Inputs: inputs + " predicted-p95-wait=0s", From: 4, To: 6, Reason: scaling.ReasonSLOScaleUp, Message: message, PredictedWait: "0s",
+		Capacity: &gputaskv1.TaskCapacity{SlotsPerTask: 8, Source: gputaskv1.CapacityOverride}}
 	want.Status.Metrics = []gputaskv1.MetricStatus{
 		{Name: "completions", Value: "2", DesiredReplicas: ptr.To[int32](6), LastReadTime: &ts},
 		{Name: "running", Value: "40", DesiredReplicas: ptr.To[int32](6), LastReadTime: &ts},

@@ -57,6 +57,7 @@ func desiredStatus(set *gputaskv1.GPUTaskSet, in scaling.Inputs, d scaling.Decis
 		Time: ts, Inputs: decisionInputs(in, d), From: in.Current, To: d.Desired, Reason: d.Reason, Message: d.Message,
 		PredictedWait: predictedWait(d),
 	}
+	explainSLO(status.LastDecision, in, d)
 	status.Metrics = metricStatuses(d, ts)
 	status.ConsecutiveFailures = d.ConsecutiveFailures
 	status.Recommendations = d.Recommendations
@@ -122,6 +123,68 @@ func predictedWait(d scaling.Decision) string {
 	return time.Duration(o.PredictedWait * float64(time.Second)).Round(time.Millisecond).String()
 }
 
+// capacitySources maps the SLO policy's capacity source to the API's.
+var capacitySources = map[string]gputaskv1.CapacitySource{
+	scaling.SlotsFromOverride: gputaskv1.CapacityOverride,
+	scaling.SlotsFromProfile:  gputaskv1.CapacityProfile,
+	scaling.SlotsFromFit:      gputaskv1.CapacityFit,
+	scaling.SlotsFromDefault:  gputaskv1.CapacityDefault,
+}
+
+// explainSLO adds to lastDecision what the SLO policy sized the pool by:
+// the capacity per task and where it came from, the online ITL fit, the
+// predicted TTFT and ITL at the count chosen, and the burst headroom.
+func explainSLO(ld *gputaskv1.ScalingDecision, in scaling.Inputs, d scaling.Decision) {
+	o := d.SLO
+	if o == nil {
+		return
+	}
+	ld.Capacity = &gputaskv1.TaskCapacity{SlotsPerTask: o.Slots, Source: capacitySources[o.SlotsFrom]}
+	if o.Context > 0 {
+		ld.Capacity.Context = scaling.FormatValue(math.Round(o.Context))
+	}
+	if f := d.Queue.ITL; !f.Last.IsZero() {
+		fit := &gputaskv1.ITLFitStatus{Readings: scaling.FormatValue(math.Round(f.N*10) / 10), LastReadingTime: metav1.NewTime(f.Last)}
+		if l, ok := f.Line(); ok {
+			fit.Alpha, fit.Beta = formatSeconds(l.Alpha), formatSeconds(l.Beta)
+		}
+		ld.Capacity.Fit = fit
+	}
+	if o.Headroom > 0 {
+		ld.BurstHeadroom = scaling.FormatValue(o.Headroom)
+	}
+	if o.ServiceTime <= 0 {
+		return
+	}
+	// A TTFT is the wait plus the prefill: without a TTFT objective and
+	// the prompts' prefill it would only repeat the predicted wait.
+	if in.Policy.SLO.TTFT > 0 || o.Prefill > 0 {
+		ld.PredictedTTFT = "unbounded"
+		if !math.IsInf(o.PredictedTTFT, 1) {
+			ld.PredictedTTFT = formatSeconds(o.PredictedTTFT)
+		}
+	}
+	if o.PredictedITL > 0 {
+		ld.PredictedITL = "unbounded"
+		if o.PredictedITL < time.Hour {
+			ld.PredictedITL = formatSeconds(o.PredictedITL.Seconds())
+		}
+	}
+}
+
+// formatSeconds shows seconds as a duration of three significant digits
+// at most, such as "1.97s", "27.6ms" or "51.2µs": a fit's β is tens of
+// microseconds, which the millisecond rounding of messages would lose.
+func formatSeconds(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	for _, unit := range []time.Duration{time.Second, time.Millisecond, time.Microsecond} {
+		if d >= unit {
+			return d.Round(unit / 100).String()
+		}
+	}
+	return d.String()
+}
+
 func setCondition(status *gputaskv1.GPUTaskSetStatus, ts metav1.Time, cond metav1.Condition) {
 	cond.LastTransitionTime = ts
 	meta.SetStatusCondition(&status.Conditions, cond)
@@ -171,6 +234,9 @@ func scalingActive(in scaling.Inputs, d scaling.Decision, configErrs []error) me
 	// replaced: the set is not scaled by its load either way.
 	if reason, msg := scaling.CheckMetrics(in.Policy, in.Metrics); reason != "" {
 		return condition(t, false, reason, fmt.Sprintf("%s; holding at %d", msg, in.Current))
+	}
+	if in.EngineUnavailable != "" {
+		return condition(t, false, gputaskv1.ReasonEngineProfileUnavailable, fmt.Sprintf("%s; holding at %d", in.EngineUnavailable, in.Current))
 	}
 	for _, m := range d.Metrics {
 		if m.Err != nil {
@@ -263,6 +329,32 @@ func statusApply(status *gputaskv1.GPUTaskSetStatus) *applyv1.GPUTaskSetStatusAp
 		}
 		if d.PredictedWait != "" {
 			decision.WithPredictedWait(d.PredictedWait)
+		}
+		if d.PredictedTTFT != "" {
+			decision.WithPredictedTTFT(d.PredictedTTFT)
+		}
+		if d.PredictedITL != "" {
+			decision.WithPredictedITL(d.PredictedITL)
+		}
+		if d.BurstHeadroom != "" {
+			decision.WithBurstHeadroom(d.BurstHeadroom)
+		}
+		if c := d.Capacity; c != nil {
+			capacity := applyv1.TaskCapacity().WithSlotsPerTask(c.SlotsPerTask).WithSource(c.Source)
+			if c.Context != "" {
+				capacity.WithContext(c.Context)
+			}
+			if f := c.Fit; f != nil {
+				fit := applyv1.ITLFitStatus().WithReadings(f.Readings).WithLastReadingTime(f.LastReadingTime)
+				if f.Alpha != "" {
+					fit.WithAlpha(f.Alpha)
+				}
+				if f.Beta != "" {
+					fit.WithBeta(f.Beta)
+				}
+				capacity.WithFit(fit)
+			}
+			decision.WithCapacity(capacity)
 		}
 		out.WithLastDecision(decision)
 	}

@@ -110,7 +110,10 @@ func TestStatusApplyIsExactlyTheAutoscalersFields(t *testing.T) {
 		Selector: "gputask.io/taskset=web", ObservedGeneration: 7,
 		LoadIndex: "0.5", DesiredReplicas: ptr.To[int32](0), CapacityReplicas: ptr.To[int32](6),
 		StartingReplicas: 1, QueuedReplicas: 2, LastScaleTime: &at,
-		LastDecision: &gputaskv1.ScalingDecision{Time: at, Inputs: "queue: load=0.5", From: 4, To: 5, Reason: "ScaleUp", Message: "up"},
+		LastDecision: &gputaskv1.ScalingDecision{Time: at, Inputs: "queue: load=0.5", From: 4, To: 5, Reason: "ScaleUp", Message: "up",
+			PredictedWait: "0s", PredictedTTFT: "1.2s", PredictedITL: "27.6ms", BurstHeadroom: "3.5",
+			Capacity: &gputaskv1.TaskCapacity{SlotsPerTask: 159, Source: gputaskv1.CapacityProfile, Context: "1397",
+				Fit: &gputaskv1.ITLFitStatus{Alpha: "7ms", Beta: "51.2µs", Readings: "12.5", LastReadingTime: at}}},
 		Metrics: []gputaskv1.MetricStatus{
 			{Name: "queue", Value: "0.5", DesiredReplicas: ptr.To[int32](5), LastReadTime: &at},
 			{Name: "util", Error: "timed out", LastReadTime: &at},

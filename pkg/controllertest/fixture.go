@@ -169,6 +169,8 @@ func (f *Fixture) indexer(o runtime.Object) cache.Indexer {
 		return f.KubeInformers.Core().V1().Pods().Informer().GetIndexer()
 	case *corev1.Node:
 		return f.KubeInformers.Core().V1().Nodes().Informer().GetIndexer()
+	case *corev1.ConfigMap:
+		return f.KubeInformers.Core().V1().ConfigMaps().Informer().GetIndexer()
 	case *resourcev1.ResourceClaimTemplate:
 		return f.KubeInformers.Resource().V1().ResourceClaimTemplates().Informer().GetIndexer()
 	case *resourcev1.ResourceClaim:

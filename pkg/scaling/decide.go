@@ -208,6 +208,9 @@ func normalize(in Inputs) Inputs {
 	in.Min = max(in.Min, 0)
 	in.Max = max(in.Max, in.Min)
 	// Only the SLO policy reads these; the others leave them as they are.
+	if in.Policy.Type == gputaskv1.SLOPolicy {
+		in = withRoleReadings(in)
+	}
 	in.Policy.SLO.SlotsPerTask, in.slotsFrom = sloSlots(in)
 	in.Policy.SLO = normalizeSLO(in.Policy.SLO)
 	if in.Startup <= 0 {

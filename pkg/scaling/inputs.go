@@ -118,6 +118,10 @@ type Inputs struct {
 	// Engine is what the SLO policy knows of the tasks' engine and the
 	// tokens they serve, or nil to size in request slots alone.
 	Engine *Engine
+	// EngineUnavailable, when set, says why the engine profile the set
+	// names cannot be read: the SLO policy holds the count rather than
+	// size without the engine it was told to size by.
+	EngineUnavailable string
 
 	// slotsFrom says where Policy.SLO.SlotsPerTask came from.
 	slotsFrom string

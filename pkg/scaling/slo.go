@@ -89,6 +89,9 @@ type QueueState struct {
 	// ITL is the online fit of the workers' inter-token latency against
 	// their running sequences (Inputs.Engine.ITL).
 	ITL ITLFit
+	// Context is the mean context of a running sequence last known, in
+	// tokens: the capacity is read at it while the pool is idle.
+	Context float64
 }
 
 // RateSample is the arrival rate measured at Time.
@@ -142,6 +145,18 @@ type SLOOutcome struct {
 	// PredictedWait is the wait at the SLO's percentile with the chosen
 	// count at the expected rate; +Inf when the slots cannot keep up.
 	PredictedWait float64
+	// PredictedTTFT is PredictedWait plus Prefill, in seconds; +Inf with
+	// it. PredictedITL is the ITL the engine model gives at the chosen
+	// count (predictedITL); 0 without a model.
+	PredictedTTFT float64
+	PredictedITL  time.Duration
+	// Prefill is the mean prompt's prefill, in seconds (0 when unknown),
+	// and Context the mean context of a running sequence, in tokens, that
+	// the capacity was read at (0 when unknown).
+	Prefill, Context float64
+	// objective is the wait objective the count was sized for, in
+	// seconds: Wait, or less with a TTFT objective (waitObjective).
+	objective float64
 	// Unmet is true when the SLO cannot be met within maxReplicas or the
 	// capacity (Reachable tasks); Message says by how much.
 	Unmet     bool
@@ -237,6 +252,12 @@ func combineSLO(in Inputs, d *Decision, failed []string) step {
 		d.Queue = in.Queue
 		return step{desired: in.Current, reason: reason, message: fmt.Sprintf("%s; holding at %d", msg, in.Current)}
 	}
+	if in.EngineUnavailable != "" {
+		d.AllFailed = true
+		d.Queue = in.Queue
+		return step{desired: in.Current, reason: gputaskv1.ReasonEngineProfileUnavailable,
+			message: fmt.Sprintf("%s; holding at %d", in.EngineUnavailable, in.Current)}
+	}
 	r := readRoles(d, in)
 	required := r.failed[gputaskv1.RoleRunning] ||
 		(!r.has(gputaskv1.RoleArrivals) && !r.has(gputaskv1.RoleCompletions))
@@ -309,9 +330,15 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	if e := in.Engine; e != nil && e.ITL > 0 && serving > 0 {
 		state.ITL = state.ITL.Observe(in.Now, running/float64(serving), e.ITL)
 	}
+	if e := in.Engine; e != nil && e.Context > 0 && !math.IsInf(e.Context, 0) {
+		state.Context = e.Context
+	}
 	d.Queue = state
 
 	o := &SLOOutcome{Arrivals: arrivals, Slots: slo.SlotsPerTask, SlotsFrom: in.slotsFrom, Cs2: slo.ServiceVariability, Startup: in.Startup, Correction: correctionOf(state.Correction)}
+	if in.Engine != nil {
+		o.Context = in.Engine.Context
+	}
 	d.SLO = o
 	occupied := ceilSat(running / float64(slo.SlotsPerTask))
 	service, ok := state.Little.ServiceTime()
@@ -349,8 +376,15 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	o.Ca2 = queueing.ArrivalVariability(countsOf(ratesSince(state.Rates, state.Jump)))
 	model := queueing.Model{ServiceTime: service, Slots: slo.SlotsPerTask, Ca2: o.Ca2, Cs2: slo.ServiceVariability}
 	objective := queueing.SLO{Wait: waitObjective(in, arrivals).Seconds(), Percentile: slo.Percentile}
+	o.objective, o.Prefill = objective.Wait, prefillSeconds(in, arrivals)
 
-	if observed, ok := r.value[gputaskv1.RoleWaitPercentile]; ok && serving > 0 {
+	observed, ok := r.value[gputaskv1.RoleWaitPercentile]
+	if ttft, has := r.value[gputaskv1.RoleTTFTPercentile]; !ok && has && slo.TTFT > 0 {
+		// The observed TTFT less the mean prompt's prefill is the wait
+		// the requests saw, against the wait the TTFT leaves.
+		observed, ok = max(ttft-o.Prefill, 0), true
+	}
+	if ok && serving > 0 {
 		// The error corrects the next evaluations, not this one: sized by
 		// the factor learned so far, a count never falls because the load
 		// rose and the model's prediction came nearer the observed wait.
@@ -465,8 +499,10 @@ func (o *SLOOutcome) finish(in Inputs, desired int32) {
 	}
 	slo := in.Policy.SLO
 	model := queueing.Model{ServiceTime: o.service, Slots: slo.SlotsPerTask, Ca2: o.Ca2, Cs2: slo.ServiceVariability}
-	objective := queueing.SLO{Wait: slo.Wait.Seconds(), Percentile: slo.Percentile}
+	objective := queueing.SLO{Wait: o.objective, Percentile: slo.Percentile}
 	o.PredictedWait = model.WaitPercentile(desired, o.Expected, objective)
+	o.PredictedTTFT = o.PredictedWait + o.Prefill
+	o.PredictedITL = predictedITL(in, o, desired)
 	o.Reachable = in.Max
 	limit := fmt.Sprintf("maxReplicas %d", in.Max)
 	if in.Capacity != nil && max(*in.Capacity, in.Current) < in.Max {
@@ -482,7 +518,7 @@ func (o *SLOOutcome) finish(in Inputs, desired int32) {
 			needs = fmt.Sprintf("more than %d tasks", need)
 		}
 		o.Message = fmt.Sprintf("the SLO needs %s; with %d the p%s wait is %s, above the SLO of %v",
-			needs, o.Reachable, FormatValue(slo.Percentile), formatWait(at), slo.Wait)
+			needs, o.Reachable, FormatValue(slo.Percentile), formatWait(at), seconds(objective.Wait))
 	}
 }
 
@@ -624,11 +660,21 @@ func SLOOf(spec *gputaskv1.SLOSpec) SLO {
 		return SLO{}
 	}
 	return SLO{
-		Wait:               spec.Wait.Duration,
+		Wait:               durationOr(spec.Wait),
+		TTFT:               durationOr(spec.TTFT),
+		ITL:                durationOr(spec.ITL),
 		Percentile:         quantityOr(spec.Percentile, DefaultSLOPercentile),
 		SlotsPerTask:       spec.SlotsPerTask,
 		ServiceVariability: quantityOr(spec.ServiceTimeVariability, DefaultServiceTimeVariability),
 	}
+}
+
+// durationOr is d, or 0 (no such objective) without one.
+func durationOr(d *gputaskv1.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.Duration
 }
 
 // normalizeSLO maps SLO settings the API would reject to their defaults.

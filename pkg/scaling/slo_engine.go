@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/queueing"
 )
 
@@ -100,4 +101,115 @@ func sloSlots(in Inputs) (int32, string) {
 	c := Capacity(m, CapacityInputs{ITLTarget: slo.ITL, Context: e.Context, KVTokens: e.KVTokens, PromptTokensPerSecond: e.PromptTokens / serving})
 	// No batch meets the target: one sequence a task is the nearest.
 	return int32(min(max(c, 1), queueing.MaxSlots)), from
+}
+
+// withRoleReadings is in with the engine's readings taken from the
+// metrics of the engine's roles that were read: the token rates, the ITL,
+// and the context the running sequences hold (from the KV cache's use and
+// the profile's KV size). A value given in Engine stays where no metric of
+// its role was read, so a caller that knows the engine otherwise (the
+// replay) keeps it. A set with such a metric and no engine model gets an
+// Engine, for the fit to learn from.
+func withRoleReadings(in Inputs) Inputs {
+	value := map[gputaskv1.MetricRole]float64{}
+	for _, m := range in.Metrics {
+		if m.Err == nil && m.Role != "" && !math.IsNaN(m.Value) && !math.IsInf(m.Value, 0) {
+			value[m.Role] = m.Value
+		}
+	}
+	read := func(role gputaskv1.MetricRole) (float64, bool) {
+		v, ok := value[role]
+		return v, ok && v >= 0
+	}
+	var e Engine
+	if in.Engine != nil {
+		e = *in.Engine
+	} else if !anyEngineRole(value) {
+		return in
+	}
+	if v, ok := read(gputaskv1.RolePromptTokens); ok {
+		e.PromptTokens = v
+	}
+	if v, ok := read(gputaskv1.RoleGenerationTokens); ok {
+		e.GenerationTokens = v
+	}
+	if v, ok := read(gputaskv1.RoleInterTokenLatency); ok && v < maxITLSeconds {
+		e.ITL = time.Duration(v * float64(time.Second))
+	}
+	if e.Context <= 0 {
+		e.Context = contextOf(in, e, value)
+	}
+	in.Engine = &e
+	return in
+}
+
+// maxITLSeconds bounds an ITL reading: beyond it the reading is no
+// engine's, and its Duration would overflow.
+const maxITLSeconds = 3600
+
+func anyEngineRole(value map[gputaskv1.MetricRole]float64) bool {
+	for _, r := range []gputaskv1.MetricRole{gputaskv1.RolePromptTokens, gputaskv1.RoleGenerationTokens,
+		gputaskv1.RoleInterTokenLatency, gputaskv1.RoleKVCacheUsage} {
+		if _, ok := value[r]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// contextOf is the mean context of a running sequence: the KV cache in use
+// (KVCacheUsage, a share averaged over the serving tasks, times the
+// tokens a task's cache holds) over the sequences a serving task runs;
+// else a request's prompt plus half its output, from the token rates;
+// else the context known last (QueueState.Context), as while the pool is
+// idle; else 0, unknown.
+func contextOf(in Inputs, e Engine, value map[gputaskv1.MetricRole]float64) float64 {
+	usage, hasUsage := value[gputaskv1.RoleKVCacheUsage]
+	running := value[gputaskv1.RoleRunning]
+	serving := float64(max(in.Current-in.Starting, 0))
+	if hasUsage && usage > 0 && usage <= 1 && running >= 1 && serving > 0 && e.KVTokens > 0 {
+		return usage * e.KVTokens * serving / running
+	}
+	arrivals, ok := value[gputaskv1.RoleArrivals]
+	if !ok {
+		arrivals = value[gputaskv1.RoleCompletions]
+	}
+	if !nearZero(arrivals) && e.PromptTokens > 0 && !math.IsInf(e.PromptTokens, 0) && !math.IsInf(e.GenerationTokens, 0) {
+		return (e.PromptTokens + max(e.GenerationTokens, 0)/2) / arrivals
+	}
+	return in.Queue.Context
+}
+
+// prefillSeconds is the mean prompt's prefill at the engine's prefill
+// rate, or 0 when unknown.
+func prefillSeconds(in Inputs, arrivals float64) float64 {
+	e, p := in.Engine, prefillRate(in)
+	if e == nil || p <= 0 || !(e.PromptTokens > 0) || math.IsInf(e.PromptTokens, 0) || nearZero(arrivals) {
+		return 0
+	}
+	return e.PromptTokens / arrivals / p
+}
+
+// predictedITL is the ITL the engine model gives at count tasks: the
+// running sequences the expected rate keeps (Little's law), spread over
+// them and at most their slots each, stretched by the share of each
+// task's time that prefill takes. 0 without a model.
+func predictedITL(in Inputs, o *SLOOutcome, count int32) time.Duration {
+	m := engineModel(in)
+	if m == nil || count < 1 || o.service <= 0 {
+		return 0
+	}
+	batch := min(math.Ceil(o.Expected*o.service/float64(count)), float64(o.Slots))
+	if !(batch >= 1) {
+		batch = 1
+	}
+	stretch := 1.0
+	if p, e := m.PrefillTokensPerSecond(), in.Engine; p > 0 && e.PromptTokens > 0 {
+		share := e.PromptTokens / float64(count) / p
+		if share >= 1 {
+			return time.Duration(math.MaxInt64)
+		}
+		stretch = 1 / (1 - share)
+	}
+	return time.Duration(float64(m.ITL(int(min(batch, maxBatch)), max(in.Engine.Context, 0))) * stretch)
 }

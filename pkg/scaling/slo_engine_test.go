@@ -1,9 +1,14 @@
 package scaling
 
 import (
+	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/gpuprofile"
 )
 
 // TestSLOEngine: with an engine model and an ITL target a task serves as
@@ -131,5 +136,146 @@ func TestRises(t *testing.T) {
 	// A rise no reading could give is left out.
 	if got := r.Record(t0.Add(1000*width), nan(), width); len(got.Buckets) != len(r.Buckets) {
 		t.Error("a NaN rise was recorded")
+	}
+}
+
+// vllmPool is the pool that docs/autoscaling.md walks through by hand: 2
+// H100 workers of the measured profile, TTFT 2 s and ITL 50 ms at p95,
+// reading what vLLM exports: 50 requests/s arrive and finish, 400 run
+// and 20 wait, 1,000 prompt and 160 output tokens a request, 60 % of the
+// KV cache in use.
+func vllmPool(t *testing.T) Inputs {
+	t.Helper()
+	p, err := gpuprofile.Lookup("h100-llama-3.1-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Inputs{Now: t0, Current: 2, Min: 1, Max: 100,
+		Policy: Policy{Type: gputaskv1.SLOPolicy, SLO: SLO{TTFT: 2 * time.Second, ITL: 50 * time.Millisecond, Percentile: 95, ServiceVariability: 1}},
+		Metrics: []MetricInput{role(gputaskv1.RoleArrivals, 50), role(gputaskv1.RoleCompletions, 50), role(gputaskv1.RoleRunning, 400),
+			role(gputaskv1.RoleWaiting, 20), role(gputaskv1.RoleTTFTPercentile, 1.2), role(gputaskv1.RoleInterTokenLatency, 0.015),
+			role(gputaskv1.RolePromptTokens, 50000), role(gputaskv1.RoleGenerationTokens, 8000), role(gputaskv1.RoleKVCacheUsage, 0.6)},
+		FailureThreshold: 3, Startup: 2 * time.Minute, Interval: 30 * time.Second,
+		Engine: &Engine{Model: p, KVTokens: float64(p.KVTokensFit)},
+	}
+}
+
+// TestSLOWalkthroughH100 is the decision docs/autoscaling.md works by
+// hand; a change here is a change there.
+func TestSLOWalkthroughH100(t *testing.T) {
+	d := Decide(vllmPool(t))
+	o := d.SLO
+	// 0.6 × 465,567 KV tokens × 2 tasks / 400 running = 1,396.7 tokens.
+	if math.Abs(o.Context-1396.7) > 0.1 {
+		t.Errorf("context %v, want 1396.7", o.Context)
+	}
+	// 25,000 prompt tokens/s a task take 65 % of an H100's 38,298/s of
+	// prefill: decode steps stretch 2.88×, and 159 sequences keep 50 ms.
+	if o.Slots != 159 || o.SlotsFrom != SlotsFromProfile {
+		t.Errorf("slots %d from %q, want 159 from the profile", o.Slots, o.SlotsFrom)
+	}
+	// 400 running / 50 done a second; 160 tokens at 50 ms + 0.026 s of
+	// prefill bounds it at 8.026 s, above.
+	if o.ServiceTime != 8*time.Second {
+		t.Errorf("service %v, want 8s", o.ServiceTime)
+	}
+	// A 1,000-token prompt prefills in 26 ms: 1.974 s of the TTFT is left
+	// for the wait.
+	if math.Abs(o.Prefill-0.0261) > 0.0001 || math.Abs(o.objective-1.9739) > 0.0001 {
+		t.Errorf("prefill %v objective %v, want 0.0261 and 1.9739", o.Prefill, o.objective)
+	}
+	if d.Desired != 3 || d.Reason != ReasonSLOScaleUp {
+		t.Errorf("desired %d (%s), want 3 (SLOScaleUp)", d.Desired, d.Reason)
+	}
+	// At 3 tasks: 134 sequences each, prefill 43 % of their time.
+	if o.PredictedWait != 0 || math.Abs(o.PredictedTTFT-0.0261) > 0.0001 ||
+		o.PredictedITL.Round(100*time.Microsecond) != 27600*time.Microsecond {
+		t.Errorf("predicted wait %v TTFT %v ITL %v, want 0, 0.0261 and 27.6ms", o.PredictedWait, o.PredictedTTFT, o.PredictedITL)
+	}
+	if want := "need 3 tasks of 159 slots for a p95 wait within 1.974s"; !strings.Contains(d.Message, want) {
+		t.Errorf("message %q lacks %q", d.Message, want)
+	}
+	if d.Queue.Context != o.Context {
+		t.Errorf("context kept %v, want %v", d.Queue.Context, o.Context)
+	}
+}
+
+// TestEngineFromRoles: the engine's readings come from the metrics of
+// their roles; a value the caller gave stays where no metric was read.
+func TestEngineFromRoles(t *testing.T) {
+	base := func(more ...MetricInput) Inputs {
+		in := sloBase(50, 400, more...)
+		in.Current = 4
+		return in
+	}
+	failed := role(gputaskv1.RoleKVCacheUsage, 0.5)
+	failed.Err = errors.New("down")
+	for _, tc := range []struct {
+		name string
+		in   Inputs
+		want *Engine
+	}{
+		{name: "no engine roles: no engine", in: base(), want: nil},
+		{name: "rates and ITL", in: base(role(gputaskv1.RolePromptTokens, 50000), role(gputaskv1.RoleGenerationTokens, 8000), role(gputaskv1.RoleInterTokenLatency, 0.02)),
+			// A request's prompt plus half its output: 1,000 + 80.
+			want: &Engine{PromptTokens: 50000, GenerationTokens: 8000, ITL: 20 * time.Millisecond, Context: 1080}},
+		{name: "context from the KV cache", in: with(base(role(gputaskv1.RoleKVCacheUsage, 0.5), role(gputaskv1.RolePromptTokens, 50000)), func(in *Inputs) {
+			in.Engine = &Engine{KVTokens: 100000}
+		}), want: &Engine{KVTokens: 100000, PromptTokens: 50000, Context: 500}}, // 0.5 × 100,000 × 4 / 400
+		{name: "starting tasks hold no sequences", in: with(base(role(gputaskv1.RoleKVCacheUsage, 0.5)), func(in *Inputs) {
+			in.Engine, in.Starting = &Engine{KVTokens: 100000}, 2
+		}), want: &Engine{KVTokens: 100000, Context: 250}},
+		{name: "idle: the context known last", in: with(sloBase(0, 0, role(gputaskv1.RoleKVCacheUsage, 0)), func(in *Inputs) {
+			in.Engine, in.Queue.Context = &Engine{KVTokens: 100000}, 700
+		}), want: &Engine{KVTokens: 100000, Context: 700}},
+		{name: "a failed reading is no reading", in: with(base(failed), func(in *Inputs) {
+			in.Engine = &Engine{KVTokens: 100000, ITL: 5 * time.Millisecond}
+		}), want: &Engine{KVTokens: 100000, ITL: 5 * time.Millisecond}},
+		{name: "the caller's values stay without a metric", in: with(base(role(gputaskv1.RoleInterTokenLatency, 0.03)), func(in *Inputs) {
+			in.Engine = &Engine{PromptTokens: 5, GenerationTokens: 6, Context: 900}
+		}), want: &Engine{PromptTokens: 5, GenerationTokens: 6, Context: 900, ITL: 30 * time.Millisecond}},
+		{name: "a negative or absurd reading is left out", in: base(role(gputaskv1.RolePromptTokens, -1), role(gputaskv1.RoleInterTokenLatency, 1e12)),
+			want: &Engine{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := withRoleReadings(tc.in).Engine
+			if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+				t.Errorf("engine %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTTFTPercentileCorrects: with a TTFT objective and no wait
+// percentile, the observed TTFT less the prefill corrects the model as an
+// observed wait would.
+func TestTTFTPercentileCorrects(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		observed float64
+		ttft     time.Duration
+		want     func(c float64) bool
+	}{
+		{name: "TTFT far above the prediction raises the rate", observed: 5, ttft: 2 * time.Second, want: func(c float64) bool { return c > 1 }},
+		{name: "TTFT as predicted leaves it", observed: 0.0261, ttft: 2 * time.Second, want: func(c float64) bool { return c == 0 || c == 1 }},
+		{name: "without a TTFT objective it is not read", observed: 5, ttft: 0, want: func(c float64) bool { return c == 0 || c == 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Four tasks serve the load: the model predicts a finite wait.
+			in := vllmPool(t)
+			in.Current = 4
+			in.Policy.SLO.TTFT = tc.ttft
+			if tc.ttft == 0 {
+				in.Policy.SLO.Wait = 2 * time.Second
+			}
+			for i := range in.Metrics {
+				if in.Metrics[i].Role == gputaskv1.RoleTTFTPercentile {
+					in.Metrics[i].Value = tc.observed
+				}
+			}
+			if c := Decide(in).Queue.Correction; !tc.want(c) {
+				t.Errorf("correction %v", c)
+			}
+		})
 	}
 }

@@ -397,7 +397,7 @@ func TestInputsForSLO(t *testing.T) {
 	set := &gputaskv1.GPUTaskSet{Spec: gputaskv1.GPUTaskSetSpec{Autoscaling: &gputaskv1.AutoscalingSpec{
 		MaxReplicas: 10,
 		Policy: gputaskv1.ScalingPolicy{Type: gputaskv1.SLOPolicy, SLO: &gputaskv1.SLOSpec{
-			Wait: gputaskv1.Duration{Duration: 10 * time.Second}, SlotsPerTask: 8,
+			Wait: &gputaskv1.Duration{Duration: 10 * time.Second}, SlotsPerTask: 8,
 		}},
 		StartupTimeout: &gputaskv1.Duration{Duration: 3 * time.Minute},
 		Metrics:        []gputaskv1.MetricSpec{{Name: "in", Role: gputaskv1.RoleArrivals}},

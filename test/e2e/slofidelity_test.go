@@ -98,7 +98,7 @@ func sloSet(model string, roles []gputaskv1.MetricRole, metric func(gputaskv1.Me
 				Interval:    &gputaskv1.Duration{Duration: sloInterval},
 				Metrics:     metrics,
 				Policy: gputaskv1.ScalingPolicy{Type: gputaskv1.SLOPolicy, SLO: &gputaskv1.SLOSpec{
-					Wait: gputaskv1.Duration{Duration: 3 * time.Second}, Percentile: ptr.To(resource.MustParse("95")), SlotsPerTask: sloSlots,
+					Wait: &gputaskv1.Duration{Duration: 3 * time.Second}, Percentile: ptr.To(resource.MustParse("95")), SlotsPerTask: sloSlots,
 				}},
 				ScaleDownStabilizationWindow: &gputaskv1.Duration{},
 			},

@@ -45,7 +45,7 @@ const (
 )
 
 // TestVLLMMetrics scales SLO sets whose metrics are the documented vLLM
-// block, the example's four PromQL queries as they are, read from a real
+// block, the example's PromQL queries as they are, read from a real
 // Prometheus scraping a fake vLLM pool (test/framework/fakevllm) on
 // 127.0.0.1. The pool is one worker of 8 slots offered twice what it can
 // serve, so requests run, wait and finish, and the queue time grows.
@@ -55,7 +55,7 @@ func TestVLLMMetrics(t *testing.T) {
 		ModelName: vllmModel, Rate: func(time.Duration) float64 { return vllmArrivalRate },
 		ServiceTime: vllmServiceTime, SlotsPerWorker: vllmSlotsPerTask,
 		Workers: func() int { return vllmWorkers }, Seed: 1,
-	})
+	}.WithH100Tokens())
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", pool)
 	// httptest listens on 127.0.0.1 with a free port.
@@ -79,7 +79,7 @@ func TestVLLMMetrics(t *testing.T) {
 	})
 }
 
-// testSLOExampleDecision: the autoscaler reads each of the four metrics by its
+// testSLOExampleDecision: the autoscaler reads each of the metrics by its
 // role and scales to the count that scaling.Decide gives for the readings
 // it shows in status, with the same reason and model inputs, and the pool
 // then runs that many tasks.

@@ -175,7 +175,7 @@ func TestSLOAutoscalerOnRealAPIServer(t *testing.T) {
 	}))
 	defer backend.Close()
 
-	slo := &gputaskv1.SLOSpec{Wait: gputaskv1.Duration{Duration: time.Second}, Percentile: ptr.To(resource.MustParse("95")), SlotsPerTask: 8}
+	slo := &gputaskv1.SLOSpec{Wait: &gputaskv1.Duration{Duration: time.Second}, Percentile: ptr.To(resource.MustParse("95")), SlotsPerTask: 8}
 	sets := cp.GPUTask.GputaskV1().GPUTaskSets(ns)
 	_, err := sets.Create(ctx, &gputaskv1.GPUTaskSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "llm"},

@@ -36,6 +36,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &gputaskv1.AutoscalingSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("BurstSpec"):
 		return &gputaskv1.BurstSpecApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ConfigMapKeyRef"):
+		return &gputaskv1.ConfigMapKeyRefApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("EngineSpec"):
+		return &gputaskv1.EngineSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Fallback"):
 		return &gputaskv1.FallbackApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GPUTask"):
@@ -56,6 +60,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &gputaskv1.HTTPHeaderApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("HTTPSource"):
 		return &gputaskv1.HTTPSourceApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ITLFitStatus"):
+		return &gputaskv1.ITLFitStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MetricSpec"):
 		return &gputaskv1.MetricSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MetricStatus"):
@@ -86,6 +92,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &gputaskv1.SLOSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("SourceAuth"):
 		return &gputaskv1.SourceAuthApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("TaskCapacity"):
+		return &gputaskv1.TaskCapacityApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("TaskTemplateMeta"):
 		return &gputaskv1.TaskTemplateMetaApplyConfiguration{}
 

@@ -37,7 +37,9 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 	return map[string]common.OpenAPIDefinition{
 		v1.AutoscalingSpec{}.OpenAPIModelName():                        schema_pkg_apis_gputask_v1_AutoscalingSpec(ref),
 		v1.BurstSpec{}.OpenAPIModelName():                              schema_pkg_apis_gputask_v1_BurstSpec(ref),
+		v1.ConfigMapKeyRef{}.OpenAPIModelName():                        schema_pkg_apis_gputask_v1_ConfigMapKeyRef(ref),
 		v1.Duration{}.OpenAPIModelName():                               schema_pkg_apis_gputask_v1_Duration(ref),
+		v1.EngineSpec{}.OpenAPIModelName():                             schema_pkg_apis_gputask_v1_EngineSpec(ref),
 		v1.Fallback{}.OpenAPIModelName():                               schema_pkg_apis_gputask_v1_Fallback(ref),
 		v1.GPUTask{}.OpenAPIModelName():                                schema_pkg_apis_gputask_v1_GPUTask(ref),
 		v1.GPUTaskList{}.OpenAPIModelName():                            schema_pkg_apis_gputask_v1_GPUTaskList(ref),
@@ -50,6 +52,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.GPUTaskTemplateSpec{}.OpenAPIModelName():                    schema_pkg_apis_gputask_v1_GPUTaskTemplateSpec(ref),
 		v1.HTTPHeader{}.OpenAPIModelName():                             schema_pkg_apis_gputask_v1_HTTPHeader(ref),
 		v1.HTTPSource{}.OpenAPIModelName():                             schema_pkg_apis_gputask_v1_HTTPSource(ref),
+		v1.ITLFitStatus{}.OpenAPIModelName():                           schema_pkg_apis_gputask_v1_ITLFitStatus(ref),
 		v1.MetricSpec{}.OpenAPIModelName():                             schema_pkg_apis_gputask_v1_MetricSpec(ref),
 		v1.MetricStatus{}.OpenAPIModelName():                           schema_pkg_apis_gputask_v1_MetricStatus(ref),
 		v1.PodTemplate{}.OpenAPIModelName():                            schema_pkg_apis_gputask_v1_PodTemplate(ref),
@@ -65,6 +68,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1.ScalingPolicy{}.OpenAPIModelName():                          schema_pkg_apis_gputask_v1_ScalingPolicy(ref),
 		v1.ScheduleSpec{}.OpenAPIModelName():                           schema_pkg_apis_gputask_v1_ScheduleSpec(ref),
 		v1.SourceAuth{}.OpenAPIModelName():                             schema_pkg_apis_gputask_v1_SourceAuth(ref),
+		v1.TaskCapacity{}.OpenAPIModelName():                           schema_pkg_apis_gputask_v1_TaskCapacity(ref),
 		v1.TaskTemplateMeta{}.OpenAPIModelName():                       schema_pkg_apis_gputask_v1_TaskTemplateMeta(ref),
 		corev1.AWSElasticBlockStoreVolumeSource{}.OpenAPIModelName():   schema_k8sio_api_core_v1_AWSElasticBlockStoreVolumeSource(ref),
 		corev1.Affinity{}.OpenAPIModelName():                           schema_k8sio_api_core_v1_Affinity(ref),
@@ -541,6 +545,36 @@ func schema_pkg_apis_gputask_v1_BurstSpec(ref common.ReferenceCallback) common.O
 	}
 }
 
+func schema_pkg_apis_gputask_v1_ConfigMapKeyRef(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ConfigMapKeyRef is a key of a ConfigMap in the referring object's namespace.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name of the ConfigMap.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"key": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Key of the profile's JSON in the ConfigMap's data.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name", "key"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_gputask_v1_Duration(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -550,6 +584,34 @@ func schema_pkg_apis_gputask_v1_Duration(ref common.ReferenceCallback) common.Op
 				Format:      v1.Duration{}.OpenAPISchemaFormat(),
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_gputask_v1_EngineSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "EngineSpec names an engine profile: one embedded in the controller, or one in a ConfigMap of the set's namespace.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"profile": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Profile is the name of a profile embedded in the controller.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"configMapRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ConfigMapRef reads the profile's JSON from a key of a ConfigMap in the set's namespace, labelled gputask.io/engine-profile: \"true\" (the controller caches only those).",
+							Ref:         ref(v1.ConfigMapKeyRef{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.ConfigMapKeyRef{}.OpenAPIModelName()},
 	}
 }
 
@@ -1435,6 +1497,50 @@ func schema_pkg_apis_gputask_v1_HTTPSource(ref common.ReferenceCallback) common.
 	}
 }
 
+func schema_pkg_apis_gputask_v1_ITLFitStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ITLFitStatus is the online fit ITL = α + β·batch.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"alpha": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Alpha is the ITL the fit gives at a batch of 0, such as \"7.1ms\"; empty while the readings place no line.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"beta": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Beta is what each more sequence of the batch adds, such as \"51µs\".",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"readings": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Readings is the weight of the readings the fit holds, older ones counting less; it is used from 5 on.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"lastReadingTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastReadingTime is when the fit last learned: its age.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"readings", "lastReadingTime"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_gputask_v1_MetricSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1755,25 +1861,36 @@ func schema_pkg_apis_gputask_v1_SLOSpec(ref common.ReferenceCallback) common.Ope
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "SLOSpec is a wait objective, such as 95 % of requests waiting at most 10s for a slot, and the shape of the pool that has to meet it.",
+				Description: "SLOSpec is what the users of the pool are promised, such as 95 % of requests seeing their first token within 2s and their next tokens 50ms apart, and what the policy needs to know of a task to keep it.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"wait": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Wait is the longest a request should wait for a slot: from 1s to 1h.",
+							Description: "Wait is the longest a request should wait for a slot: from 1s to 1h. Without it the wait is bounded by ttft, or by 1s.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"ttft": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TTFT is the longest time to first token a request should see (its wait plus its prompt's prefill): from 10ms to 1h. It needs a metric of role TTFTPercentile.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"itl": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ITL is the longest time between two output tokens of a sequence: from 1ms to 10s. A task then serves the largest batch whose ITL stays within it, read from the engine profile or learned from the InterTokenLatency metric.",
 							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
 						},
 					},
 					"percentile": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Percentile is the share of requests, in percent, that should wait at most Wait: from 50 to 99.9, such as 95 or \"99.9\" (a fraction is written as a string). Default 95.",
+							Description: "Percentile is the share of requests, in percent, that should meet each objective: from 50 to 99.9, such as 95 or \"99.9\" (a fraction is written as a string). Default 95.",
 							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
 						},
 					},
 					"slotsPerTask": {
 						SchemaProps: spec.SchemaProps{
-							Description: "SlotsPerTask is how many requests one task serves at once, such as vLLM's --max-num-seqs.",
-							Default:     0,
+							Description: "SlotsPerTask, when above 0, is how many requests one task serves at once, such as vLLM's --max-num-seqs: it overrides the capacity the engine gives. 0 or absent: the capacity comes from the engine at the ITL objective.",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},
@@ -1784,12 +1901,17 @@ func schema_pkg_apis_gputask_v1_SLOSpec(ref common.ReferenceCallback) common.Ope
 							Ref:         ref(resource.Quantity{}.OpenAPIModelName()),
 						},
 					},
+					"engine": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Engine is the measured profile of the tasks' engine (the format of pkg/gpuprofile): how its ITL grows with the batch and the context, how fast it prefills and how many tokens its KV cache holds. Without it the policy learns ITL = α + β·batch online from the InterTokenLatency and Running metrics.",
+							Ref:         ref(v1.EngineSpec{}.OpenAPIModelName()),
+						},
+					},
 				},
-				Required: []string{"wait", "slotsPerTask"},
 			},
 		},
 		Dependencies: []string{
-			v1.Duration{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
+			v1.Duration{}.OpenAPIModelName(), v1.EngineSpec{}.OpenAPIModelName(), resource.Quantity{}.OpenAPIModelName()},
 	}
 }
 
@@ -1902,12 +2024,39 @@ func schema_pkg_apis_gputask_v1_ScalingDecision(ref common.ReferenceCallback) co
 							Format:      "",
 						},
 					},
+					"predictedTTFT": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PredictedTTFT is, for the SLO policy, the time to first token at the SLO's percentile that the model predicts with the count chosen: the predicted wait plus the mean prompt's prefill, such as \"1.3s\"; \"unbounded\" when the slots cannot keep up. Empty while the service time is unknown.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"predictedITL": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PredictedITL is, for the SLO policy with an engine model, the inter-token latency the engine gives at the batch each task runs with the count chosen, such as \"18ms\". Empty without a model.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"burstHeadroom": {
+						SchemaProps: spec.SchemaProps{
+							Description: "BurstHeadroom is, for the SLO policy, the rise of the arrival rate within one start-up, in requests per second, that the pool keeps capacity for; empty until the history of rises is long enough.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"capacity": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Capacity is, for the SLO policy, how many requests a task serves at once in this decision and where that came from.",
+							Ref:         ref(v1.TaskCapacity{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"time", "from", "to", "reason"},
 			},
 		},
 		Dependencies: []string{
-			metav1.Time{}.OpenAPIModelName()},
+			v1.TaskCapacity{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -2050,6 +2199,51 @@ func schema_pkg_apis_gputask_v1_SourceAuth(ref common.ReferenceCallback) common.
 		},
 		Dependencies: []string{
 			corev1.SecretKeySelector{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_gputask_v1_TaskCapacity(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TaskCapacity is how many requests a task serves at once, and why.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"slotsPerTask": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SlotsPerTask is the capacity the decision used.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"source": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Source is Override, Profile, Fit or Default.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"context": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Context is the mean context of a running sequence, in tokens, that the capacity was read at; empty when unknown.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"fit": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Fit is the online fit of the workers' ITL against their running sequences, once it has readings.",
+							Ref:         ref(v1.ITLFitStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"slotsPerTask", "source"},
+			},
+		},
+		Dependencies: []string{
+			v1.ITLFitStatus{}.OpenAPIModelName()},
 	}
 }
 

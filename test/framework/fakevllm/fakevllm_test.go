@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -154,13 +155,13 @@ func TestRepeatable(t *testing.T) {
 
 var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\} (\S+)$`)
 
-// TestMetricsText: a scrape answers vLLM's four families, each with its
-// TYPE, the model_name label on every sample, a cumulative histogram
-// whose +Inf bucket and count are the finished requests, and values that
-// agree with the model's state.
+// TestMetricsText: a scrape answers vLLM's families, each with its TYPE,
+// the model_name label on every sample, cumulative histograms whose +Inf
+// bucket and count are their observations, and values that agree with
+// the model's state.
 func TestMetricsText(t *testing.T) {
 	c := testingclock.NewFakeClock(t0)
-	p := New(Config{ModelName: "meta-llama/Llama-3.1-8B-Instruct", Rate: constant(5), ServiceTime: 4 * time.Second, SlotsPerWorker: 8, Workers: workers(1), Seed: 5, Clock: c})
+	p := New(Config{ModelName: "meta-llama/Llama-3.1-8B-Instruct", Rate: constant(5), ServiceTime: 4 * time.Second, SlotsPerWorker: 8, Workers: workers(1), Seed: 5, Clock: c}.WithH100Tokens())
 	run(p, c, 2*time.Minute)
 	rec := httptest.NewRecorder()
 	p.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -171,7 +172,7 @@ func TestMetricsText(t *testing.T) {
 
 	types := map[string]string{}
 	values := map[string]float64{}
-	var buckets []float64
+	buckets := map[string][]float64{}
 	scanner := bufio.NewScanner(rec.Body)
 	for scanner.Scan() {
 		line := scanner.Text()
@@ -194,13 +195,14 @@ func TestMetricsText(t *testing.T) {
 		if err != nil {
 			t.Fatalf("sample %q: %v", line, err)
 		}
-		if m[1] == MetricQueueTime+"_bucket" {
-			buckets = append(buckets, v)
+		if family, ok := strings.CutSuffix(m[1], "_bucket"); ok {
+			buckets[family] = append(buckets[family], v)
 			continue
 		}
 		values[m[1]] = v
 	}
-	wantTypes := map[string]string{MetricRunning: "gauge", MetricWaiting: "gauge", MetricSuccess: "counter", MetricQueueTime: "histogram"}
+	wantTypes := map[string]string{MetricRunning: "gauge", MetricWaiting: "gauge", MetricSuccess: "counter", MetricQueueTime: "histogram",
+		MetricTTFT: "histogram", MetricITL: "histogram", MetricPrompt: "counter", MetricGenerated: "counter", MetricKVCache: "gauge"}
 	for name, typ := range wantTypes {
 		if types[name] != typ {
 			t.Errorf("TYPE of %s = %q, want %s", name, types[name], typ)
@@ -212,21 +214,96 @@ func TestMetricsText(t *testing.T) {
 	if values[MetricRunning] != float64(s.Running) || values[MetricWaiting] != float64(s.Waiting) || values[MetricSuccess] != float64(s.Succeeded) {
 		t.Errorf("running %v, waiting %v, success %v; want the model's %+v", values[MetricRunning], values[MetricWaiting], values[MetricSuccess], s)
 	}
-	if len(buckets) != len(QueueTimeBuckets)+1 {
-		t.Fatalf("%d buckets, want %d and +Inf", len(buckets), len(QueueTimeBuckets))
+	if values[MetricPrompt] != float64(s.PromptTokens) || values[MetricGenerated] != float64(s.GenerationTokens) || values[MetricKVCache] != s.KVCacheUsage {
+		t.Errorf("prompt %v, generation %v, KV cache %v; want the model's %+v", values[MetricPrompt], values[MetricGenerated], values[MetricKVCache], s)
 	}
-	for i := 1; i < len(buckets); i++ {
-		if buckets[i] < buckets[i-1] {
-			t.Errorf("bucket %d (%v) below bucket %d (%v): not cumulative", i, buckets[i], i-1, buckets[i-1])
+	for _, h := range []struct {
+		name   string
+		bounds []float64
+		count  uint64
+		sum    float64
+	}{
+		{MetricQueueTime, QueueTimeBuckets, s.Succeeded, s.QueueTimeSum},
+		{MetricTTFT, TTFTBuckets, s.TTFTCount, s.TTFTSum},
+		{MetricITL, ITLBuckets, s.ITLCount, s.ITLSum},
+	} {
+		b := buckets[h.name]
+		if len(b) != len(h.bounds)+1 {
+			t.Fatalf("%s: %d buckets, want %d and +Inf", h.name, len(b), len(h.bounds))
+		}
+		for i := 1; i < len(b); i++ {
+			if b[i] < b[i-1] {
+				t.Errorf("%s: bucket %d (%v) below bucket %d (%v): not cumulative", h.name, i, b[i], i-1, b[i-1])
+			}
+		}
+		if inf := b[len(b)-1]; inf != float64(h.count) || values[h.name+"_count"] != inf || h.count == 0 {
+			t.Errorf("%s: +Inf bucket %v, count %v; want the %d observed", h.name, inf, values[h.name+"_count"], h.count)
+		}
+		if values[h.name+"_sum"] != h.sum {
+			t.Errorf("%s: sum %v, want %v", h.name, values[h.name+"_sum"], h.sum)
 		}
 	}
-	if inf := buckets[len(buckets)-1]; inf != float64(s.Succeeded) || values[MetricQueueTime+"_count"] != inf {
-		t.Errorf("+Inf bucket %v, count %v; want the %d finished", inf, values[MetricQueueTime+"_count"], s.Succeeded)
+	if b := buckets[MetricQueueTime]; b[0] == b[len(b)-1] {
+		t.Errorf("every request waited at most %vs in an overload: buckets %v", QueueTimeBuckets[0], b)
 	}
-	if buckets[0] == buckets[len(buckets)-1] {
-		t.Errorf("every request waited at most %vs in an overload: buckets %v", QueueTimeBuckets[0], buckets)
+}
+
+// TestBucketBounds: the histograms have vLLM's bucket bounds, so that a
+// histogram_quantile written for vLLM reads the fake alike.
+func TestBucketBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		got, want []float64
+	}{
+		{MetricTTFT, TTFTBuckets, []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}},
+		{MetricITL, ITLBuckets, []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}},
+	} {
+		if !slices.Equal(tc.got, tc.want) {
+			t.Errorf("%s buckets %v, want vLLM's %v", tc.name, tc.got, tc.want)
+		}
 	}
-	if values[MetricQueueTime+"_sum"] != s.QueueTimeSum {
-		t.Errorf("sum %v, want %v", values[MetricQueueTime+"_sum"], s.QueueTimeSum)
+}
+
+// TestTokenMetrics: in steady state the token metrics say what the pool's
+// workers do: 1,000 prompt and 160 output tokens a request, a TTFT of the
+// wait plus 26 ms of prefill, 159 gaps a request at α + β·batch, and the
+// KV cache that the running requests hold.
+func TestTokenMetrics(t *testing.T) {
+	c := testingclock.NewFakeClock(t0)
+	p := New(Config{ModelName: "llama", Rate: constant(2), ServiceTime: 4 * time.Second, SlotsPerWorker: 16, Workers: workers(2), Seed: 6, Clock: c}.WithH100Tokens())
+	running, _ := run(p, c, time.Hour)
+	s := p.Snapshot()
+	started := s.Succeeded + uint64(s.Running)
+	if s.TTFTCount != started || s.PromptTokens != 1000*started {
+		t.Errorf("%d TTFTs and %d prompt tokens for %d requests started, want one and 1,000 each", s.TTFTCount, s.PromptTokens, started)
+	}
+	if s.GenerationTokens != 160*s.Succeeded || s.ITLCount != 159*s.Succeeded {
+		t.Errorf("%d output tokens and %d gaps for %d finished, want 160 and 159 each", s.GenerationTokens, s.ITLCount, s.Succeeded)
+	}
+	// Few wait at 8 erlangs on 32 slots: the TTFT is the prefill.
+	prefill := 1000.0 / 38000
+	if mean := s.TTFTSum / float64(s.TTFTCount); mean < prefill-1e-9 || mean > prefill+0.01 {
+		t.Errorf("mean TTFT %.4fs, want the %.4fs prefill and at most 10ms of wait", mean, prefill)
+	}
+	// About 4 running a worker when a request starts: 7.2 ms.
+	want := 0.007 + 0.0000512*(running/2+1)
+	if mean := s.ITLSum / float64(s.ITLCount); math.Abs(mean-want) > 0.0001 {
+		t.Errorf("mean ITL %.5fs, want %.5fs", mean, want)
+	}
+	if want := float64(s.Running) * 1080 / (2 * 465000); math.Abs(s.KVCacheUsage-want) > 1e-12 || s.KVCacheUsage == 0 {
+		t.Errorf("KV cache usage %v, want %v", s.KVCacheUsage, want)
+	}
+}
+
+// TestKVCacheUsageAtMostOne: a cache smaller than the running requests
+// need shows full, not more.
+func TestKVCacheUsageAtMostOne(t *testing.T) {
+	c := testingclock.NewFakeClock(t0)
+	cfg := Config{ModelName: "llama", Rate: constant(20), ServiceTime: 4 * time.Second, SlotsPerWorker: 64, Workers: workers(1), Seed: 7, Clock: c}.WithH100Tokens()
+	cfg.KVTokensPerWorker = 10000
+	p := New(cfg)
+	run(p, c, time.Minute)
+	if s := p.Snapshot(); s.KVCacheUsage != 1 {
+		t.Errorf("KV cache usage %v with %d running on 10,000 tokens, want 1", s.KVCacheUsage, s.Running)
 	}
 }

@@ -215,7 +215,7 @@ func TestCRDNames(t *testing.T) {
 		columns     []string
 	}{
 		{"gputask.io_gputasks.yaml", "gt", false, []string{"GPU", "AMOUNT", "PHASE", "NODE", "SCHEDULED", "AGE"}},
-		{"gputask.io_gputasksets.yaml", "gts", true, []string{"DESIRED", "CURRENT", "READY", "RUNNING", "STARTING", "DRAINING", "NODES", "LOAD", "PREDICTED-WAIT", "STOPPED", "ABLE", "AGE"}},
+		{"gputask.io_gputasksets.yaml", "gts", true, []string{"DESIRED", "CURRENT", "READY", "RUNNING", "STARTING", "DRAINING", "NODES", "LOAD", "PREDICTED-WAIT", "PREDICTED-TTFT", "STOPPED", "ABLE", "AGE"}},
 	} {
 		crd, _, _ := crdSchema(t, tc.file)
 		if !reflect.DeepEqual(crd.Spec.Names.ShortNames, []string{tc.short}) || !reflect.DeepEqual(crd.Spec.Names.Categories, []string{"gpu"}) {
@@ -273,15 +273,30 @@ func TestStoppedAndAbleColumns(t *testing.T) {
 // the API server does: it shows the SLO policy's predicted wait, a scalar
 // of the last decision, and nothing for a set without one.
 func TestPredictedWaitColumn(t *testing.T) {
+	testPredictedColumn(t, "PREDICTED-WAIT", "predictedWait")
+}
+
+// TestPredictedTTFTColumn: the SLO policy's predicted time to first token
+// shows beside the count, as the predicted wait does.
+func TestPredictedTTFTColumn(t *testing.T) {
+	testPredictedColumn(t, "PREDICTED-TTFT", "predictedTTFT")
+}
+
+func testPredictedColumn(t *testing.T, name, field string) {
+	t.Helper()
+	// Both predictions are set, so that a column reading the other shows
+	// the wrong one.
+	sloDecision := map[string]any{"reason": "SLOScaleUp", "predictedWait": "9s", "predictedTTFT": "9s"}
+	sloDecision[field] = "4.2s"
 	crd, _, _ := crdSchema(t, "gputask.io_gputasksets.yaml")
 	var column *apiextensionsv1.CustomResourceColumnDefinition
 	for i, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
-		if c.Name == "PREDICTED-WAIT" {
+		if c.Name == name {
 			column = &crd.Spec.Versions[0].AdditionalPrinterColumns[i]
 		}
 	}
 	if column == nil || column.Type != "string" || column.Priority != 0 {
-		t.Fatalf("PREDICTED-WAIT column = %+v, want a string column shown by default", column)
+		t.Fatalf("%s column = %+v, want a string column shown by default", name, column)
 	}
 	jp := jsonpath.New(column.Name).AllowMissingKeys(true)
 	if err := jp.Parse("{" + column.JSONPath + "}"); err != nil {
@@ -292,8 +307,8 @@ func TestPredictedWaitColumn(t *testing.T) {
 		status map[string]any
 		want   string
 	}{
-		{"SLO decision", map[string]any{"lastDecision": map[string]any{"reason": "SLOScaleUp", "predictedWait": "4.2s"}}, "4.2s"},
-		{"slots cannot keep up", map[string]any{"lastDecision": map[string]any{"predictedWait": "unbounded"}}, "unbounded"},
+		{"SLO decision", map[string]any{"lastDecision": sloDecision}, "4.2s"},
+		{"slots cannot keep up", map[string]any{"lastDecision": map[string]any{field: "unbounded"}}, "unbounded"},
 		{"Step decision", map[string]any{"lastDecision": map[string]any{"reason": "AboveUpThreshold"}}, ""},
 		{"no decision", map[string]any{}, ""},
 	} {
@@ -458,6 +473,8 @@ func TestSLOPolicyRules(t *testing.T) {
 		return m + `}`
 	}
 	roles := `[` + metric("arrivals", "Arrivals") + `,` + metric("running", "Running") + `]`
+	engineRoles := `[` + metric("arrivals", "Arrivals") + `,` + metric("running", "Running") + `,` + metric("ttft", "TTFTPercentile") + `,` +
+		metric("itl", "InterTokenLatency") + `,` + metric("prompt", "PromptTokens") + `,` + metric("gen", "GenerationTokens") + `,` + metric("kv", "KVCacheUsage") + `]`
 	slo := func(s string) string { return `{"type":"SLO","slo":` + s + `}` }
 	const ok = `{"wait":"10s","percentile":95,"slotsPerTask":8}`
 	for _, tc := range []struct {
@@ -473,13 +490,27 @@ func TestSLOPolicyRules(t *testing.T) {
 		{name: "completions instead of arrivals", policy: slo(ok), metrics: `[` + metric("done", "Completions") + `,` + metric("running", "Running") + `]`},
 		{name: "wait under 1s", policy: slo(`{"wait":"500ms","slotsPerTask":8}`), metrics: roles, wantErr: "wait must be between 1s and 1h"},
 		{name: "wait over 1h", policy: slo(`{"wait":"2h","slotsPerTask":8}`), metrics: roles, wantErr: "wait must be between 1s and 1h"},
-		{name: "wait missing", policy: slo(`{"slotsPerTask":8}`), metrics: roles, wantErr: "wait"},
+		{name: "no objective", policy: slo(`{"slotsPerTask":8}`), metrics: roles, wantErr: "slo needs at least one of wait, ttft or itl"},
+		{name: "ttft and itl from a profile", policy: slo(`{"ttft":"2s","itl":"50ms","percentile":95,"engine":{"profile":"h100-llama-3.1-8b"}}`), metrics: engineRoles},
+		{name: "itl learned from the workers", policy: slo(`{"itl":"50ms"}`), metrics: `[` + metric("arrivals", "Arrivals") + `,` + metric("running", "Running") + `,` + metric("itl", "InterTokenLatency") + `]`},
+		{name: "profile from a ConfigMap", policy: slo(`{"itl":"50ms","engine":{"configMapRef":{"name":"h100","key":"profile.json"}}}`), metrics: `[` + metric("arrivals", "Arrivals") + `,` + metric("running", "Running") + `,` + metric("kv", "KVCacheUsage") + `]`},
+		{name: "profile with slotsPerTask needs no KV usage", policy: slo(`{"itl":"50ms","slotsPerTask":64,"engine":{"profile":"h200-llama-3.1-8b"}}`), metrics: roles},
+		{name: "ttft without TTFTPercentile", policy: slo(`{"ttft":"2s","slotsPerTask":8}`), metrics: roles, wantErr: "slo.ttft needs a metric of role TTFTPercentile"},
+		{name: "itl without engine or InterTokenLatency", policy: slo(`{"itl":"50ms"}`), metrics: roles, wantErr: "slo.itl needs an engine profile (slo.engine) or a metric of role InterTokenLatency"},
+		{name: "profile capacity without KVCacheUsage", policy: slo(`{"itl":"50ms","engine":{"profile":"h100-llama-3.1-8b"}}`), metrics: roles, wantErr: "the capacity from an engine profile needs a metric of role KVCacheUsage"},
+		{name: "no capacity: neither slotsPerTask nor itl", policy: slo(`{"wait":"10s"}`), metrics: roles, wantErr: "set slo.itl or slo.slotsPerTask"},
+		{name: "unknown profile", policy: slo(`{"itl":"50ms","slotsPerTask":8,"engine":{"profile":"b200-mystery"}}`), metrics: roles, wantErr: "Unsupported value"},
+		{name: "profile and ConfigMap both", policy: slo(`{"itl":"50ms","slotsPerTask":8,"engine":{"profile":"h100-llama-3.1-8b","configMapRef":{"name":"a","key":"b"}}}`), metrics: roles, wantErr: "exactly one of profile or configMapRef must be set"},
+		{name: "engine naming nothing", policy: slo(`{"itl":"50ms","slotsPerTask":8,"engine":{}}`), metrics: roles, wantErr: "exactly one of profile or configMapRef must be set"},
+		{name: "ConfigMap without key", policy: slo(`{"itl":"50ms","slotsPerTask":8,"engine":{"configMapRef":{"name":"a"}}}`), metrics: roles, wantErr: "key"},
+		{name: "ttft under 10ms", policy: slo(`{"ttft":"5ms","slotsPerTask":8}`), metrics: engineRoles, wantErr: "ttft must be between 10ms and 1h"},
+		{name: "itl over 10s", policy: slo(`{"itl":"11s","slotsPerTask":8}`), metrics: engineRoles, wantErr: "itl must be between 1ms and 10s"},
 		{name: "percentile under 50", policy: slo(`{"wait":"10s","percentile":49,"slotsPerTask":8}`), metrics: roles, wantErr: "percentile must be between 50 and 99.9"},
 		{name: "percentile over 99.9", policy: slo(`{"wait":"10s","percentile":"99.95","slotsPerTask":8}`), metrics: roles, wantErr: "percentile must be between 50 and 99.9"},
 		{name: "percentile 100", policy: slo(`{"wait":"10s","percentile":100,"slotsPerTask":8}`), metrics: roles, wantErr: "percentile must be between 50 and 99.9"},
 		{name: "percentile not a number", policy: slo(`{"wait":"10s","percentile":"high","slotsPerTask":8}`), metrics: roles, wantErr: "percentile"},
-		{name: "slotsPerTask 0", policy: slo(`{"wait":"10s","slotsPerTask":0}`), metrics: roles, wantErr: "slotsPerTask"},
-		{name: "slotsPerTask missing", policy: slo(`{"wait":"10s"}`), metrics: roles, wantErr: "slotsPerTask"},
+		{name: "slotsPerTask 0 without itl", policy: slo(`{"wait":"10s","slotsPerTask":0}`), metrics: roles, wantErr: "set slo.itl or slo.slotsPerTask"},
+		{name: "slotsPerTask negative", policy: slo(`{"wait":"10s","slotsPerTask":-1}`), metrics: roles, wantErr: "slotsPerTask"},
 		{name: "variability negative", policy: slo(`{"wait":"10s","slotsPerTask":8,"serviceTimeVariability":"-1"}`), metrics: roles, wantErr: "serviceTimeVariability must be between 0 and 100"},
 		{name: "variability over 100", policy: slo(`{"wait":"10s","slotsPerTask":8,"serviceTimeVariability":101}`), metrics: roles, wantErr: "serviceTimeVariability must be between 0 and 100"},
 		{name: "SLO without slo", policy: `{"type":"SLO"}`, metrics: roles, wantErr: "slo is required by the SLO policy and read by it only"},
@@ -634,5 +665,53 @@ func TestCELRuleCosts(t *testing.T) {
 			t.Errorf("%s: estimated cost of all rules %d is over the API server's limit of %d", file, total, perCRDLimit)
 		}
 		t.Logf("%s: estimated cost of all rules %d", file, total)
+	}
+}
+
+// TestAutoscalingExamples: every set in artifacts/examples/autoscaling
+// passes the schema and its CEL rules as the API server runs them, loses
+// no field to pruning, and passes the checks the controllers run.
+func TestAutoscalingExamples(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "..", "..", "artifacts", "examples", "autoscaling", "*.yaml"))
+	if err != nil || len(files) < 4 {
+		t.Fatalf("want at least 4 autoscaling examples, got %v (%v)", files, err)
+	}
+	_, structural, validator := crdSchema(t, "gputask.io_gputasksets.yaml")
+	celValidator := cel.NewValidator(structural, true, celconfig.PerCallLimit)
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			raw, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var obj map[string]any
+			if err := yaml.Unmarshal(raw, &obj); err != nil {
+				t.Fatal(err)
+			}
+			// As the API server decodes: whole numbers are int64.
+			data, err := json.Marshal(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj = nil
+			if err := utiljson.Unmarshal(data, &obj); err != nil {
+				t.Fatal(err)
+			}
+			errs := apivalidation.ValidateCustomResource(nil, obj, validator)
+			celErrs, _ := celValidator.Validate(context.Background(), nil, structural, obj, nil, celconfig.RuntimeCELCostBudget)
+			if errs = append(errs, celErrs...); len(errs) > 0 {
+				t.Fatalf("invalid: %v", errs.ToAggregate())
+			}
+			if pruned := pruning.PruneWithOptions(obj, structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}); len(pruned) > 0 {
+				t.Fatalf("the CRD schema drops fields: %v", pruned)
+			}
+			var set gputaskv1.GPUTaskSet
+			if err := yaml.UnmarshalStrict(raw, &set); err != nil {
+				t.Fatal(err)
+			}
+			if errs := gputaskv1.ValidateTaskSetSpec(&set.Spec); len(errs) > 0 {
+				t.Fatalf("the controllers refuse it: %v", errs.ToAggregate())
+			}
+		})
 	}
 }

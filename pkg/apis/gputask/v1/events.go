@@ -90,4 +90,9 @@ const (
 	// ReasonFailedGetLoadIndex (Warning): a load index could not be read.
 	// The decision and the ScalingActive condition carry the same reason.
 	ReasonFailedGetLoadIndex = "FailedGetLoadIndex"
+	// ReasonEngineProfileUnavailable (Warning), also a condition and
+	// decision reason: slo.engine names a profile the autoscaler cannot
+	// read (a ConfigMap missing, without the gputask.io/engine-profile
+	// label or the key, or not a profile); the count is held.
+	ReasonEngineProfileUnavailable = "EngineProfileUnavailable"
 )

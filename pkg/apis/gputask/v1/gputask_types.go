@@ -10,6 +10,10 @@ import (
 const (
 	// LabelTask is set on every Pod that a GPUTask runs, with the task's name as value.
 	LabelTask = "gputask.io/task"
+	// LabelEngineProfile, "true" on a ConfigMap, lets GPUTaskSets of its
+	// namespace read an engine profile from it (slo.engine.configMapRef):
+	// the controller caches only such ConfigMaps.
+	LabelEngineProfile = "gputask.io/engine-profile"
 	// LabelTaskSet is set on every GPUTask that a GPUTaskSet owns, and on its Pod,
 	// with the set's name as value.
 	LabelTaskSet = "gputask.io/taskset"

@@ -41,6 +41,7 @@ const (
 // +kubebuilder:printcolumn:name="NODES",type=integer,JSONPath=`.status.nodes`,priority=1
 // +kubebuilder:printcolumn:name="LOAD",type=string,JSONPath=`.status.loadIndex`
 // +kubebuilder:printcolumn:name="PREDICTED-WAIT",type=string,JSONPath=`.status.lastDecision.predictedWait`
+// +kubebuilder:printcolumn:name="PREDICTED-TTFT",type=string,JSONPath=`.status.lastDecision.predictedTTFT`
 // +kubebuilder:printcolumn:name="STOPPED",type=string,JSONPath=`.metadata.annotations.gputask\.io/stopped`
 // +kubebuilder:printcolumn:name="ABLE",type=string,JSONPath=`.status.conditions[?(@.type=="AbleToScale")].reason`,priority=1
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -142,7 +143,7 @@ const (
 )
 
 // MetricRole says what a metric of the SLO policy measures.
-// +kubebuilder:validation:Enum=Arrivals;Completions;Running;Waiting;WaitPercentile
+// +kubebuilder:validation:Enum=Arrivals;Completions;Running;Waiting;WaitPercentile;TTFTPercentile;InterTokenLatency;PromptTokens;GenerationTokens;KVCacheUsage
 type MetricRole string
 
 const (
@@ -163,6 +164,30 @@ const (
 	// RoleWaitPercentile is the observed wait of requests, in seconds, at
 	// the SLO's percentile; it corrects the model where the two disagree.
 	RoleWaitPercentile MetricRole = "WaitPercentile"
+	// RoleTTFTPercentile is the observed time to first token, in seconds,
+	// at the SLO's percentile, such as histogram_quantile over vLLM's
+	// vllm:time_to_first_token_seconds_bucket; it corrects the model
+	// against a TTFT objective as WaitPercentile does against a wait one.
+	RoleTTFTPercentile MetricRole = "TTFTPercentile"
+	// RoleInterTokenLatency is the mean time between two output tokens of
+	// a sequence, in seconds, over the serving tasks: vLLM's
+	// rate(vllm:inter_token_latency_seconds_sum) over its _count. Read
+	// against Running, it teaches the policy α + β·batch when no engine
+	// profile is given.
+	RoleInterTokenLatency MetricRole = "InterTokenLatency"
+	// RolePromptTokens is the prompt tokens the pool receives per second
+	// (rate of vllm:prompt_tokens_total): the share of a task's time that
+	// prefill takes, and each prompt's part of the TTFT.
+	RolePromptTokens MetricRole = "PromptTokens"
+	// RoleGenerationTokens is the output tokens the pool generates per
+	// second (rate of vllm:generation_tokens_total): with an ITL objective
+	// it bounds how long a request holds its slot.
+	RoleGenerationTokens MetricRole = "GenerationTokens"
+	// RoleKVCacheUsage is the share of the KV cache in use, from 0 to 1,
+	// averaged over the serving tasks (vllm:kv_cache_usage_perc): with an
+	// engine profile's KV cache size it gives the context the running
+	// sequences hold, at which the profile's ITL is read.
+	RoleKVCacheUsage MetricRole = "KVCacheUsage"
 )
 
 // AutoscalingSpec sets a set's replicas from one or more load indexes.
@@ -173,6 +198,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.type) || self.policy.type != 'SLO' || (self.metrics.exists(m, has(m.role) && m.role == 'Running') && self.metrics.exists(m, has(m.role) && (m.role == 'Arrivals' || m.role == 'Completions')))",message="the SLO policy needs a metric of role Running and one of role Arrivals or Completions"
 // +kubebuilder:validation:XValidation:rule="self.metrics.all(m, !has(m.role) || self.metrics.exists_one(n, has(n.role) && n.role == m.role))",message="each role may be given to one metric only"
 // +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.type) || self.policy.type != 'SLO' || !has(self.burst)",message="burst applies to the Step and Proportional policies: the SLO policy sizes for the waiting requests itself"
+// +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.slo) || !has(self.policy.slo.ttft) || self.metrics.exists(m, has(m.role) && m.role == 'TTFTPercentile')",message="slo.ttft needs a metric of role TTFTPercentile: the observed TTFT corrects the model"
+// +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.slo) || !has(self.policy.slo.itl) || has(self.policy.slo.engine) || self.metrics.exists(m, has(m.role) && m.role == 'InterTokenLatency')",message="slo.itl needs an engine profile (slo.engine) or a metric of role InterTokenLatency to learn the engine from"
+// +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.slo) || !has(self.policy.slo.engine) || !has(self.policy.slo.itl) || (has(self.policy.slo.slotsPerTask) && self.policy.slo.slotsPerTask > 0) || self.metrics.exists(m, has(m.role) && m.role == 'KVCacheUsage')",message="the capacity from an engine profile needs a metric of role KVCacheUsage: the context the running sequences hold sets the ITL at a batch (or set slo.slotsPerTask)"
 type AutoscalingSpec struct {
 	// MinReplicas is the floor. Default 1.
 	// +optional
@@ -299,25 +327,44 @@ type ScalingPolicy struct {
 	SLO *SLOSpec `json:"slo,omitempty"`
 }
 
-// SLOSpec is a wait objective, such as 95 % of requests waiting at most
-// 10s for a slot, and the shape of the pool that has to meet it.
+// SLOSpec is what the users of the pool are promised, such as 95 % of
+// requests seeing their first token within 2s and their next tokens 50ms
+// apart, and what the policy needs to know of a task to keep it.
+// +kubebuilder:validation:XValidation:rule="has(self.wait) || has(self.ttft) || has(self.itl)",message="slo needs at least one of wait, ttft or itl"
+// +kubebuilder:validation:XValidation:rule="(has(self.slotsPerTask) && self.slotsPerTask > 0) || has(self.itl)",message="without slotsPerTask a task's capacity comes from its engine at the ITL objective: set slo.itl or slo.slotsPerTask"
 type SLOSpec struct {
 	// Wait is the longest a request should wait for a slot: from 1s to 1h.
-	// +required
+	// Without it the wait is bounded by ttft, or by 1s.
+	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="wait must be between 1s and 1h"
-	Wait Duration `json:"wait"`
-	// Percentile is the share of requests, in percent, that should wait at
-	// most Wait: from 50 to 99.9, such as 95 or "99.9" (a fraction is
+	Wait *Duration `json:"wait,omitempty"`
+	// TTFT is the longest time to first token a request should see (its
+	// wait plus its prompt's prefill): from 10ms to 1h. It needs a metric
+	// of role TTFTPercentile.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('1h')",message="ttft must be between 10ms and 1h"
+	TTFT *Duration `json:"ttft,omitempty"`
+	// ITL is the longest time between two output tokens of a sequence:
+	// from 1ms to 10s. A task then serves the largest batch whose ITL
+	// stays within it, read from the engine profile or learned from the
+	// InterTokenLatency metric.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('10s')",message="itl must be between 1ms and 10s"
+	ITL *Duration `json:"itl,omitempty"`
+	// Percentile is the share of requests, in percent, that should meet
+	// each objective: from 50 to 99.9, such as 95 or "99.9" (a fraction is
 	// written as a string). Default 95.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('50')) && !quantity(string(self)).isGreaterThan(quantity('99.9'))",message="percentile must be between 50 and 99.9"
 	Percentile *resource.Quantity `json:"percentile,omitempty"`
-	// SlotsPerTask is how many requests one task serves at once, such as
-	// vLLM's --max-num-seqs.
-	// +required
-	// +kubebuilder:validation:Minimum=1
+	// SlotsPerTask, when above 0, is how many requests one task serves at
+	// once, such as vLLM's --max-num-seqs: it overrides the capacity the
+	// engine gives. 0 or absent: the capacity comes from the engine at the
+	// ITL objective.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100000
-	SlotsPerTask int32 `json:"slotsPerTask"`
+	SlotsPerTask int32 `json:"slotsPerTask,omitempty"`
 	// ServiceTimeVariability is Cs², the squared coefficient of variation
 	// of the time a request holds a slot (variance over the squared mean):
 	// 1 for exponential service times, less for requests of alike length,
@@ -325,6 +372,43 @@ type SLOSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0')) && !quantity(string(self)).isGreaterThan(quantity('100'))",message="serviceTimeVariability must be between 0 and 100"
 	ServiceTimeVariability *resource.Quantity `json:"serviceTimeVariability,omitempty"`
+	// Engine is the measured profile of the tasks' engine (the format of
+	// pkg/gpuprofile): how its ITL grows with the batch and the context,
+	// how fast it prefills and how many tokens its KV cache holds. Without
+	// it the policy learns ITL = α + β·batch online from the
+	// InterTokenLatency and Running metrics.
+	// +optional
+	Engine *EngineSpec `json:"engine,omitempty"`
+}
+
+// EngineSpec names an engine profile: one embedded in the controller, or
+// one in a ConfigMap of the set's namespace.
+// +kubebuilder:validation:XValidation:rule="has(self.profile) != has(self.configMapRef)",message="exactly one of profile or configMapRef must be set"
+type EngineSpec struct {
+	// Profile is the name of a profile embedded in the controller.
+	// +optional
+	// +kubebuilder:validation:Enum=h100-llama-3.1-8b;h200-llama-3.1-8b
+	Profile string `json:"profile,omitempty"`
+	// ConfigMapRef reads the profile's JSON from a key of a ConfigMap in
+	// the set's namespace, labelled gputask.io/engine-profile: "true" (the
+	// controller caches only those).
+	// +optional
+	ConfigMapRef *ConfigMapKeyRef `json:"configMapRef,omitempty"`
+}
+
+// ConfigMapKeyRef is a key of a ConfigMap in the referring object's
+// namespace.
+type ConfigMapKeyRef struct {
+	// Name of the ConfigMap.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// Key of the profile's JSON in the ConfigMap's data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
 }
 
 // ScaleUpLimit caps how many tasks may be added within a period.
@@ -686,6 +770,75 @@ type ScalingDecision struct {
 	// policies and while the service time is unknown.
 	// +optional
 	PredictedWait string `json:"predictedWait,omitempty"`
+	// PredictedTTFT is, for the SLO policy, the time to first token at the
+	// SLO's percentile that the model predicts with the count chosen: the
+	// predicted wait plus the mean prompt's prefill, such as "1.3s";
+	// "unbounded" when the slots cannot keep up. Empty while the service
+	// time is unknown.
+	// +optional
+	PredictedTTFT string `json:"predictedTTFT,omitempty"`
+	// PredictedITL is, for the SLO policy with an engine model, the
+	// inter-token latency the engine gives at the batch each task runs
+	// with the count chosen, such as "18ms". Empty without a model.
+	// +optional
+	PredictedITL string `json:"predictedITL,omitempty"`
+	// BurstHeadroom is, for the SLO policy, the rise of the arrival rate
+	// within one start-up, in requests per second, that the pool keeps
+	// capacity for; empty until the history of rises is long enough.
+	// +optional
+	BurstHeadroom string `json:"burstHeadroom,omitempty"`
+	// Capacity is, for the SLO policy, how many requests a task serves at
+	// once in this decision and where that came from.
+	// +optional
+	Capacity *TaskCapacity `json:"capacity,omitempty"`
+}
+
+// CapacitySource says where the SLO policy's capacity per task came from.
+// +kubebuilder:validation:Enum=Override;Profile;Fit;Default
+type CapacitySource string
+
+const (
+	// CapacityOverride is slo.slotsPerTask.
+	CapacityOverride CapacitySource = "Override"
+	// CapacityProfile is the engine profile at the ITL objective.
+	CapacityProfile CapacitySource = "Profile"
+	// CapacityFit is the online fit of ITL = α + β·batch at the ITL objective.
+	CapacityFit CapacitySource = "Fit"
+	// CapacityDefault is one request a task: no profile, and the fit has
+	// too few readings yet.
+	CapacityDefault CapacitySource = "Default"
+)
+
+// TaskCapacity is how many requests a task serves at once, and why.
+type TaskCapacity struct {
+	// SlotsPerTask is the capacity the decision used.
+	SlotsPerTask int32 `json:"slotsPerTask"`
+	// Source is Override, Profile, Fit or Default.
+	Source CapacitySource `json:"source"`
+	// Context is the mean context of a running sequence, in tokens, that
+	// the capacity was read at; empty when unknown.
+	// +optional
+	Context string `json:"context,omitempty"`
+	// Fit is the online fit of the workers' ITL against their running
+	// sequences, once it has readings.
+	// +optional
+	Fit *ITLFitStatus `json:"fit,omitempty"`
+}
+
+// ITLFitStatus is the online fit ITL = α + β·batch.
+type ITLFitStatus struct {
+	// Alpha is the ITL the fit gives at a batch of 0, such as "7.1ms";
+	// empty while the readings place no line.
+	// +optional
+	Alpha string `json:"alpha,omitempty"`
+	// Beta is what each more sequence of the batch adds, such as "51µs".
+	// +optional
+	Beta string `json:"beta,omitempty"`
+	// Readings is the weight of the readings the fit holds, older ones
+	// counting less; it is used from 5 on.
+	Readings string `json:"readings"`
+	// LastReadingTime is when the fit last learned: its age.
+	LastReadingTime metav1.Time `json:"lastReadingTime"`
 }
 
 // MetricStatus is the last reading of one metric.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -95,6 +96,10 @@ func validateAutoscaling(as *AutoscalingSpec, path *field.Path) field.ErrorList 
 const (
 	MinSLOWait                  = time.Second
 	MaxSLOWait                  = time.Hour
+	MinSLOTTFT                  = 10 * time.Millisecond
+	MaxSLOTTFT                  = time.Hour
+	MinSLOITL                   = time.Millisecond
+	MaxSLOITL                   = 10 * time.Second
 	minSLOPercentileMilli       = 50000
 	maxSLOPercentileMilli       = 99900
 	maxSlotsPerTask             = 100000
@@ -115,13 +120,7 @@ func validateSLO(as *AutoscalingSpec, path *field.Path) field.ErrorList {
 		errs = append(errs, field.Forbidden(policy.Child("slo"), "read by the SLO policy only"))
 	}
 	if slo := as.Policy.SLO; slo != nil {
-		errs = append(errs, validateDuration(&slo.Wait, policy.Child("slo", "wait"), MinSLOWait, true, MaxSLOWait)...)
-		if p := slo.Percentile; p != nil && (p.MilliValue() < minSLOPercentileMilli || p.MilliValue() > maxSLOPercentileMilli) {
-			errs = append(errs, field.Invalid(policy.Child("slo", "percentile"), p.String(), "must be between 50 and 99.9"))
-		}
-		if slo.SlotsPerTask < 1 || slo.SlotsPerTask > maxSlotsPerTask {
-			errs = append(errs, field.Invalid(policy.Child("slo", "slotsPerTask"), slo.SlotsPerTask, "must be between 1 and 100000"))
-		}
+		errs = append(errs, validateSLOSpec(slo, policy.Child("slo"))...)
 		if v := slo.ServiceTimeVariability; v != nil && (v.Sign() < 0 || v.MilliValue() > maxServiceVariabilityMilli) {
 			errs = append(errs, field.Invalid(policy.Child("slo", "serviceTimeVariability"), v.String(), "must be between 0 and 100"))
 		}
@@ -147,11 +146,80 @@ func validateSLO(as *AutoscalingSpec, path *field.Path) field.ErrorList {
 	if isSLO && len(as.Metrics) > 0 && (!seen[RoleRunning] || !(seen[RoleArrivals] || seen[RoleCompletions])) {
 		errs = append(errs, field.Required(path.Child("metrics"), sloRunningAndArrivalsNeeded))
 	}
+	if slo := as.Policy.SLO; slo != nil {
+		for _, need := range SLOMetricNeeds(slo, seen) {
+			errs = append(errs, field.Required(path.Child("metrics"), need))
+		}
+	}
+	return errs
+}
+
+// Messages of the SLO policy's needs, the same as the CRD's rules'.
+const (
+	TTFTNeedsPercentile  = "slo.ttft needs a metric of role TTFTPercentile: the observed TTFT corrects the model"
+	ITLNeedsEngine       = "slo.itl needs an engine profile (slo.engine) or a metric of role InterTokenLatency to learn the engine from"
+	ProfileNeedsKVCache  = "the capacity from an engine profile needs a metric of role KVCacheUsage: the context the running sequences hold sets the ITL at a batch (or set slo.slotsPerTask)"
+	sloNeedsObjective    = "slo needs at least one of wait, ttft or itl"
+	sloNeedsCapacity     = "without slotsPerTask a task's capacity comes from its engine at the ITL objective: set slo.itl or slo.slotsPerTask"
+	engineNeedsOneSource = "exactly one of profile or configMapRef must be set"
+)
+
+// SLOMetricNeeds says which metrics the objectives of slo need that the
+// roles in have lack, one message each: a TTFT objective the observed
+// TTFT, an ITL objective an engine profile or the ITL to fit one from,
+// and a capacity read from a profile the KV cache's use.
+func SLOMetricNeeds(slo *SLOSpec, have map[MetricRole]bool) []string {
+	var needs []string
+	if slo.TTFT != nil && !have[RoleTTFTPercentile] {
+		needs = append(needs, TTFTNeedsPercentile)
+	}
+	if slo.ITL != nil && slo.Engine == nil && !have[RoleInterTokenLatency] {
+		needs = append(needs, ITLNeedsEngine)
+	}
+	if slo.ITL != nil && slo.Engine != nil && slo.SlotsPerTask < 1 && !have[RoleKVCacheUsage] {
+		needs = append(needs, ProfileNeedsKVCache)
+	}
+	return needs
+}
+
+// EngineProfiles are the profiles embedded in the controller
+// (gpuprofile.Names), as the CRD's enum of slo.engine.profile lists them.
+var EngineProfiles = []string{"h100-llama-3.1-8b", "h200-llama-3.1-8b"}
+
+func validateSLOSpec(slo *SLOSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if slo.Wait == nil && slo.TTFT == nil && slo.ITL == nil {
+		errs = append(errs, field.Required(path, sloNeedsObjective))
+	}
+	errs = append(errs, validateDuration(slo.Wait, path.Child("wait"), MinSLOWait, true, MaxSLOWait)...)
+	errs = append(errs, validateDuration(slo.TTFT, path.Child("ttft"), MinSLOTTFT, true, MaxSLOTTFT)...)
+	errs = append(errs, validateDuration(slo.ITL, path.Child("itl"), MinSLOITL, true, MaxSLOITL)...)
+	if p := slo.Percentile; p != nil && (p.MilliValue() < minSLOPercentileMilli || p.MilliValue() > maxSLOPercentileMilli) {
+		errs = append(errs, field.Invalid(path.Child("percentile"), p.String(), "must be between 50 and 99.9"))
+	}
+	if slo.SlotsPerTask < 0 || slo.SlotsPerTask > maxSlotsPerTask {
+		errs = append(errs, field.Invalid(path.Child("slotsPerTask"), slo.SlotsPerTask, "must be between 0 and 100000"))
+	}
+	if slo.SlotsPerTask < 1 && slo.ITL == nil {
+		errs = append(errs, field.Required(path.Child("itl"), sloNeedsCapacity))
+	}
+	if e := slo.Engine; e != nil {
+		ep := path.Child("engine")
+		switch {
+		case (e.Profile != "") == (e.ConfigMapRef != nil):
+			errs = append(errs, field.Invalid(ep, "", engineNeedsOneSource))
+		case e.Profile != "" && !slices.Contains(EngineProfiles, e.Profile):
+			errs = append(errs, field.NotSupported(ep.Child("profile"), e.Profile, EngineProfiles))
+		case e.ConfigMapRef != nil && (e.ConfigMapRef.Name == "" || e.ConfigMapRef.Key == ""):
+			errs = append(errs, field.Required(ep.Child("configMapRef"), "name and key are required"))
+		}
+	}
 	return errs
 }
 
 // Roles are the metric roles the SLO policy reads.
-var Roles = []MetricRole{RoleArrivals, RoleCompletions, RoleRunning, RoleWaiting, RoleWaitPercentile}
+var Roles = []MetricRole{RoleArrivals, RoleCompletions, RoleRunning, RoleWaiting, RoleWaitPercentile,
+	RoleTTFTPercentile, RoleInterTokenLatency, RolePromptTokens, RoleGenerationTokens, RoleKVCacheUsage}
 
 func knownRole(r MetricRole) bool {
 	for _, k := range Roles {

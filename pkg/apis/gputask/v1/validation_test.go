@@ -2,6 +2,7 @@ package v1_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,7 @@ func TestValidateTaskSetSpec(t *testing.T) {
 		name string
 		edit func(*gputaskv1.GPUTaskSetSpec)
 		want []string // fields named by the errors, in order; none for valid
+		msg  string   // a message the errors must hold
 	}{
 		{name: "defaults", edit: func(*gputaskv1.GPUTaskSetSpec) {}},
 		{name: "no autoscaling", edit: func(s *gputaskv1.GPUTaskSetSpec) { s.Autoscaling = nil; s.MinTaskAge = dur(time.Hour) }},
@@ -147,19 +149,72 @@ func TestValidateTaskSetSpec(t *testing.T) {
 		{name: "SLO policy", edit: func(s *gputaskv1.GPUTaskSetSpec) { sloPolicy(s) }},
 		{name: "SLO at its bounds", edit: func(s *gputaskv1.GPUTaskSetSpec) {
 			sloPolicy(s)
-			s.Autoscaling.Policy.SLO = &gputaskv1.SLOSpec{Wait: gputaskv1.Duration{Duration: time.Hour}, Percentile: ptr.To(q("99.9")),
+			s.Autoscaling.Policy.SLO = &gputaskv1.SLOSpec{Wait: &gputaskv1.Duration{Duration: time.Hour}, Percentile: ptr.To(q("99.9")),
 				SlotsPerTask: 100000, ServiceTimeVariability: ptr.To(q("0"))}
 			s.Autoscaling.Metrics[0].Role = gputaskv1.RoleCompletions
 		}},
 		{name: "SLO without slo", edit: func(s *gputaskv1.GPUTaskSetSpec) { sloPolicy(s); s.Autoscaling.Policy.SLO = nil }, want: []string{"spec.autoscaling.policy.slo"}},
 		{name: "slo on Step", edit: func(s *gputaskv1.GPUTaskSetSpec) {
-			s.Autoscaling.Policy.SLO = &gputaskv1.SLOSpec{Wait: gputaskv1.Duration{Duration: 10 * time.Second}, SlotsPerTask: 8}
+			s.Autoscaling.Policy.SLO = &gputaskv1.SLOSpec{Wait: &gputaskv1.Duration{Duration: 10 * time.Second}, SlotsPerTask: 8}
 		}, want: []string{"spec.autoscaling.policy.slo"}},
 		{name: "SLO bounds", edit: func(s *gputaskv1.GPUTaskSetSpec) {
 			sloPolicy(s)
-			s.Autoscaling.Policy.SLO = &gputaskv1.SLOSpec{Wait: gputaskv1.Duration{Duration: 500 * time.Millisecond}, Percentile: ptr.To(q("99.95")),
-				SlotsPerTask: 0, ServiceTimeVariability: ptr.To(q("101"))}
-		}, want: []string{"spec.autoscaling.policy.slo.wait", "spec.autoscaling.policy.slo.percentile", "spec.autoscaling.policy.slo.slotsPerTask", "spec.autoscaling.policy.slo.serviceTimeVariability"}},
+			s.Autoscaling.Policy.SLO = &gputaskv1.SLOSpec{Wait: &gputaskv1.Duration{Duration: 500 * time.Millisecond}, Percentile: ptr.To(q("99.95")),
+				SlotsPerTask: -1, ServiceTimeVariability: ptr.To(q("101"))}
+		}, want: []string{"spec.autoscaling.policy.slo.wait", "spec.autoscaling.policy.slo.percentile", "spec.autoscaling.policy.slo.slotsPerTask", "spec.autoscaling.policy.slo.itl", "spec.autoscaling.policy.slo.serviceTimeVariability"}},
+		{name: "SLO without an objective", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			sloPolicy(s)
+			s.Autoscaling.Policy.SLO.Wait = nil
+		}, want: []string{"spec.autoscaling.policy.slo"}},
+		{name: "SLO on TTFT and ITL from a profile", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			engineSLO(s)
+		}},
+		{name: "SLO ttft and itl at their bounds, no wait", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			engineSLO(s)
+			s.Autoscaling.Policy.SLO.TTFT, s.Autoscaling.Policy.SLO.ITL = dur(10*time.Millisecond), dur(10*time.Second)
+		}},
+		{name: "SLO ttft and itl out of bounds", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			engineSLO(s)
+			s.Autoscaling.Policy.SLO.TTFT, s.Autoscaling.Policy.SLO.ITL = dur(5*time.Millisecond), dur(11*time.Second)
+		}, want: []string{"spec.autoscaling.policy.slo.ttft", "spec.autoscaling.policy.slo.itl"}},
+		{name: "SLO ttft without TTFTPercentile", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			engineSLO(s)
+			dropRole(s, gputaskv1.RoleTTFTPercentile)
+		}, want: []string{"spec.autoscaling.metrics"}, msg: gputaskv1.TTFTNeedsPercentile},
+		{name: "SLO profile capacity without KVCacheUsage", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			engineSLO(s)
+			dropRole(s, gputaskv1.RoleKVCacheUsage)
+		}, want: []string{"spec.autoscaling.metrics"}, msg: gputaskv1.ProfileNeedsKVCache},
+		{name: "SLO profile with slotsPerTask needs no KVCacheUsage", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			engineSLO(s)
+			dropRole(s, gputaskv1.RoleKVCacheUsage)
+			s.Autoscaling.Policy.SLO.SlotsPerTask = 64
+		}},
+		{name: "SLO itl learned without InterTokenLatency", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			engineSLO(s)
+			s.Autoscaling.Policy.SLO.Engine = nil
+			dropRole(s, gputaskv1.RoleInterTokenLatency)
+		}, want: []string{"spec.autoscaling.metrics"}, msg: gputaskv1.ITLNeedsEngine},
+		{name: "SLO itl learned from InterTokenLatency", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			engineSLO(s)
+			s.Autoscaling.Policy.SLO.Engine = nil
+		}},
+		{name: "SLO without slotsPerTask or itl", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			sloPolicy(s)
+			s.Autoscaling.Policy.SLO.SlotsPerTask = 0
+		}, want: []string{"spec.autoscaling.policy.slo.itl"}},
+		{name: "SLO engine unknown profile", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			engineSLO(s)
+			s.Autoscaling.Policy.SLO.Engine.Profile = "b200-mystery"
+		}, want: []string{"spec.autoscaling.policy.slo.engine.profile"}},
+		{name: "SLO engine with both sources", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			engineSLO(s)
+			s.Autoscaling.Policy.SLO.Engine.ConfigMapRef = &gputaskv1.ConfigMapKeyRef{Name: "a", Key: "b"}
+		}, want: []string{"spec.autoscaling.policy.slo.engine"}},
+		{name: "SLO engine from a ConfigMap without key", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			engineSLO(s)
+			s.Autoscaling.Policy.SLO.Engine = &gputaskv1.EngineSpec{ConfigMapRef: &gputaskv1.ConfigMapKeyRef{Name: "a"}}
+		}, want: []string{"spec.autoscaling.policy.slo.engine.configMapRef"}},
 		{name: "SLO percentile below 50", edit: func(s *gputaskv1.GPUTaskSetSpec) {
 			sloPolicy(s)
 			s.Autoscaling.Policy.SLO.Percentile = ptr.To(q("49.9"))
@@ -197,6 +252,9 @@ func TestValidateTaskSetSpec(t *testing.T) {
 			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
 				t.Fatalf("errors %v, want fields %v", errs, tt.want)
 			}
+			if msg := errs.ToAggregate(); tt.msg != "" && !strings.Contains(msg.Error(), tt.msg) {
+				t.Fatalf("errors %v, want the message %q", msg, tt.msg)
+			}
 		})
 	}
 	// The message shows an unparsed string as the user wrote it.
@@ -207,11 +265,27 @@ func TestValidateTaskSetSpec(t *testing.T) {
 	}
 }
 
+// engineSLO turns the valid spec into an SLO policy on TTFT and ITL, with
+// the H100 profile and every metric the roles name.
+func engineSLO(s *gputaskv1.GPUTaskSetSpec) {
+	sloPolicy(s)
+	s.Autoscaling.Policy.SLO = &gputaskv1.SLOSpec{TTFT: &gputaskv1.Duration{Duration: 2 * time.Second}, ITL: &gputaskv1.Duration{Duration: 50 * time.Millisecond},
+		Engine: &gputaskv1.EngineSpec{Profile: "h100-llama-3.1-8b"}}
+	for _, r := range []gputaskv1.MetricRole{gputaskv1.RoleTTFTPercentile, gputaskv1.RoleInterTokenLatency,
+		gputaskv1.RolePromptTokens, gputaskv1.RoleGenerationTokens, gputaskv1.RoleKVCacheUsage} {
+		s.Autoscaling.Metrics = append(s.Autoscaling.Metrics, gputaskv1.MetricSpec{Name: strings.ToLower(string(r)), Role: r, HTTP: &gputaskv1.HTTPSource{URL: "http://x"}})
+	}
+}
+
+func dropRole(s *gputaskv1.GPUTaskSetSpec, role gputaskv1.MetricRole) {
+	s.Autoscaling.Metrics = slices.DeleteFunc(s.Autoscaling.Metrics, func(m gputaskv1.MetricSpec) bool { return m.Role == role })
+}
+
 // sloPolicy turns the valid spec into an SLO policy over an arrivals and a
 // running metric.
 func sloPolicy(s *gputaskv1.GPUTaskSetSpec) {
 	a := s.Autoscaling
-	a.Policy = gputaskv1.ScalingPolicy{Type: gputaskv1.SLOPolicy, SLO: &gputaskv1.SLOSpec{Wait: gputaskv1.Duration{Duration: 10 * time.Second}, SlotsPerTask: 8}}
+	a.Policy = gputaskv1.ScalingPolicy{Type: gputaskv1.SLOPolicy, SLO: &gputaskv1.SLOSpec{Wait: &gputaskv1.Duration{Duration: 10 * time.Second}, SlotsPerTask: 8}}
 	a.Metrics[0].Role = gputaskv1.RoleArrivals
 	a.Metrics = append(a.Metrics, gputaskv1.MetricSpec{Name: "running", Role: gputaskv1.RoleRunning, HTTP: &gputaskv1.HTTPSource{URL: "http://x"}})
 }

@@ -32,8 +32,18 @@ func (in BurstSpec) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ConfigMapKeyRef) OpenAPIModelName() string {
+	return "com.github.gputask.gputask-controller.pkg.apis.gputask.v1.ConfigMapKeyRef"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Duration) OpenAPIModelName() string {
 	return "com.github.gputask.gputask-controller.pkg.apis.gputask.v1.Duration"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in EngineSpec) OpenAPIModelName() string {
+	return "com.github.gputask.gputask-controller.pkg.apis.gputask.v1.EngineSpec"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
@@ -94,6 +104,11 @@ func (in HTTPHeader) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in HTTPSource) OpenAPIModelName() string {
 	return "com.github.gputask.gputask-controller.pkg.apis.gputask.v1.HTTPSource"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ITLFitStatus) OpenAPIModelName() string {
+	return "com.github.gputask.gputask-controller.pkg.apis.gputask.v1.ITLFitStatus"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
@@ -169,6 +184,11 @@ func (in ScheduleSpec) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in SourceAuth) OpenAPIModelName() string {
 	return "com.github.gputask.gputask-controller.pkg.apis.gputask.v1.SourceAuth"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in TaskCapacity) OpenAPIModelName() string {
+	return "com.github.gputask.gputask-controller.pkg.apis.gputask.v1.TaskCapacity"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -108,8 +108,28 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: window
       type:
         namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.Duration
+- name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.ConfigMapKeyRef
+  map:
+    fields:
+    - name: key
+      type:
+        scalar: string
+      default: ""
+    - name: name
+      type:
+        scalar: string
+      default: ""
 - name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.Duration
   scalar: string
+- name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.EngineSpec
+  map:
+    fields:
+    - name: configMapRef
+      type:
+        namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.ConfigMapKeyRef
+    - name: profile
+      type:
+        scalar: string
 - name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.Fallback
   map:
     fields:
@@ -412,6 +432,22 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: valueLocation
       type:
         scalar: string
+- name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.ITLFitStatus
+  map:
+    fields:
+    - name: alpha
+      type:
+        scalar: string
+    - name: beta
+      type:
+        scalar: string
+    - name: lastReadingTime
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: readings
+      type:
+        scalar: string
+      default: ""
 - name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.MetricSpec
   map:
     fields:
@@ -531,6 +567,12 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.SLOSpec
   map:
     fields:
+    - name: engine
+      type:
+        namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.EngineSpec
+    - name: itl
+      type:
+        namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.Duration
     - name: percentile
       type:
         namedType: io.k8s.apimachinery.pkg.api.resource.Quantity
@@ -540,7 +582,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: slotsPerTask
       type:
         scalar: numeric
-      default: 0
+    - name: ttft
+      type:
+        namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.Duration
     - name: wait
       type:
         namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.Duration
@@ -563,6 +607,12 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.ScalingDecision
   map:
     fields:
+    - name: burstHeadroom
+      type:
+        scalar: string
+    - name: capacity
+      type:
+        namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.TaskCapacity
     - name: from
       type:
         scalar: numeric
@@ -571,6 +621,12 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
     - name: message
+      type:
+        scalar: string
+    - name: predictedITL
+      type:
+        scalar: string
+    - name: predictedTTFT
       type:
         scalar: string
     - name: predictedWait
@@ -641,6 +697,23 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: insecureSkipVerify
       type:
         scalar: boolean
+- name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.TaskCapacity
+  map:
+    fields:
+    - name: context
+      type:
+        scalar: string
+    - name: fit
+      type:
+        namedType: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.ITLFitStatus
+    - name: slotsPerTask
+      type:
+        scalar: numeric
+      default: 0
+    - name: source
+      type:
+        scalar: string
+      default: ""
 - name: com.github.gputask.gputask-controller.pkg.apis.gputask.v1.TaskTemplateMeta
   map:
     fields:

@@ -45,6 +45,23 @@ type ScalingDecisionApplyConfiguration struct {
 	// all, "unbounded" when the slots cannot keep up. Empty for the other
 	// policies and while the service time is unknown.
 	PredictedWait *string `json:"predictedWait,omitempty"`
+	// PredictedTTFT is, for the SLO policy, the time to first token at the
+	// SLO's percentile that the model predicts with the count chosen: the
+	// predicted wait plus the mean prompt's prefill, such as "1.3s";
+	// "unbounded" when the slots cannot keep up. Empty while the service
+	// time is unknown.
+	PredictedTTFT *string `json:"predictedTTFT,omitempty"`
+	// PredictedITL is, for the SLO policy with an engine model, the
+	// inter-token latency the engine gives at the batch each task runs
+	// with the count chosen, such as "18ms". Empty without a model.
+	PredictedITL *string `json:"predictedITL,omitempty"`
+	// BurstHeadroom is, for the SLO policy, the rise of the arrival rate
+	// within one start-up, in requests per second, that the pool keeps
+	// capacity for; empty until the history of rises is long enough.
+	BurstHeadroom *string `json:"burstHeadroom,omitempty"`
+	// Capacity is, for the SLO policy, how many requests a task serves at
+	// once in this decision and where that came from.
+	Capacity *TaskCapacityApplyConfiguration `json:"capacity,omitempty"`
 }
 
 // ScalingDecisionApplyConfiguration constructs a declarative configuration of the ScalingDecision type for use with
@@ -106,5 +123,37 @@ func (b *ScalingDecisionApplyConfiguration) WithMessage(value string) *ScalingDe
 // If called multiple times, the PredictedWait field is set to the value of the last call.
 func (b *ScalingDecisionApplyConfiguration) WithPredictedWait(value string) *ScalingDecisionApplyConfiguration {
 	b.PredictedWait = &value
+	return b
+}
+
+// WithPredictedTTFT sets the PredictedTTFT field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PredictedTTFT field is set to the value of the last call.
+func (b *ScalingDecisionApplyConfiguration) WithPredictedTTFT(value string) *ScalingDecisionApplyConfiguration {
+	b.PredictedTTFT = &value
+	return b
+}
+
+// WithPredictedITL sets the PredictedITL field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PredictedITL field is set to the value of the last call.
+func (b *ScalingDecisionApplyConfiguration) WithPredictedITL(value string) *ScalingDecisionApplyConfiguration {
+	b.PredictedITL = &value
+	return b
+}
+
+// WithBurstHeadroom sets the BurstHeadroom field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the BurstHeadroom field is set to the value of the last call.
+func (b *ScalingDecisionApplyConfiguration) WithBurstHeadroom(value string) *ScalingDecisionApplyConfiguration {
+	b.BurstHeadroom = &value
+	return b
+}
+
+// WithCapacity sets the Capacity field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Capacity field is set to the value of the last call.
+func (b *ScalingDecisionApplyConfiguration) WithCapacity(value *TaskCapacityApplyConfiguration) *ScalingDecisionApplyConfiguration {
+	b.Capacity = value
 	return b
 }

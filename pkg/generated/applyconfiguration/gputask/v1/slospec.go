@@ -26,23 +26,42 @@ import (
 // SLOSpecApplyConfiguration represents a declarative configuration of the SLOSpec type for use
 // with apply.
 //
-// SLOSpec is a wait objective, such as 95 % of requests waiting at most
-// 10s for a slot, and the shape of the pool that has to meet it.
+// SLOSpec is what the users of the pool are promised, such as 95 % of
+// requests seeing their first token within 2s and their next tokens 50ms
+// apart, and what the policy needs to know of a task to keep it.
 type SLOSpecApplyConfiguration struct {
 	// Wait is the longest a request should wait for a slot: from 1s to 1h.
+	// Without it the wait is bounded by ttft, or by 1s.
 	Wait *gputaskv1.Duration `json:"wait,omitempty"`
-	// Percentile is the share of requests, in percent, that should wait at
-	// most Wait: from 50 to 99.9, such as 95 or "99.9" (a fraction is
+	// TTFT is the longest time to first token a request should see (its
+	// wait plus its prompt's prefill): from 10ms to 1h. It needs a metric
+	// of role TTFTPercentile.
+	TTFT *gputaskv1.Duration `json:"ttft,omitempty"`
+	// ITL is the longest time between two output tokens of a sequence:
+	// from 1ms to 10s. A task then serves the largest batch whose ITL
+	// stays within it, read from the engine profile or learned from the
+	// InterTokenLatency metric.
+	ITL *gputaskv1.Duration `json:"itl,omitempty"`
+	// Percentile is the share of requests, in percent, that should meet
+	// each objective: from 50 to 99.9, such as 95 or "99.9" (a fraction is
 	// written as a string). Default 95.
 	Percentile *resource.Quantity `json:"percentile,omitempty"`
-	// SlotsPerTask is how many requests one task serves at once, such as
-	// vLLM's --max-num-seqs.
+	// SlotsPerTask, when above 0, is how many requests one task serves at
+	// once, such as vLLM's --max-num-seqs: it overrides the capacity the
+	// engine gives. 0 or absent: the capacity comes from the engine at the
+	// ITL objective.
 	SlotsPerTask *int32 `json:"slotsPerTask,omitempty"`
 	// ServiceTimeVariability is Cs², the squared coefficient of variation
 	// of the time a request holds a slot (variance over the squared mean):
 	// 1 for exponential service times, less for requests of alike length,
 	// more when a few long requests dominate. From 0 to 100. Default 1.
 	ServiceTimeVariability *resource.Quantity `json:"serviceTimeVariability,omitempty"`
+	// Engine is the measured profile of the tasks' engine (the format of
+	// pkg/gpuprofile): how its ITL grows with the batch and the context,
+	// how fast it prefills and how many tokens its KV cache holds. Without
+	// it the policy learns ITL = α + β·batch online from the
+	// InterTokenLatency and Running metrics.
+	Engine *EngineSpecApplyConfiguration `json:"engine,omitempty"`
 }
 
 // SLOSpecApplyConfiguration constructs a declarative configuration of the SLOSpec type for use with
@@ -56,6 +75,22 @@ func SLOSpec() *SLOSpecApplyConfiguration {
 // If called multiple times, the Wait field is set to the value of the last call.
 func (b *SLOSpecApplyConfiguration) WithWait(value gputaskv1.Duration) *SLOSpecApplyConfiguration {
 	b.Wait = &value
+	return b
+}
+
+// WithTTFT sets the TTFT field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TTFT field is set to the value of the last call.
+func (b *SLOSpecApplyConfiguration) WithTTFT(value gputaskv1.Duration) *SLOSpecApplyConfiguration {
+	b.TTFT = &value
+	return b
+}
+
+// WithITL sets the ITL field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ITL field is set to the value of the last call.
+func (b *SLOSpecApplyConfiguration) WithITL(value gputaskv1.Duration) *SLOSpecApplyConfiguration {
+	b.ITL = &value
 	return b
 }
 
@@ -80,5 +115,13 @@ func (b *SLOSpecApplyConfiguration) WithSlotsPerTask(value int32) *SLOSpecApplyC
 // If called multiple times, the ServiceTimeVariability field is set to the value of the last call.
 func (b *SLOSpecApplyConfiguration) WithServiceTimeVariability(value resource.Quantity) *SLOSpecApplyConfiguration {
 	b.ServiceTimeVariability = &value
+	return b
+}
+
+// WithEngine sets the Engine field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Engine field is set to the value of the last call.
+func (b *SLOSpecApplyConfiguration) WithEngine(value *EngineSpecApplyConfiguration) *SLOSpecApplyConfiguration {
+	b.Engine = value
 	return b
 }
