@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -128,7 +129,19 @@ func testKarpenterUnderutilized(t *testing.T, c *framework.ControlPlane, pool ka
 		}
 	}
 	t.Logf("%d workers on %v go idle; Karpenter should consolidate those nodes onto %v", len(goIdle), nodes[len(keep):], keep)
-	waitWorkloadNodes(t, c, pool, "taskset", keep)
+	// Until those nodes are gone, a busy pod deleted fails the test at once.
+	framework.Poll(t, 4*time.Minute, fmt.Sprintf("the taskset nodes to be %v", keep), func(context.Context) (bool, string) {
+		events, _ := recorder.Events()
+		for _, e := range events {
+			_, wasBusy := busy[types.UID(e.uid)]
+			_, idle := goIdle[types.UID(e.uid)]
+			if wasBusy && !idle && (e.typ == watch.Deleted || e.deleting) {
+				t.Fatalf("busy pod %s (UID %s) is being deleted", e.name, e.uid)
+			}
+		}
+		got := workloadNodes(t, c, pool, "taskset")
+		return slices.Equal(got, keep), fmt.Sprintf("nodes %v", got)
+	})
 	pods = waitWorkloadRunning(t, c, ns, gputaskv1.LabelTask, int(underutilizedReplicas))
 	t.Logf("after consolidation: %d tasks on %v", len(pods), podsPerNode(pods))
 
