@@ -3,7 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -25,19 +28,22 @@ import (
 	"github.com/gputask/gputask-controller/test/framework"
 )
 
-// The Karpenter test's NodePool: 8-GPU nodes of their own model, labelled
-// with the workload they were launched for and tainted so that only that
-// test's pods land on them.
+// The Karpenter test loads the NodePool and the node class of
+// artifacts/examples/karpenter, the ones docs/cost.md shows, and changes
+// only what karpenterPoolOverrides says. Each subtest runs a NodePool of its
+// own; the pool's nodes are 8-GPU nodes labelled with the workload they were
+// launched for, and tainted so that only the test's pods land on them.
 const (
-	karpenterModel    = "K100"
-	karpenterPool     = "gpu"
-	karpenterTaint    = "gputask.io/autoscaled"
+	karpenterExamples = "../../artifacts/examples/karpenter"
 	karpenterWorkload = "gputask.io/workload"
 	// Each pod asks for a quarter of a node's CPU (64 cores less what
 	// Karpenter reserves), so that four share a node whatever the
 	// scheduler's scoring, and the 16 pods of a workload fill four nodes.
 	karpenterPodCPU = "15"
 	karpenterPodMem = "64Gi"
+	// The consolidateAfter of the test's NodePools, for the example's
+	// minutes.
+	karpenterConsolidateAfter = "5s"
 )
 
 var (
@@ -45,52 +51,20 @@ var (
 	nodeClassGVR = schema.GroupVersionResource{Group: "karpenter.kwok.sh", Version: "v1alpha1", Resource: "kwoknodeclasses"}
 )
 
-const karpenterObjects = `
-apiVersion: karpenter.kwok.sh/v1alpha1
-kind: KWOKNodeClass
-metadata:
-  name: ` + karpenterPool + `
----
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: ` + karpenterPool + `
-spec:
-  template:
-    metadata:
-      labels:
-        type: kwok
-        nvidia.com/gpu.product: ` + karpenterModel + `
-    spec:
-      nodeClassRef:
-        group: karpenter.kwok.sh
-        kind: KWOKNodeClass
-        name: ` + karpenterPool + `
-      taints:
-      - key: ` + karpenterTaint + `
-        value: "true"
-        effect: NoSchedule
-      requirements:
-      - key: ` + karpenterWorkload + `
-        operator: In
-        values: [taskset, deployment]
-      expireAfter: Never
-  disruption:
-    consolidationPolicy: WhenEmpty
-    consolidateAfter: 5s
-    budgets:
-    - nodes: "100%"
-`
+// karpenterPool is what a subtest knows of its NodePool: its name, and the
+// GPU model and taint that its nodes carry, as the example sets them.
+type karpenterPool struct {
+	name  string
+	model string
+	taint corev1.Taint
+}
 
-// TestKarpenterScaleIn runs Karpenter, a node autoscaler, under two
-// workloads of 16 one-GPU pods on the same NodePool: a GPUTaskSet and a
-// Deployment. Karpenter launches nodes for each (four: a node takes four of
-// the pods); both are scaled in to 4; Karpenter removes the nodes left
-// empty. The set's scale-in, which empties whole nodes, leaves one node up
-// and disrupts none of the 4 tasks it keeps; the ReplicaSet's, which takes
-// pods from the most crowded nodes first and, between nodes as crowded, in
-// UID order, leaves more.
-func TestKarpenterScaleIn(t *testing.T) {
+// TestKarpenter runs Karpenter, a node autoscaler, on the local control
+// plane under both consolidation policies, one NodePool each, one after the
+// other: WhenEmpty under a GPUTaskSet and a Deployment scaled in side by
+// side, and WhenEmptyOrUnderutilized, Karpenter's default, under a set whose
+// busy workers must stay where they are while its idle ones are packed.
+func TestKarpenter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	// A plane of its own: it runs the Deployment and ReplicaSet controllers,
@@ -109,38 +83,40 @@ func TestKarpenterScaleIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	createKarpenterPool(t, dyn)
-	ns := c.NamespaceT(t)
+	createKarpenterNodeClass(t, dyn)
+	t.Run("WhenEmpty", func(t *testing.T) {
+		testKarpenterWhenEmpty(t, c, createKarpenterPool(t, dyn, "gpu-when-empty", "WhenEmpty"))
+	})
+	t.Run("WhenEmptyOrUnderutilized", func(t *testing.T) {
+		testKarpenterUnderutilized(t, c, createKarpenterPool(t, dyn, "gpu", ""))
+	})
+}
 
-	// The same pods twice: the set's template and the Deployment's.
-	placement := func(workload string) ([]corev1.Toleration, map[string]string) {
-		return []corev1.Toleration{{Key: karpenterTaint, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
-			map[string]string{karpenterWorkload: workload}
-	}
-	one, cpu, mem := intstr.FromInt32(1), intstr.FromString(karpenterPodCPU), intstr.FromString(karpenterPodMem)
-	tolerations, selector := placement("taskset")
-	set := &gputaskv1.GPUTaskSet{
-		ObjectMeta: metav1.ObjectMeta{Name: poolName},
-		Spec: gputaskv1.GPUTaskSetSpec{
-			Replicas: ptr.To[int32](16),
-			Template: gputaskv1.GPUTaskTemplateSpec{Spec: gputaskv1.GPUTaskSpec{
-				GPU: karpenterModel, GPUAmount: &one, CPU: &cpu, Memory: &mem,
-				Template: &gputaskv1.PodTemplate{Spec: corev1.PodSpec{NodeSelector: selector, Tolerations: tolerations}},
-			}},
-		},
-	}
+// testKarpenterWhenEmpty runs two workloads of 16 one-GPU pods on a
+// WhenEmpty NodePool: a GPUTaskSet and a Deployment. Karpenter launches
+// nodes for each (four: a node takes four of the pods); both are scaled in
+// to 4; Karpenter removes the nodes left empty. The set's scale-in, which
+// empties whole nodes, leaves one node up and disrupts none of the 4 tasks
+// it keeps; the ReplicaSet's, which takes pods from the most crowded nodes
+// first and, between nodes as crowded, in UID order, leaves more.
+func testKarpenterWhenEmpty(t *testing.T, c *framework.ControlPlane, pool karpenterPool) {
+	ctx := context.Background()
+	ns := c.NamespaceT(t)
+	dumpOnFailure(t, c, ns, pool)
+
+	set := karpenterSet(pool, "taskset", 16)
 	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	taskPod := waitFirstPod(t, c, ns, gputaskv1.LabelTask)
-	deploy := karpenterDeployment(taskPod, placement)
+	deploy := karpenterDeployment(taskPod, pool)
 	if _, err := c.Kube.AppsV1().Deployments(ns).Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
 	setPods := waitWorkloadRunning(t, c, ns, gputaskv1.LabelTask, 16)
 	deployPods := waitWorkloadRunning(t, c, ns, "app", 16)
-	setNodes, deployNodes := workloadNodes(t, c, "taskset"), workloadNodes(t, c, "deployment")
+	setNodes, deployNodes := workloadNodes(t, c, pool, "taskset"), workloadNodes(t, c, pool, "deployment")
 	t.Logf("16 tasks on %d nodes %v; 16 Deployment pods on %d nodes %v", len(setNodes), podsPerNode(setPods), len(deployNodes), podsPerNode(deployPods))
 	if len(setNodes) < 2 || len(deployNodes) < 2 {
 		t.Fatalf("Karpenter launched %d nodes for the set and %d for the Deployment, want at least 2 each", len(setNodes), len(deployNodes))
@@ -157,7 +133,7 @@ func TestKarpenterScaleIn(t *testing.T) {
 	t.Logf("scaling in at %s, %s from now", at.Format(time.RFC3339), time.Until(at).Round(time.Second))
 	time.Sleep(time.Until(at))
 	patch := []byte(`{"spec":{"replicas":4}}`)
-	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Patch(ctx, poolName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Patch(ctx, set.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Kube.AppsV1().Deployments(ns).Patch(ctx, deploy.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -169,8 +145,8 @@ func TestKarpenterScaleIn(t *testing.T) {
 	wantSet, wantDeploy := podsPerNode(setPods), podsPerNode(deployPods)
 	t.Logf("4 tasks left on %v; 4 Deployment pods left on %v", wantSet, wantDeploy)
 	// Karpenter removes every node the scale-in emptied and no other.
-	waitWorkloadNodes(t, c, "taskset", wantSet)
-	waitWorkloadNodes(t, c, "deployment", wantDeploy)
+	waitWorkloadNodes(t, c, pool, "taskset", slices.Sorted(maps.Keys(wantSet)))
+	waitWorkloadNodes(t, c, pool, "deployment", slices.Sorted(maps.Keys(wantDeploy)))
 
 	// The 4 tasks kept are the very pods that ran before: no task other
 	// than the 12 removed lost its pod, to the scale-in or to Karpenter.
@@ -180,7 +156,7 @@ func TestKarpenterScaleIn(t *testing.T) {
 			t.Errorf("pod %s (UID %s) of a kept task is not the one that ran before the scale-in (UID %q)", pod.Name, pod.UID, uid)
 		}
 	}
-	setNodes, deployNodes = workloadNodes(t, c, "taskset"), workloadNodes(t, c, "deployment")
+	setNodes, deployNodes = workloadNodes(t, c, pool, "taskset"), workloadNodes(t, c, pool, "deployment")
 	t.Logf("nodes left: %d for the set, %d for the Deployment", len(setNodes), len(deployNodes))
 	if len(setNodes) != 1 {
 		t.Errorf("the set's 4 tasks keep %d nodes up (%v), want 1", len(setNodes), setNodes)
@@ -190,50 +166,127 @@ func TestKarpenterScaleIn(t *testing.T) {
 	}
 }
 
-// createKarpenterPool creates the KWOKNodeClass and the NodePool, and marks
-// the node class Ready as its provider's controller would: the kwok provider
-// has none, and Karpenter launches nothing for a NodePool whose class is not.
-func createKarpenterPool(t *testing.T, dyn dynamic.Interface) {
+// karpenterPlacement is the pod placement of a workload on the pool: the
+// pool's taint tolerated, its nodes and the workload's selected.
+func karpenterPlacement(pool karpenterPool, workload string) ([]corev1.Toleration, map[string]string) {
+	return []corev1.Toleration{{Key: pool.taint.Key, Operator: corev1.TolerationOpEqual, Value: pool.taint.Value, Effect: pool.taint.Effect}},
+		map[string]string{karpenterWorkload: workload, framework.KarpenterNodePoolLabel: pool.name}
+}
+
+// karpenterSet returns a GPUTaskSet of n one-GPU tasks of the pool's model
+// on the pool's nodes for workload.
+func karpenterSet(pool karpenterPool, workload string, n int32) *gputaskv1.GPUTaskSet {
+	one, cpu, mem := intstr.FromInt32(1), intstr.FromString(karpenterPodCPU), intstr.FromString(karpenterPodMem)
+	tolerations, selector := karpenterPlacement(pool, workload)
+	return &gputaskv1.GPUTaskSet{
+		ObjectMeta: metav1.ObjectMeta{Name: poolName},
+		Spec: gputaskv1.GPUTaskSetSpec{
+			Replicas: ptr.To(n),
+			Template: gputaskv1.GPUTaskTemplateSpec{Spec: gputaskv1.GPUTaskSpec{
+				GPU: pool.model, GPUAmount: &one, CPU: &cpu, Memory: &mem,
+				Template: &gputaskv1.PodTemplate{Spec: corev1.PodSpec{NodeSelector: selector, Tolerations: tolerations}},
+			}},
+		},
+	}
+}
+
+// readKarpenterExample returns the one object of a YAML file of
+// artifacts/examples/karpenter.
+func readKarpenterExample(t *testing.T, file string) *unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(karpenterExamples, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &u.Object); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return u
+}
+
+// createKarpenterNodeClass creates the example's KWOKNodeClass and marks it
+// Ready as its provider's controller would: the kwok provider has none, and
+// Karpenter launches nothing for a NodePool whose class is not.
+func createKarpenterNodeClass(t *testing.T, dyn dynamic.Interface) {
 	t.Helper()
 	ctx := context.Background()
-	for _, doc := range strings.Split(karpenterObjects, "\n---\n") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		gvr := nodePoolGVR
-		if u.GetKind() == "KWOKNodeClass" {
-			gvr = nodeClassGVR
-		}
-		created, err := dyn.Resource(gvr).Create(ctx, u, metav1.CreateOptions{})
+	u := readKarpenterExample(t, "nodeclass.yaml")
+	created, err := dyn.Resource(nodeClassGVR).Create(ctx, u, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating KWOKNodeClass %s: %v", u.GetName(), err)
+	}
+	conditions := []any{map[string]any{
+		"type": "Ready", "status": "True", "reason": "Ready", "message": "",
+		"observedGeneration": created.GetGeneration(),
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+	}}
+	if err := unstructured.SetNestedSlice(created.Object, conditions, "status", "conditions"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(nodeClassGVR).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("marking KWOKNodeClass %s Ready: %v", u.GetName(), err)
+	}
+}
+
+// karpenterPoolOverrides changes the example NodePool as the test needs it,
+// and nothing else: its name; the label that has the control plane's kwok
+// make its nodes Ready; a requirement on the workload label, which keeps a
+// subtest's workloads on nodes of their own; consolidateAfter in seconds
+// rather than minutes; and, when policy is not empty, the
+// consolidationPolicy.
+func karpenterPoolOverrides(t *testing.T, u *unstructured.Unstructured, name, policy string) {
+	t.Helper()
+	u.SetName(name)
+	kwokKey, kwokValue, _ := strings.Cut(framework.KwokNodeLabel, "=")
+	must := func(err error) {
+		t.Helper()
 		if err != nil {
-			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-		t.Cleanup(func() {
-			_ = dyn.Resource(gvr).Delete(context.Background(), u.GetName(), metav1.DeleteOptions{})
-		})
-		if gvr != nodeClassGVR {
-			continue
-		}
-		conditions := []any{map[string]any{
-			"type": "Ready", "status": "True", "reason": "Ready", "message": "",
-			"observedGeneration": created.GetGeneration(),
-			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-		}}
-		if err := unstructured.SetNestedSlice(created.Object, conditions, "status", "conditions"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := dyn.Resource(gvr).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-			t.Fatalf("marking KWOKNodeClass %s Ready: %v", u.GetName(), err)
+			t.Fatalf("NodePool example: %v", err)
 		}
 	}
+	must(unstructured.SetNestedField(u.Object, kwokValue, "spec", "template", "metadata", "labels", kwokKey))
+	requirements, _, err := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "requirements")
+	must(err)
+	requirements = append(requirements, map[string]any{
+		"key": karpenterWorkload, "operator": "In", "values": []any{"taskset", "deployment"},
+	})
+	must(unstructured.SetNestedSlice(u.Object, requirements, "spec", "template", "spec", "requirements"))
+	must(unstructured.SetNestedField(u.Object, karpenterConsolidateAfter, "spec", "disruption", "consolidateAfter"))
+	if policy != "" {
+		must(unstructured.SetNestedField(u.Object, policy, "spec", "disruption", "consolidationPolicy"))
+	}
+}
+
+// createKarpenterPool creates the example NodePool under name, with
+// karpenterPoolOverrides, deleted when the test ends, and returns what the
+// test needs of it.
+func createKarpenterPool(t *testing.T, dyn dynamic.Interface, name, policy string) karpenterPool {
+	t.Helper()
+	u := readKarpenterExample(t, "nodepool.yaml")
+	pool := karpenterPool{name: name}
+	pool.model, _, _ = unstructured.NestedString(u.Object, "spec", "template", "metadata", "labels", framework.GPUProductLabel)
+	taints, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "taints")
+	if pool.model == "" || len(taints) != 1 {
+		t.Fatalf("the example NodePool has GPU model %q and %d taints, want a model and one taint", pool.model, len(taints))
+	}
+	taint, _ := taints[0].(map[string]any)
+	pool.taint = corev1.Taint{Key: fmt.Sprint(taint["key"]), Value: fmt.Sprint(taint["value"]), Effect: corev1.TaintEffect(fmt.Sprint(taint["effect"]))}
+	karpenterPoolOverrides(t, u, name, policy)
+	if _, err := dyn.Resource(nodePoolGVR).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating NodePool %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = dyn.Resource(nodePoolGVR).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return pool
 }
 
 // karpenterDeployment returns a Deployment of 16 pods that ask for what
 // taskPod asks for, on the same NodePool, apart from the set's nodes.
-func karpenterDeployment(taskPod *corev1.Pod, placement func(string) ([]corev1.Toleration, map[string]string)) *appsv1.Deployment {
-	tolerations, selector := placement("deployment")
-	selector[framework.GPUProductLabel] = karpenterModel
+func karpenterDeployment(taskPod *corev1.Pod, pool karpenterPool) *appsv1.Deployment {
+	tolerations, selector := karpenterPlacement(pool, "deployment")
+	selector[framework.GPUProductLabel] = pool.model
 	main := taskPod.Spec.Containers[0]
 	labels := map[string]string{"app": "workers"}
 	return &appsv1.Deployment{
@@ -299,12 +352,12 @@ func podReady(pod *corev1.Pod) bool {
 	return false
 }
 
-// workloadNodes returns the names of the NodePool's nodes launched for
+// workloadNodes returns the names of the pool's nodes launched for
 // workload, those being removed included.
-func workloadNodes(t *testing.T, c *framework.ControlPlane, workload string) []string {
+func workloadNodes(t *testing.T, c *framework.ControlPlane, pool karpenterPool, workload string) []string {
 	t.Helper()
 	list, err := c.Kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{
-		LabelSelector: framework.KarpenterNodePoolLabel + "=" + karpenterPool + "," + karpenterWorkload + "=" + workload,
+		LabelSelector: framework.KarpenterNodePoolLabel + "=" + pool.name + "," + karpenterWorkload + "=" + workload,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -317,18 +370,13 @@ func workloadNodes(t *testing.T, c *framework.ControlPlane, workload string) []s
 	return names
 }
 
-// waitWorkloadNodes waits until the nodes launched for workload are exactly
-// the keys of want.
-func waitWorkloadNodes(t *testing.T, c *framework.ControlPlane, workload string, want map[string]int) {
+// waitWorkloadNodes waits until the pool's nodes launched for workload are
+// exactly want (sorted).
+func waitWorkloadNodes(t *testing.T, c *framework.ControlPlane, pool karpenterPool, workload string, want []string) {
 	t.Helper()
-	var keys []string
-	for node := range want {
-		keys = append(keys, node)
-	}
-	sort.Strings(keys)
-	framework.Poll(t, 3*time.Minute, fmt.Sprintf("the %s nodes to be %v", workload, keys), func(context.Context) (bool, string) {
-		got := workloadNodes(t, c, workload)
-		return slices.Equal(got, keys), fmt.Sprintf("nodes %v", got)
+	framework.Poll(t, 4*time.Minute, fmt.Sprintf("the %s nodes to be %v", workload, want), func(context.Context) (bool, string) {
+		got := workloadNodes(t, c, pool, workload)
+		return slices.Equal(got, want), fmt.Sprintf("nodes %v", got)
 	})
 }
 
