@@ -374,10 +374,11 @@ func TestVLLMBlockDocumented(t *testing.T) {
 	if !equality.Semantic.DeepEqual(documented.Autoscaling.Metrics, example.Spec.Autoscaling.Metrics) {
 		t.Errorf("docs/autoscaling.md documents the metrics\n%s\nbut %s has\n%s", toYAML(documented.Autoscaling.Metrics), vllmExample, toYAML(example.Spec.Autoscaling.Metrics))
 	}
-	// The documented policy spells out the defaults too; the objective and
+	// The documented policy spells out the defaults too; the objectives and
 	// the slots are the example's.
 	doc, ex := documented.Autoscaling.Policy.SLO, example.Spec.Autoscaling.Policy.SLO
-	if doc == nil || ex == nil || doc.Wait != ex.Wait || doc.SlotsPerTask != ex.SlotsPerTask || !equality.Semantic.DeepEqual(doc.Percentile, ex.Percentile) {
+	if doc == nil || ex == nil || !equality.Semantic.DeepEqual(doc.Wait, ex.Wait) || !equality.Semantic.DeepEqual(doc.TTFT, ex.TTFT) ||
+		!equality.Semantic.DeepEqual(doc.ITL, ex.ITL) || doc.SlotsPerTask != ex.SlotsPerTask || !equality.Semantic.DeepEqual(doc.Percentile, ex.Percentile) {
 		t.Errorf("docs/autoscaling.md documents the SLO %s, %s has %s", toYAML(doc), vllmExample, toYAML(ex))
 	}
 }
