@@ -217,8 +217,9 @@ bench-autoscaling: ## Replay synthetic and ServeGen request traces on the engine
 		fi; \
 	done; \
 	took=$$(( $$(date +%s) - began )); \
-	echo; echo "bench-autoscaling: $$((took / 60))m$$((took % 60))s wall, $$(date -u +%FT%TZ)"; \
-	times
+	echo; echo "bench-autoscaling: $$((took / 60))m$$((took % 60))s wall, ended $$(date -u +%FT%TZ)"; \
+	times > _output/replay/times.txt; \
+	tail -n 1 _output/replay/times.txt | { read -r user sys; echo "bench-autoscaling: $$user user and $$sys system CPU in the replays"; }
 
 # What a pool costs in nodes: the same traces on 8-GPU nodes that take 3
 # minutes to launch, with 30 s of consolidateAfter (the replay's defaults),
