@@ -104,51 +104,96 @@ bench: control-plane build ## Benchmarks: decision, ranking, sources, throughput
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./test/bench/
 	$(GO) run ./test/bench/sidebyside
 
-# The autoscaling benchmark: the synthetic traces and a day of each of
-# three ServeGen models (below) replayed in virtual time
-# under ours (the inference pool on the SLO policy: p95 wait within 10 s),
-# its variants on the load index (target 0.7, and with burst, predictive
-# pre-warming and a scheduled floor), an HPA with and without a behavior, the HPA at the best
-# fixed target found over all the traces (hpa-best), KEDA on the load index
-# and on the request queue, the seed's step script, a static pool and the
-# oracle; one run over all the traces per start-up time (2 and 5 minutes),
-# pods with a 30 s termination grace. Tables go to standard output and
-# _output/replay/STARTUP.txt, figures and time series to
-# _output/replay/STARTUP-TRACE.json, plots to STARTUP-TRACE.png. Add
-# flags with REPLAY_FLAGS+='--grace 120s'. It models no nodes
-# (--gpus-per-node 0): `make bench-cost` does. See docs/replay.md.
+# The autoscaling benchmark, on the engine model (docs/replay.md, The engine
+# model): every worker one vLLM engine on the measured H100 profile
+# (REPLAY_ENGINE, a Llama-3.1-8B-shaped decoder in bf16), continuous batching
+# bounded by its KV cache, requests routed least-outstanding to per-worker
+# queues, and the SLO users state: p95 TTFT within 2 s and p95 ITL within
+# 50 ms (REPLAY_SLO_FLAGS). Start-ups are drawn per worker, log-normal with a
+# 2-minute median and sigma 0.3 (floor: half the median), so a tenth of the
+# starts take over 2m55s and one in a hundred over 4 minutes, as image pulls
+# and weight downloads spread them; no policy is told them, ours learns them
+# from the starts it sees. Policies: ours (the inference pool on the SLO
+# policy), ours on the load index (target 0.7), an HPA with and without a
+# behavior, hpa-best (the best fixed target per trace, 0.30-1.50) and
+# hpa-best-one (one target for every trace of the run), KEDA on the load
+# index and on the queue, the seed's step script, a static pool, the
+# zero-wait oracle and oracle-slo (the fewest workers per minute that meet
+# the SLO, in hindsight); pods get a 30 s grace; no nodes are modelled
+# (--gpus-per-node 0): `make bench-cost` does.
+#
+# REPLAY_CONCURRENCY (64) is the per-worker capacity the load index, ours'
+# SLO policy (slotsPerTask follows it) and the zero-wait oracle count. An H100
+# runs up to 256 sequences (max-num-seqs); at 64 its ITL is about 10 ms, 1.4
+# times the batch-1 ITL while its output rate is 45 times higher, which
+# leaves the 50 ms ITL target and the KV cache (465 k tokens, 7 k per
+# sequence at 64) room for a burst: the count a vLLM operator would size a
+# pool by. oracle-slo counts no slots: it finds what the engines serve.
+#
+# The synthetic shapes are generated once (seed 1) and replayed at
+# REPLAY_RATE_SCALE times their rate (resampled, seeded), REPLAY_SEEDS times
+# with the start-ups drawn anew (tables show the mean and min-max); the
+# shapes drawn in the replay (--shape) take no --rate-scale, and at their own
+# rate a 64-sequence worker is one worker. ServeGen's models are drawn at
+# their own scale (SERVEGEN_MODELS, MODEL:RATE_SCALE) and replayed once,
+# in a run of their own, so hpa-best-one is one target over the synthetic
+# shapes and one over the ServeGen models. Zero-wait oracle peaks measured
+# with `--policies oracle --startup lognormal:2m,0.3 --concurrency 64`:
+# diurnal x30 24 (36 M requests), bursty x30 46 (12 M), step x30 23 (2.6 M;
+# x60: 46), flash x30 30 (1.1 M; x60: 60) workers;
+# deepseek-r1 x2.4 24 (3.3 M requests; x1.6: 16), mm-image x64 25 (52 M;
+# x10: 7, x32: 14), m-small x2.6 23 (86 M; x0.5: 7, x1.6: 15).
+#
+# CPU: every policy replays each trace, hpa-best's search 25 times and
+# oracle-slo's trials about 14 more, so the run costs about 110-130 us of
+# CPU per request per seed: step and flash at x30 take 8 minutes of CPU per
+# seed, deepseek-r1 6, the diurnal shape (36 M requests) over an hour per
+# seed, and the whole default run (about 400 M requests replayed) twelve
+# hours or more, which is why the 5-minute start-ups are not in it. About
+# half an hour of CPU:
+# REPLAY_SHAPES='step flash' REPLAY_SEEDS=3 SERVEGEN_MODELS=deepseek-r1:2.4.
+# A 5-minute start-up run: REPLAY_STARTUPS='lognormal:2m,0.3 lognormal:5m,0.3'.
+# Tables (Markdown) go to standard output and
+# _output/replay/{synthetic,servegen}-STARTUP.md, figures to .json beside
+# them. Add flags with REPLAY_FLAGS+='--grace 120s'. See docs/replay.md.
 REPLAY_SHAPES ?= diurnal bursty step flash
-REPLAY_STARTUPS ?= 2m 5m
-REPLAY_TRACE_FLAGS ?= --time-column Timestamp \
-	--input-tokens-column 'Request tokens' --output-tokens-column 'Response tokens' \
+REPLAY_ENGINE ?= h100-llama-3.1-8b
+REPLAY_CONCURRENCY ?= 64
+REPLAY_RATE_SCALE ?= 30
+REPLAY_SEEDS ?= 5
+REPLAY_STARTUPS ?= lognormal:2m,0.3
+REPLAY_SLO_FLAGS ?= --slo-ttft 2s --slo-itl 50ms --slo-percentile 95
+REPLAY_COLUMN_FLAGS = --time-column Timestamp \
+	--input-tokens-column 'Request tokens' --output-tokens-column 'Response tokens'
+REPLAY_FLAGS ?= $(REPLAY_COLUMN_FLAGS) --engine $(REPLAY_ENGINE) --concurrency $(REPLAY_CONCURRENCY) \
+	$(REPLAY_SLO_FLAGS) --gpus-per-node 0 --variant proportional
+# The fixed-slot service model of `make bench-cost` (and of the replay's
+# figures before the engine model): 8 slots, 4,000 prefill and 40 decode
+# tokens/s per request.
+REPLAY_TRACE_FLAGS ?= $(REPLAY_COLUMN_FLAGS) \
 	--prefill-tokens-per-second 4000 --decode-tokens-per-second 40 --concurrency 8
-REPLAY_FLAGS ?= $(REPLAY_TRACE_FLAGS) --gpus-per-node 0 \
-	--variant proportional --variant burst --variant predictive --variant schedule
 # Real traffic: ServeGen's production windows (Alibaba Cloud Model Studio,
 # Apache-2.0; docs/replay.md, Real traffic), MODEL:RATE_SCALE, the first
 # SERVEGEN_DAYS of each. The data are not in the repository: SERVEGEN_DIR
 # must hold the model folders, or SERVEGEN_MODELS= runs the synthetic traces
-# alone. The scales put the zero-wait oracle's peak at 20-100 workers of 8
-# slots under REPLAY_TRACE_FLAGS' service model, and below the embedded
-# set's maxReplicas (40), so that every policy can reach it; measured with
-# `--policies oracle --startup 2m` on 1 day at seeds 1-3: deepseek-r1 x0.12
-# peaks at 32-34 workers (168 k requests), mm-image x2 at 29-30 (1.6 M),
-# m-small x0.1 at 29-31 (3.3 M).
+# alone. The scales put the zero-wait oracle's peak at 20-100 workers of
+# REPLAY_CONCURRENCY sequences (measured above).
 SERVEGEN_DIR ?= ../shared/data/traces/servegen
 SERVEGEN_DAYS ?= 1
-SERVEGEN_MODELS ?= deepseek-r1:0.12 mm-image:2 m-small:0.1
-REPLAY_TRACES = $(foreach shape,$(REPLAY_SHAPES),_output/replay/$(shape).csv) \
-	$(foreach model,$(SERVEGEN_MODELS),_output/replay/$(firstword $(subst :, ,$(model))).csv)
+SERVEGEN_MODELS ?= deepseek-r1:2.4 mm-image:64 m-small:2.6
+REPLAY_TRACES = $(foreach shape,$(REPLAY_SHAPES),_output/replay/$(shape).csv)
+SERVEGEN_TRACES = $(foreach model,$(SERVEGEN_MODELS),_output/replay/$(firstword $(subst :, ,$(model))).csv)
 
 .PHONY: bench-autoscaling
-bench-autoscaling: ## Replay synthetic and ServeGen request traces through every autoscaling policy; tables and plots in _output/replay/.
+bench-autoscaling: ## Replay synthetic and ServeGen request traces on the engine model through every autoscaling policy; tables in _output/replay/.
 	@if [ -n "$(strip $(SERVEGEN_MODELS))" ] && [ ! -d "$(SERVEGEN_DIR)" ]; then \
 		echo "bench-autoscaling: no ServeGen data at SERVEGEN_DIR=$(SERVEGEN_DIR): set SERVEGEN_DIR to the folder of its model folders, or SERVEGEN_MODELS= for the synthetic traces alone" >&2; \
 		exit 1; \
 	fi
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/gputask-replay ./cmd/gputask-replay
 	@mkdir -p _output/replay
-	@set -eo pipefail; for shape in $(REPLAY_SHAPES); do \
+	@set -eo pipefail; began=$$(date +%s); \
+	for shape in $(REPLAY_SHAPES); do \
 		$(BIN_DIR)/gputask-replay generate --shape $$shape --out _output/replay/$$shape.csv; \
 	done; \
 	for model in $(SERVEGEN_MODELS); do \
@@ -156,12 +201,25 @@ bench-autoscaling: ## Replay synthetic and ServeGen request traces through every
 			--rate-scale $${model#*:} --out _output/replay/$${model%%:*}.csv; \
 	done; \
 	for startup in $(REPLAY_STARTUPS); do \
-		echo; echo "== $$startup startup"; \
-		$(BIN_DIR)/gputask-replay $(foreach trace,$(REPLAY_TRACES),--trace $(trace)) \
-			$(REPLAY_FLAGS) --startup $$startup \
-			--json _output/replay/$$startup.json --plot _output/replay/$$startup.png \
-			| tee _output/replay/$$startup.txt; \
-	done
+		name=$${startup//[:,]/-}; \
+		if [ -n "$(strip $(REPLAY_SHAPES))" ]; then \
+			echo; echo "== synthetic shapes x$(REPLAY_RATE_SCALE), $(REPLAY_SEEDS) seeds, $$startup start-ups"; \
+			$(BIN_DIR)/gputask-replay $(foreach trace,$(REPLAY_TRACES),--trace $(trace)) --rate-scale $(REPLAY_RATE_SCALE) \
+				--seeds $(REPLAY_SEEDS) $(REPLAY_FLAGS) --startup $$startup --markdown \
+				--json _output/replay/synthetic-$$name.json | tee _output/replay/synthetic-$$name.md; \
+		fi; \
+		if [ -n "$(strip $(SERVEGEN_MODELS))" ]; then \
+			echo; echo "== ServeGen, $$startup start-ups"; \
+			$(BIN_DIR)/gputask-replay $(foreach trace,$(SERVEGEN_TRACES),--trace $(trace)) \
+				$(REPLAY_FLAGS) --startup $$startup --markdown \
+				--json _output/replay/servegen-$$name.json --plot _output/replay/servegen-$$name.png \
+				| tee _output/replay/servegen-$$name.md; \
+		fi; \
+	done; \
+	took=$$(( $$(date +%s) - began )); \
+	echo; echo "bench-autoscaling: $$((took / 60))m$$((took % 60))s wall, ended $$(date -u +%FT%TZ)"; \
+	times > _output/replay/times.txt; \
+	tail -n 1 _output/replay/times.txt | { read -r user sys; echo "bench-autoscaling: $$user user and $$sys system CPU in the replays"; }
 
 # What a pool costs in nodes: the same traces on 8-GPU nodes that take 3
 # minutes to launch, with 30 s of consolidateAfter (the replay's defaults),
