@@ -130,11 +130,10 @@ bench: control-plane build ## Benchmarks: decision, ranking, sources, throughput
 # sequence at 64) room for a burst: the count a vLLM operator would size a
 # pool by. oracle-slo counts no slots: it finds what the engines serve.
 #
-# The synthetic shapes are generated once (seed 1) and replayed at
-# REPLAY_RATE_SCALE times their rate (resampled, seeded), REPLAY_SEEDS times
-# with the start-ups drawn anew (tables show the mean and min-max); the
-# shapes drawn in the replay (--shape) take no --rate-scale, and at their own
-# rate a 64-sequence worker is one worker. ServeGen's models are drawn at
+# The synthetic shapes are drawn in the replay (--shape) REPLAY_SEEDS times,
+# arrivals and start-ups seeded anew each time, at REPLAY_RATE_SCALE times
+# their rate (resampled, seeded): at their own rate a 64-sequence worker is
+# one worker. Tables show the mean and min-max. ServeGen's models are drawn at
 # their own scale (SERVEGEN_MODELS, MODEL:RATE_SCALE) and replayed once,
 # in a run of their own, so hpa-best-one is one target over the synthetic
 # shapes and one over the ServeGen models. Zero-wait oracle peaks measured
@@ -181,7 +180,6 @@ REPLAY_TRACE_FLAGS ?= $(REPLAY_COLUMN_FLAGS) \
 SERVEGEN_DIR ?= ../shared/data/traces/servegen
 SERVEGEN_DAYS ?= 1
 SERVEGEN_MODELS ?= deepseek-r1:2.4 mm-image:64 m-small:2.6
-REPLAY_TRACES = $(foreach shape,$(REPLAY_SHAPES),_output/replay/$(shape).csv)
 SERVEGEN_TRACES = $(foreach model,$(SERVEGEN_MODELS),_output/replay/$(firstword $(subst :, ,$(model))).csv)
 
 .PHONY: bench-autoscaling
@@ -193,9 +191,6 @@ bench-autoscaling: ## Replay synthetic and ServeGen request traces on the engine
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/gputask-replay ./cmd/gputask-replay
 	@mkdir -p _output/replay
 	@set -eo pipefail; began=$$(date +%s); \
-	for shape in $(REPLAY_SHAPES); do \
-		$(BIN_DIR)/gputask-replay generate --shape $$shape --out _output/replay/$$shape.csv; \
-	done; \
 	for model in $(SERVEGEN_MODELS); do \
 		$(BIN_DIR)/gputask-replay generate --servegen "$(SERVEGEN_DIR)/$${model%%:*}" --days $(SERVEGEN_DAYS) \
 			--rate-scale $${model#*:} --out _output/replay/$${model%%:*}.csv; \
@@ -204,7 +199,7 @@ bench-autoscaling: ## Replay synthetic and ServeGen request traces on the engine
 		name=$${startup//[:,]/-}; \
 		if [ -n "$(strip $(REPLAY_SHAPES))" ]; then \
 			echo; echo "== synthetic shapes x$(REPLAY_RATE_SCALE), $(REPLAY_SEEDS) seeds, $$startup start-ups"; \
-			$(BIN_DIR)/gputask-replay $(foreach trace,$(REPLAY_TRACES),--trace $(trace)) --rate-scale $(REPLAY_RATE_SCALE) \
+			$(BIN_DIR)/gputask-replay $(foreach shape,$(REPLAY_SHAPES),--shape $(shape)) --rate-scale $(REPLAY_RATE_SCALE) \
 				--seeds $(REPLAY_SEEDS) $(REPLAY_FLAGS) --startup $$startup --markdown \
 				--json _output/replay/synthetic-$$name.json | tee _output/replay/synthetic-$$name.md; \
 		fi; \

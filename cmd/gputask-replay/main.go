@@ -61,7 +61,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		decode       = fs.Float64("decode-tokens-per-second", 0, "decode speed of one sequence")
 		serviceCol   = fs.String("service-column", "", "column of service times in seconds")
 		service      = fs.String("service", "", "fixed service time such as 30s, or lognormal:MEDIAN,SIGMA")
-		rateScale    = fs.Float64("rate-scale", 1, "multiply the arrival rate by resampling the trace")
+		rateScale    = fs.Float64("rate-scale", 1, "multiply the arrival rate by resampling the trace, read from a file or drawn by --shape")
 		seed         = fs.Uint64("seed", 1, "seed of resampling and drawn service times")
 		concurrency  = fs.Int("concurrency", 0, "requests one worker serves at once (required)")
 		startup      = fs.String("startup", "2m", "time from a worker's creation until it is Ready: a duration, or lognormal:MEDIAN,SIGMA[,FLOOR] drawn per worker (seeded by --seed; FLOOR defaults to half the median)")
@@ -280,7 +280,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		}
 		traces = append(traces, replay.NamedTrace{Name: filepath.Base(path), Trace: tr})
 	}
-	drawn, err := drawShapes(shapes, *seed, model)
+	drawn, err := drawShapes(shapes, *seed, *rateScale, model)
 	if err != nil {
 		return err
 	}
@@ -290,7 +290,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		Nodes: nodes, DeploymentVictims: victims, Engine: engineServing,
 	}
 	if *seeds > 1 {
-		return replaySeeds(stdout, traces, shapes, *seeds, *seed, model, cfg, *markdown, *jsonPath)
+		return replaySeeds(stdout, traces, shapes, *seeds, *seed, *rateScale, model, cfg, *markdown, *jsonPath)
 	}
 	traces = append(traces, drawn...)
 	reports, best, err := replay.RunTraces(traces, cfg)

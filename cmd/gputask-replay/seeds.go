@@ -11,10 +11,10 @@ import (
 )
 
 // drawShapes draws each synthetic shape with seed.
-func drawShapes(shapes []string, seed uint64, model workload.ServiceModel) ([]replay.NamedTrace, error) {
+func drawShapes(shapes []string, seed uint64, rateScale float64, model workload.ServiceModel) ([]replay.NamedTrace, error) {
 	var out []replay.NamedTrace
 	for _, shape := range shapes {
-		tr, err := workload.GenerateShape(shape, seed, model)
+		tr, err := workload.GenerateShape(shape, seed, rateScale, model)
 		if err != nil {
 			return nil, fmt.Errorf("--shape %s: %w", shape, err)
 		}
@@ -28,12 +28,12 @@ func drawShapes(shapes []string, seed uint64, model workload.ServiceModel) ([]re
 // of each figure's mean and range over the seeds; jsonPath gets those
 // tables. A trace read from a file is the same on every seed; only its
 // start-ups are drawn anew.
-func replaySeeds(w io.Writer, files []replay.NamedTrace, shapes []string, n int, seed uint64, model workload.ServiceModel, c replay.Config, markdown bool, jsonPath string) error {
+func replaySeeds(w io.Writer, files []replay.NamedTrace, shapes []string, n int, seed uint64, rateScale float64, model workload.ServiceModel, c replay.Config, markdown bool, jsonPath string) error {
 	var runs [][]report.Report
 	var bests []string
 	for i := range n {
 		s := seed + uint64(i)
-		drawn, err := drawShapes(shapes, s, model)
+		drawn, err := drawShapes(shapes, s, rateScale, model)
 		if err != nil {
 			return err
 		}

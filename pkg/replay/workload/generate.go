@@ -205,8 +205,10 @@ func tokens(rng *rand.Rand, median, sigma float64) int {
 
 // GenerateShape draws a synthetic trace of shape (DefaultGenerateOptions)
 // with seed, and reads it as a trace file of that shape would be read,
-// its service times from its token columns through model's rates.
-func GenerateShape(shape string, seed uint64, model ServiceModel) (Trace, error) {
+// its service times from its token columns through model's rates, at
+// rateScale times its rate (resampled as --rate-scale resamples a file;
+// 0 or 1 keeps it).
+func GenerateShape(shape string, seed uint64, rateScale float64, model ServiceModel) (Trace, error) {
 	o := DefaultGenerateOptions(shape)
 	o.Seed = seed
 	reqs, err := Generate(o)
@@ -219,5 +221,5 @@ func GenerateShape(shape string, seed uint64, model ServiceModel) (Trace, error)
 	}
 	model.Column, model.Fixed, model.Sigma = "", 0, 0
 	model.InputTokensColumn, model.OutputTokensColumn = ColumnInputTokens, ColumnOutputTokens
-	return ReadTrace(&buf, TraceOptions{TimeColumn: ColumnTimestamp, Service: model})
+	return ReadTrace(&buf, TraceOptions{TimeColumn: ColumnTimestamp, Service: model, RateScale: rateScale, Seed: seed})
 }

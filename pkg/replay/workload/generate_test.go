@@ -79,12 +79,12 @@ func TestGamma(t *testing.T) {
 // Each seed draws the shape anew; the same seed draws it again alike.
 func TestGenerateShapeSeeds(t *testing.T) {
 	m := ServiceModel{PrefillPerSecond: 4000, DecodePerSecond: 40}
-	a, err := GenerateShape(ShapeFlash, 1, m)
+	a, err := GenerateShape(ShapeFlash, 1, 1, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := GenerateShape(ShapeFlash, 1, m)
-	c, _ := GenerateShape(ShapeFlash, 2, m)
+	b, _ := GenerateShape(ShapeFlash, 1, 1, m)
+	c, _ := GenerateShape(ShapeFlash, 2, 1, m)
 	if len(a.Requests) != len(b.Requests) || a.Requests[100] != b.Requests[100] {
 		t.Error("seed 1 drew two different traces")
 	}
@@ -94,7 +94,16 @@ func TestGenerateShapeSeeds(t *testing.T) {
 	if a.Tokens == nil || a.Requests[0].Service <= 0 {
 		t.Error("a drawn shape has no tokens or service times")
 	}
-	if _, err := GenerateShape(ShapeFlash, 1, ServiceModel{}); err == nil {
+	if _, err := GenerateShape(ShapeFlash, 1, 1, ServiceModel{}); err == nil {
 		t.Error("a shape without token rates: no error")
+	}
+	// At a rate scale the shape is drawn as before and resampled, as a
+	// file read at that scale is.
+	scaled, err := GenerateShape(ShapeFlash, 1, 3, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := float64(len(scaled.Requests)), 3*float64(len(a.Requests)); got < 0.97*want || got > 1.03*want {
+		t.Errorf("rate scale 3: %v requests, want about %v", got, want)
 	}
 }
