@@ -173,8 +173,10 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	}
 	switch *serving {
 	case "engine":
-		if *enginePath == "" || *inputColumn == "" || *outputColumn == "" {
-			return fmt.Errorf("--serving engine needs --engine and the trace's token columns (--input-tokens-column, --output-tokens-column)")
+		// A shape drawn in the replay comes with its token counts; a trace
+		// file names them.
+		if *enginePath == "" || len(tracePaths) > 0 && (*inputColumn == "" || *outputColumn == "") {
+			return fmt.Errorf("--serving engine needs --engine, and a trace's token columns (--input-tokens-column, --output-tokens-column)")
 		}
 		profile, err := gpuprofile.LoadOrLookup(*enginePath)
 		if err != nil {
