@@ -441,8 +441,8 @@ func applyAutoscalerStatus(dst, src *gputaskv1.GPUTaskSetStatus) {
 }
 
 // sameIgnoringTimes compares the autoscaler's fields, leaving out the times
-// that move at every evaluation: the decision time, each metric's read time
-// and the recommendations' times. A steady set therefore causes no writes;
+// that move at every evaluation: the decision time, each metric's read time,
+// the ITL fit's last reading and the recommendations' times. A steady set therefore causes no writes;
 // the times are written along with the next real change. The loop keeps the
 // exact recommendation times in memory; only after a restart does it fall
 // back to the written ones, which may be older and so expire a little early.
@@ -456,6 +456,9 @@ func timeless(s *gputaskv1.GPUTaskSetStatus) gputaskv1.GPUTaskSetStatus {
 	out = *out.DeepCopy()
 	if out.LastDecision != nil {
 		out.LastDecision.Time = metav1.Time{}
+		if c := out.LastDecision.Capacity; c != nil && c.Fit != nil {
+			c.Fit.LastReadingTime = metav1.Time{}
+		}
 	}
 	for i := range out.Metrics {
 		out.Metrics[i].LastReadTime = nil

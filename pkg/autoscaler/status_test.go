@@ -71,9 +71,11 @@ func TestSameIgnoringTimes(t *testing.T) {
 	base := func(at time.Time) *gputaskv1.GPUTaskSetStatus {
 		ts := metav1.NewTime(at)
 		return &gputaskv1.GPUTaskSetStatus{
-			Replicas:        3,
-			LoadIndex:       "0.6",
-			LastDecision:    &gputaskv1.ScalingDecision{Time: ts, From: 3, To: 3, Reason: scaling.ReasonWithinThresholds},
+			Replicas:  3,
+			LoadIndex: "0.6",
+			LastDecision: &gputaskv1.ScalingDecision{Time: ts, From: 3, To: 3, Reason: scaling.ReasonWithinThresholds,
+				Capacity: &gputaskv1.TaskCapacity{SlotsPerTask: 64, Source: gputaskv1.CapacityFit,
+					Fit: &gputaskv1.ITLFitStatus{Alpha: "7ms", Beta: "51µs", Readings: "12", LastReadingTime: ts}}},
 			Metrics:         []gputaskv1.MetricStatus{{Name: "q", Value: "0.6", LastReadTime: &ts}},
 			Recommendations: []gputaskv1.Recommendation{{Time: ts, Replicas: 3}},
 			Conditions:      []metav1.Condition{{Type: gputaskv1.ConditionAbleToScale, Status: metav1.ConditionTrue, Reason: ReasonReadyForNewScale, LastTransitionTime: ts}},
@@ -95,6 +97,11 @@ func TestSameIgnoringTimes(t *testing.T) {
 	c.Recommendations[0].Replicas = 4
 	if sameIgnoringTimes(a, c) {
 		t.Error("a changed recommendation compares equal")
+	}
+	d := base(t0)
+	d.LastDecision.Capacity.Fit.Beta = "60µs"
+	if sameIgnoringTimes(a, d) {
+		t.Error("a changed ITL fit compares equal")
 	}
 }
 
