@@ -552,13 +552,34 @@ func CleanupNodeHost(logf func(string, ...any)) {
 }
 
 // removeNodeCgroups removes the kubelet's kubepods cgroups (cgroupfs driver)
-// and containerd's k8s.io ones, deepest first. A cgroup that still holds a
-// process stays, and is named.
+// and containerd's k8s.io ones, deepest first, on a cgroup v1 host and on a
+// cgroup v2 one alike. A cgroup that still holds a process stays, and is
+// named.
 func removeNodeCgroups(logf func(string, ...any)) {
-	roots, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods")
-	more, _ := filepath.Glob("/sys/fs/cgroup/*/k8s.io")
+	for _, d := range nodeCgroups("/sys/fs/cgroup") {
+		if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
+			logf("cleanup: removing cgroup %s: %v", d, err)
+		}
+	}
+}
+
+// nodeCgroups lists the node's cgroups below the cgroup mount fsroot,
+// deepest first, so that each can be removed after its children. Under
+// cgroup v1 each controller has its hierarchy (fsroot/cpu/kubepods, …);
+// under v2 (fsroot/cgroup.controllers exists) there is one, and the
+// kubelet's and containerd's cgroups sit at its top (fsroot/kubepods,
+// fsroot/k8s.io).
+func nodeCgroups(fsroot string) []string {
+	var roots []string
+	for _, name := range []string{"kubepods", "k8s.io"} {
+		v1, _ := filepath.Glob(filepath.Join(fsroot, "*", name))
+		roots = append(roots, v1...)
+		if _, err := os.Stat(filepath.Join(fsroot, "cgroup.controllers")); err == nil {
+			roots = append(roots, filepath.Join(fsroot, name))
+		}
+	}
 	var dirs []string
-	for _, root := range append(roots, more...) {
+	for _, root := range roots {
 		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				dirs = append(dirs, path)
@@ -566,12 +587,8 @@ func removeNodeCgroups(logf func(string, ...any)) {
 			return nil
 		})
 	}
-	sort.Slice(dirs, func(i, j int) bool { return strings.Count(dirs[i], "/") > strings.Count(dirs[j], "/") })
-	for _, d := range dirs {
-		if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
-			logf("cleanup: removing cgroup %s: %v", d, err)
-		}
-	}
+	sort.SliceStable(dirs, func(i, j int) bool { return strings.Count(dirs[i], "/") > strings.Count(dirs[j], "/") })
+	return dirs
 }
 
 // killOwnShims kills the containerd shims started for the node's containerd,
