@@ -15,16 +15,13 @@ const (
 	haLeaseDuration = 4 * time.Second
 	haRenewDeadline = 3 * time.Second
 	haRetryPeriod   = 500 * time.Millisecond
-	// haTakeoverMargin is added to the lease duration for the takeover: the
-	// follower notices the expired lease at its next retry (retry period
-	// plus jitter), and a busy 2-core machine adds its own delay.
-	haTakeoverMargin = 3 * time.Second
 )
 
 // TestHALeaderFailover runs two controllers with leader election on a
 // control plane of their own. Only the leader acts. SIGKILL of the leader
 // (no lease release) hands the lease to the other within the lease duration
-// plus a small margin, and across the failover every task has exactly one
+// plus the renew deadline, the bound the docs promise, and across the
+// failover every task has exactly one
 // pod: the pods of earlier tasks keep their UIDs, and no pod is ever created
 // twice.
 func TestHALeaderFailover(t *testing.T) {
@@ -93,8 +90,12 @@ func TestHALeaderFailover(t *testing.T) {
 		return logContains(follower, "Became leader", followerID), follower.LogTail(3)
 	})
 	t.Logf("takeover %s after SIGKILL of the leader (lease duration %s)", takeover.Round(10*time.Millisecond), haLeaseDuration)
-	if limit := haLeaseDuration + haTakeoverMargin; takeover > limit {
-		t.Errorf("takeover took %s, want at most the lease duration plus %s (%s)", takeover, haTakeoverMargin, limit)
+	// The lease was last renewed at most a retry period before the kill and
+	// expires a lease duration after that; the follower sees it at its next
+	// retry (a retry period plus jitter). The renew deadline, more than
+	// both retries, is the slack docs/operations.md states for a handover.
+	if limit := haLeaseDuration + haRenewDeadline; takeover > limit {
+		t.Errorf("takeover took %s, want at most the lease duration plus the renew deadline (%s)", takeover, limit)
 	}
 
 	for _, name := range append(append([]string(nil), before...), after...) {
