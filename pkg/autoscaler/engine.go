@@ -27,18 +27,14 @@ func (c *Controller) engineOf(ctx context.Context, set *gputaskv1.GPUTaskSet, st
 	if err != nil {
 		return nil, err
 	}
-	return &scaling.Engine{Model: p, KVTokens: float64(p.KVTokensFit)}, nil
+	return scaling.ProfileEngine(p), nil
 }
 
 // profileOf reads the profile, parsing a ConfigMap's once per version of
 // it: a set reads its profile at every evaluation.
 func (c *Controller) profileOf(ctx context.Context, set *gputaskv1.GPUTaskSet, e *gputaskv1.EngineSpec, state *setState) (*gpuprofile.Profile, error) {
 	if e.Profile != "" {
-		p, err := gpuprofile.Lookup(e.Profile)
-		if err != nil {
-			return nil, fmt.Errorf("slo.engine.profile %q is not a profile of this controller (%v)", e.Profile, gpuprofile.Names())
-		}
-		return p, nil
+		return scaling.LookupProfile(e.Profile)
 	}
 	ref := e.ConfigMapRef
 	if ref == nil {

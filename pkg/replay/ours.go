@@ -37,6 +37,11 @@ type Ours struct {
 	queue scaling.QueueState
 	wake  time.Time
 
+	// engine is what the SLO policy sizes by when the set's slo.engine
+	// names a profile (scaling.ProfileEngine, as the autoscaler builds
+	// it); nil without slo.engine.
+	engine *scaling.Engine
+
 	// Label names the run in reports; empty means "ours".
 	Label string
 	// Last is the last decision.
@@ -52,7 +57,31 @@ func NewOurs(set *gputaskv1.GPUTaskSet, load sim.LoadKind) (*Ours, error) {
 	if errs := gputaskv1.ValidateTaskSetSpec(&set.Spec); len(errs) > 0 {
 		return nil, fmt.Errorf("invalid GPUTaskSet spec: %w", errs.ToAggregate())
 	}
-	return &Ours{set: set.DeepCopy(), load: load}, nil
+	engine, err := engineOf(set)
+	if err != nil {
+		return nil, err
+	}
+	return &Ours{set: set.DeepCopy(), load: load, engine: engine}, nil
+}
+
+// engineOf is the engine the SLO policy sizes the set by, as
+// pkg/autoscaler's engineOf finds it: the profile slo.engine names, or nil
+// without slo.engine. A profile in a ConfigMap cannot be replayed: there
+// is no cluster to read it from.
+func engineOf(set *gputaskv1.GPUTaskSet) (*scaling.Engine, error) {
+	as := set.Spec.Autoscaling
+	if as.Policy.Type != gputaskv1.SLOPolicy || as.Policy.SLO == nil || as.Policy.SLO.Engine == nil {
+		return nil, nil
+	}
+	e := as.Policy.SLO.Engine
+	if e.Profile == "" {
+		return nil, errors.New("slo.engine.configMapRef: the replay reads no ConfigMaps; name a built-in profile in slo.engine.profile")
+	}
+	p, err := scaling.LookupProfile(e.Profile)
+	if err != nil {
+		return nil, err
+	}
+	return scaling.ProfileEngine(p), nil
 }
 
 // Name implements sim.Policy.
@@ -121,9 +150,15 @@ func (o *Ours) Evaluate(now time.Time, value float64, tasks []*gputaskv1.GPUTask
 
 // RoleValue is what a metric of role reads from the modelled backend: the
 // pool's request rates and counts for the SLO policy's roles, the load
-// index value for a metric without one; WaitPercentile is the wait in
-// seconds at percentile. ok is false where the source has no value: a
-// wait percentile while no request got a slot within WaitWindow.
+// index value for a metric without one; WaitPercentile and TTFTPercentile
+// are the wait and the TTFT in seconds at percentile, InterTokenLatency
+// the mean gap between tokens in seconds, PromptTokens and
+// GenerationTokens tokens per second, KVCacheUsage the share of the KV
+// cache in use. ok is false where the source has no value, as a
+// Prometheus query gives NaN or no series: a percentile while no request
+// got a slot (or its first token) within WaitWindow, the ITL while no
+// request finished decoding within RateWindow, the KV cache with no
+// serving worker.
 func RoleValue(role gputaskv1.MetricRole, value float64, obs sim.Observation, percentile float64) (v float64, ok bool) {
 	switch role {
 	case "":
@@ -139,14 +174,43 @@ func RoleValue(role gputaskv1.MetricRole, value float64, obs sim.Observation, pe
 	case gputaskv1.RoleWaitPercentile:
 		w, ok := obs.WaitPercentile(percentile)
 		return w.Seconds(), ok
+	case gputaskv1.RoleTTFTPercentile:
+		t, ok := obs.TTFTPercentile(percentile)
+		return t.Seconds(), ok
+	case gputaskv1.RoleInterTokenLatency:
+		l, ok := obs.InterTokenLatency()
+		return l.Seconds(), ok
+	case gputaskv1.RolePromptTokens:
+		return obs.PromptTokens, true
+	case gputaskv1.RoleGenerationTokens:
+		return obs.GenerationTokens, true
+	case gputaskv1.RoleKVCacheUsage:
+		return obs.KVCacheUsage, obs.KVCacheKnown
 	}
 	return 0, false
+}
+
+// noValue is why a role read no value (RoleValue), as the autoscaler
+// reports a query that gives NaN or nothing.
+func noValue(role gputaskv1.MetricRole) error {
+	switch role {
+	case gputaskv1.RoleWaitPercentile:
+		return fmt.Errorf("no request got a slot within %v: no %s", sim.WaitWindow, role)
+	case gputaskv1.RoleTTFTPercentile:
+		return fmt.Errorf("no request got its first token within %v: no %s", sim.WaitWindow, role)
+	case gputaskv1.RoleInterTokenLatency:
+		return fmt.Errorf("no request finished decoding within %v: no %s", sim.RateWindow, role)
+	case gputaskv1.RoleKVCacheUsage:
+		return fmt.Errorf("no worker serves: no %s", role)
+	}
+	return fmt.Errorf("no value for %s", role)
 }
 
 // EvaluateRoles is Evaluate where the metrics of the SLO policy read
 // their role's value from obs (RoleValue). The start-up time it looks
 // ahead by is the one the tasks show (scaling.StartupOf), as the
-// autoscaler measures it.
+// autoscaler measures it, and the engine it sizes by the one slo.engine
+// names, as the autoscaler builds it.
 func (o *Ours) EvaluateRoles(now time.Time, value float64, obs sim.Observation, tasks []*gputaskv1.GPUTask) scaling.Decision {
 	spec := o.set.Spec.Autoscaling
 	current := o.Replicas()
@@ -159,7 +223,7 @@ func (o *Ours) EvaluateRoles(now time.Time, value float64, obs sim.Observation, 
 		v, ok := RoleValue(m.Role, value, obs, percentile)
 		readings[i].Value = v
 		if !ok {
-			readings[i].Err = fmt.Errorf("no request got a slot within %v: no %s", sim.WaitWindow, m.Role)
+			readings[i].Err = noValue(m.Role)
 		}
 	}
 	asked := maxTime(o.lastStep, o.set.CreationTimestamp.Time)
@@ -168,6 +232,11 @@ func (o *Ours) EvaluateRoles(now time.Time, value float64, obs sim.Observation, 
 	in.LastScaleTime, in.Starting = o.lastStep, st.Starting
 	in.Startup = scaling.StartupOf(tasks, scaling.StartupTimeoutOf(spec))
 	in.Queue = o.queue
+	if o.engine != nil {
+		// A copy an evaluation cannot change for the next.
+		e := *o.engine
+		in.Engine = &e
+	}
 	d := scaling.Decide(in)
 	o.queue = d.Queue
 	o.recs = d.Recommendations

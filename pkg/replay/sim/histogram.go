@@ -30,22 +30,40 @@ func HistogramQuantile(q float64, bounds []float64, values []float64) (v float64
 	if len(values) == 0 || len(bounds) == 0 {
 		return math.NaN(), false
 	}
+	counts := make([]float64, len(bounds)+1)
+	for _, x := range values {
+		counts[sort.SearchFloat64s(bounds, x)]++ // the first bound >= x: le is inclusive
+	}
+	return HistogramQuantileCounts(q, bounds, counts)
+}
+
+// HistogramQuantileCounts is HistogramQuantile over the observations'
+// counts per bucket (not cumulative; counts[len(bounds)] is the +Inf
+// bucket's), as the increases of a histogram's buckets over a window give
+// them: what the pool keeps instead of every value it observed. ok is
+// false when the counts sum to 0.
+func HistogramQuantileCounts(q float64, bounds []float64, counts []float64) (v float64, ok bool) {
+	if len(bounds) == 0 || len(counts) != len(bounds)+1 {
+		return math.NaN(), false
+	}
+	// Cumulative counts per bound, as the le="…" series hold them; the
+	// last is +Inf.
+	cum := make([]float64, len(counts))
+	total := 0.0
+	for i, c := range counts {
+		total += c
+		cum[i] = total
+	}
+	if !(total > 0) {
+		return math.NaN(), false
+	}
 	switch {
 	case q < 0:
 		return math.Inf(-1), true
 	case q > 1:
 		return math.Inf(1), true
 	}
-	// Cumulative counts per bound, as the le="…" series hold them; the
-	// last is +Inf.
-	counts := make([]float64, len(bounds)+1)
-	for _, x := range values {
-		i := sort.SearchFloat64s(bounds, x) // the first bound >= x: le is inclusive
-		counts[i]++
-	}
-	for i := 1; i < len(counts); i++ {
-		counts[i] += counts[i-1]
-	}
+	counts = cum
 	rank := q * counts[len(counts)-1]
 	b := sort.Search(len(counts)-1, func(i int) bool { return counts[i] >= rank })
 	if b == len(counts)-1 {

@@ -125,6 +125,47 @@ type Observation struct {
 	// histogram_quantile(q, rate(...[5m])). Shared with the pool: read
 	// only.
 	Started []time.Duration
+
+	// TTFT is the time to first token of the requests whose first token
+	// came within the last WaitWindow, by vLLM's TTFT bucket: the
+	// increase of vllm:time_to_first_token_seconds_bucket that
+	// histogram_quantile(q, rate(...[5m])) reads (TTFTPercentile).
+	TTFT TTFTBuckets
+	// ITLSum and ITLCount are rate(vllm:inter_token_latency_seconds_sum
+	// [1m]) and _count's: the gaps between output tokens, in seconds, and
+	// how many there were, per second over RateWindow (InterTokenLatency).
+	ITLSum, ITLCount float64
+	// PromptTokens and GenerationTokens are rate(vllm:prompt_tokens_total
+	// [1m]) and rate(vllm:generation_tokens_total[1m]): tokens per second
+	// over RateWindow. 0 when the trace has no token counts.
+	PromptTokens, GenerationTokens float64
+	// The counters behind those rates, since the trace's start.
+	PromptTokensTotal, GenerationTokensTotal, ITLSumTotal, ITLCountTotal float64
+	// KVCacheUsage is avg(vllm:kv_cache_usage_perc) over the serving
+	// workers, 0 to 1, valid when KVCacheKnown (see Pool.kvCacheUsage).
+	KVCacheUsage float64
+	KVCacheKnown bool
+}
+
+// TTFTPercentile is the TTFT at percentile (0-100) as
+// histogram_quantile gives it from TTFT's buckets. ok is false when no
+// first token came within the window, where histogram_quantile gives NaN.
+func (o Observation) TTFTPercentile(percentile float64) (ttft time.Duration, ok bool) {
+	v, ok := HistogramQuantileCounts(percentile/100, VLLMTTFTBuckets, o.TTFT[:])
+	if !ok {
+		return 0, false
+	}
+	return time.Duration(v * float64(time.Second)), true
+}
+
+// InterTokenLatency is rate(sum) over rate(count) of the inter-token
+// latency. ok is false when no gap was counted within RateWindow, where
+// the division gives NaN.
+func (o Observation) InterTokenLatency() (itl time.Duration, ok bool) {
+	if !(o.ITLCount > 0) {
+		return 0, false
+	}
+	return time.Duration(o.ITLSum / o.ITLCount * float64(time.Second)), true
 }
 
 // WaitWindow is the window of Observation.Started: the [5m] of the wait
@@ -157,6 +198,8 @@ const RateWindow = time.Minute
 type counterSample struct {
 	at                 time.Time
 	arrived, completed int
+	// The token and inter-token latency counters (Observation's totals).
+	prompt, generation, itlSum, itlCount float64
 }
 
 // Workers is every live worker.
@@ -291,6 +334,10 @@ type Pool struct {
 	// engineNext is the earliest end of an engine's step, as nextEvent
 	// found it.
 	engineNext float64
+
+	// vllm is what the TTFT, ITL, token and KV cache metrics are read
+	// from (vllm.go).
+	vllm vllmCounters
 }
 
 // Router is how requests reach the workers under engine serving.
@@ -378,10 +425,12 @@ func (p *Pool) engineEvent(e enginemodel.Event) {
 		}
 	case enginemodel.FirstToken:
 		p.firstToken[r] = p.now
+		p.firstTokenLater(r, p.now)
 	case enginemodel.Finished:
 		p.done++
 		p.finishedAt = append(p.finishedAt, p.now)
 		p.finished[r] = p.now
+		p.recordFinish(r)
 	case enginemodel.Preempted:
 		p.preemptions++
 	case enginemodel.Rejected:
@@ -491,7 +540,7 @@ func (p *Pool) SetScrape(interval time.Duration) {
 	// The scrape taken here, at the trace's start, holds the counters at
 	// 0: the first scrapes' rates cover the time elapsed since, as
 	// Observe's do.
-	p.counters = nil
+	p.counters, p.vllm.hist = nil, nil
 	p.scraped = p.scrapeNow()
 }
 
@@ -533,18 +582,25 @@ func (p *Pool) scrapeUntil(t time.Time, inclusive bool) {
 func (p *Pool) scrapeNow() Observation {
 	o := p.Observe()
 	o.Started = p.recentWaits()
-	p.counters = append(p.counters, counterSample{at: p.now, arrived: p.next, completed: len(p.finishedAt)})
+	p.counters = append(p.counters, counterSample{at: p.now, arrived: p.next, completed: len(p.finishedAt),
+		prompt: o.PromptTokensTotal, generation: o.GenerationTokensTotal, itlSum: o.ITLSumTotal, itlCount: o.ITLCountTotal})
 	drop := 0
 	for drop < len(p.counters) && !p.counters[drop].at.After(p.now.Add(-RateWindow)) {
 		drop++
 	}
 	p.counters = p.counters[drop:]
 	o.Arrivals, o.Completions = 0, 0
+	o.PromptTokens, o.GenerationTokens, o.ITLSum, o.ITLCount = 0, 0, 0, 0
 	if first, last := p.counters[0], p.counters[len(p.counters)-1]; last.at.After(first.at) {
 		span := last.at.Sub(first.at).Seconds()
 		o.Arrivals = float64(last.arrived-first.arrived) / span
 		o.Completions = float64(last.completed-first.completed) / span
+		o.PromptTokens = (last.prompt - first.prompt) / span
+		o.GenerationTokens = (last.generation - first.generation) / span
+		o.ITLSum, o.ITLCount = (last.itlSum-first.itlSum)/span, (last.itlCount-first.itlCount)/span
 	}
+	// The histogram's window is histogram_quantile's [5m], not rate's [1m].
+	o.TTFT = p.scrapeTTFT()
 	return o
 }
 
@@ -674,6 +730,8 @@ func (p *Pool) Remove(w *Worker) {
 	if !w.Removed.IsZero() {
 		return
 	}
+	// The first tokens that came by now count before its requests fail.
+	p.flushFirstTokens()
 	w.Removed = p.now
 	for _, r := range w.inFlight {
 		p.failed[r] = true
@@ -770,6 +828,8 @@ func (p *Pool) Observe() Observation {
 		o.Completions = float64(finished) / window
 	}
 	o.Arrived, o.Completed = p.next, len(p.finishedAt)
+	p.observeVLLM(&o, window, len(p.finishedAt)-finished)
+	o.KVCacheUsage, o.KVCacheKnown = p.kvCacheUsage()
 	return o
 }
 
@@ -789,6 +849,7 @@ func (p *Pool) Advance(to time.Time) (stopped time.Time, drainIdle bool) {
 		// A scrape at an event's instant sees the pool after it.
 		p.scrapeUntil(next, false)
 		p.now = next
+		p.flushFirstTokens()
 		switch kind {
 		case eventCompletion:
 			c := heap.Pop(&p.pending).(completion)
@@ -933,6 +994,7 @@ func (p *Pool) complete(c completion) {
 	p.done++
 	p.finishedAt = append(p.finishedAt, p.now)
 	p.finished[c.req] = p.now
+	p.recordFinish(c.req)
 	p.reschedule(w)
 	if w.Terminating && len(w.inFlight) == 0 {
 		p.Remove(w) // its last request done, the process exits
@@ -974,6 +1036,7 @@ func (p *Pool) dispatch() {
 			p.firstToken[r] = p.now.Add(min(p.tokens[r].Prefill, p.trace[r].Service))
 		}
 		if !p.batched {
+			p.firstTokenLater(r, p.firstToken[r])
 			best.inFlight = append(best.inFlight, r)
 			heap.Push(&p.pending, completion{at: p.now.Add(p.trace[r].Service), req: r, worker: best})
 			continue
@@ -981,6 +1044,7 @@ func (p *Pool) dispatch() {
 		p.progress(best)
 		p.decodeFrom[r], p.remaining[r] = p.now.Add(p.tokens[r].Prefill), p.tokens[r].OutputTokens
 		p.firstToken[r] = p.decodeFrom[r]
+		p.firstTokenLater(r, p.firstToken[r])
 		best.inFlight = append(best.inFlight, r)
 		p.reschedule(best)
 	}
