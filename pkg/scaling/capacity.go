@@ -156,7 +156,14 @@ type CapacityInputs struct {
 	// PromptTokensPerSecond is the prompt tokens arriving at the worker:
 	// the share of its time prefill takes from decoding.
 	PromptTokensPerSecond float64
+	// MaxSeqs is the most sequences the engine's scheduler runs at once
+	// (vLLM's --max-num-seqs); 0 means DefaultMaxSeqs.
+	MaxSeqs int
 }
+
+// DefaultMaxSeqs is vLLM's default --max-num-seqs: however fast the GPU,
+// its scheduler runs no more sequences at once, and the rest wait.
+const DefaultMaxSeqs = 256
 
 // maxBatch bounds the search for a worker's capacity: beyond it, engines
 // run out of KV cache or scheduler slots long before the ITL.
@@ -164,16 +171,21 @@ const maxBatch = 1 << 16
 
 // Capacity is how many sequences one worker serves at once: the largest
 // batch whose ITL stays within the target at the mean context, within its
-// KV cache, with its prefill keeping up with the prompt tokens arriving.
+// KV cache and its scheduler's limit, with its prefill keeping up with the
+// prompt tokens arriving.
 // Prefill interleaves with decoding, so while it takes a share f of the
 // worker's time each decode step stretches by 1/(1 − f). It is 0 when no
 // batch meets the target (the ITL of one sequence is above it, or prefill
 // alone takes the whole worker). The ITL is taken to grow with the batch,
 // as on every engine measured.
 func Capacity(e EngineModel, c CapacityInputs) int {
-	limit := maxBatch
+	seqs := c.MaxSeqs
+	if seqs <= 0 {
+		seqs = DefaultMaxSeqs
+	}
+	limit := min(maxBatch, seqs)
 	if c.KVTokens > 0 && c.Context > 0 {
-		limit = int(min(c.KVTokens/c.Context, maxBatch))
+		limit = min(limit, int(min(c.KVTokens/c.Context, maxBatch)))
 	}
 	if limit < 1 {
 		return 0

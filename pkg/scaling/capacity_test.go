@@ -29,7 +29,7 @@ func TestCapacity(t *testing.T) {
 	}{
 		// (20 − 7) / 0.0512 = 253.9 sequences.
 		{"the ITL target", h100, CapacityInputs{ITLTarget: 20 * ms, Context: 1024}, 253},
-		{"a looser target", h100, CapacityInputs{ITLTarget: 50 * ms, Context: 1024}, 839},
+		{"a looser target, a larger scheduler", h100, CapacityInputs{ITLTarget: 50 * ms, Context: 1024, MaxSeqs: 4096}, 839},
 		// 100,000 tokens of KV cache hold 48 sequences of 2,048.
 		{"the KV cache", h100, CapacityInputs{ITLTarget: 50 * ms, Context: 2048, KVTokens: 100000}, 48},
 		// Prefill takes half the worker: each step may take 10 ms of
@@ -39,7 +39,11 @@ func TestCapacity(t *testing.T) {
 		{"unknown prefill takes nothing", LinearITL{Alpha: 0.007, Beta: 0.0000512}, CapacityInputs{ITLTarget: 20 * ms, PromptTokensPerSecond: 1e9}, 253},
 		{"one sequence above the target", h100, CapacityInputs{ITLTarget: 5 * ms}, 0},
 		{"no target: the KV cache alone", h100, CapacityInputs{Context: 1000, KVTokens: 64000}, 64},
-		{"no bound at all", h100, CapacityInputs{}, maxBatch},
+		{"no bound but the scheduler's", h100, CapacityInputs{}, DefaultMaxSeqs},
+		{"a scheduler of more sequences", h100, CapacityInputs{MaxSeqs: 1024}, 1024},
+		// The H100 keeps 20 ms up to about 256 sequences of 1 k context;
+		// a 50 ms target would allow more than vLLM's scheduler runs.
+		{"the scheduler caps a loose ITL target", h100, CapacityInputs{ITLTarget: 50 * ms, Context: 1024}, DefaultMaxSeqs},
 		{"a KV cache smaller than one context", h100, CapacityInputs{ITLTarget: 50 * ms, Context: 4096, KVTokens: 1000}, 0},
 		// 7 ms + b × (0.0512 + 0.008) ms ≤ 20 ms at 8,000 tokens: 219.
 		{"the context slows each step", byContext{h100}, CapacityInputs{ITLTarget: 20 * ms, Context: 8000}, 219},
