@@ -181,12 +181,21 @@ const (
 	// raise the factor a little every interval, for ever.
 	CorrectionTolerance = 0.05
 	MinResolvableWait   = 0.5
+	// RelaxBelow and RelaxRate: a factor above 1, learned while the pool
+	// waited longer than predicted (at the onset of traffic, say), is
+	// kept while the waits confirm it; once both the observed and the
+	// predicted wait are under a quarter of the SLO it relaxes towards 1
+	// by a quarter of CorrectionGain an evaluation (from 2 to 1 in about
+	// 28 evaluations, 7 minutes at a 15 s interval).
+	RelaxBelow = 0.25
+	RelaxRate  = 0.25
 )
 
 // Correct integrates the difference between the observed and the
 // predicted wait percentile into the factor on the arrival rate (1 to
 // start): a pool that waits longer than the model says gets more headroom,
-// one that waits less gets less. Each step is at most CorrectionGain in
+// one that waits less gets less, and a factor above 1 relaxes towards 1
+// while both waits are far within the SLO (RelaxBelow). Each step is at most CorrectionGain in
 // the logarithm, the factor stays within [MinCorrection, MaxCorrection],
 // and an error within the tolerance, a prediction outside the model (an
 // overloaded pool, +Inf) or a missing observation leaves it as it is.
@@ -198,6 +207,12 @@ func Correct(factor, observed, predicted, wait float64) float64 {
 		return factor
 	}
 	if math.Abs(observed-predicted) <= max(CorrectionTolerance*wait, MinResolvableWait) {
+		if factor > 1 && max(observed, predicted) <= RelaxBelow*wait {
+			// Both far within the SLO: nothing confirms the headroom the
+			// factor buys, so it relaxes towards 1, slowly enough that a
+			// factor the pool needs is learned again before it is lost.
+			return max(1, factor*math.Exp(-CorrectionGain*RelaxRate))
+		}
 		return factor
 	}
 	e := max(-1, min(1, (observed-predicted)/wait))

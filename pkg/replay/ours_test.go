@@ -248,7 +248,7 @@ func TestParseSetErrors(t *testing.T) {
 func TestOursLearnsStartupFromTasks(t *testing.T) {
 	p := sim.NewPool(workload.Trace{}, t0, 8, 0)
 	p.SetStartup(sim.StartupModel{Median: 2 * time.Minute, Sigma: 0.8, Floor: 10 * time.Second}, 7)
-	ours, err := NewOurs(withSlots(DefaultSet(), 8), sim.LoadDemand)
+	ours, err := NewOurs(withSlots(DefaultSet(), 8, false), sim.LoadDemand)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -272,17 +272,17 @@ func (c Config) withDefaults() (Config, error) {
 	// The embedded sets are sized for the workers they are played on; a
 	// set one gave must agree with them.
 	if c.Set == nil {
-		c.Set = withSlots(DefaultSet(), c.Concurrency)
+		c.Set = withSlots(DefaultSet(), c.Concurrency, c.Engine != nil)
 	}
-	if err := checkCapacity("the set", c.Set, c.Concurrency); err != nil {
+	if err := checkCapacity("the set", c.Set, c.Concurrency, c.Engine != nil); err != nil {
 		return c, err
 	}
 	c.Variants = slices.Clone(c.Variants)
 	for i, v := range c.Variants {
 		if v.Builtin {
-			c.Variants[i].Set = withSlots(v.Set, c.Concurrency)
+			c.Variants[i].Set = withSlots(v.Set, c.Concurrency, c.Engine != nil)
 		}
-		if err := checkCapacity("variant "+v.Name, c.Variants[i].Set, c.Concurrency); err != nil {
+		if err := checkCapacity("variant "+v.Name, c.Variants[i].Set, c.Concurrency, c.Engine != nil); err != nil {
 			return c, err
 		}
 	}
@@ -320,9 +320,12 @@ func (c Config) playOptions() sim.PlayOptions {
 // workers it scales: an SLO policy sized for slotsPerTask requests a task
 // when each worker serves concurrency would ask for the wrong count on
 // every trace, and no cluster would tell the two apart.
-func checkCapacity(what string, set *gputaskv1.GPUTaskSet, concurrency int) error {
+func checkCapacity(what string, set *gputaskv1.GPUTaskSet, concurrency int, engine bool) error {
 	spec := set.Spec.Autoscaling
 	if spec == nil || spec.Policy.Type != gputaskv1.SLOPolicy || spec.Policy.SLO == nil {
+		return nil
+	}
+	if engine && engineSized(set) {
 		return nil
 	}
 	if slots := spec.Policy.SLO.SlotsPerTask; int(slots) != concurrency {
@@ -331,11 +334,21 @@ func checkCapacity(what string, set *gputaskv1.GPUTaskSet, concurrency int) erro
 	return nil
 }
 
+// engineSized says whether set's SLO policy sizes a task by its engine's
+// capacity (slo.engine without slotsPerTask): on workers that run the
+// engine model, it is the engine that says how many requests a worker
+// serves within the ITL objective, not --concurrency.
+func engineSized(set *gputaskv1.GPUTaskSet) bool {
+	slo := set.Spec.Autoscaling.Policy.SLO
+	return slo.Engine != nil && slo.SlotsPerTask == 0
+}
+
 // withSlots is set with its SLO policy sized for workers of concurrency
-// slots.
-func withSlots(set *gputaskv1.GPUTaskSet, concurrency int) *gputaskv1.GPUTaskSet {
+// slots, unless engine (the workers run the engine model) and the set
+// sizes its tasks by the engine's capacity.
+func withSlots(set *gputaskv1.GPUTaskSet, concurrency int, engine bool) *gputaskv1.GPUTaskSet {
 	spec := set.Spec.Autoscaling
-	if spec == nil || spec.Policy.SLO == nil {
+	if spec == nil || spec.Policy.SLO == nil || (engine && engineSized(set)) {
 		return set
 	}
 	set = set.DeepCopy()

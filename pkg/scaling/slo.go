@@ -108,6 +108,9 @@ type SLOOutcome struct {
 	// [now + startup, now + startup + interval], plus the backlog rate,
 	// times the correction.
 	Arrivals, Expected float64
+	// completions is the rate requests finished at (read, or from the
+	// arrivals and the pool's growth).
+	completions float64
 	// Backlog is the rate standing for the waiting requests that the
 	// serving tasks cannot clear before a new task is Ready.
 	Backlog float64
@@ -288,6 +291,16 @@ func combineSLO(in Inputs, d *Decision, failed []string) step {
 	return s
 }
 
+// settled says whether the observed percentile reads the pool as it is:
+// no task is starting, and the count has not changed within
+// ServiceTimeWindow, the window of the percentile queries the docs give.
+// While tasks start the pool is short by design (the count was raised
+// for load one start-up ahead), and the waits of that time say nothing
+// of the model's error at the count that serves now.
+func settled(in Inputs) bool {
+	return in.Starting == 0 && (in.LastScaleTime.IsZero() || in.Now.Sub(in.LastScaleTime) >= ServiceTimeWindow)
+}
+
 // sloStep runs the model on this evaluation's readings and updates the
 // policy's state in d.Queue.
 func sloStep(in Inputs, d *Decision, r roleReadings) step {
@@ -335,7 +348,7 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	}
 	d.Queue = state
 
-	o := &SLOOutcome{Arrivals: arrivals, Slots: slo.SlotsPerTask, SlotsFrom: in.slotsFrom, Cs2: slo.ServiceVariability, Startup: in.Startup, Correction: correctionOf(state.Correction)}
+	o := &SLOOutcome{Arrivals: arrivals, completions: completions, Slots: slo.SlotsPerTask, SlotsFrom: in.slotsFrom, Cs2: slo.ServiceVariability, Startup: in.Startup, Correction: correctionOf(state.Correction)}
 	if in.Engine != nil {
 		o.Context = in.Engine.Context
 	}
@@ -384,7 +397,7 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		// the requests saw, against the wait the TTFT leaves.
 		observed, ok = max(ttft-o.Prefill, 0), true
 	}
-	if ok && serving > 0 {
+	if ok && serving > 0 && settled(in) {
 		// The error corrects the next evaluations, not this one: sized by
 		// the factor learned so far, a count never falls because the load
 		// rose and the model's prediction came nearer the observed wait.
@@ -440,7 +453,8 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	o.Expected = (future + o.Backlog) * o.Correction
 	forFuture, _ := model.Tasks(o.Expected, objective, MaxSLOTasks)
 	forNow, _ := model.Tasks((keep+o.Backlog)*o.Correction, objective, MaxSLOTasks)
-	o.Tasks = max(forFuture, min(forNow, in.Current), occupied)
+	forITL := itlTasks(in, o)
+	o.Tasks = max(forFuture, min(forNow, in.Current), occupied, forITL)
 	d.Inputs = o.inputs()
 
 	reason := sloReason(o.Tasks, in.Current)
@@ -449,6 +463,8 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	switch {
 	case o.Tasks == occupied && occupied > forFuture && occupied > min(forNow, in.Current):
 		msg += fmt.Sprintf("; %d tasks for the %s running requests", occupied, FormatValue(running))
+	case o.Tasks == forITL && forITL > forFuture && forITL > min(forNow, in.Current):
+		msg += fmt.Sprintf("; %d tasks keep the ITL within %v with the prompts' prefill", forITL, slo.ITL)
 	case o.Tasks > forFuture:
 		msg += fmt.Sprintf("; %d kept for the load until a new task could start", o.Tasks)
 	}

@@ -193,7 +193,9 @@ func prefillSeconds(in Inputs, arrivals float64) float64 {
 // predictedITL is the ITL the engine model gives at count tasks: the
 // running sequences the expected rate keeps (Little's law), spread over
 // them and at most their slots each, stretched by the share of each
-// task's time that prefill takes. 0 without a model.
+// task's time that prefilling the expected rate's prompts takes. 0
+// without a model; the largest Duration when the prompts alone take more
+// than the tasks' whole time.
 func predictedITL(in Inputs, o *SLOOutcome, count int32) time.Duration {
 	m := engineModel(in)
 	if m == nil || count < 1 || o.service <= 0 {
@@ -204,12 +206,58 @@ func predictedITL(in Inputs, o *SLOOutcome, count int32) time.Duration {
 		batch = 1
 	}
 	stretch := 1.0
-	if p, e := m.PrefillTokensPerSecond(), in.Engine; p > 0 && e.PromptTokens > 0 {
-		share := e.PromptTokens / float64(count) / p
+	if p, prompt := m.PrefillTokensPerSecond(), expectedPromptTokens(in, o); p > 0 && prompt > 0 {
+		share := prompt / float64(count) / p
 		if share >= 1 {
 			return time.Duration(math.MaxInt64)
 		}
 		stretch = 1 / (1 - share)
 	}
 	return time.Duration(float64(m.ITL(int(min(batch, maxBatch)), max(in.Engine.Context, 0))) * stretch)
+}
+
+// expectedPromptTokens is the prompt tokens per second the expected rate
+// brings: the prompt tokens read per request, times the expected rate.
+// While a backlog builds, the tokens the workers prefill are what they
+// can do, not what arrives, and so are the requests they finish: per
+// finished request they still say how long a prompt is.
+func expectedPromptTokens(in Inputs, o *SLOOutcome) float64 {
+	e := in.Engine
+	if e == nil || !(e.PromptTokens > 0) || math.IsInf(e.PromptTokens, 0) {
+		return 0
+	}
+	served := o.completions
+	if nearZero(served) {
+		served = o.Arrivals
+	}
+	if nearZero(served) || !(o.Expected > 0) {
+		return e.PromptTokens
+	}
+	return e.PromptTokens / served * o.Expected
+}
+
+// itlTasks is the fewest tasks, at most MaxSLOTasks, whose predicted ITL
+// (predictedITL) is within the ITL objective: a task's capacity in slots
+// holds the decode within it, and this adds what prefilling the expected
+// prompts takes from every step. 0 without an ITL objective and an engine
+// model, or when no count meets it (one sequence alone is over it).
+func itlTasks(in Inputs, o *SLOOutcome) int32 {
+	target := in.Policy.SLO.ITL
+	if target <= 0 || engineModel(in) == nil || o.service <= 0 {
+		return 0
+	}
+	meets := func(n int32) bool { return predictedITL(in, o, n) <= target }
+	if !meets(MaxSLOTasks) {
+		return 0
+	}
+	lo, hi := int32(1), int32(MaxSLOTasks) // meets(hi)
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if meets(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
 }

@@ -187,10 +187,17 @@ func TestSLOWalkthroughH100(t *testing.T) {
 	if d.Desired != 3 || d.Reason != ReasonSLOScaleUp {
 		t.Errorf("desired %d (%s), want 3 (SLOScaleUp)", d.Desired, d.Reason)
 	}
-	// At 3 tasks: 134 sequences each, prefill 43 % of their time.
+	// At 3 tasks: 134 sequences each, prefilling the expected rate's
+	// prompts 43.7 % of their time.
 	if o.PredictedWait != 0 || math.Abs(o.PredictedTTFT-0.0261) > 0.0001 ||
-		o.PredictedITL.Round(100*time.Microsecond) != 27600*time.Microsecond {
-		t.Errorf("predicted wait %v TTFT %v ITL %v, want 0, 0.0261 and 27.6ms", o.PredictedWait, o.PredictedTTFT, o.PredictedITL)
+		o.PredictedITL.Round(100*time.Microsecond) != 27700*time.Microsecond {
+		t.Errorf("predicted wait %v TTFT %v ITL %v, want 0, 0.0261 and 27.7ms", o.PredictedWait, o.PredictedTTFT, o.PredictedITL)
+	}
+	// At 2 tasks, 65.5 % of each task's time would go to prefill, and 159
+	// sequences at 17.32 ms stretched 2.90 times are over 50 ms: the ITL
+	// alone asks for 3.
+	if got := itlTasks(withRoleReadings(vllmPool(t)), o); got != 3 {
+		t.Errorf("tasks for the ITL %d, want 3", got)
 	}
 	if want := "need 3 tasks of 159 slots for a p95 wait within 1.974s"; !strings.Contains(d.Message, want) {
 		t.Errorf("message %q lacks %q", d.Message, want)
@@ -277,5 +284,28 @@ func TestTTFTPercentileCorrects(t *testing.T) {
 				t.Errorf("correction %v", c)
 			}
 		})
+	}
+}
+
+// TestSLOITLWithPrefill: 256 slots a task (an override) are enough for
+// the 401 sequences the load keeps busy at 2 tasks, but 1,200-token
+// prompts at 50/s take 78.6 % of 2 H100s' prefill, and the decode steps
+// of 201 sequences stretched 4.67 times are far over 50 ms; at 3 tasks
+// (52.4 %, 134 sequences) they are within it. The count is the ITL's.
+func TestSLOITLWithPrefill(t *testing.T) {
+	in := vllmPool(t)
+	in.Policy.SLO.SlotsPerTask = 256
+	for i, m := range in.Metrics {
+		if m.Role == gputaskv1.RolePromptTokens {
+			in.Metrics[i].Value = 60000
+		}
+	}
+	d := Decide(in)
+	if d.Desired != 3 || !strings.Contains(d.Message, "need 2 tasks of 256 slots") ||
+		!strings.Contains(d.Message, "3 tasks keep the ITL within 50ms with the prompts' prefill") {
+		t.Errorf("desired %d: %s; want 3 for the ITL where the slots need 2", d.Desired, d.Message)
+	}
+	if itl := d.SLO.PredictedITL; itl <= 0 || itl > 50*time.Millisecond {
+		t.Errorf("predicted ITL %v, want within 50ms", itl)
 	}
 }

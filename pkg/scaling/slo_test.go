@@ -232,6 +232,46 @@ func TestDecideSLO(t *testing.T) {
 			},
 		},
 		{
+			// The same reading while a task starts: the pool is short by
+			// design, and its waits say nothing of the model's error.
+			name: "no correction learned while a task starts",
+			in: with(sloBase(2, 20, role(gputaskv1.RoleWaitPercentile, 30)), func(in *Inputs) {
+				in.Starting = 1
+			}),
+			want: 3, reason: ReasonSLOScaleDown,
+			check: func(t *testing.T, d Decision) {
+				if c := d.Queue.Correction; c != 0 {
+					t.Errorf("correction %v, want none learned", c)
+				}
+			},
+		},
+		{
+			// Nor within ServiceTimeWindow of the last change of count:
+			// the percentile's window still holds the waits of before.
+			name: "no correction learned just after a scale",
+			in: with(sloBase(2, 20, role(gputaskv1.RoleWaitPercentile, 30)), func(in *Inputs) {
+				in.LastScaleTime = in.Now.Add(-ServiceTimeWindow + time.Second)
+			}),
+			want: 3, reason: ReasonSLOScaleDown,
+			check: func(t *testing.T, d Decision) {
+				if c := d.Queue.Correction; c != 0 {
+					t.Errorf("correction %v, want none learned", c)
+				}
+			},
+		},
+		{
+			name: "a correction is learned a window after the last scale",
+			in: with(sloBase(2, 20, role(gputaskv1.RoleWaitPercentile, 30)), func(in *Inputs) {
+				in.LastScaleTime = in.Now.Add(-ServiceTimeWindow)
+			}),
+			want: 3, reason: ReasonSLOScaleDown,
+			check: func(t *testing.T, d Decision) {
+				if c := d.Queue.Correction; math.Abs(c-math.Exp(0.1)) > 1e-12 {
+					t.Errorf("correction %v, want e^0.1", c)
+				}
+			},
+		},
+		{
 			// Learned earlier: the pool waits longer than the model says,
 			// so 2/s are sized as 3/s.
 			name: "a learned correction sizes the pool",
