@@ -113,8 +113,9 @@ bench: control-plane build ## Benchmarks: decision, ranking, sources, throughput
 # 2-minute median and sigma 0.3 (floor: half the median), so a tenth of the
 # starts take over 2m55s and one in a hundred over 4 minutes, as image pulls
 # and weight downloads spread them; no policy is told them, ours learns them
-# from the starts it sees. Policies: ours (the inference pool on the SLO
-# policy), ours on the load index (target 0.7), an HPA with and without a
+# from the starts it sees. Policies: ours (REPLAY_SET: the inference pool on
+# the SLO policy with the same TTFT and ITL objectives, each task's capacity
+# from the same engine profile), ours on the load index (target 0.7), an HPA with and without a
 # behavior, hpa-best (the best fixed target per trace, 0.30-1.50) and
 # hpa-best-one (one target for every trace of the run), KEDA on the load
 # index and on the queue, the seed's step script, a static pool, the
@@ -122,13 +123,15 @@ bench: control-plane build ## Benchmarks: decision, ranking, sources, throughput
 # the SLO, in hindsight); pods get a 30 s grace; no nodes are modelled
 # (--gpus-per-node 0): `make bench-cost` does.
 #
-# REPLAY_CONCURRENCY (64) is the per-worker capacity the load index, ours'
-# SLO policy (slotsPerTask follows it) and the zero-wait oracle count. An H100
+# REPLAY_CONCURRENCY (64) is the per-worker capacity the load index (and so
+# ours on it, the HPA and KEDA rows) and the zero-wait oracle count. An H100
 # runs up to 256 sequences (max-num-seqs); at 64 its ITL is about 10 ms, 1.4
 # times the batch-1 ITL while its output rate is 45 times higher, which
 # leaves the 50 ms ITL target and the KV cache (465 k tokens, 7 k per
 # sequence at 64) room for a burst: the count a vLLM operator would size a
-# pool by. oracle-slo counts no slots: it finds what the engines serve.
+# pool by. Ours and oracle-slo count no slots: ours reads each task's
+# capacity from the engine profile at the ITL objective, oracle-slo finds
+# what the engines serve.
 #
 # The synthetic shapes are drawn in the replay (--shape) REPLAY_SEEDS times,
 # arrivals and start-ups seeded anew each time, at REPLAY_RATE_SCALE times
@@ -164,8 +167,9 @@ REPLAY_STARTUPS ?= lognormal:2m,0.3
 REPLAY_SLO_FLAGS ?= --slo-ttft 2s --slo-itl 50ms --slo-percentile 95
 REPLAY_COLUMN_FLAGS = --time-column Timestamp \
 	--input-tokens-column 'Request tokens' --output-tokens-column 'Response tokens'
+REPLAY_SET ?= pkg/replay/variants/slo-engine.yaml
 REPLAY_FLAGS ?= $(REPLAY_COLUMN_FLAGS) --engine $(REPLAY_ENGINE) --concurrency $(REPLAY_CONCURRENCY) \
-	$(REPLAY_SLO_FLAGS) --gpus-per-node 0 --variant proportional
+	$(REPLAY_SLO_FLAGS) --gpus-per-node 0 --set $(REPLAY_SET) --variant proportional
 # The fixed-slot service model of `make bench-cost` (and of the replay's
 # figures before the engine model): 8 slots, 4,000 prefill and 40 decode
 # tokens/s per request.

@@ -286,3 +286,29 @@ func TestCapacityMismatch(t *testing.T) {
 		t.Fatal("the default set is no longer an SLO set: this test checks nothing")
 	}
 }
+
+// A set that sizes its tasks by the engine's capacity keeps it on workers
+// that run the engine model, which serve as many sequences as the engine
+// allows; on fixed-slot workers it is sized as the others.
+func TestEngineSizedSetKeepsItsCapacity(t *testing.T) {
+	v, err := ParseVariant("slo-engine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := withSlots(v.Set, 64, true).Spec.Autoscaling.Policy.SLO.SlotsPerTask; got != 0 {
+		t.Errorf("on engine workers: slotsPerTask %d, want none (the engine's capacity)", got)
+	}
+	if err := checkCapacity("variant slo-engine", v.Set, 64, true); err != nil {
+		t.Errorf("on engine workers: %v", err)
+	}
+	if got := withSlots(v.Set, 64, false).Spec.Autoscaling.Policy.SLO.SlotsPerTask; got != 64 {
+		t.Errorf("on fixed-slot workers: slotsPerTask %d, want 64", got)
+	}
+	if err := checkCapacity("variant slo-engine", v.Set, 64, false); err == nil {
+		t.Error("on fixed-slot workers without slotsPerTask: no error")
+	}
+	sized := withSlots(v.Set, 8, false)
+	if err := checkCapacity("variant slo-engine", sized, 64, true); err == nil || !strings.Contains(err.Error(), "slotsPerTask 8") {
+		t.Errorf("an override of 8 on engine workers of 64: %v, want the mismatch", err)
+	}
+}
