@@ -79,10 +79,14 @@ const (
 	SlotsFromDefault  = "default"
 )
 
+// maxPrefillShare is the most of a task's time the capacity reads as
+// prefill (sloSlots).
+const maxPrefillShare = 0.8
+
 // sloSlots is how many requests a task serves at once: SlotsPerTask when
 // set; else, with an ITL target and an engine model, the engine's
 // capacity (Capacity) at the context served and the prompt tokens
-// arriving at each serving task; else one.
+// arriving at each task of the pool; else one.
 func sloSlots(in Inputs) (int32, string) {
 	slo := in.Policy.SLO
 	if slo.SlotsPerTask >= 1 {
@@ -97,8 +101,18 @@ func sloSlots(in Inputs) (int32, string) {
 		from = SlotsFromFit
 	}
 	e := in.Engine
-	serving := float64(max(in.Current-in.Starting, 1))
-	c := Capacity(m, CapacityInputs{ITLTarget: slo.ITL, Context: e.Context, KVTokens: e.KVTokens, PromptTokensPerSecond: e.PromptTokens / serving})
+	// The prompts are spread over the pool the count sizes, the tasks on
+	// their way included, and over no fewer tasks than prefill them in
+	// maxPrefillShare of their time: read at a pool too small for the
+	// prompts (one task at onset, or every task still starting), every
+	// step would be prefill, the capacity one sequence, and the count
+	// the whole prompt load in single slots. The count itself is held
+	// to what prefilling the expected prompts needs (itlTasks).
+	tasks := float64(max(in.Current, 1))
+	if p := m.PrefillTokensPerSecond(); p > 0 && e.PromptTokens > 0 && !math.IsInf(e.PromptTokens, 0) {
+		tasks = max(tasks, math.Ceil(e.PromptTokens/(p*maxPrefillShare)))
+	}
+	c := Capacity(m, CapacityInputs{ITLTarget: slo.ITL, Context: e.Context, KVTokens: e.KVTokens, PromptTokensPerSecond: e.PromptTokens / tasks})
 	// No batch meets the target: one sequence a task is the nearest.
 	return int32(min(max(c, 1), queueing.MaxSlots)), from
 }

@@ -309,3 +309,30 @@ func TestSLOITLWithPrefill(t *testing.T) {
 		t.Errorf("predicted ITL %v, want within 50ms", itl)
 	}
 }
+
+// TestSLOCapacityNoRunaway: the capacity is read at the pool the count
+// sizes, not at the tasks serving now: with every task still starting,
+// or one task at the onset of a load whose prompts alone are more than
+// it can prefill, a task's capacity would be one sequence and the count
+// the whole load in single slots, maxReplicas at once.
+func TestSLOCapacityNoRunaway(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		current  int32
+		starting int32
+	}{
+		{"every task starting", 2, 2},
+		{"one task under prompts it cannot prefill", 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := vllmPool(t)
+			in.Current, in.Starting = tc.current, tc.starting
+			d := Decide(in)
+			// The pool walked by hand needs 3 (one task's readings put
+			// the context at half, which needs 2): at most one more.
+			if d.Desired < 2 || d.Desired > 4 || d.SLO.Slots < 100 {
+				t.Errorf("desired %d with %d slots a task: %s; want 2 to 4 with the slots of such a pool", d.Desired, d.SLO.Slots, d.Message)
+			}
+		})
+	}
+}
