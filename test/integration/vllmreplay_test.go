@@ -72,28 +72,27 @@ func vllmRate(elapsed time.Duration) float64 {
 }
 
 // TestReplayIsTheAutoscalerForVLLMRoles: the replay's decision is the
-// autoscaler's, for the roles of vLLM too. The autoscaler runs in-process
-// on a fake clock against the package's kube-apiserver and scales the
+// autoscaler's, for vLLM's roles too. The autoscaler runs in-process on a
+// fake clock against the package's kube-apiserver and scales the
 // slo-engine variant's set (TTFT 2 s and ITL 50 ms at p95, each task's
-// capacity from the h100-llama-3.1-8b profile), whose eight metrics are
-// the PromQL of docs/autoscaling.md, answered by a Prometheus API on
-// 127.0.0.1 from the scrapes of a fake vLLM pool (test/framework/fakevllm)
-// that serves with as many workers as the set has tasks. Beside it the
-// replay's ours (replay.Ours.EvaluateRoles, what each interval of a replay
-// runs) decides at the same times from what the replay's pool would tell
-// of the same scrapes (sim.Observation, its windows), for the same tasks.
-// The test plays the set controller and the kubelet: after each decision
-// it creates or deletes tasks to spec.replicas, each Ready and showing a
-// start of two minutes.
+// capacity from the h100-llama-3.1-8b profile) from its metrics' PromQL,
+// which a Prometheus API on 127.0.0.1 answers from the scrapes of a fake
+// vLLM pool (test/framework/fakevllm) serving with as many workers as the
+// set has tasks. Beside it the replay's ours decides at the same times
+// (replay.Ours.EvaluateRoles, what each interval of a replay runs) from
+// what the replay's pool would tell of the same scrapes (sim.Observation,
+// over the replay's own windows), for the same tasks. The test plays the
+// set controller and the kubelet: after each decision it creates or
+// deletes tasks to spec.replicas, each Ready and showing a start of two
+// minutes.
 //
-// At every one of the 64 evaluations the two must come to the same count,
-// with the same reason and message, and the status must show the
-// readings the replay read; the counts must rise from the floor through
-// the burst and come back to it. Both sides reading the windows of their
-// own (the queries' and the replay's), a role the autoscaler or the
-// replay dropped, misread or read over another window, or a decision that
-// is not the same function of the same state, makes the counts or the
-// messages differ.
+// At every one of the 64 evaluations both must come to the same count,
+// with the same reason, message and model inputs, and the status must
+// show the readings the replay read; the counts must rise from the floor
+// through the burst and come back to it. A role the autoscaler or the
+// replay leaves out or reads otherwise (another window, another unit, a
+// rounding), or a decision that is not the same function of the same
+// state, makes them differ.
 //
 //	go test -count=1 -run TestReplayIsTheAutoscalerForVLLMRoles -v ./test/integration/
 func TestReplayIsTheAutoscalerForVLLMRoles(t *testing.T) {
@@ -161,18 +160,23 @@ func TestReplayIsTheAutoscalerForVLLMRoles(t *testing.T) {
 	tasks.scaleTo(ctx, 1)
 	workers.Store(1)
 
-	syncs := func() float64 {
-		var n float64
+	// syncs counts the autoscaler's syncs that ended, and those that
+	// failed: a failed one would be retried after a backoff on the fake
+	// clock, and evaluate again when the clock next moves.
+	syncs := func() (all, failed float64) {
 		for _, result := range []string{"success", "error"} {
 			v, err := testutil.GetCounterMetricValue(metrics.ReconcileTotal.WithLabelValues(autoscaler.ControllerName, result))
 			if err != nil {
 				t.Fatal(err)
 			}
-			n += v
+			all += v
+			if result == "error" {
+				failed = v
+			}
 		}
-		return n
+		return all, failed
 	}
-	syncsBefore := syncs()
+	syncsBefore, failedBefore := syncs()
 	c := autoscaler.NewController(ctx, cp.Kube, cp.GPUTask,
 		inf.Gputask().V1().GPUTaskSets(), inf.Gputask().V1().GPUTasks(),
 		kinf.Core().V1().Nodes(), lazycache.NewPods(cp.Kube, 0, clock.RealClock{}), autoscaler.Options{
@@ -204,9 +208,14 @@ func TestReplayIsTheAutoscalerForVLLMRoles(t *testing.T) {
 		// An evaluation is two syncs: one starts the read, the read's end
 		// queues the one that decides.
 		if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			return syncs()-syncsBefore >= float64(2*(k+1)), nil
+			all, _ := syncs()
+			return all-syncsBefore >= float64(2*(k+1)), nil
 		}); err != nil {
-			t.Fatalf("evaluation %d at +%v: %v; %v syncs", k, now.Sub(t0), err, syncs()-syncsBefore)
+			all, _ := syncs()
+			t.Fatalf("evaluation %d at +%v: %v; %v syncs", k, now.Sub(t0), err, all-syncsBefore)
+		}
+		if _, failed := syncs(); failed > failedBefore {
+			t.Fatalf("evaluation %d at +%v: a sync of the autoscaler failed (its log above says why)", k, now.Sub(t0))
 		}
 		got, err := sets.Get(ctx, set.Name, metav1.GetOptions{})
 		if err != nil {
@@ -223,7 +232,11 @@ func TestReplayIsTheAutoscalerForVLLMRoles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := ours.EvaluateRoles(now, 0, prom.observation(), listed)
+		obs, err := prom.observation()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ours.EvaluateRoles(now, 0, obs, listed)
 		controller = append(controller, ptr.Deref(got.Spec.Replicas, 0))
 		model = append(model, ours.Replicas())
 		t.Logf("%2d +%-6v controller %d %s, replay %d %s: %s", k, now.Sub(t0), controller[k], d.Reason, model[k], want.Reason, want.Message)
@@ -273,7 +286,8 @@ func TestReplayIsTheAutoscalerForVLLMRoles(t *testing.T) {
 		t.Errorf("the scale-up to %d predicts TTFT %q and ITL %q, the replay %gs and %v", peak.To, peak.PredictedTTFT, peak.PredictedITL,
 			peakSLO.PredictedTTFT, peakSLO.PredictedITL)
 	}
-	t.Logf("the scale-up to %d: %s; capacity %+v, predicted TTFT %s, ITL %s", peak.To, peak.Message, *peak.Capacity, peak.PredictedTTFT, peak.PredictedITL)
+	t.Logf("the scale-up to %d: %s; %d slots a task from the %s at a context of %s tokens, predicted TTFT %s, ITL %s",
+		peak.To, peak.Message, peak.Capacity.SlotsPerTask, peak.Capacity.Source, peak.Capacity.Context, peak.PredictedTTFT, peak.PredictedITL)
 	if cond := meta.FindStatusCondition(last.Status.Conditions, gputaskv1.ConditionScalingActive); cond == nil || cond.Status != metav1.ConditionTrue {
 		t.Errorf("ScalingActive = %+v, want True", cond)
 	}
@@ -543,12 +557,12 @@ func (p *vllmPrometheus) answered() int {
 // observation is what the replay's pool tells at the clock's time
 // (sim.Observation) from the same scrapes: its rates over sim.RateWindow,
 // its TTFT buckets over sim.WaitWindow, its gauges.
-func (p *vllmPrometheus) observation() sim.Observation {
+func (p *vllmPrometheus) observation() (sim.Observation, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s, err := p.scrape()
 	if err != nil {
-		panic(err)
+		return sim.Observation{}, err
 	}
 	now := s.at
 	o := sim.Observation{
@@ -563,6 +577,9 @@ func (p *vllmPrometheus) observation() sim.Observation {
 		KVCacheKnown:     true,
 	}
 	_, counts := p.buckets(fakevllm.MetricTTFT, now, sim.WaitWindow)
+	if len(counts) != len(o.TTFT) {
+		return o, fmt.Errorf("%d TTFT buckets, the replay has %d", len(counts), len(o.TTFT))
+	}
 	copy(o.TTFT[:], counts)
-	return o
+	return o, nil
 }
