@@ -48,13 +48,13 @@ import (
 // fake clock for 16 minutes, on a fake vLLM pool whose traffic is a
 // trickle, a burst that climbs in two steps, and the trickle again.
 const (
-	vllmSteps        = 64
-	vllmTaskStartup  = 2 * time.Minute
-	vllmModelName    = "llm"
-	vllmTrickle      = 0.5 // requests/s
-	vllmServiceTime  = 3 * time.Second
-	vllmMaxNumSeqs   = 256
-	vllmQueryPerEval = 8
+	vllmSteps                = 64
+	vllmTaskStartup          = 2 * time.Minute
+	vllmModelName            = "llm"
+	vllmTrickle              = 0.5 // requests/s
+	vllmServiceTime          = 3 * time.Second
+	vllmMaxNumSeqs           = 256
+	vllmQueriesPerEvaluation = 8
 )
 
 // vllmRate is the pool's arrival rate: 3 minutes of trickle, 2 minutes
@@ -119,8 +119,8 @@ func TestReplayIsTheAutoscalerForVLLMRoles(t *testing.T) {
 	set.Spec.Autoscaling.Metrics = slices.DeleteFunc(set.Spec.Autoscaling.Metrics, func(m gputaskv1.MetricSpec) bool {
 		return m.Role == gputaskv1.RoleWaitPercentile
 	})
-	if n := len(set.Spec.Autoscaling.Metrics); n != vllmQueryPerEval {
-		t.Fatalf("the slo-engine variant has %d metrics besides the wait percentile, want %d", n, vllmQueryPerEval)
+	if n := len(set.Spec.Autoscaling.Metrics); n != vllmQueriesPerEvaluation {
+		t.Fatalf("the slo-engine variant has %d metrics besides the wait percentile, want %d", n, vllmQueriesPerEvaluation)
 	}
 	interval := scaling.IntervalOf(set.Spec.Autoscaling)
 
@@ -266,8 +266,8 @@ func TestReplayIsTheAutoscalerForVLLMRoles(t *testing.T) {
 	if !slices.Equal(controller, model) {
 		t.Errorf("the controller's counts %v differ from the replay's %v", controller, model)
 	}
-	if q := prom.answered(); q != vllmSteps*vllmQueryPerEval {
-		t.Errorf("the Prometheus answered %d queries, want %d: one read of each metric per evaluation", q, vllmSteps*vllmQueryPerEval)
+	if q := prom.answered(); q != vllmSteps*vllmQueriesPerEvaluation {
+		t.Errorf("the Prometheus answered %d queries, want %d: one read of each metric per evaluation", q, vllmSteps*vllmQueriesPerEvaluation)
 	}
 	minReplicas := ptr.Deref(set.Spec.Autoscaling.MinReplicas, 1)
 	top := slices.Max(controller)
@@ -279,8 +279,11 @@ func TestReplayIsTheAutoscalerForVLLMRoles(t *testing.T) {
 	}
 	// The scale-up to the peak, as status explains it: the capacity the
 	// profile gives, and the TTFT and ITL predicted at the count.
-	if c := peak.Capacity; c == nil || c.Source != gputaskv1.CapacityProfile || c.SlotsPerTask != peakSLO.Slots {
-		t.Errorf("the scale-up to %d shows capacity %+v, want %d slots a task from the Profile", peak.To, c, peakSLO.Slots)
+	if peak.Capacity == nil {
+		t.Fatalf("the scale-up to %d shows no capacity", peak.To)
+	}
+	if c := peak.Capacity; c.Source != gputaskv1.CapacityProfile || c.SlotsPerTask != peakSLO.Slots {
+		t.Errorf("the scale-up to %d shows %d slots a task from the %s, want %d from the Profile", peak.To, c.SlotsPerTask, c.Source, peakSLO.Slots)
 	}
 	if !closeSeconds(peak.PredictedTTFT, peakSLO.PredictedTTFT) || !closeSeconds(peak.PredictedITL, peakSLO.PredictedITL.Seconds()) {
 		t.Errorf("the scale-up to %d predicts TTFT %q and ITL %q, the replay %gs and %v", peak.To, peak.PredictedTTFT, peak.PredictedITL,
