@@ -172,14 +172,11 @@ func RoleValue(role gputaskv1.MetricRole, value float64, obs sim.Observation, pe
 	case gputaskv1.RoleWaiting:
 		return float64(obs.Waiting), true
 	case gputaskv1.RoleWaitPercentile:
-		w, ok := obs.WaitPercentile(percentile)
-		return w.Seconds(), ok
+		return obs.WaitPercentile(percentile)
 	case gputaskv1.RoleTTFTPercentile:
-		t, ok := obs.TTFTPercentile(percentile)
-		return t.Seconds(), ok
+		return obs.TTFTPercentile(percentile)
 	case gputaskv1.RoleInterTokenLatency:
-		l, ok := obs.InterTokenLatency()
-		return l.Seconds(), ok
+		return obs.InterTokenLatency()
 	case gputaskv1.RolePromptTokens:
 		return obs.PromptTokens, true
 	case gputaskv1.RoleGenerationTokens:

@@ -147,25 +147,27 @@ type Observation struct {
 	KVCacheKnown bool
 }
 
-// TTFTPercentile is the TTFT at percentile (0-100) as
+// TTFTPercentile is the TTFT at percentile (0-100), in seconds, as
 // histogram_quantile gives it from TTFT's buckets. ok is false when no
 // first token came within the window, where histogram_quantile gives NaN.
-func (o Observation) TTFTPercentile(percentile float64) (ttft time.Duration, ok bool) {
+// Like the other readings of the roles, it is the float a query answers,
+// not a Duration, which would cut it to the nanosecond.
+func (o Observation) TTFTPercentile(percentile float64) (seconds float64, ok bool) {
 	v, ok := HistogramQuantileCounts(percentile/100, VLLMTTFTBuckets, o.TTFT[:])
 	if !ok {
 		return 0, false
 	}
-	return time.Duration(v * float64(time.Second)), true
+	return v, true
 }
 
 // InterTokenLatency is rate(sum) over rate(count) of the inter-token
-// latency. ok is false when no gap was counted within RateWindow, where
-// the division gives NaN.
-func (o Observation) InterTokenLatency() (itl time.Duration, ok bool) {
+// latency, in seconds. ok is false when no gap was counted within
+// RateWindow, where the division gives NaN.
+func (o Observation) InterTokenLatency() (seconds float64, ok bool) {
 	if !(o.ITLCount > 0) {
 		return 0, false
 	}
-	return time.Duration(o.ITLSum / o.ITLCount * float64(time.Second)), true
+	return o.ITLSum / o.ITLCount, true
 }
 
 // WaitWindow is the window of Observation.Started: the [5m] of the wait
@@ -176,9 +178,9 @@ const WaitWindow = 5 * time.Minute
 // Started, as histogram_quantile gives it from vLLM's queue-time buckets
 // (VLLMQueueTimeBuckets): interpolated within the bucket that holds the
 // rank, so a policy reads what a cluster's metrics tell, not the exact
-// waits. ok is false when none started, where histogram_quantile gives
-// NaN.
-func (o Observation) WaitPercentile(percentile float64) (wait time.Duration, ok bool) {
+// waits. It is in seconds, as TTFTPercentile. ok is false when none
+// started, where histogram_quantile gives NaN.
+func (o Observation) WaitPercentile(percentile float64) (seconds float64, ok bool) {
 	if len(o.Started) == 0 {
 		return 0, false
 	}
@@ -187,7 +189,10 @@ func (o Observation) WaitPercentile(percentile float64) (wait time.Duration, ok 
 		secs[i] = w.Seconds()
 	}
 	v, ok := HistogramQuantile(percentile/100, VLLMQueueTimeBuckets, secs)
-	return time.Duration(v * float64(time.Second)), ok
+	if !ok {
+		return 0, false
+	}
+	return v, true
 }
 
 // RateWindow is the window of Observation's rates: the [1m] of the

@@ -66,7 +66,7 @@ func (s *LoadIndexServer) Publish(o Observation) {
 	w, ok := o.WaitPercentile(serverWaitPercentile)
 	o.Started = nil
 	s.mu.Lock()
-	s.obs, s.waitP, s.waitOK = o, w.Seconds(), ok
+	s.obs, s.waitP, s.waitOK = o, w, ok
 	s.mu.Unlock()
 }
 
