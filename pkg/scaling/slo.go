@@ -199,6 +199,17 @@ func CheckRoles(metrics []MetricInput) (reason, message string) {
 type sloRule struct{}
 
 func (sloRule) ask(in *Inputs, d *Decision) step {
+	if idlePool(*in) {
+		// Nothing arrives, runs or waits: the percentiles, the ITL and
+		// the KV cache have nothing to observe (histogram_quantile over
+		// no observations is NaN), which is no failure of the source.
+		// They read as nothing seen: no wait, no latency, an empty cache.
+		for i := range d.Metrics {
+			if d.Metrics[i].Err != nil && observational(in.Metrics[i].Role) {
+				d.Metrics[i].Err, d.Metrics[i].Value = nil, 0
+			}
+		}
+	}
 	failed := countFailures(*in, d)
 	d.Inputs = summarizeInputs(*in, d.Metrics, func(m MetricInput) string { return " role=" + string(m.Role) })
 	return combineSLO(*in, d, failed)
@@ -213,6 +224,33 @@ func (sloRule) checkMetrics(metrics []MetricInput) (reason, message string) {
 }
 
 func (sloRule) startupAhead() {}
+
+// observational says whether a role reads what the requests saw (a
+// percentile, the ITL, the KV cache's use) rather than how many there
+// are: with no request, such a metric has no value.
+func observational(role gputaskv1.MetricRole) bool {
+	switch role {
+	case gputaskv1.RoleWaitPercentile, gputaskv1.RoleTTFTPercentile, gputaskv1.RoleInterTokenLatency, gputaskv1.RoleKVCacheUsage:
+		return true
+	}
+	return false
+}
+
+// idlePool says whether the readings of the counting roles were all read
+// and all zero: no request arrives or finishes, and none runs or waits.
+func idlePool(in Inputs) bool {
+	counted := false
+	for _, m := range in.Metrics {
+		switch m.Role {
+		case gputaskv1.RoleArrivals, gputaskv1.RoleCompletions, gputaskv1.RoleRunning, gputaskv1.RoleWaiting:
+			if m.Err != nil || !(m.Value == 0) {
+				return false
+			}
+			counted = counted || m.Role == gputaskv1.RoleRunning
+		}
+	}
+	return counted
+}
 
 // roleReadings are the SLO policy's readings by role.
 type roleReadings struct {

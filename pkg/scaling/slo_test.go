@@ -297,6 +297,36 @@ func TestDecideSLO(t *testing.T) {
 			},
 		},
 		{
+			// histogram_quantile over no observations is NaN: an idle
+			// pool's percentile has no value, and that is no failure.
+			name: "an idle pool's empty percentile does not hold scale-in",
+			in: with(sloBase(0, 0, role(gputaskv1.RoleWaiting, 0), role(gputaskv1.RoleTTFTPercentile, 0)), func(in *Inputs) {
+				in.Metrics[3].Err = errors.New("value is NaN")
+				in.ConsecutiveFailures = 2
+			}),
+			want: 1, reason: ReasonTooFewReplicas, msg: "no requests arrive, run or wait",
+			check: func(t *testing.T, d Decision) {
+				if d.ConsecutiveFailures != 0 {
+					t.Errorf("consecutive failures %d, want 0", d.ConsecutiveFailures)
+				}
+			},
+		},
+		{
+			name: "with requests, a failed percentile holds scale-in",
+			in: with(sloBase(2, 20, role(gputaskv1.RoleWaiting, 0), role(gputaskv1.RoleTTFTPercentile, 0)), func(in *Inputs) {
+				in.Metrics[3].Err = errors.New("value is NaN")
+			}),
+			want: 5, reason: ReasonFailedGetLoadIndex, msg: "not scaling down to 3 while",
+		},
+		{
+			name: "an idle pool whose running reading failed holds",
+			in: with(sloBase(0, 0, role(gputaskv1.RoleWaiting, 0), role(gputaskv1.RoleTTFTPercentile, 0)), func(in *Inputs) {
+				in.Metrics[1].Err = errors.New("timeout")
+				in.Metrics[3].Err = errors.New("value is NaN")
+			}),
+			want: 5, reason: ReasonFailedGetLoadIndex,
+		},
+		{
 			name: "a failed arrivals reading holds",
 			in:   with(sloBase(2, 20), func(in *Inputs) { in.Metrics[0].Err = errors.New("timeout") }),
 			want: 5, reason: ReasonFailedGetLoadIndex,
