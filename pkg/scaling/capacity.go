@@ -165,13 +165,22 @@ type CapacityInputs struct {
 // its scheduler runs no more sequences at once, and the rest wait.
 const DefaultMaxSeqs = 256
 
+// KVFill is the share of a worker's KV cache its capacity fills at the
+// mean context: the running sequences go on growing by their output, and
+// an engine whose cache is full preempts the newest and computes it
+// again. On a reasoning model's traffic (contexts of thousands of tokens
+// that double while they decode) a pool sized to a full cache missed a
+// 2 s TTFT on 8 % of its requests; at 85 % it met it on 1 % more
+// GPU-hours.
+const KVFill = 0.85
+
 // maxBatch bounds the search for a worker's capacity: beyond it, engines
 // run out of KV cache or scheduler slots long before the ITL.
 const maxBatch = 1 << 16
 
 // Capacity is how many sequences one worker serves at once: the largest
-// batch whose ITL stays within the target at the mean context, within its
-// KV cache and its scheduler's limit, with its prefill keeping up with the
+// batch whose ITL stays within the target at the mean context, within
+// KVFill of its KV cache and its scheduler's limit, with its prefill keeping up with the
 // prompt tokens arriving.
 // Prefill interleaves with decoding, so while it takes a share f of the
 // worker's time each decode step stretches by 1/(1 − f). It is 0 when no
@@ -185,7 +194,7 @@ func Capacity(e EngineModel, c CapacityInputs) int {
 	}
 	limit := min(maxBatch, seqs)
 	if c.KVTokens > 0 && c.Context > 0 {
-		limit = min(limit, int(min(c.KVTokens/c.Context, maxBatch)))
+		limit = min(limit, int(min(KVFill*c.KVTokens/c.Context, maxBatch)))
 	}
 	if limit < 1 {
 		return 0

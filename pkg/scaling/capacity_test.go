@@ -30,15 +30,16 @@ func TestCapacity(t *testing.T) {
 		// (20 − 7) / 0.0512 = 253.9 sequences.
 		{"the ITL target", h100, CapacityInputs{ITLTarget: 20 * ms, Context: 1024}, 253},
 		{"a looser target, a larger scheduler", h100, CapacityInputs{ITLTarget: 50 * ms, Context: 1024, MaxSeqs: 4096}, 839},
-		// 100,000 tokens of KV cache hold 48 sequences of 2,048.
-		{"the KV cache", h100, CapacityInputs{ITLTarget: 50 * ms, Context: 2048, KVTokens: 100000}, 48},
+		// 85 % of 100,000 tokens of KV cache hold 41 sequences of 2,048.
+		{"the KV cache", h100, CapacityInputs{ITLTarget: 50 * ms, Context: 2048, KVTokens: 100000}, 41},
 		// Prefill takes half the worker: each step may take 10 ms of
 		// decoding, (10 − 7) / 0.0512 = 58.6.
 		{"prefill takes its share", h100, CapacityInputs{ITLTarget: 20 * ms, Context: 1024, PromptTokensPerSecond: 19000}, 58},
 		{"prefill alone fills the worker", h100, CapacityInputs{ITLTarget: 20 * ms, PromptTokensPerSecond: 38000}, 0},
 		{"unknown prefill takes nothing", LinearITL{Alpha: 0.007, Beta: 0.0000512}, CapacityInputs{ITLTarget: 20 * ms, PromptTokensPerSecond: 1e9}, 253},
 		{"one sequence above the target", h100, CapacityInputs{ITLTarget: 5 * ms}, 0},
-		{"no target: the KV cache alone", h100, CapacityInputs{Context: 1000, KVTokens: 64000}, 64},
+		// 85 % of 64,000 tokens: 54 sequences of 1,000.
+		{"no target: the KV cache alone", h100, CapacityInputs{Context: 1000, KVTokens: 64000}, 54},
 		{"no bound but the scheduler's", h100, CapacityInputs{}, DefaultMaxSeqs},
 		{"a scheduler of more sequences", h100, CapacityInputs{MaxSeqs: 1024}, 1024},
 		// The H100 keeps 20 ms up to about 256 sequences of 1 k context;
