@@ -95,8 +95,10 @@ func (c *Controller) act(ctx context.Context, s *taskSync) (outcome, error) {
 		return out, nil
 	case p.Create:
 		return out, c.createPod(ctx, s, &out)
-	case s.pod == nil || s.task.DeletionTimestamp != nil:
+	case s.task.DeletionTimestamp != nil:
 		return out, nil
+	case s.pod == nil:
+		return out, c.carryMarks(ctx, s.task, nil, p)
 	}
 
 	out.mirrored, out.node, out.stale = s.pod, s.input.Node, p.Stale

@@ -225,6 +225,18 @@ func planMissingPod(p *Plan, in Input) {
 		p.lookAgainIn(expectations.DefaultTTL)
 		return
 	}
+	if gputaskv1.IsDraining(in.Task) {
+		// Scale-in (or a node being disrupted) chose this task, and its
+		// pod is gone, evicted or lost: a new one would only go with the
+		// task. Without a pod nothing is busy, so the set controller
+		// deletes the task at its next sync.
+		if in.Task.Annotations[gputaskv1.AnnotationPodBusy] == "true" {
+			busy := false
+			p.TaskPodBusy = &busy
+		}
+		p.Status = WriteStatus
+		return
+	}
 	p.Create = true
 	p.EnsureClaims = podspec.UsesDRA(&in.Task.Spec, in.PodOptions)
 }

@@ -99,6 +99,15 @@ func TestMake(t *testing.T) {
 		in:   Input{Task: tk},
 		want: Plan{After: expectations.DefaultTTL},
 	}, {
+		name: "missing pod of a draining task: none made, its busy mark cleared",
+		in: Input{Task: task(controllertest.Annotation(gputaskv1.AnnotationDraining, "true"),
+			controllertest.Annotation(gputaskv1.AnnotationPodBusy, "true")), ExpectationsMet: true},
+		want: Plan{Status: WriteStatus, TaskPodBusy: ptr.To(false)},
+	}, {
+		name: "missing pod of a draining idle task: none made",
+		in:   Input{Task: task(controllertest.Annotation(gputaskv1.AnnotationDraining, "true")), ExpectationsMet: true},
+		want: Plan{Status: WriteStatus},
+	}, {
 		name: "DRA claim: made before the pod",
 		in:   Input{Task: dra, ExpectationsMet: true},
 		want: Plan{Create: true, EnsureClaims: true},
