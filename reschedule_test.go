@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -91,9 +94,15 @@ func TestReschedulesDeleteWaitCreate(t *testing.T) {
 			f.Update(terminating)
 			f.Run(ctx, key(task))
 
-			// 3: the pod is gone: create the new one and count it.
+			// 3: the pod is gone: create the new one and count it. The
+			// pod that replaces a failed one carries the count of failures
+			// in a row, for the back-off of the next.
 			f.Remove(terminating)
-			f.expectCreatePod(expectedPod(task))
+			if tc.wantReason == reschedule.ReasonPodFailed {
+				f.expectCreatePod(afterFailures(expectedPod(task), 1))
+			} else {
+				f.expectCreatePod(expectedPod(task))
+			}
 			f.ExpectApplyStatus(replaced(task)) // reschedules 2 → 3
 			f.Run(ctx, key(task))
 			// The count is made from the cached task's version, and holds
@@ -136,7 +145,7 @@ func TestMaxConcurrentReschedules(t *testing.T) {
 
 	// a's new pod is created; b may go.
 	f.Remove(podA)
-	f.expectCreatePod(expectedPod(a))
+	f.expectCreatePod(afterFailures(expectedPod(a), 1))
 	f.ExpectApplyStatus(replaced(a))
 	f.Run(ctx, key(a))
 
@@ -281,7 +290,7 @@ func TestReplacementCountedOnce(t *testing.T) {
 		return false, nil, nil
 	})
 	want := replaced(task)
-	f.expectCreatePod(expectedPod(task))
+	f.expectCreatePod(afterFailures(expectedPod(task), 1))
 	f.ExpectApplyStatus(want)
 	f.RunExpectError(ctx, key(task))
 	f.ExpectEvents("Normal Rescheduled")
@@ -325,6 +334,78 @@ func TestForceDeleteOnNotReadyNode(t *testing.T) {
 	f.expectDeletePodNow(terminating)
 	f.Run(ctx, key(task))
 	f.ExpectEvents("Warning ForceDeleted")
+}
+
+// TestFailedPodBacksOff: a pod that failed, second in a row (the pod it
+// replaced failed too, within ten minutes of its start), is replaced only
+// once its back-off is over. Meanwhile the task shows it Failed, with one
+// status write and one BackOff Warning, whatever number of syncs; the task
+// comes back by itself when the wait ends, and then the pod is replaced.
+func TestFailedPodBacksOff(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.Add(controllertest.Node("gpu-1"))
+	task := newTask("render")
+	failed := afterFailures(podWith(task, corev1.PodFailed, "gpu-1"), 1)
+	failed.Status.StartTime = ptr.To(metav1.NewTime(testNow.Add(-time.Minute)))
+	failed.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "task", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 3, Reason: "Error", StartedAt: metav1.NewTime(testNow.Add(-time.Minute)), FinishedAt: metav1.NewTime(testNow.Add(-4 * time.Second)),
+	}}}}
+	f.Add(task)
+	f.Add(failed)
+	c := f.newController(ctx)
+
+	shown := withStatus(task, gputaskv1.GPUTaskFailed, "gpu-1")
+	f.ExpectApplyStatus(shown)
+	f.Run(ctx, key(task))
+	f.ExpectEvents("Warning BackOff Back-off 10s before replacing failed pod render: 2 of the task's pods failed in a row, each within 10m0s of its start")
+
+	// Within the back-off, with the status shown: no write, no event.
+	shown.ResourceVersion = "2"
+	f.Update(shown)
+	f.Clock.Step(5 * time.Second)
+	f.Run(ctx, key(shown))
+	f.ExpectEvents()
+	for c.workqueue.Len() > 0 {
+		k, _ := c.workqueue.Get()
+		c.workqueue.Done(k)
+	}
+
+	// The key comes back when the back-off ends, 10 s after the pod ended.
+	f.Clock.Step(time.Second)
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		return c.workqueue.Len() > 0, nil
+	}); err != nil {
+		t.Fatal("the task did not come back when its back-off ended")
+	}
+	f.expectDeletePod(failed)
+	f.Run(ctx, key(shown))
+	f.ExpectEvents("Normal Rescheduling Deleted pod render to replace it: PodFailed")
+
+	// The new pod carries the count, 2.
+	f.Remove(failed)
+	f.expectCreatePod(afterFailures(expectedPod(task), 2))
+	at := metav1.NewTime(f.Clock.Now())
+	want := replaced(shown)
+	want.Status.LastRescheduleTime = &at
+	for i, cond := range want.Status.Conditions {
+		if was := findCond(shown.Status.Conditions, cond.Type); was == nil || was.Status != cond.Status {
+			want.Status.Conditions[i].LastTransitionTime = at
+		}
+	}
+	f.ExpectApplyStatus(want)
+	f.Run(ctx, key(shown))
+	f.ExpectEvents("Normal Rescheduled")
+}
+
+// afterFailures is pod carrying the count of the task's pods that failed
+// in a row before it.
+func afterFailures(pod *corev1.Pod, n int) *corev1.Pod {
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[gputaskv1.AnnotationFailureCount] = strconv.Itoa(n)
+	return pod
 }
 
 // replacements counts the tasks whose pod the controller is replacing.

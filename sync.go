@@ -232,7 +232,7 @@ func (c *Controller) replacePod(ctx context.Context, s *taskSync, out *outcome) 
 	task, pod, reason := s.task, s.pod, s.plan.Replace
 	logger.V(4).Info("Pod must be placed again", "pod", klog.KObj(pod), "podUID", pod.UID,
 		"phase", pod.Status.Phase, "node", pod.Spec.NodeName, "nodeKnown", s.input.Node != nil, "reason", reason)
-	r := &taskplan.Replacement{OldPodUID: pod.UID, Reason: reason}
+	r := &taskplan.Replacement{OldPodUID: pod.UID, Reason: reason, Failures: s.plan.Failures}
 	if !c.reserveReplacement(s.key, r) {
 		logger.V(2).Info("Too many pods being replaced; waiting", "pod", klog.KObj(pod), "reason", reason, "limit", c.opts.MaxConcurrentReschedules)
 		return nil

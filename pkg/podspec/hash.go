@@ -12,17 +12,20 @@ import (
 )
 
 // Hash returns a short hash of what pod asks for: its labels, its
-// annotations other than the hash itself, and its spec. Like the Deployment
+// annotations other than the controller's own records on the pod (the hash
+// itself, the failure count), and its spec. Like the Deployment
 // controller's pod-template-hash it is an FNV-32a encoded with
 // rand.SafeEncodeString, here of the JSON form, so that pods the API would
 // store alike (whatever the order of their maps, an empty list or none)
 // have equal hashes.
 func Hash(pod *corev1.Pod) string {
 	annotations := pod.Annotations
-	if _, ok := annotations[gputaskv1.AnnotationPodSpecHash]; ok {
+	_, hashed := annotations[gputaskv1.AnnotationPodSpecHash]
+	_, counted := annotations[gputaskv1.AnnotationFailureCount]
+	if hashed || counted {
 		annotations = make(map[string]string, len(pod.Annotations))
 		for k, v := range pod.Annotations {
-			if k != gputaskv1.AnnotationPodSpecHash {
+			if k != gputaskv1.AnnotationPodSpecHash && k != gputaskv1.AnnotationFailureCount {
 				annotations[k] = v
 			}
 		}

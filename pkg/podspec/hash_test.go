@@ -32,6 +32,7 @@ func TestHash(t *testing.T) {
 		{"maps built in another order", func(p *corev1.Pod) { p.Labels = map[string]string{"b": "2", "a": "1"} }, true},
 		{"an empty list for none", func(p *corev1.Pod) { p.Spec.Tolerations = []corev1.Toleration{} }, true},
 		{"its own hash", func(p *corev1.Pod) { Stamp(p) }, true},
+		{"the failure count", func(p *corev1.Pod) { p.Annotations[gputaskv1.AnnotationFailureCount] = "2" }, true},
 		{"what only the API server sets", func(p *corev1.Pod) { p.UID, p.ResourceVersion, p.Status.Phase = "u", "7", corev1.PodRunning }, true},
 		{"the image", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "render:2" }, false},
 		{"a label", func(p *corev1.Pod) { p.Labels["c"] = "3" }, false},
@@ -77,8 +78,10 @@ func TestTrim(t *testing.T) {
 				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue},
 				{Type: corev1.PodReady, Status: corev1.ConditionFalse},
 			},
-			ContainerStatuses: []corev1.ContainerStatus{{Name: ContainerName}},
-			PodIPs:            []corev1.PodIP{{IP: "10.0.0.1"}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: ContainerName, Image: "i", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 3, Reason: "Error", Message: "a long termination log", StartedAt: start, FinishedAt: start,
+			}}}},
+			PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}},
 		}
 		return p
 	}
@@ -96,6 +99,11 @@ func TestTrim(t *testing.T) {
 		Status: corev1.PodStatus{
 			Phase: corev1.PodFailed, Reason: "Evicted", Message: "m", StartTime: &start, NominatedNodeName: "gpu-2",
 			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}},
+			// A Failed pod keeps when its containers ran, and how they ended,
+			// for the back-off of its replacement.
+			ContainerStatuses: []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 3, Reason: "Error", StartedAt: start, FinishedAt: start,
+			}}}},
 		},
 	}
 	want.ManagedFields = nil

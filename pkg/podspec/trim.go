@@ -11,8 +11,10 @@ import (
 // task's status, rescheduling and the orphan and delete handling read: the
 // metadata but managedFields; the node; until the pod is bound, its
 // tolerations and scheduling gates (what keeps it from a node); the phase,
-// reason, message and start time; the names of its ResourceClaims; and the PodScheduled, Ready,
-// DisruptionTarget and Kueue's TerminationTarget conditions. Drift is then found by the hash, and its first
+// reason, message and start time; the names of its ResourceClaims; the PodScheduled, Ready,
+// DisruptionTarget and Kueue's TerminationTarget conditions; and of a Failed
+// pod, when each container started and finished, with its exit code and
+// reason (the back-off of its replacement runs from then). Drift is then found by the hash, and its first
 // differing field from a read of the pod when the hash differs. A pod made
 // before pods carried a hash keeps its spec, so that its drift is still found
 // from the cache. The strings pods repeat (namespace, labels, owner, node,
@@ -43,6 +45,9 @@ func Trim(obj any) (any, error) {
 			ResourceClaimStatuses: pod.Status.ResourceClaimStatuses,
 		},
 	}
+	if pod.Status.Phase == corev1.PodFailed {
+		trimmed.Status.ContainerStatuses = terminations(pod.Status.ContainerStatuses)
+	}
 	if pod.Spec.NodeName == "" {
 		trimmed.Spec.Tolerations = pod.Spec.Tolerations
 		trimmed.Spec.SchedulingGates = pod.Spec.SchedulingGates
@@ -63,4 +68,23 @@ var keptConditions = map[corev1.PodConditionType]bool{
 	corev1.PodScheduled: true, corev1.PodReady: true, corev1.DisruptionTarget: true,
 	// Kueue's, on a pod it stops (reschedule.ConditionTerminationTarget).
 	"TerminationTarget": true,
+}
+
+// terminations keeps, of each container status, its name and its
+// terminated state without the message, which may hold a whole
+// termination log.
+func terminations(statuses []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if len(statuses) == 0 {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(statuses))
+	for i, s := range statuses {
+		out[i].Name = intern.String(s.Name)
+		if t := s.State.Terminated; t != nil {
+			out[i].State.Terminated = &corev1.ContainerStateTerminated{
+				ExitCode: t.ExitCode, Signal: t.Signal, Reason: intern.String(t.Reason), StartedAt: t.StartedAt, FinishedAt: t.FinishedAt,
+			}
+		}
+	}
+	return out
 }

@@ -9,6 +9,7 @@ package taskplan
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -67,6 +68,9 @@ type Memory struct {
 	// was first seen unschedulable after the gate was lifted.
 	GatedPod           types.UID
 	UnschedulableSince time.Time
+	// BackedOff is the UID of the failed pod whose replacement waits
+	// (reschedule.BackOff) and for which the BackOff Warning was recorded.
+	BackedOff types.UID
 }
 
 // Replacement is a pod being replaced: deleted, waited for until it is
@@ -81,6 +85,9 @@ type Replacement struct {
 	// Counted is status.reschedules before this replacement, and the time
 	// the new pod was created.
 	Counted taskstatus.Replacement
+	// Failures, for a pod that failed, is the count of failures in a row
+	// (reschedule.FailureBackOff) that the new pod carries.
+	Failures int32
 }
 
 // Drift is what a read of the task's pod found: the first field where the
@@ -149,9 +156,11 @@ type Plan struct {
 	// on the pod (a busy worker) or takes them off (an idle one).
 	PodDraining, TaskPodBusy, PodProtected *bool
 	// Replace, when set, is why the pod is deleted, to be created again by
-	// a later sync once it is gone.
-	Replace string
-	Status  StatusWrite
+	// a later sync once it is gone. Failures, for a pod that failed, is the
+	// count of failures in a row its replacement carries.
+	Replace  string
+	Failures int32
+	Status   StatusWrite
 	// After, when > 0, is when to look at the task again.
 	After time.Duration
 	// Memory is what to remember of the task after the sync.
@@ -239,6 +248,14 @@ func planMissingPod(p *Plan, in Input) {
 	}
 	p.Create = true
 	p.EnsureClaims = podspec.UsesDRA(&in.Task.Spec, in.PodOptions)
+	if r := in.Memory.Replacement; r != nil && r.Failures > 0 {
+		// The count outlives the failed pod, and this controller's memory,
+		// on the pod made in its place; the spec's hash leaves it out.
+		if p.Desired.Annotations == nil {
+			p.Desired.Annotations = map[string]string{}
+		}
+		p.Desired.Annotations[gputaskv1.AnnotationFailureCount] = strconv.Itoa(int(r.Failures))
+	}
 }
 
 // planOwnedPod mirrors the pod and replaces it when it must be placed again.

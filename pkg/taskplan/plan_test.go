@@ -128,6 +128,10 @@ func TestMake(t *testing.T) {
 		in:   Input{Task: tk, Pod: running},
 		want: Plan{Replace: reschedule.ReasonNodeLost, Status: WriteStatus, After: ReplacementPoll},
 	}, {
+		name: "failed, the first in a row: replace at once, the new pod to carry the count",
+		in:   Input{Task: tk, Pod: with(running, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), Node: node},
+		want: Plan{Replace: reschedule.ReasonPodFailed, Failures: 1, Status: WriteStatus, After: ReplacementPoll},
+	}, {
 		name: "evicted by the kubelet: replace",
 		in:   Input{Task: tk, Pod: with(running, func(p *corev1.Pod) { p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Evicted" }), Node: node},
 		want: Plan{Replace: reschedule.ReasonEvicted, Status: WriteStatus, After: ReplacementPoll},
@@ -263,5 +267,63 @@ func TestProtectionLeavesTheTemplatesMarks(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{gputaskv1.AnnotationBusy: "true"}}}
 	if protect, change := protection(task(), pod); !protect || !change {
 		t.Errorf("busy pod, no template mark: protect %v, change %v; want both", protect, change)
+	}
+}
+
+// TestFailedPodBacksOff walks the replacement of a pod that failed second
+// in a row: it waits, with one Warning and no write but the status that
+// shows the failure; once its delay is over it is replaced, and the new pod
+// carries the count, outside the spec's hash.
+func TestFailedPodBacksOff(t *testing.T) {
+	tk := task()
+	node := controllertest.Node("gpu-1")
+	failed := with(podOf(tk, corev1.PodFailed, "gpu-1"), func(p *corev1.Pod) {
+		p.Annotations[gputaskv1.AnnotationFailureCount] = "1"
+		p.Status.StartTime = ptr.To(metav1.NewTime(now.Add(-time.Minute)))
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "task", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 3, StartedAt: metav1.NewTime(now.Add(-time.Minute)), FinishedAt: metav1.NewTime(now.Add(-4 * time.Second)),
+		}}}}
+	})
+	in := Input{Task: tk, Pod: failed, Node: node, PodOptions: opts, Rescheduling: rescheduling, Now: now}
+	cmpOpts := []cmp.Option{cmpopts.EquateEmpty()}
+
+	got := Make(in)
+	got.Desired = nil
+	want := Plan{Status: WriteUnlessSettling, After: 6 * time.Second, Failures: 2, Memory: Memory{BackedOff: failed.UID},
+		Events: []Event{{Type: corev1.EventTypeWarning, Reason: gputaskv1.ReasonBackOff,
+			Message: "Back-off 10s before replacing failed pod render: 2 of the task's pods failed in a row, each within 10m0s of its start"}}}
+	if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+		t.Errorf("first look (-want +got):\n%s", diff)
+	}
+
+	// Looked at again within the delay (another event, a resync): the same
+	// wait, no second Warning.
+	in.Memory, in.Now = got.Memory, now.Add(5*time.Second)
+	got = Make(in)
+	got.Desired = nil
+	want.Events, want.After = nil, time.Second
+	if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+		t.Errorf("within the delay (-want +got):\n%s", diff)
+	}
+
+	// The delay is over: replace.
+	in.Memory, in.Now = got.Memory, now.Add(6*time.Second)
+	got = Make(in)
+	got.Desired = nil
+	if diff := cmp.Diff(Plan{Replace: reschedule.ReasonPodFailed, Failures: 2, Status: WriteStatus, After: ReplacementPoll}, got, cmpOpts...); diff != "" {
+		t.Errorf("delay over (-want +got):\n%s", diff)
+	}
+
+	// The old pod is gone: the new one carries the count, and its hash is
+	// the spec's.
+	in.Pod, in.Node, in.ExpectationsMet = nil, nil, true
+	in.Memory = Memory{Replacement: &Replacement{OldPodUID: failed.UID, Reason: reschedule.ReasonPodFailed, Failures: 2}}
+	got = Make(in)
+	if !got.Create || got.Desired.Annotations[gputaskv1.AnnotationFailureCount] != "2" {
+		t.Fatalf("create %v, pod annotations %v; want a create carrying %s=2", got.Create, got.Desired.Annotations, gputaskv1.AnnotationFailureCount)
+	}
+	spec, _ := podspec.Build(tk, opts)
+	if podspec.Hash(got.Desired) != podspec.Hash(spec) {
+		t.Errorf("the failure count changes the pod's hash: the new pod would show drift")
 	}
 }

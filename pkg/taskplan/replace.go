@@ -25,12 +25,37 @@ func (p *Plan) replacementReason(in Input) string {
 	}
 	seen := p.seePending(in.Pod, in.Now)
 	if ok, reason := reschedule.Decide(in.Task, in.Pod, in.Node, in.Now, in.Rescheduling, seen); ok {
+		if reason == reschedule.ReasonPodFailed && !p.backOff(in.Pod, in.Now) {
+			return ""
+		}
 		return reason
 	}
 	if next := reschedule.NextCheck(in.Task, in.Pod, in.Node, in.Now, in.Rescheduling, seen); next > 0 {
 		p.lookAgainIn(next + time.Second)
 	}
 	return ""
+}
+
+// backOff reports whether the replacement of pod, which failed, may be
+// made now (reschedule.BackOff), and records the count of failures in a
+// row that its replacement carries. While it waits, the task is looked at
+// again when the wait ends, and a Warning says why no pod is made, once
+// per failed pod.
+func (p *Plan) backOff(pod *corev1.Pod, now time.Time) bool {
+	b := reschedule.BackOff(pod, now)
+	p.Failures = b.Failures
+	if b.Wait <= 0 {
+		p.Memory.BackedOff = ""
+		return true
+	}
+	p.lookAgainIn(b.Wait)
+	if p.Memory.BackedOff != pod.UID {
+		p.Memory.BackedOff = pod.UID
+		p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: gputaskv1.ReasonBackOff,
+			Message: fmt.Sprintf("Back-off %s before replacing failed pod %s: %d of the task's pods failed in a row, each within %s of its start",
+				b.Delay, pod.Name, b.Failures, reschedule.FailureBackOffReset)})
+	}
+	return false
 }
 
 // warnBadRestartedAt reports a restartedAt value that cannot be read, once

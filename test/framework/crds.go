@@ -30,6 +30,17 @@ func (cp *ControlPlane) InstallCRDs(ctx context.Context) error {
 	return cp.installCRDs(ctx, crds)
 }
 
+// InstallCRDsFrom is InstallCRDs for the CRDs in dir, such as a chart's
+// crds/. Each CRD's spec is replaced as a whole, so that a field its
+// schema lacks is gone, as an older release would have it.
+func (cp *ControlPlane) InstallCRDsFrom(ctx context.Context, dir string) error {
+	crds, err := readCRDs(dir)
+	if err != nil {
+		return err
+	}
+	return cp.installCRDs(ctx, crds)
+}
+
 // installCRDs creates or updates crds and waits until each is served.
 func (cp *ControlPlane) installCRDs(ctx context.Context, crds []*apiextensionsv1.CustomResourceDefinition) error {
 	for _, crd := range crds {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,8 +21,11 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/test/framework"
@@ -126,7 +130,12 @@ func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "node: "+format+"
 // address only, where the tests serve their load indexes, as an operator
 // would allow the network of the servers that sets name.
 func helmArgs(verb, tag string) []string {
-	return []string{verb, release, filepath.Join(cp.Root, "charts", "gputask-controller"),
+	return helmArgsOf(filepath.Join(cp.Root, "charts", "gputask-controller"), verb, tag)
+}
+
+// helmArgsOf is helmArgs for the chart in dir.
+func helmArgsOf(chart, verb, tag string) []string {
+	return []string{verb, release, chart,
 		"--namespace", releaseNamespace, "--skip-crds", "--wait", "--timeout=3m",
 		"--set", "image.repository=" + imageRepository, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never",
 		"--set", "controller.loadIndex.allowedCIDRs={" + framework.NodeIP + "/32}"}
@@ -416,36 +425,221 @@ func TestMetricsNeedAScraperToken(t *testing.T) {
 // moves it.
 var currentTag = firstTag
 
-// TestHelmUpgradeKeepsTaskPods: `helm upgrade` to a new image tag replaces
-// both controller pods, and the new ones leave every task's pod as it was
-// while they take new work.
+// The older release TestHelmUpgradeKeepsTaskPods upgrades from differs from
+// this chart as a release before a change of the API and of a default
+// would: its GPUTaskSet CRD lacks spec.minTaskAge, and its
+// --node-not-ready-timeout defaults to 5m where this chart's is 1m.
+const (
+	oldNodeNotReadyTimeout = "5m"
+	newNodeNotReadyTimeout = "1m"
+)
+
+// TestHelmUpgradeKeepsTaskPods: `helm upgrade` from an older release, the
+// way docs/helm.md tells users to upgrade: the new CRDs applied first
+// (Helm leaves crds/ alone on upgrade), then the release upgraded with
+// --reset-then-reuse-values and a new image tag. A GPUTask and a
+// GPUTaskSet made under the older release keep their pods, by UID and
+// restart count; the new controller pods run the new default of the flag
+// whose default changed (with --reuse-values Helm would keep the older
+// chart's); and the new leader acts on the old set: spec.minTaskAge, which
+// the older CRD did not take, is set on it and holds back its scale-in,
+// which its status shows.
 func TestHelmUpgradeKeepsTaskPods(t *testing.T) {
-	old := readyControllerPods(t, currentTag)
-	ns := cp.NamespaceT(t)
-	before := runTask(t, ns, newTask("before-upgrade", 1))
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	readyControllerPods(t, currentTag)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if _, err := cp.Helm(ctx, helmArgs("upgrade", secondTag)...); err != nil {
+
+	// The older release: its CRDs, then its chart.
+	old := oldChart(t)
+	if err := cp.InstallCRDsFrom(ctx, filepath.Join(old, "crds")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Helm(ctx, helmArgsOf(old, "upgrade", firstTag)...); err != nil {
+		t.Fatalf("installing the older release: %v\n%s", err, controllerPodsSummary(ctx))
+	}
+	oldPods := readyControllerPodsWith(t, firstTag, "--node-not-ready-timeout="+oldNodeNotReadyTimeout)
+
+	ns := cp.NamespaceT(t)
+	task := runTask(t, ns, newTask("before-upgrade", 1))
+	set := &gputaskv1.GPUTaskSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "before-upgrade"},
+		Spec: gputaskv1.GPUTaskSetSpec{
+			Replicas: ptr.To[int32](1),
+			Template: gputaskv1.GPUTaskTemplateSpec{Spec: newTask("", 1).Spec},
+		},
+	}
+	if _, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setStatus(t, ns, set.Name, "the set's task Running under the older release", func(s *gputaskv1.GPUTaskSet) bool {
+		return s.Status.RunningReplicas == 1
+	})
+	// The older CRD does not take spec.minTaskAge: refused, or pruned.
+	_, patchErr := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Patch(ctx, set.Name, types.MergePatchType, []byte(`{"spec":{"minTaskAge":"1h"}}`), metav1.PatchOptions{})
+	got, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, set.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.MinTaskAge != nil {
+		t.Fatalf("spec.minTaskAge %s kept by the older CRD, which lacks it (patch: %v): the older release is not older", got.Spec.MinTaskAge.Duration, patchErr)
+	}
+	before := podsOf(t, ns)
+	if len(before) != 2 {
+		t.Fatalf("%d pods under the older release, want the task's and the set's task's", len(before))
+	}
+
+	// The upgrade, as docs/helm.md says. With --reuse-values instead, the
+	// older chart's defaults would stay, as its dry run shows.
+	cp.KubectlT(t, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(cp.Root, "charts", "gputask-controller", "crds"))
+	upgrade := func(values string, more ...string) []string {
+		return append([]string{"upgrade", release, filepath.Join(cp.Root, "charts", "gputask-controller"),
+			"--namespace", releaseNamespace, "--skip-crds", values, "--set", "image.tag=" + secondTag}, more...)
+	}
+	dryRun, err := cp.Helm(ctx, upgrade("--reuse-values", "--dry-run=server")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(dryRun, "--node-not-ready-timeout="+oldNodeNotReadyTimeout) {
+		t.Errorf("helm upgrade --reuse-values would not keep the older default --node-not-ready-timeout=%s: docs/helm.md's reason for --reset-then-reuse-values is gone", oldNodeNotReadyTimeout)
+	}
+	if _, err := cp.Helm(ctx, upgrade("--reset-then-reuse-values", "--wait", "--timeout=3m")...); err != nil {
 		t.Fatalf("%v\n%s", err, controllerPodsSummary(ctx))
 	}
 	currentTag = secondTag
-	pods := readyControllerPods(t, currentTag)
+	pods := readyControllerPodsWith(t, currentTag, "--node-not-ready-timeout="+newNodeNotReadyTimeout)
 	for _, p := range pods {
-		for _, o := range old {
+		for _, o := range oldPods {
 			if p.UID == o.UID {
 				t.Fatalf("controller pod %s was not replaced", p.Name)
 			}
 		}
 	}
-	framework.Poll(t, 2*time.Minute, "the Lease held by a pod of the new tag", func(ctx context.Context) (bool, string) {
+	framework.Poll(t, 2*time.Minute, "the Lease held by a pod of the new release", func(ctx context.Context) (bool, string) {
 		name, err := leader(ctx)
 		if err != nil {
 			return false, err.Error()
 		}
 		return name == pods[0].Name || name == pods[1].Name, "held by " + name
 	})
+
+	// The new leader acts on the old set, with the field only the new CRD
+	// knows: one task more, then one less, which minTaskAge holds back.
+	patchSet(t, ns, set.Name, `{"spec":{"minTaskAge":"1h","replicas":2}}`)
+	setStatus(t, ns, set.Name, "the old set grown to 2 Running tasks by the new leader", func(s *gputaskv1.GPUTaskSet) bool {
+		return s.Status.ObservedGeneration == s.Generation && s.Status.RunningReplicas == 2 && s.Spec.MinTaskAge != nil
+	})
+	patchSet(t, ns, set.Name, `{"spec":{"replicas":1}}`)
+	setStatus(t, ns, set.Name, "the scale-in held back by minTaskAge", func(s *gputaskv1.GPUTaskSet) bool {
+		return s.Status.ObservedGeneration == s.Generation && s.Status.HeldBackReplicas == 1 && s.Status.Replicas == 2
+	})
 	// A task made now is placed by the new leader, so by then it has read
-	// every task, the older one included.
+	// every task, the older ones included.
 	after := runTask(t, ns, newTask("after-upgrade", 1))
-	expectPods(t, ns, before, after)
+	now := podsOf(t, ns)
+	for uid, restarts := range before {
+		if r, ok := now[uid]; !ok || r != restarts {
+			t.Errorf("pod %s made under the older release: kept %t, restarts %d then %d", uid, ok, restarts, r)
+		}
+	}
+	if len(now) != 4 {
+		t.Errorf("%d pods after the upgrade, want the 2 made before, the set's second task's and %s's", len(now), after.Name)
+	}
+	if got := taskOf(t, ns, task.Name); got.Status.PodName != task.Name || got.Status.Phase != gputaskv1.GPUTaskRunning {
+		t.Errorf("the older task after the upgrade: pod %q, phase %s", got.Status.PodName, got.Status.Phase)
+	}
+}
+
+// oldChart writes the chart, as the older release had it, to a temporary
+// directory and returns its path: its GPUTaskSet CRD without
+// spec.minTaskAge, and --node-not-ready-timeout at its older default.
+func oldChart(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "gputask-controller")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(cp.Root, "charts", "gputask-controller"))); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "crds", "gputask.io_gputasksets.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(data, crd); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range crd.Spec.Versions {
+		spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
+		if _, ok := spec.Properties["minTaskAge"]; !ok {
+			t.Fatalf("the GPUTaskSet CRD's %s has no spec.minTaskAge to leave out", v.Name)
+		}
+		delete(spec.Properties, "minTaskAge")
+	}
+	if data, err = yaml.Marshal(crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	values := filepath.Join(dir, "values.yaml")
+	if data, err = os.ReadFile(values); err != nil {
+		t.Fatal(err)
+	}
+	line := "  nodeNotReadyTimeout: "
+	if n := strings.Count(string(data), line+newNodeNotReadyTimeout+"\n"); n != 1 {
+		t.Fatalf("values.yaml sets nodeNotReadyTimeout to %s %d times, want once", newNodeNotReadyTimeout, n)
+	}
+	data = []byte(strings.Replace(string(data), line+newNodeNotReadyTimeout+"\n", line+oldNodeNotReadyTimeout+"\n", 1))
+	if err := os.WriteFile(values, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// setStatus waits until the set satisfies ok.
+func setStatus(t *testing.T, ns, name, what string, ok func(*gputaskv1.GPUTaskSet) bool) {
+	t.Helper()
+	framework.Poll(t, 2*time.Minute, what, func(ctx context.Context) (bool, string) {
+		got, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return ok(got), fmt.Sprintf("generation %d, minTaskAge %v, status %+v", got.Generation, got.Spec.MinTaskAge, got.Status)
+	})
+}
+
+func patchSet(t *testing.T, ns, name, patch string) {
+	t.Helper()
+	if _, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readyControllerPodsWith is readyControllerPods, and checks that each
+// pod's controller runs with arg.
+func readyControllerPodsWith(t *testing.T, tag, arg string) []corev1.Pod {
+	t.Helper()
+	pods := readyControllerPods(t, tag)
+	for _, p := range pods {
+		if args := p.Spec.Containers[0].Args; !slices.Contains(args, arg) {
+			t.Errorf("controller pod %s runs with %q, want %s", p.Name, args, arg)
+		}
+	}
+	return pods
+}
+
+// podsOf returns the pods of ns by UID, with their containers' restarts.
+func podsOf(t *testing.T, ns string) map[types.UID]int32 {
+	t.Helper()
+	pods, err := cp.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[types.UID]int32{}
+	for _, p := range pods.Items {
+		out[p.UID] = 0
+		for _, s := range p.Status.ContainerStatuses {
+			out[p.UID] += s.RestartCount
+		}
+	}
+	return out
 }

@@ -412,6 +412,9 @@ type podTracker struct {
 	// deleted, by UID, with their names.
 	exit map[string]podEnd
 	left map[string]string
+	// seen is when each pod was first seen, by UID, and failed when it was
+	// first seen Failed, on the test's clock.
+	seen, failed map[string]time.Time
 }
 
 // podEnd is how a pod's container ended, and where.
@@ -424,15 +427,23 @@ type podEnd struct {
 func watchPods(t *testing.T, ns string) *podTracker {
 	factory := informers.NewSharedInformerFactoryWithOptions(cp.Kube, 0, informers.WithNamespace(ns))
 	informer := factory.Core().V1().Pods()
-	w := &podTracker{lister: informer.Lister(), busy: map[string]bool{}, draining: map[string]bool{}, exit: map[string]podEnd{}, left: map[string]string{}}
+	w := &podTracker{lister: informer.Lister(), busy: map[string]bool{}, draining: map[string]bool{}, exit: map[string]podEnd{}, left: map[string]string{},
+		seen: map[string]time.Time{}, failed: map[string]time.Time{}}
 	record := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
 		if !ok {
 			return
 		}
+		now := time.Now()
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		uid := string(p.UID)
+		if _, ok := w.seen[uid]; !ok {
+			w.seen[uid] = now
+		}
+		if _, ok := w.failed[uid]; !ok && p.Status.Phase == corev1.PodFailed {
+			w.failed[uid] = now
+		}
 		if p.Annotations[gputaskv1.AnnotationBusy] == "true" {
 			w.busy[uid] = true
 		}
@@ -522,6 +533,25 @@ func (w *podTracker) terminated() map[string]podEnd {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return maps.Clone(w.exit)
+}
+
+// created returns the pods seen, by UID, in the order they were first
+// seen, with when.
+func (w *podTracker) created() ([]string, map[string]time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	uids := slices.Collect(maps.Keys(w.seen))
+	slices.SortFunc(uids, func(a, b string) int { return w.seen[a].Compare(w.seen[b]) })
+	return uids, maps.Clone(w.seen)
+}
+
+// failedAt is when the pod of uid was first seen Failed; ok is false
+// until it is.
+func (w *podTracker) failedAt(uid string) (at time.Time, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok = w.failed[uid]
+	return at, ok
 }
 
 func (w *podTracker) goneUIDs() []string {

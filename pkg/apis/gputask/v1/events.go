@@ -18,6 +18,9 @@ const (
 	ReasonRescheduling = "Rescheduling"
 	// ReasonRescheduled (Normal): the replacement pod was created.
 	ReasonRescheduled = "Rescheduled"
+	// ReasonBackOff (Warning): the task's pods failed in a row, and the
+	// replacement of the last one waits; the message says how long.
+	ReasonBackOff = "BackOff"
 	// ReasonRestarted (Normal): the pod was replaced as
 	// gputask.io/restartedAt asked.
 	ReasonRestarted = "Restarted"

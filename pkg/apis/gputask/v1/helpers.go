@@ -27,6 +27,13 @@ const AnnotationPodBusy = "gputask.io/pod-busy"
 // pod the spec asks for now to find drift without keeping pod specs cached.
 const AnnotationPodSpecHash = "gputask.io/pod-spec-hash"
 
+// AnnotationFailureCount on a task's pod is how many of the task's pods
+// failed in a row before it was made, each within ten minutes of its start
+// (pkg/reschedule's back-off). The GPUTask controller sets it on a pod that
+// replaces a failed one, and reads it when that pod fails too, to know how
+// long the next replacement waits.
+const AnnotationFailureCount = "gputask.io/failure-count"
+
 // The marks node autoscalers read before they move a pod: Karpenter
 // disrupts no node that runs a pod with karpenter.sh/do-not-disrupt "true",
 // and the cluster autoscaler removes no node that runs a pod with
