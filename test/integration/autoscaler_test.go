@@ -14,15 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/klog/v2/ktesting"
-	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/autoscaler"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
-	"github.com/gputask/gputask-controller/pkg/lazycache"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/scaling"
 )
@@ -72,26 +69,10 @@ func TestAutoscalerOnRealAPIServer(t *testing.T) {
 
 	// Only the test's namespace: other tests' sets are not this one's.
 	inf := informers.NewSharedInformerFactoryWithOptions(cp.GPUTask, 0, informers.WithNamespace(ns))
-	kinf := kubeinformers.NewSharedInformerFactory(cp.Kube, 0)
-	pods := lazycache.NewPods(cp.Kube, 0, clock.RealClock{})
-	c := autoscaler.NewController(ctx, cp.Kube, cp.GPUTask,
-		inf.Gputask().V1().GPUTaskSets(), inf.Gputask().V1().GPUTasks(),
-		kinf.Core().V1().Nodes(), pods, autoscaler.Options{
-			// The backend serves on loopback, which the default policy refuses.
-			NewSource: loadindex.Factory{Destinations: &loadindex.DestinationPolicy{AllowLoopback: true}}.New,
-		})
-	inf.Start(ctx.Done())
-	kinf.Start(ctx.Done())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, 2) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		inf.Shutdown()
-		kinf.Shutdown()
-	}()
+	runAutoscaler(ctx, t, inf, autoscaler.Options{
+		// The backend serves on loopback, which the default policy refuses.
+		NewSource: loadindex.Factory{Destinations: &loadindex.DestinationPolicy{AllowLoopback: true}}.New,
+	})
 
 	waitFor := func(what string, cond func(*gputaskv1.GPUTaskSet) bool) *gputaskv1.GPUTaskSet {
 		t.Helper()
@@ -216,25 +197,9 @@ func TestSLOAutoscalerOnRealAPIServer(t *testing.T) {
 	}
 
 	inf := informers.NewSharedInformerFactoryWithOptions(cp.GPUTask, 0, informers.WithNamespace(ns))
-	kinf := kubeinformers.NewSharedInformerFactory(cp.Kube, 0)
-	pods := lazycache.NewPods(cp.Kube, 0, clock.RealClock{})
-	c := autoscaler.NewController(ctx, cp.Kube, cp.GPUTask,
-		inf.Gputask().V1().GPUTaskSets(), inf.Gputask().V1().GPUTasks(),
-		kinf.Core().V1().Nodes(), pods, autoscaler.Options{
-			NewSource: loadindex.Factory{Destinations: &loadindex.DestinationPolicy{AllowLoopback: true}}.New,
-		})
-	inf.Start(ctx.Done())
-	kinf.Start(ctx.Done())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, 2) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		inf.Shutdown()
-		kinf.Shutdown()
-	}()
+	runAutoscaler(ctx, t, inf, autoscaler.Options{
+		NewSource: loadindex.Factory{Destinations: &loadindex.DestinationPolicy{AllowLoopback: true}}.New,
+	})
 
 	var set *gputaskv1.GPUTaskSet
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {

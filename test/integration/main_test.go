@@ -17,7 +17,12 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/utils/clock"
 
+	"github.com/gputask/gputask-controller/pkg/autoscaler"
+	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
+	"github.com/gputask/gputask-controller/pkg/lazycache"
 	"github.com/gputask/gputask-controller/test/framework"
 )
 
@@ -113,4 +118,29 @@ func taskPods(ctx context.Context, ns, task string) ([]corev1.Pod, error) {
 		return nil, err
 	}
 	return list.Items, nil
+}
+
+// runAutoscaler runs the autoscaler, with 2 workers, on inf (a
+// namespace's GPUTask informers, started here) and the cluster's Nodes
+// until the test ends; it then stops it, says if Run failed, and shuts
+// the informers down.
+func runAutoscaler(ctx context.Context, t *testing.T, inf informers.SharedInformerFactory, opts autoscaler.Options) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	kinf := kubeinformers.NewSharedInformerFactory(cp.Kube, 0)
+	c := autoscaler.NewController(ctx, cp.Kube, cp.GPUTask,
+		inf.Gputask().V1().GPUTaskSets(), inf.Gputask().V1().GPUTasks(),
+		kinf.Core().V1().Nodes(), lazycache.NewPods(cp.Kube, 0, clock.RealClock{}), opts)
+	inf.Start(ctx.Done())
+	kinf.Start(ctx.Done())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, 2) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		inf.Shutdown()
+		kinf.Shutdown()
+	})
 }

@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2/ktesting"
@@ -34,7 +33,6 @@ import (
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/autoscaler"
 	informers "github.com/gputask/gputask-controller/pkg/generated/informers/externalversions"
-	"github.com/gputask/gputask-controller/pkg/lazycache"
 	"github.com/gputask/gputask-controller/pkg/loadindex"
 	"github.com/gputask/gputask-controller/pkg/metrics"
 	"github.com/gputask/gputask-controller/pkg/replay"
@@ -152,7 +150,6 @@ func TestReplayIsTheAutoscalerForVLLMRoles(t *testing.T) {
 	}
 
 	inf := informers.NewSharedInformerFactoryWithOptions(cp.GPUTask, 0, informers.WithNamespace(ns))
-	kinf := kubeinformers.NewSharedInformerFactory(cp.Kube, 0)
 	setLister := inf.Gputask().V1().GPUTaskSets().Lister()
 	taskIndexer := inf.Gputask().V1().GPUTasks().Informer().GetIndexer()
 	tasks := &vllmTasks{t: t, ns: ns, owner: created, indexer: taskIndexer}
@@ -177,24 +174,10 @@ func TestReplayIsTheAutoscalerForVLLMRoles(t *testing.T) {
 		return all, failed
 	}
 	syncsBefore, failedBefore := syncs()
-	c := autoscaler.NewController(ctx, cp.Kube, cp.GPUTask,
-		inf.Gputask().V1().GPUTaskSets(), inf.Gputask().V1().GPUTasks(),
-		kinf.Core().V1().Nodes(), lazycache.NewPods(cp.Kube, 0, clock.RealClock{}), autoscaler.Options{
-			Clock:     clk,
-			NewSource: loadindex.Factory{Destinations: &loadindex.DestinationPolicy{AllowLoopback: true}}.New,
-		})
-	inf.Start(ctx.Done())
-	kinf.Start(ctx.Done())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, 2) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		inf.Shutdown()
-		kinf.Shutdown()
-	}()
+	runAutoscaler(ctx, t, inf, autoscaler.Options{
+		Clock:     clk,
+		NewSource: loadindex.Factory{Destinations: &loadindex.DestinationPolicy{AllowLoopback: true}}.New,
+	})
 	tasks.waitCached(ctx)
 
 	var controller, model []int32
