@@ -121,9 +121,16 @@ func TestRises(t *testing.T) {
 	if n := len(r.Buckets); n != 10 || r.Buckets[9].Rise != 20 {
 		t.Fatalf("%d buckets, last %+v", n, r.Buckets[n-1])
 	}
-	// Rises 0..8 and 20: the 90th percentile by nearest rank is 8.
-	if h, ok := r.Headroom(t0.Add(10*width), width); !ok || h != 8 {
-		t.Errorf("headroom %v %v, want 8", h, ok)
+	// Rises 0..8 and 20: the 99th percentile by nearest rank of ten is
+	// the highest.
+	if h, ok := r.Headroom(t0.Add(10*width), width); !ok || h != 20 {
+		t.Errorf("headroom %v %v, want 20", h, ok)
+	}
+	// The start-up going on is left out: a rise of 50 now does not size
+	// the headroom that is to absorb it.
+	now := t0.Add(10*width + time.Minute)
+	if h, ok := r.Record(t0.Add(10*width), 50, width).Headroom(now, width); !ok || h != 20 {
+		t.Errorf("headroom %v %v with a rise of 50 in the start-up going on, want 20", h, ok)
 	}
 	// Bounded: a day of readings keeps maxRiseBuckets buckets, none
 	// older than maxRiseBuckets start-ups.
