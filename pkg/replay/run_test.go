@@ -21,22 +21,7 @@ func generatedTrace(t *testing.T, shape string, d time.Duration) workload.Trace 
 	t.Helper()
 	o := workload.DefaultGenerateOptions(shape)
 	o.Duration = d
-	reqs, err := workload.Generate(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := workload.WriteCSV(&buf, reqs); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := workload.ReadTrace(&buf, workload.TraceOptions{TimeColumn: workload.ColumnTimestamp, Service: workload.ServiceModel{
-		InputTokensColumn: workload.ColumnInputTokens, OutputTokensColumn: workload.ColumnOutputTokens,
-		PrefillPerSecond: 4000, DecodePerSecond: 40,
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
+	return traceOf(t, o)
 }
 
 // The oracle is a lower bound of the policies that let no request wait:
