@@ -99,15 +99,15 @@ func TestSLOEngineStatus(t *testing.T) {
 	f.syncOK(ctx, c, "web")
 	f.expectScale("web", 3)
 	ts := metav1.NewTime(t0)
-	inputs := "arrivals=50/s expected=53.6667/s backlog=0.166667/s service=8s slots=159 ca2=1 cs2=1 correction=1 startup=2m0s"
-	message := "53.6667/s expected (50/s now) at 8s per request need 3 tasks of 159 slots for a p95 wait within 1.974s"
+	inputs := "arrivals=50/s expected=53.7222/s backlog=0.222222/s service=8s slots=159 ca2=1 cs2=1 correction=1 startup=2m0s"
+	message := "53.7222/s expected (50/s now) at 8s per request need 3 tasks of 159 slots for a p95 wait within 1.974s"
 	want := set.DeepCopy()
 	want.Status.LoadIndex, want.Status.DesiredReplicas, want.Status.LastScaleTime = "50", ptr.To[int32](3), &ts
 	want.Status.LastDecision = &gputaskv1.ScalingDecision{Time: ts, Inputs: inputs + " predicted-p95-wait=0s", From: 2, To: 3,
 		Reason: scaling.ReasonSLOScaleUp, Message: message,
 		// 1,000-token prompts prefill in 26 ms; 134 sequences a task, 43 %
 		// of its time prefilling, step in 28.8 ms.
-		PredictedWait: "0s", PredictedTTFT: "26.11ms", PredictedITL: "30.57ms", BurstHeadroom: "3.5",
+		PredictedWait: "0s", PredictedTTFT: "26.11ms", PredictedITL: "30.59ms", BurstHeadroom: "3.5",
 		// 0.6 × 465,567 KV tokens × 2 tasks / 400 running.
 		Capacity: &gputaskv1.TaskCapacity{SlotsPerTask: 159, Source: gputaskv1.CapacityProfile, Context: "1397",
 			// The ten readings learned before, and this one: 200

@@ -140,26 +140,23 @@ func Trend(samples []Sample) float64 {
 	return slope
 }
 
-// BacklogRate is the arrival rate that stands for the waiting requests the
-// serving slots cannot clear before a new task is Ready: the slots' spare
-// rate (servingSlots / S − rate) works the backlog off for startup
-// seconds, and what is left is spread over that start-up time. The
-// start-up time, not the SLO, is the horizon: a task asked for now serves
-// only once it is Ready.
-func BacklogRate(waiting, rate, servingSlots, serviceTime, startup float64) float64 {
+// BacklogRate is the arrival rate that stands for the queue a pool will
+// hold when a task asked for now is Ready: the waiting requests, plus
+// what arrives beyond the rate the serving tasks complete (capacity) for
+// startup seconds, or less what their spare capacity works off in that
+// time, cleared within the given seconds after. The start-up time, not
+// the SLO, is the horizon: a task asked for now serves only once it is
+// Ready. Nothing waiting, nothing to clear.
+func BacklogRate(waiting, rate, capacity, startup, within float64) float64 {
 	waiting = clean(waiting)
-	if waiting == 0 || !(startup > 0) || math.IsInf(startup, 1) {
+	if waiting == 0 || !(startup > 0) || math.IsInf(startup, 1) || !(within > 0) || math.IsInf(within, 1) {
 		return 0
 	}
-	var spare float64
-	if serviceTime > 0 {
-		spare = clean(clean(servingSlots)/serviceTime - clean(rate))
+	left := clean(waiting + (clean(rate)-clean(capacity))*startup)
+	if math.IsNaN(left) || math.IsInf(left, 1) {
+		return math.MaxFloat64
 	}
-	left := clean(waiting - spare*startup)
-	if math.IsNaN(left) {
-		return 0
-	}
-	return left / startup
+	return left / within
 }
 
 // Bounds of the correction from an observed wait percentile.

@@ -132,20 +132,25 @@ func TestTrend(t *testing.T) {
 
 func TestBacklogRate(t *testing.T) {
 	for _, tc := range []struct {
-		name                                   string
-		waiting, rate, slots, service, startup float64
-		want                                   float64
+		name                                     string
+		waiting, rate, capacity, startup, within float64
+		want                                     float64
 	}{
-		// 16 slots at 10 s serve 1.6/s; arrivals 1/s leave 0.6/s spare,
-		// 72 requests in 120 s: a backlog of 72 clears, 96 leaves 24.
-		{"cleared in time", 72, 1, 16, 10, 120, 0},
-		{"left over", 96, 1, 16, 10, 120, 0.2},
-		{"no spare", 60, 2, 16, 10, 120, 0.5},
-		{"no service time yet", 60, 2, 16, 0, 120, 0.5},
-		{"nothing waits", 0, 9, 1, 10, 120, 0},
-		{"no start-up time", 60, 2, 16, 10, 0, 0},
+		// 60 waiting, and 2/s arriving against 1.5/s completed adds 60
+		// more over a 120 s start-up: 120 cleared within 90 s.
+		{"behind", 60, 2, 1.5, 120, 90, 120.0 / 90},
+		{"keeping up", 60, 2, 2, 120, 90, 60.0 / 90},
+		// 1.6/s of capacity against 1/s leaves 0.6/s spare, 72 requests
+		// in 120 s: a queue of 72 clears, 96 leaves 24.
+		{"cleared in time", 72, 1, 1.6, 120, 120, 0},
+		{"left over", 96, 1, 1.6, 120, 120, 0.2},
+		{"nothing completes yet (onset)", 30, 5, 0, 120, 90, (30 + 600) / 90.0},
+		{"nothing waits", 0, 9, 1, 120, 90, 0},
+		{"no start-up time", 60, 2, 1, 0, 90, 0},
+		{"no horizon", 60, 2, 1, 120, 0, 0},
+		{"an unbounded queue stays finite", math.Inf(1), 2, 1, 120, 90, math.MaxFloat64},
 	} {
-		if got := BacklogRate(tc.waiting, tc.rate, tc.slots, tc.service, tc.startup); !near(got, tc.want, 1e-12) {
+		if got := BacklogRate(tc.waiting, tc.rate, tc.capacity, tc.startup, tc.within); !near(got, tc.want, 1e-12) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

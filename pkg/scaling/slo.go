@@ -42,6 +42,14 @@ const (
 	// above the measured one, as a multiple of it: a few noisy readings
 	// must not extrapolate to a pool many times the load.
 	maxTrendGrowth = 1
+	// BacklogClearing is the share of a start-up within which a queue is
+	// to be cleared once the tasks asked for are Ready: the requests
+	// still queued then have waited a start-up already, so every
+	// interval of the clearing adds to the misses.
+	BacklogClearing = 0.75
+	// UnknownRise is how many headrooms above the sustained rate a rise
+	// may go and still be absorbed as a burst the history knows.
+	UnknownRise = 2
 )
 
 // SLO is the SLO policy's objective and pool shape, defaults applied.
@@ -457,10 +465,14 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		// headroom until the rise has lasted, and then follows it. A
 		// quarter lets a burst of one or two readings pass at a 2-minute
 		// start-up and follows a step within two intervals; waiting half
-		// a start-up lets the queue of a real step outgrow the SLO.
+		// a start-up lets the queue of a real step outgrow the SLO. A
+		// rise beyond the sustained rate by more than twice the headroom
+		// is none the history knows (a flash crowd, a new client): it is
+		// followed at once, since every interval it waits grows the queue
+		// the new tasks must clear.
 		o.Headroom = h
 		o.Sustained = sustainedRate(state.Rates, in.Now, sustainWindow(in))
-		if arrivals > o.Sustained+h {
+		if arrivals > o.Sustained+h && arrivals <= o.Sustained+UnknownRise*h {
 			sizing, slope, o.Absorbed = o.Sustained, 0, true
 		}
 	}
@@ -483,11 +495,14 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 			future, keep = max(future, rate), max(keep, rate)
 		}
 	}
-	// While a burst is absorbed it is taken to pass: the backlog is what
-	// the serving slots cannot clear at the sustained rate.
-	o.Backlog = queueing.BacklogRate(waiting, min(arrivals, sizing+o.Headroom), float64(serving)*float64(slo.SlotsPerTask), service, startup)
-	// A waiting request needs one slot at most, however long it holds it.
-	o.Backlog = min(o.Backlog, waiting/service)
+	// A queue is cleared within BacklogClearing of a start-up after the
+	// tasks asked for now are Ready, or one service time if longer (a
+	// waiting request needs one slot at most, however long it holds it),
+	// counting what arrives beyond what the serving tasks complete until
+	// then. While a burst is absorbed it is taken to pass: the arrivals
+	// counted are the sustained rate and its headroom.
+	o.Backlog = queueing.BacklogRate(waiting, min(arrivals, sizing+o.Headroom), servingCapacity(in, serving, completions, service),
+		startup, max(BacklogClearing*startup, service))
 	o.Expected = (future + o.Backlog) * o.Correction
 	forFuture, _ := model.Tasks(o.Expected, objective, MaxSLOTasks)
 	forNow, _ := model.Tasks((keep+o.Backlog)*o.Correction, objective, MaxSLOTasks)
@@ -511,6 +526,20 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 			FormatValue(arrivals), FormatValue(o.Headroom), FormatValue(o.Sustained), in.Startup/4)
 	}
 	return step{desired: o.Tasks, reason: reason, message: msg}
+}
+
+// servingCapacity is the rate the serving tasks complete requests at
+// while a queue waits: their slots over the service time for tasks of
+// fixed slots, and for an engine what it completes. An engine that
+// prefills a queue carries a chunk of prompt tokens in every step, so
+// its steps are long and it finishes far fewer requests than its slots
+// say; the completions read then are its capacity (or less, while they
+// still show the time before the queue).
+func servingCapacity(in Inputs, serving int32, completions, service float64) float64 {
+	if engineModel(in) != nil {
+		return completions
+	}
+	return float64(serving) * float64(in.Policy.SLO.SlotsPerTask) / service
 }
 
 // nearZero is a rate of fewer than one request per ServiceTimeWindow: too

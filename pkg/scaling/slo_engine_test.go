@@ -9,6 +9,7 @@ import (
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
 	"github.com/gputask/gputask-controller/pkg/gpuprofile"
+	"github.com/gputask/gputask-controller/pkg/queueing"
 )
 
 // TestSLOEngine: with an engine model and an ITL target a task serves as
@@ -341,5 +342,48 @@ func TestSLOCapacityNoRunaway(t *testing.T) {
 				t.Errorf("desired %d with %d slots a task: %s; want 2 to 4 with the slots of such a pool", d.Desired, d.SLO.Slots, d.Message)
 			}
 		})
+	}
+}
+
+// TestSLOEngineBacklog: an engine's queue is worked off at the rate it
+// completes requests, not at its slots over the service time (an engine
+// that prefills a queue runs every step long); the queue it will hold
+// when a new task is Ready is cleared within three quarters of a
+// start-up after.
+func TestSLOEngineBacklog(t *testing.T) {
+	pool := func(arrivals, completions, waiting float64) Inputs {
+		in := vllmPool(t)
+		// Six tasks served 50/s of 8 s requests until the rate rose.
+		in.Current, in.Queue = 6, steady(50, 0)
+		in.Queue.Little = queueing.Little{Running: 400, Completions: 50}
+		for i, m := range in.Metrics {
+			switch m.Role {
+			case gputaskv1.RoleArrivals:
+				in.Metrics[i].Value = arrivals
+			case gputaskv1.RoleCompletions:
+				in.Metrics[i].Value = completions
+			case gputaskv1.RoleWaiting:
+				in.Metrics[i].Value = waiting
+			}
+		}
+		return in
+	}
+	// 6,000 waiting and 240/s more than the pool completes for the
+	// 2-minute start-up: 34,800 to clear within 90 s.
+	behind := Decide(pool(300, 60, 6000))
+	if want := (6000 + 240*120) / 90.0; math.Abs(behind.SLO.Backlog-want) > 1e-6 {
+		t.Errorf("behind: backlog %v/s, want %v/s", behind.SLO.Backlog, want)
+	}
+	// The same queue, worked off as fast as requests arrive: it stays.
+	keeping := Decide(pool(300, 300, 6000))
+	if want := 6000 / 90.0; math.Abs(keeping.SLO.Backlog-want) > 1e-6 {
+		t.Errorf("keeping up: backlog %v/s, want %v/s", keeping.SLO.Backlog, want)
+	}
+	if behind.Desired <= keeping.Desired {
+		t.Errorf("a pool behind its arrivals asks for %d tasks, one keeping up %d: want more", behind.Desired, keeping.Desired)
+	}
+	// Finishing more than arrives works the queue off by itself.
+	if d := Decide(pool(300, 400, 6000)); d.SLO.Backlog != 0 {
+		t.Errorf("draining: backlog %v/s, want 0 (100/s spare clears 6,000 within the start-up)", d.SLO.Backlog)
 	}
 }

@@ -56,19 +56,19 @@ func needs(rate, service float64) int32 {
 	return n
 }
 
-// noisy is an hour of traffic around rate (±1/s, one reading in four),
-// so that the history of rises within a start-up fills (from rate − 1
-// to rate + 1 within one: its 90th percentile is 2/s), and then two
-// minutes at rate, with no trend.
-func noisy(rate float64) []reading {
+// noisy is an hour of traffic around rate (±swing/s, one reading in
+// four), so that the history of rises within a start-up fills (from
+// rate − swing to rate + swing within one: its 99th percentile is
+// 2·swing/s), and then two minutes at rate, with no trend.
+func noisy(rate, swing float64) []reading {
 	var rs []reading
 	for k := 0; k < 240; k++ {
 		r := rate
 		switch k % 8 {
 		case 2:
-			r = rate + 1
+			r = rate + swing
 		case 6:
-			r = rate - 1
+			r = rate - swing
 		}
 		rs = append(rs, steadyAt(r))
 	}
@@ -188,21 +188,25 @@ func TestSLONoRunaway(t *testing.T) {
 // burst with 2-minute start-ups, which tasks added for it would miss,
 // adds none beyond that headroom and is not chased once it has passed;
 // a step that lasts is followed once it has lasted a quarter of a
-// start-up.
+// start-up; a rise beyond twice the headroom, which the history does not
+// know, is followed at once.
 func TestSLOBurstHeadroom(t *testing.T) {
 	const rate = 4.0
-	in, ds := drive(sloPool(1), noisy(rate)...)
+	in, ds := drive(sloPool(1), noisy(rate, 2)...)
 	before := ds[len(ds)-1]
-	// The pool is sized for the rate and a rise of 2/s.
-	if o := before.SLO; o.Headroom != 2 || o.Absorbed {
-		t.Fatalf("headroom %v absorbed %v, want 2/s of headroom from the rises of the last hour", o.Headroom, o.Absorbed)
+	// The pool is sized for the rate and a rise of 4/s.
+	if o := before.SLO; o.Headroom != 4 || o.Absorbed {
+		t.Fatalf("headroom %v absorbed %v, want 4/s of headroom from the rises of the last hour", o.Headroom, o.Absorbed)
 	}
 	pool := before.Desired
 	slots := float64(pool) * 8
 	busy := func(r float64) reading { return reading{r, rate, min(r*10, slots), max(0, r*10-slots)} }
+	// 12/s is 8/s above the rate: twice the headroom, the most a burst
+	// the history knows may rise.
+	const burst = rate + UnknownRise*4
 
 	t.Run("a 30 s burst", func(t *testing.T) {
-		_, ds := drive(in, busy(12), busy(12), steadyAt(rate), steadyAt(rate), steadyAt(rate))
+		_, ds := drive(in, busy(burst), busy(burst), steadyAt(rate), steadyAt(rate), steadyAt(rate))
 		for i, d := range ds {
 			if d.Desired > pool {
 				t.Errorf("reading %d: %d tasks (%s), more than the %d the headroom gives", i, d.Desired, d.Message, pool)
@@ -213,18 +217,25 @@ func TestSLOBurstHeadroom(t *testing.T) {
 		}
 	})
 	t.Run("a sustained step", func(t *testing.T) {
-		_, ds := drive(in, repeat(6, busy(12))...)
+		_, ds := drive(in, repeat(6, busy(burst))...)
 		if ds[0].Desired > pool {
 			t.Errorf("first reading of the step: %d tasks, more than the %d the headroom gives", ds[0].Desired, pool)
 		}
-		want := needs(12, 10)
+		want := needs(burst, 10)
 		if last := ds[len(ds)-1]; last.Desired < want || last.SLO.Absorbed {
-			t.Errorf("after 90 s at 12/s: %d tasks (%s), want at least the %d the step needs", last.Desired, last.Message, want)
+			t.Errorf("after 90 s at %v/s: %d tasks (%s), want at least the %d the step needs", burst, last.Desired, last.Message, want)
 		}
 		// Followed once it has lasted a quarter of a start-up: the third
 		// reading, 30 s after the first.
 		if ds[2].Desired <= pool {
 			t.Errorf("30 s into the step: %d tasks, still the %d of before", ds[2].Desired, pool)
+		}
+	})
+	t.Run("a rise the history does not know", func(t *testing.T) {
+		const rise = burst + 1
+		_, ds := drive(in, busy(rise))
+		if d := ds[0]; d.SLO.Absorbed || d.Desired < needs(rise, 10) {
+			t.Errorf("first reading at %v/s: %d tasks (%s), want at least the %d the rate needs, at once", rise, d.Desired, d.Message, needs(rise, 10))
 		}
 	})
 }
@@ -241,9 +252,12 @@ func TestSLOBurstHeadroom(t *testing.T) {
 //   - the count is at most max(Current, ⌈(running + waiting) ÷ slots⌉,
 //     T̂) + 1, where T̂ is the queueing model's count (at the decision's
 //     Ca² and the SLO) for the rate
-//     λ̂ = (2·arrivals + H + waiting ÷ start-up) × MaxCorrection
+//     λ̂ = (2·arrivals + H + (waiting + arrivals × start-up) ÷
+//     (BacklogClearing × start-up)) × MaxCorrection
 //     at service time Ŝ: the trend at most doubles the rate, the backlog
-//     is spread over a start-up, and the correction at most doubles it.
+//     is the queue now plus at most every arrival of a start-up, cleared
+//     within BacklogClearing of a start-up, and the correction at most
+//     doubles it.
 func FuzzSLONoRunaway(f *testing.F) {
 	f.Add(4.0, 0.002, 20.0, 0.0, 4.0, 0.0, 40.0, 0.0, 4.0, 4.0, 40.0, 0.0, int32(1), int32(8), false)
 	f.Add(4.0, 0.0, 20.0, 0.0, 12.0, 0.0, 120.0, 50.0, 0.0, 0.0, 0.0, 0.0, int32(5), int32(8), true)
@@ -287,7 +301,7 @@ func FuzzSLONoRunaway(f *testing.F) {
 				h = max(h, b.Rise)
 			}
 			startup := max(before.Startup, before.Interval, time.Second).Seconds()
-			rate := (2*r.arrivals + h + r.waiting/startup) * queueing.MaxCorrection
+			rate := (2*r.arrivals + h + (r.waiting+r.arrivals*startup)/(BacklogClearing*startup)) * queueing.MaxCorrection
 			model := queueing.Model{ServiceTime: shat, Slots: slo.SlotsPerTask, Ca2: o.Ca2, Cs2: slo.ServiceVariability}
 			that, _ := model.Tasks(rate, queueing.SLO{Wait: slo.Wait.Seconds(), Percentile: slo.Percentile}, MaxSLOTasks)
 			pool := ceilSat((r.running + r.waiting) / float64(slo.SlotsPerTask))

@@ -83,11 +83,12 @@ func TestDecideSLO(t *testing.T) {
 			}),
 			// 2/s finished and the pool grew from 20 to 50 in 15 s: 4/s
 			// arrive; the service time stays 10 s. The 5 tasks serve just
-			// 4/s, so the 30 waiting add 30 / 120 s: 4.25/s need 6 tasks.
+			// 4/s, so the 30 waiting are cleared within 90 s, three
+			// quarters of the start-up: 4.33/s need 6 tasks.
 			want: 6, reason: ReasonSLOScaleUp,
 			check: func(t *testing.T, d Decision) {
-				if d.SLO.Arrivals != 4 || d.SLO.ServiceTime != 10*time.Second || d.SLO.Backlog != 0.25 {
-					t.Errorf("arrivals %v service %v backlog %v, want 4/s, 10s and 0.25/s", d.SLO.Arrivals, d.SLO.ServiceTime, d.SLO.Backlog)
+				if d.SLO.Arrivals != 4 || d.SLO.ServiceTime != 10*time.Second || math.Abs(d.SLO.Backlog-1.0/3) > 1e-9 {
+					t.Errorf("arrivals %v service %v backlog %v, want 4/s, 10s and 1/3/s", d.SLO.Arrivals, d.SLO.ServiceTime, d.SLO.Backlog)
 				}
 				if d.Queue.LastInPool != 50 || !d.Queue.LastTime.Equal(t0) {
 					t.Errorf("state %+v", d.Queue)
@@ -97,11 +98,13 @@ func TestDecideSLO(t *testing.T) {
 		{
 			// 5 serving tasks (40 slots at 10 s: 4/s) have 2/s to spare,
 			// 240 requests in the 2-minute start; 360 of the 600 waiting
-			// are left, 3/s more for the new tasks: 5/s need 7 tasks.
-			name: "backlog spread over the start-up time", in: sloBase(2, 20, role(gputaskv1.RoleWaiting, 600)), want: 7, reason: ReasonSLOScaleUp,
+			// are left, cleared within 90 s, three quarters of the
+			// start-up, once the new tasks are Ready: 4/s more, 6/s need
+			// 8 tasks.
+			name: "backlog cleared within three quarters of a start-up", in: sloBase(2, 20, role(gputaskv1.RoleWaiting, 600)), want: 8, reason: ReasonSLOScaleUp,
 			check: func(t *testing.T, d Decision) {
-				if d.SLO.Backlog != 3 || d.SLO.Expected != 5 {
-					t.Errorf("backlog %v expected %v, want 3 and 5", d.SLO.Backlog, d.SLO.Expected)
+				if d.SLO.Backlog != 4 || d.SLO.Expected != 6 {
+					t.Errorf("backlog %v expected %v, want 4 and 6", d.SLO.Backlog, d.SLO.Expected)
 				}
 			},
 		},
