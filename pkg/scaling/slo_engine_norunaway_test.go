@@ -1,0 +1,114 @@
+package scaling
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/queueing"
+)
+
+// FuzzSLOEngineNoRunaway: on an engine-sized pool (the H100 profile, TTFT
+// and ITL objectives, vLLM's nine roles), no reading moves the count in
+// one interval further than the SLO needs at the most the readings allow.
+// With a, c, r, w the arrivals, completions, running and waiting read, S₀
+// the service time the state held before, H the largest rise in the
+// history after it and T the start-up:
+//
+//   - the service time used is at most Ŝ = max(S₀, r ÷ max(c, a/2,
+//     1/300 s)), and the expected rate at most
+//     λ̂ = (2a + H + (w + a·T) ÷ (BacklogClearing·T)) × MaxCorrection,
+//     as on a pool of slots (FuzzSLONoRunaway);
+//   - the count is at most max(Current, ⌈(r + w) ÷ slots⌉, T̂, N̂) + 1,
+//     with slots the capacity the decision read from the profile, T̂ the
+//     queueing model's count for λ̂ at Ŝ on those slots, and N̂ what keeps
+//     the ITL within its target with half of it to spare: enough tasks
+//     that each runs at most the largest batch whose ITL at the context
+//     read is half the target (λ̂·Ŝ sequences over them), and that the
+//     prompts the expected rate brings take at most half of each task's
+//     prefill. At N̂ the predicted ITL is within the target, so the
+//     fewest tasks that hold it are no more.
+func FuzzSLOEngineNoRunaway(f *testing.F) {
+	f.Add(50.0, 50.0, 400.0, 20.0, 50000.0, 8000.0, 0.6, 0.015, 1.2, int32(2), true)
+	f.Add(324.0, 60.0, 1536.0, 6500.0, 350000.0, 60000.0, 0.95, 0.05, 30.0, int32(6), true)
+	f.Add(300.0, 0.0, 1000.0, 30000.0, 1e6, 0.0, 1.0, 0.2, 100.0, int32(1), false)
+	f.Add(1e-9, 1e-12, 1e12, 1e9, 1e15, 1e-9, 7.0, 1e9, 1e300, int32(100), true)
+	f.Fuzz(func(t *testing.T, a, c, r, w, prompt, gen, kv, itl, ttft float64, current int32, primed bool) {
+		in := vllmPool(t)
+		in.Min, in.Max, in.Interval = 0, MaxSLOTasks, 15*time.Second
+		if primed {
+			// Ten minutes of the walkthrough's pool: a service time, rates
+			// and a few rises learned.
+			for k := 0; k < 40; k++ {
+				in.Now = in.Now.Add(in.Interval)
+				d := Decide(in)
+				in.Queue, in.Current, in.Recommendations = d.Queue, d.Desired, d.Recommendations
+			}
+		}
+		in.Current = min(max(current, 0), 1000)
+		valid := func(v float64) float64 {
+			if v = math.Abs(v); math.IsNaN(v) || math.IsInf(v, 0) {
+				return 0
+			}
+			return v
+		}
+		a, c, r, w, prompt, gen, kv, itl, ttft = valid(a), valid(c), valid(r), valid(w), valid(prompt), valid(gen), valid(kv), valid(itl), valid(ttft)
+		in.Now = in.Now.Add(in.Interval)
+		in.Metrics = []MetricInput{role(gputaskv1.RoleArrivals, a), role(gputaskv1.RoleCompletions, c),
+			role(gputaskv1.RoleRunning, r), role(gputaskv1.RoleWaiting, w),
+			role(gputaskv1.RoleTTFTPercentile, ttft), role(gputaskv1.RoleInterTokenLatency, itl),
+			role(gputaskv1.RolePromptTokens, prompt), role(gputaskv1.RoleGenerationTokens, gen),
+			role(gputaskv1.RoleKVCacheUsage, kv)}
+		before := in
+		d := Decide(in)
+		o := d.SLO
+		if o == nil {
+			t.Fatalf("no SLO outcome: %s", d.Message)
+		}
+		if math.IsNaN(o.Expected) || d.Desired < 0 {
+			t.Fatalf("expected %v, count %d: %s", o.Expected, d.Desired, d.Message)
+		}
+		if o.service == 0 {
+			return // no service time yet: sized by the requests in the pool (TestSLONoRunaway)
+		}
+		s0, _ := before.Queue.Little.ServiceTime()
+		shat := max(s0, r/max(c, a/2, 1/ServiceTimeWindow.Seconds()))
+		if o.service > shat*(1+1e-9) {
+			t.Fatalf("service time %v s, above the %v s the readings allow", o.service, shat)
+		}
+		var h float64
+		for _, b := range d.Queue.Rises.Buckets {
+			h = max(h, b.Rise)
+		}
+		startup := max(before.Startup, before.Interval, time.Second).Seconds()
+		rate := (2*a + h + (w+a*startup)/(BacklogClearing*startup)) * queueing.MaxCorrection
+		if o.Expected > rate*(1+1e-9) {
+			t.Fatalf("expected %v/s, above the %v/s the readings allow: %s", o.Expected, rate, d.Message)
+		}
+		slots := max(o.Slots, 1)
+		slo := normalize(before).Policy.SLO
+		model := queueing.Model{ServiceTime: shat, Slots: slots, Ca2: o.Ca2, Cs2: slo.ServiceVariability}
+		that, _ := model.Tasks(rate, queueing.SLO{Wait: o.objective, Percentile: slo.Percentile}, MaxSLOTasks)
+		pool := ceilSat((r + w) / float64(slots))
+		bound := max(before.Current, pool, that)
+		// N̂: the ITL with half the target to spare, at the context read.
+		m := engineModel(withRoleReadings(before))
+		half := slo.ITL / 2
+		batch := 0
+		for b := 1; b <= maxBatch && m.ITL(b, max(o.Context, 0)) <= half; b++ {
+			batch = b
+		}
+		if batch == 0 {
+			return // one sequence alone is over half the target: no N̂ to bound by
+		}
+		n := ceilSat(rate * shat / float64(batch))
+		if p := m.PrefillTokensPerSecond(); p > 0 {
+			n = max(n, ceilSat(2*expectedPromptTokens(withRoleReadings(before), o)/p))
+		}
+		if bound = addSat(max(bound, n), 1); d.Desired > bound {
+			t.Fatalf("%d tasks from %d, above the bound of %d (model %d, ITL %d at %d a task, pool %d; %v/s at %v s): %s",
+				d.Desired, before.Current, bound, that, n, batch, pool, rate, shat, d.Message)
+		}
+	})
+}
