@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
@@ -108,12 +109,12 @@ func TestEngineRouting(t *testing.T) {
 				t.Fatal("not finished")
 			}
 			start := p.start.Add(p.trace[2].Arrival).Add(p.waits[2])
-			if want := p.finished[tc.wantAfter]; !start.Equal(want) {
+			if want := p.timeOf(p.finished[tc.wantAfter]); !start.Equal(want) {
 				t.Errorf("request 2 admitted at %v, want when request %d finished at %v (request 0 at %v, 1 at %v)",
-					start.Sub(t0), tc.wantAfter, want.Sub(t0), p.finished[0].Sub(t0), p.finished[1].Sub(t0))
+					start.Sub(t0), tc.wantAfter, want.Sub(t0), p.timeOf(p.finished[0]).Sub(t0), p.timeOf(p.finished[1]).Sub(t0))
 			}
-			if !p.finished[1].Before(p.finished[0]) {
-				t.Errorf("request 1 finished at %v, after request 0 at %v", p.finished[1].Sub(t0), p.finished[0].Sub(t0))
+			if p.finished[1] >= p.finished[0] {
+				t.Errorf("request 1 finished at %v, after request 0 at %v", p.timeOf(p.finished[1]).Sub(t0), p.timeOf(p.finished[0]).Sub(t0))
 			}
 		})
 	}
@@ -143,8 +144,8 @@ func TestEngineRoutingReadyAndDrain(t *testing.T) {
 		t.Fatalf("Advance stopped at %v, idle %v: want a stop when the draining worker finished its queue", at.Sub(t0), idle)
 	}
 	// Its queued request was served by it, after its first.
-	if p.waits[2] <= p.waits[0] || !p.finished[2].Equal(at) {
-		t.Errorf("request 2 waited %v and finished at %v, want it served last by the draining worker at %v", p.waits[2], p.finished[2].Sub(t0), at.Sub(t0))
+	if p.waits[2] <= p.waits[0] || !p.timeOf(p.finished[2]).Equal(at) {
+		t.Errorf("request 2 waited %v and finished at %v, want it served last by the draining worker at %v", p.waits[2], p.timeOf(p.finished[2]).Sub(t0), at.Sub(t0))
 	}
 	p.Advance(t0.Add(70*time.Second + time.Millisecond))
 	if ws[0].Busy() || ws[1].InFlight() != 1 {
@@ -263,5 +264,52 @@ func TestEngineAbandon(t *testing.T) {
 	}
 	if ws[0].Queued() != 0 || ws[0].InFlight() != 1 {
 		t.Errorf("worker holds %d+%d after, want the running one only", ws[0].InFlight(), ws[0].Queued())
+	}
+}
+
+// A pool keeps only the times its windows read: over three hours, idle
+// for a while, its
+// per-window records stay within what the longest window holds, and
+// every observation, minute by minute, is what a pool that forgets
+// nothing observes.
+func TestPoolForgetsWhatNoWindowReads(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	var reqs [][3]float64
+	for at := 0.0; at < 3*3600; at += rng.ExpFloat64() / 5 {
+		if at > 3600 && at < 4800 {
+			at = 4800 // idle for 20 minutes: every window empty
+		}
+		reqs = append(reqs, [3]float64{at, float64(100 + rng.IntN(2000)), float64(1 + rng.IntN(300))})
+	}
+	play := func(atLeast int) (obs []Observation, longest int) {
+		forgetAtLeast = atLeast
+		defer func() { forgetAtLeast = 1024 }()
+		p := enginePool(t, tokenTrace(reqs...), 64, RouterLeastOutstanding, enginemodel.Config{})
+		p.AddReady(2)
+		for at := t0.Add(time.Minute); p.next < len(reqs) || !p.Finished(); at = at.Add(time.Minute) {
+			p.Advance(at)
+			obs = append(obs, p.Observe())
+			longest = max(longest, len(p.finishedAt), len(p.startedAt), len(p.vllm.firstAt), len(p.vllm.finish))
+		}
+		return obs, longest
+	}
+	want, all := play(math.MaxInt)
+	got, longest := play(16)
+	if all < len(reqs) {
+		t.Fatalf("the pool that forgets nothing kept %d times of %d requests", all, len(reqs))
+	}
+	// About 5 a second over the longest window (5m) and the minute
+	// between observations, and twice that before half of them are
+	// stale: a tenth of the trace.
+	if bound := 2 * 5 * 360 * 5 / 4; longest > bound {
+		t.Errorf("kept up to %d times of %d requests, want at most %d", longest, len(reqs), bound)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d observations, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("minute %d: observed\n%+v\nwant\n%+v", i+1, got[i], want[i])
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package sim
 
-import "time"
+import (
+	"iter"
+	"time"
+)
 
 // Outcome is what one request of the trace saw: what a user of LLM
 // serving measures (time to first token, inter-token latency, end to end)
@@ -24,26 +27,66 @@ type Outcome struct {
 // still in flight has Started set and zero E2E; one that got no token
 // has zero TTFT too.
 func (p *Pool) Outcomes() []Outcome {
-	out := make([]Outcome, len(p.trace))
-	for r := range out {
-		o := &out[r]
-		o.Started, o.Failed = p.started[r], p.failed[r]
-		if !o.Started {
-			continue
-		}
-		arrival := p.start.Add(p.trace[r].Arrival)
-		o.Wait = p.waits[r]
-		if p.firstToken[r].IsZero() {
-			continue // admitted, and lost or given up before its first token
-		}
-		o.TTFT = p.firstToken[r].Sub(arrival)
-		if p.finished[r].IsZero() {
-			continue
-		}
-		o.E2E = p.finished[r].Sub(arrival)
-		if p.tokens != nil && p.tokens[r].OutputTokens > 1 {
-			o.ITL = time.Duration(float64(p.finished[r].Sub(p.firstToken[r])) / (p.tokens[r].OutputTokens - 1))
-		}
+	out := make([]Outcome, 0, len(p.trace))
+	for _, o := range p.outcomes() {
+		out = append(out, o)
 	}
 	return out
 }
+
+// Measure is sim.Measure of p's outcomes, made one at a time rather than
+// held all at once.
+func (p *Pool) Measure(slo SLOTargets) Result {
+	return measure(len(p.trace), func(yield func(Outcome) bool) {
+		for _, o := range p.outcomes() {
+			if !yield(o) {
+				return
+			}
+		}
+	}, slo)
+}
+
+// outcomes yields each request's outcome (see Outcomes) with its index.
+func (p *Pool) outcomes() iter.Seq2[int, Outcome] {
+	return func(yield func(int, Outcome) bool) {
+		for r := range p.trace {
+			if !yield(r, p.outcome(r)) {
+				return
+			}
+		}
+	}
+}
+
+func (p *Pool) outcome(r int) Outcome {
+	o := Outcome{Started: p.started[r], Failed: p.failed[r]}
+	if !o.Started {
+		return o
+	}
+	arrival := p.trace[r].Arrival
+	o.Wait = p.waits[r]
+	if p.firstToken[r] == 0 {
+		return o // admitted, and lost or given up before its first token
+	}
+	o.TTFT = p.firstToken[r].since(arrival)
+	if p.finished[r] == 0 {
+		return o
+	}
+	o.E2E = p.finished[r].since(arrival)
+	if p.tokens != nil && p.tokens[r].OutputTokens > 1 {
+		o.ITL = time.Duration(float64(p.finished[r]-p.firstToken[r]) / (p.tokens[r].OutputTokens - 1))
+	}
+	return o
+}
+
+// instant is a time of the replay in 8 bytes: one nanosecond past its
+// offset from the pool's start, so that zero is "not yet".
+type instant time.Duration
+
+// instant is t as an instant of p.
+func (p *Pool) instant(t time.Time) instant { return instant(t.Sub(p.start) + 1) }
+
+// timeOf is the time of i, which is not zero.
+func (p *Pool) timeOf(i instant) time.Time { return p.start.Add(time.Duration(i) - 1) }
+
+// since is the time from offset (from the pool's start) to i.
+func (i instant) since(offset time.Duration) time.Duration { return time.Duration(i) - 1 - offset }

@@ -159,7 +159,7 @@ func (e *engine) sample() {
 
 func (e *engine) result() Result {
 	p := e.p
-	r := Measure(p.Outcomes(), e.opts.SLO)
+	r := p.Measure(e.opts.SLO)
 	r.Name = e.pol.Name()
 	r.GPUHours = p.GPUHours(p.Now())
 	r.ScaleEvents = e.events

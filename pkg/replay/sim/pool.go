@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -283,6 +284,9 @@ type Pool struct {
 	finishedAt []time.Time
 	startedAt  []time.Time
 	startWaits []time.Duration
+	// finishedGone counts the finished requests that forget dropped from
+	// finishedAt.
+	finishedGone int
 
 	next    int   // next arrival
 	queue   []int // waiting requests, FIFO from queueHead
@@ -291,9 +295,11 @@ type Pool struct {
 	started []bool
 	failed  []bool
 	// firstToken and finished are when each request's first output token
-	// came and when its last did (see Outcomes).
-	firstToken []time.Time
-	finished   []time.Time
+	// came and when its last did (see Outcomes), kept in 8 bytes a
+	// request (instant) as a day's trace at a large pool's rate holds
+	// tens of millions.
+	firstToken []instant
+	finished   []instant
 	done       int // requests completed or failed
 	pending    completions
 
@@ -429,12 +435,12 @@ func (p *Pool) engineEvent(e enginemodel.Event) {
 			p.startedAt, p.startWaits = append(p.startedAt, p.now), append(p.startWaits, p.waits[r])
 		}
 	case enginemodel.FirstToken:
-		p.firstToken[r] = p.now
+		p.firstToken[r] = p.instant(p.now)
 		p.firstTokenLater(r, p.now)
 	case enginemodel.Finished:
 		p.done++
 		p.finishedAt = append(p.finishedAt, p.now)
-		p.finished[r] = p.now
+		p.finished[r] = p.instant(p.now)
 		p.recordFinish(r)
 	case enginemodel.Preempted:
 		p.preemptions++
@@ -521,7 +527,7 @@ func NewPool(trace workload.Trace, start time.Time, concurrency int, startup tim
 		start: start, now: start, trace: trace.Requests,
 		concurrency: max(concurrency, 1), startup: FixedStartup(startup),
 		waits: make([]time.Duration, n), started: make([]bool, n), failed: make([]bool, n),
-		firstToken: make([]time.Time, n), finished: make([]time.Time, n),
+		firstToken: make([]instant, n), finished: make([]instant, n),
 		tokens: trace.Tokens,
 	}
 }
@@ -587,7 +593,7 @@ func (p *Pool) scrapeUntil(t time.Time, inclusive bool) {
 func (p *Pool) scrapeNow() Observation {
 	o := p.Observe()
 	o.Started = p.recentWaits()
-	p.counters = append(p.counters, counterSample{at: p.now, arrived: p.next, completed: len(p.finishedAt),
+	p.counters = append(p.counters, counterSample{at: p.now, arrived: p.next, completed: p.completed(),
 		prompt: o.PromptTokensTotal, generation: o.GenerationTokensTotal, itlSum: o.ITLSumTotal, itlCount: o.ITLCountTotal})
 	drop := 0
 	for drop < len(p.counters) && !p.counters[drop].at.After(p.now.Add(-RateWindow)) {
@@ -801,8 +807,48 @@ func (p *Pool) Undrain(w *Worker) {
 	p.dispatch()
 }
 
+// forget drops the times that no window reads any more: of the requests
+// that got a slot, finished or had their first token before the longest
+// window, all but the last, whose cumulative counts the windows subtract
+// from. It copies what it keeps, as a scrape's Started may still hold the
+// old slice, and only once half of it is stale, so that each time is
+// copied a bounded number of times.
+func (p *Pool) forget() {
+	from := p.now.Add(-max(RateWindow, WaitWindow))
+	if k := stale(p.finishedAt, from); k > 0 {
+		p.finishedGone += k
+		p.finishedAt, p.vllm.finish = slices.Clone(p.finishedAt[k:]), slices.Clone(p.vllm.finish[k:])
+	}
+	if k := stale(p.startedAt, from); k > 0 {
+		p.startedAt, p.startWaits = slices.Clone(p.startedAt[k:]), slices.Clone(p.startWaits[k:])
+	}
+	v := &p.vllm
+	if k := min(stale(v.firstAt, from), v.windowHead); k > 0 {
+		v.firstAt, v.firstBucket, v.promptCum = slices.Clone(v.firstAt[k:]), slices.Clone(v.firstBucket[k:]), slices.Clone(v.promptCum[k:])
+		v.windowHead -= k
+	}
+}
+
+// stale is how many of times (in order) forget drops: those at or before
+// from but the last of them, once they are at least half of times and
+// more than a few.
+func stale(times []time.Time, from time.Time) int {
+	k := sort.Search(len(times), func(i int) bool { return times[i].After(from) }) - 1
+	if k < forgetAtLeast || 2*k < len(times) {
+		return 0
+	}
+	return k
+}
+
+// forgetAtLeast is the fewest times forget drops at once.
+var forgetAtLeast = 1024
+
+// completed is how many requests finished.
+func (p *Pool) completed() int { return p.finishedGone + len(p.finishedAt) }
+
 // Observe is what the backend knows now.
 func (p *Pool) Observe() Observation {
+	p.forget()
 	o := Observation{Waiting: len(p.queue) - p.qHead, Concurrency: p.concurrency}
 	for _, w := range p.terminating {
 		o.Running += w.InFlight()
@@ -832,7 +878,7 @@ func (p *Pool) Observe() Observation {
 		o.Arrivals = float64(arrived) / window
 		o.Completions = float64(finished) / window
 	}
-	o.Arrived, o.Completed = p.next, len(p.finishedAt)
+	o.Arrived, o.Completed = p.next, p.completed()
 	p.observeVLLM(&o, window, len(p.finishedAt)-finished)
 	o.KVCacheUsage, o.KVCacheKnown = p.kvCacheUsage()
 	return o
@@ -998,7 +1044,7 @@ func (p *Pool) complete(c completion) {
 	}
 	p.done++
 	p.finishedAt = append(p.finishedAt, p.now)
-	p.finished[c.req] = p.now
+	p.finished[c.req] = p.instant(p.now)
 	p.recordFinish(c.req)
 	p.reschedule(w)
 	if w.Terminating && len(w.inFlight) == 0 {
@@ -1036,20 +1082,21 @@ func (p *Pool) dispatch() {
 		p.waits[r] = p.now.Sub(arrival)
 		p.startedAt, p.startWaits = append(p.startedAt, p.now), append(p.startWaits, p.waits[r])
 		p.started[r] = true
-		p.firstToken[r] = p.now
+		first := p.now
 		if p.tokens != nil {
-			p.firstToken[r] = p.now.Add(min(p.tokens[r].Prefill, p.trace[r].Service))
+			first = p.now.Add(min(p.tokens[r].Prefill, p.trace[r].Service))
 		}
+		p.firstToken[r] = p.instant(first)
 		if !p.batched {
-			p.firstTokenLater(r, p.firstToken[r])
+			p.firstTokenLater(r, first)
 			best.inFlight = append(best.inFlight, r)
 			heap.Push(&p.pending, completion{at: p.now.Add(p.trace[r].Service), req: r, worker: best})
 			continue
 		}
 		p.progress(best)
 		p.decodeFrom[r], p.remaining[r] = p.now.Add(p.tokens[r].Prefill), p.tokens[r].OutputTokens
-		p.firstToken[r] = p.decodeFrom[r]
-		p.firstTokenLater(r, p.firstToken[r])
+		p.firstToken[r] = p.instant(p.decodeFrom[r])
+		p.firstTokenLater(r, p.decodeFrom[r])
 		best.inFlight = append(best.inFlight, r)
 		p.reschedule(best)
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"time"
@@ -121,14 +122,21 @@ func meets(share, percentile float64) bool { return share >= percentile/100-1e-1
 // outcome: the percentiles over the requests a worker took, and each
 // stated target's attainment over all of them.
 func Measure(outcomes []Outcome, slo SLOTargets) Result {
+	return measure(len(outcomes), slices.Values(outcomes), slo)
+}
+
+// measure is Measure over n outcomes given one at a time.
+func measure(n int, outcomes iter.Seq[Outcome], slo SLOTargets) Result {
 	slo = slo.WithDefaults()
 	var r Result
-	waits := make([]float64, 0, len(outcomes))
-	ttfts := make([]float64, 0, len(outcomes))
-	itls := make([]float64, 0, len(outcomes))
+	waits := make([]float64, 0, n)
+	ttfts := make([]float64, 0, n)
+	itls := make([]float64, 0, n)
 	targets := slo.Stated()
 	within := make([]int, len(targets))
-	for _, o := range outcomes {
+	total := 0
+	for o := range outcomes {
+		total++
 		if o.Failed {
 			r.FailedRequests++
 		}
@@ -159,8 +167,8 @@ func Measure(outcomes []Outcome, slo SLOTargets) Result {
 	r.SLOAttainment = 1
 	for i, t := range targets {
 		share := 0.0
-		if n := len(outcomes); n > 0 {
-			share = float64(within[i]) / float64(n)
+		if total > 0 {
+			share = float64(within[i]) / float64(total)
 		} else {
 			share = 1
 		}

@@ -143,8 +143,8 @@ func (p *Pool) recordFinish(r int) {
 	if p.tokens != nil {
 		out := p.tokens[r].OutputTokens
 		v.finished.generation += out
-		if out > 1 && !p.firstToken[r].IsZero() {
-			v.finished.itlSum += p.now.Sub(p.firstToken[r]).Seconds()
+		if out > 1 && p.firstToken[r] != 0 {
+			v.finished.itlSum += p.now.Sub(p.timeOf(p.firstToken[r])).Seconds()
 			v.finished.itlCount += out - 1
 		}
 	}
