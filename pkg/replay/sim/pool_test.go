@@ -3,8 +3,10 @@ package sim
 import (
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -113,10 +115,39 @@ func TestLoadIndexServer(t *testing.T) {
 	}
 }
 
-func TestPercentile(t *testing.T) {
-	v := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-	if percentile(v, 0.5) != 5 || percentile(v, 0.95) != 10 || percentile(nil, 0.5) != 0 {
-		t.Errorf("percentiles %v %v", percentile(v, 0.5), percentile(v, 0.95))
+// Percentiles are the nearest ranks of the sorted values, on values with
+// many equal ones (a pool that keeps up waits 0), sorted, reversed and
+// none.
+func TestPercentiles(t *testing.T) {
+	if got := percentiles([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0.5, 0.95, 0.99); !slices.Equal(got, []float64{5, 10, 10}) {
+		t.Errorf("percentiles of 1..10 = %v, want 5, 10, 10", got)
+	}
+	if got := percentiles(nil, 0.5, 0.95); !slices.Equal(got, []float64{0, 0}) {
+		t.Errorf("percentiles of none = %v, want 0s", got)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 300 {
+		n := 1 + rng.IntN(2000)
+		v := make([]float64, n)
+		for i := range v {
+			switch trial % 3 {
+			case 0:
+				v[i] = rng.Float64()
+			case 1:
+				v[i] = float64(rng.IntN(4)) // mostly equal
+			default:
+				v[i] = float64(n - i) // reversed
+			}
+		}
+		sorted := slices.Sorted(slices.Values(v))
+		qs := []float64{0, 0.5, 0.95, 0.99, 1}
+		got := percentiles(v, qs...)
+		for i, q := range qs {
+			k := min(max(int(math.Ceil(q*float64(n)))-1, 0), n-1)
+			if got[i] != sorted[k] {
+				t.Fatalf("trial %d (%d values): p%v = %v, want %v", trial, n, 100*q, got[i], sorted[k])
+			}
+		}
 	}
 }
 

@@ -157,12 +157,17 @@ func measure(n int, outcomes iter.Seq[Outcome], slo SLOTargets) Result {
 			}
 		}
 	}
-	for _, s := range [][]float64{waits, ttfts, itls} {
-		slices.Sort(s)
+	for _, p := range []struct {
+		values        []float64
+		p50, p95, p99 *float64
+	}{
+		{waits, &r.WaitP50, &r.WaitP95, &r.WaitP99},
+		{ttfts, &r.TTFTP50, &r.TTFTP95, &r.TTFTP99},
+		{itls, &r.ITLP50, &r.ITLP95, &r.ITLP99},
+	} {
+		q := percentiles(p.values, 0.50, 0.95, 0.99)
+		*p.p50, *p.p95, *p.p99 = q[0], q[1], q[2]
 	}
-	r.WaitP50, r.WaitP95, r.WaitP99 = percentile(waits, 0.50), percentile(waits, 0.95), percentile(waits, 0.99)
-	r.TTFTP50, r.TTFTP95, r.TTFTP99 = percentile(ttfts, 0.50), percentile(ttfts, 0.95), percentile(ttfts, 0.99)
-	r.ITLP50, r.ITLP95, r.ITLP99 = percentile(itls, 0.50), percentile(itls, 0.95), percentile(itls, 0.99)
 	r.MeetsSLO = true
 	r.SLOAttainment = 1
 	for i, t := range targets {
