@@ -28,7 +28,7 @@ type Outcome struct {
 // has zero TTFT too.
 func (p *Pool) Outcomes() []Outcome {
 	out := make([]Outcome, 0, len(p.trace))
-	for _, o := range p.outcomes() {
+	for o := range p.outcomes() {
 		out = append(out, o)
 	}
 	return out
@@ -37,20 +37,14 @@ func (p *Pool) Outcomes() []Outcome {
 // Measure is sim.Measure of p's outcomes, made one at a time rather than
 // held all at once.
 func (p *Pool) Measure(slo SLOTargets) Result {
-	return measure(len(p.trace), func(yield func(Outcome) bool) {
-		for _, o := range p.outcomes() {
-			if !yield(o) {
-				return
-			}
-		}
-	}, slo)
+	return measure(len(p.trace), p.outcomes(), slo)
 }
 
-// outcomes yields each request's outcome (see Outcomes) with its index.
-func (p *Pool) outcomes() iter.Seq2[int, Outcome] {
-	return func(yield func(int, Outcome) bool) {
+// outcomes yields each request's outcome (see Outcomes) in trace order.
+func (p *Pool) outcomes() iter.Seq[Outcome] {
+	return func(yield func(Outcome) bool) {
 		for r := range p.trace {
-			if !yield(r, p.outcome(r)) {
+			if !yield(p.outcome(r)) {
 				return
 			}
 		}
