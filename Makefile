@@ -168,6 +168,12 @@ REPLAY_SLO_FLAGS ?= --slo-ttft 2s --slo-itl 50ms --slo-percentile 95
 REPLAY_COLUMN_FLAGS = --time-column Timestamp \
 	--input-tokens-column 'Request tokens' --output-tokens-column 'Response tokens'
 REPLAY_SET ?= pkg/replay/variants/slo-engine.yaml
+# A replay holds its traces (40 bytes a request) and each pool it plays
+# (about 50 bytes a request, hpa-best's search GOMAXPROCS pools at once):
+# a day of m-small is 86 M requests. The Go runtime's soft memory limit
+# makes it collect before it outgrows the machine: three quarters of the
+# memory by default, off when empty.
+REPLAY_MEMORY_LIMIT ?= $(shell awk '/^MemTotal:/ { printf "%dMiB", $$2 * 3 / 4 / 1024 }' /proc/meminfo 2>/dev/null)
 REPLAY_FLAGS ?= $(REPLAY_COLUMN_FLAGS) --engine $(REPLAY_ENGINE) --concurrency $(REPLAY_CONCURRENCY) \
 	$(REPLAY_SLO_FLAGS) --gpus-per-node 0 --set $(REPLAY_SET) --variant proportional
 # The fixed-slot service model of `make bench-cost` (and of the replay's
@@ -203,13 +209,13 @@ bench-autoscaling: ## Replay synthetic and ServeGen request traces on the engine
 		name=$${startup//[:,]/-}; \
 		if [ -n "$(strip $(REPLAY_SHAPES))" ]; then \
 			echo; echo "== synthetic shapes x$(REPLAY_RATE_SCALE), $(REPLAY_SEEDS) seeds, $$startup start-ups"; \
-			$(BIN_DIR)/gputask-replay $(foreach shape,$(REPLAY_SHAPES),--shape $(shape)) --rate-scale $(REPLAY_RATE_SCALE) \
+			GOMEMLIMIT=$(REPLAY_MEMORY_LIMIT) $(BIN_DIR)/gputask-replay $(foreach shape,$(REPLAY_SHAPES),--shape $(shape)) --rate-scale $(REPLAY_RATE_SCALE) \
 				--seeds $(REPLAY_SEEDS) $(REPLAY_FLAGS) --startup $$startup --markdown \
 				--json _output/replay/synthetic-$$name.json | tee _output/replay/synthetic-$$name.md; \
 		fi; \
 		if [ -n "$(strip $(SERVEGEN_MODELS))" ]; then \
 			echo; echo "== ServeGen, $$startup start-ups"; \
-			$(BIN_DIR)/gputask-replay $(foreach trace,$(SERVEGEN_TRACES),--trace $(trace)) \
+			GOMEMLIMIT=$(REPLAY_MEMORY_LIMIT) $(BIN_DIR)/gputask-replay $(foreach trace,$(SERVEGEN_TRACES),--trace $(trace)) \
 				$(REPLAY_FLAGS) --startup $$startup --markdown \
 				--json _output/replay/servegen-$$name.json --plot _output/replay/servegen-$$name.png \
 				| tee _output/replay/servegen-$$name.md; \
