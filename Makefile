@@ -147,12 +147,12 @@ bench: control-plane build ## Benchmarks: decision, ranking, sources, throughput
 # x10: 7, x32: 14), m-small x2.6 23 (86 M; x0.5: 7, x1.6: 15).
 #
 # CPU: every policy replays each trace, hpa-best's search 25 times and
-# oracle-slo's trials about 14 more, so the run costs about 110-130 us of
-# CPU per request per seed: step and flash at x30 take 8 minutes of CPU per
-# seed, deepseek-r1 6, the diurnal shape (36 M requests) over an hour per
-# seed, and the whole default run (about 400 M requests replayed) twelve
-# hours or more, which is why the 5-minute start-ups are not in it. About
-# half an hour of CPU:
+# oracle-slo's trials about 14 more, so the run costs about 75 us of CPU
+# per request per seed (mm-image's 52 M requests: 65 minutes of CPU):
+# step and flash at x30 (3.7 M requests) about 5 minutes of CPU a seed,
+# the diurnal shape (36 M) about 45, and the whole default run (about 400 M
+# requests replayed) about eight hours, which is why the 5-minute
+# start-ups are not in it. About half an hour of CPU:
 # REPLAY_SHAPES='step flash' REPLAY_SEEDS=3 SERVEGEN_MODELS=deepseek-r1:2.4.
 # A 5-minute start-up run: REPLAY_STARTUPS='lognormal:2m,0.3 lognormal:5m,0.3'.
 # Tables (Markdown) go to standard output and
