@@ -86,16 +86,16 @@ func (r Rises) Headroom(now time.Time, width time.Duration) (float64, bool) {
 }
 
 // riseWithin is how far rates[len-1] rose above the lowest rate of the
-// window before it.
+// window before it, in the rates of an interval (RateSample.Recent).
 func riseWithin(rates []RateSample, now time.Time, window time.Duration) float64 {
 	if len(rates) == 0 {
 		return 0
 	}
-	last := rates[len(rates)-1].Rate
+	last := rates[len(rates)-1].Recent
 	low := last
 	for _, s := range rates {
 		if now.Sub(s.Time) <= window {
-			low = min(low, s.Rate)
+			low = min(low, s.Recent)
 		}
 	}
 	return last - low

@@ -75,16 +75,13 @@ type SLO struct {
 // QueueState is what the SLO policy carries from one evaluation to the
 // next. The zero value is a fresh start.
 type QueueState struct {
-	// LastTime is the time of the last reading, and LastInPool the
-	// requests running and waiting then: the pool's growth since gives
-	// the arrivals where only completions are counted.
-	LastTime   time.Time
-	LastInPool float64
+	// LastTime is the time of the last reading.
+	LastTime time.Time
 	// Little holds the smoothed running requests and completions, whose
 	// ratio is the service time.
 	Little queueing.Little
 	// Rates are the recent arrival rates, oldest first: their trend and
-	// their dispersion.
+	// their dispersion, and the pool's growth over CountWindow.
 	Rates []RateSample
 	// Correction is the factor on the arrival rate learned from the
 	// observed wait percentile; 0 means 1.
@@ -102,10 +99,16 @@ type QueueState struct {
 	Context float64
 }
 
-// RateSample is the arrival rate measured at Time.
+// RateSample is the arrival rate measured at Time: Rate over the window
+// the source counts in (CountWindow), the rate the trend, the dispersion
+// and the sustained level are read from; Recent over the last interval,
+// the rate whose rises size the burst headroom (the same as Rate where
+// arrivals are counted); and InPool the requests running and waiting then.
 type RateSample struct {
-	Time time.Time
-	Rate float64
+	Time   time.Time
+	Rate   float64
+	Recent float64
+	InPool float64
 }
 
 // SLOOutcome explains an SLO decision: the model's inputs, what it asked
@@ -359,11 +362,16 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		dt = in.Now.Sub(state.LastTime).Seconds()
 	}
 	arrivals, completions := r.value[gputaskv1.RoleArrivals], r.value[gputaskv1.RoleCompletions]
+	counted := RateSample{Time: in.Now, Rate: arrivals, Recent: arrivals, InPool: inPool}
 	switch {
 	case r.has(gputaskv1.RoleArrivals) && !r.has(gputaskv1.RoleCompletions):
-		completions = queueing.CompletionsFromArrivals(arrivals, inPool, state.LastInPool, dt)
+		before, span := countedSince(state.Rates, in.Now, CountWindow, jitterOf(in))
+		completions = queueing.CompletionsFromArrivals(arrivals, inPool, before, span)
 	case !r.has(gputaskv1.RoleArrivals):
-		arrivals = queueing.ArrivalsFromCompletions(completions, inPool, state.LastInPool, dt)
+		counted.Rate, counted.Recent = arrivalsFromCompletions(state.Rates, in.Now, jitterOf(in), completions, inPool)
+		// Sized for the higher: a step up shows in the last interval's
+		// growth a minute before the window's rate has taken it in.
+		arrivals = max(counted.Rate, counted.Recent)
 	}
 	weight := 1.0
 	switch {
@@ -378,9 +386,9 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	if rate, learn := littleRate(completions, arrivals); learn {
 		state.Little = state.Little.Observe(running, rate, weight)
 	}
-	state.LastTime, state.LastInPool = in.Now, inPool
-	jump := isJump(state.Rates, in.Now, trendWindow(in), arrivals)
-	state.Rates = appendRate(state.Rates, in.Now, arrivals, rateWindow(in))
+	state.LastTime = in.Now
+	jump := isJump(state.Rates, in.Now, trendWindow(in), counted.Rate)
+	state.Rates = appendRate(state.Rates, counted, rateWindow(in))
 	if jump {
 		state.Jump = in.Now
 	}
@@ -651,18 +659,60 @@ func rateWindow(in Inputs) time.Duration {
 // oldest whenever an evaluation comes a millisecond late.
 func jitterOf(in Inputs) time.Duration { return in.Interval / 4 }
 
-func appendRate(rates []RateSample, now time.Time, rate float64, window time.Duration) []RateSample {
+func appendRate(rates []RateSample, sample RateSample, window time.Duration) []RateSample {
+	now := sample.Time
 	kept := make([]RateSample, 0, len(rates)+1)
 	for _, r := range rates {
 		if r.Time.Before(now) && now.Sub(r.Time) <= window {
 			kept = append(kept, r)
 		}
 	}
-	kept = append(kept, RateSample{Time: now, Rate: rate})
+	kept = append(kept, sample)
 	if len(kept) > maxRateSamples {
 		kept = kept[len(kept)-maxRateSamples:]
 	}
 	return kept
+}
+
+// CountWindow is the window of the rate that the Arrivals or Completions
+// query reads, the [1m] of the queries the docs give: the pool's growth
+// is taken over the same window, so that the requests finished in it plus
+// the growth are the requests that arrived in it, however the pool's
+// completions move within the window.
+const CountWindow = time.Minute
+
+// arrivalsFromCompletions is the arrival rate, where only completions are
+// counted, over the window they are counted in (CountWindow) and over
+// the interval since the last reading: the completions plus the pool's
+// growth over each. The window's is exact; the interval's sets a
+// minute's completions against an interval's growth, and so it swings
+// while the completions move within the minute (a client of long prompts
+// filling the KV caches, a queue drained by new tasks), but it shows a
+// step up an interval after it comes, and the rises of a burst shorter
+// than the window, which the window's mean smooths away.
+func arrivalsFromCompletions(rates []RateSample, now time.Time, jitter time.Duration, completions, inPool float64) (window, recent float64) {
+	before, span := countedSince(rates, now, CountWindow, jitter)
+	window = queueing.ArrivalsFromCompletions(completions, inPool, before, span)
+	before, span = countedSince(rates, now, 0, 0)
+	return window, queueing.ArrivalsFromCompletions(completions, inPool, before, span)
+}
+
+// countedSince is the requests in the pool at the reading one window
+// before now, give or take jitter, and the seconds since it; without such
+// a reading (fewer readings than the window, as in the first minute after
+// a start, or readings further apart than it), at the last reading before
+// now, as with a window of 0. span is 0 without a reading before now.
+func countedSince(rates []RateSample, now time.Time, window, jitter time.Duration) (inPool, span float64) {
+	for _, r := range rates {
+		if !r.Time.Before(now) {
+			break
+		}
+		inPool, span = r.InPool, now.Sub(r.Time).Seconds()
+		if age := now.Sub(r.Time); window > 0 && age >= window-jitter && age <= window+jitter {
+			break
+		}
+	}
+	return inPool, span
 }
 
 // ratesSince are the rates read at since or later.

@@ -35,9 +35,9 @@ func sloBase(arrivals, running float64, more ...MetricInput) Inputs {
 // 2 completions a second (10 s each) until 15 s ago, with rates rising by
 // slope per second up to now's rate.
 func steady(now float64, slope float64) QueueState {
-	q := QueueState{LastTime: t0.Add(-15 * time.Second), LastInPool: 20, Little: queueing.Little{Running: 20, Completions: 2}}
+	q := QueueState{LastTime: t0.Add(-15 * time.Second), Little: queueing.Little{Running: 20, Completions: 2}}
 	for ago := 105; ago >= 15; ago -= 15 {
-		q.Rates = append(q.Rates, RateSample{Time: t0.Add(-time.Duration(ago) * time.Second), Rate: now - slope*float64(ago)})
+		q.Rates = append(q.Rates, RateSample{Time: t0.Add(-time.Duration(ago) * time.Second), Rate: now - slope*float64(ago), InPool: 20})
 	}
 	return q
 }
@@ -79,9 +79,10 @@ func TestDecideSLO(t *testing.T) {
 			in: with(sloBase(0, 20, role(gputaskv1.RoleWaiting, 30)), func(in *Inputs) {
 				in.Metrics[0] = role(gputaskv1.RoleCompletions, 2)
 				in.Queue = steady(2, 0)
-				in.Queue.Rates = nil
+				in.Queue.Rates = in.Queue.Rates[len(in.Queue.Rates)-1:]
 			}),
-			// 2/s finished and the pool grew from 20 to 50 in 15 s: 4/s
+			// 2/s finished and the pool grew from 20 to 50 in the 15 s
+			// since the only reading before: 4/s
 			// arrive; the service time stays 10 s. The 5 tasks serve just
 			// 4/s, so the 30 waiting are cleared within 90 s, three
 			// quarters of the start-up: 4.33/s need 6 tasks.
@@ -90,8 +91,46 @@ func TestDecideSLO(t *testing.T) {
 				if d.SLO.Arrivals != 4 || d.SLO.ServiceTime != 10*time.Second || math.Abs(d.SLO.Backlog-1.0/3) > 1e-9 {
 					t.Errorf("arrivals %v service %v backlog %v, want 4/s, 10s and 1/3/s", d.SLO.Arrivals, d.SLO.ServiceTime, d.SLO.Backlog)
 				}
-				if d.Queue.LastInPool != 50 || !d.Queue.LastTime.Equal(t0) {
+				if last := d.Queue.Rates[len(d.Queue.Rates)-1]; last.InPool != 50 || !last.Time.Equal(t0) || !d.Queue.LastTime.Equal(t0) {
 					t.Errorf("state %+v", d.Queue)
+				}
+			},
+		},
+		{
+			// 2/s finished over the minute, and the pool, steady at 20,
+			// grew to 50 in the last 15 s: 2.5/s over the minute, 4/s
+			// over the interval. A step shows in the interval first: the
+			// count is sized for 4/s, the history keeps both.
+			name: "a step up is sized from the interval's growth",
+			in: with(sloBase(0, 20, role(gputaskv1.RoleWaiting, 30)), func(in *Inputs) {
+				in.Metrics[0] = role(gputaskv1.RoleCompletions, 2)
+				in.Queue = steady(2, 0)
+			}),
+			want: 7, reason: ReasonSLOScaleUp,
+			check: func(t *testing.T, d Decision) {
+				last := d.Queue.Rates[len(d.Queue.Rates)-1]
+				if d.SLO.Arrivals != 4 || last.Rate != 2.5 || last.Recent != 4 || last.InPool != 50 {
+					t.Errorf("arrivals %v, history %+v; want 4/s, and 2.5/s over the minute, 4/s over the interval, 50 in the pool", d.SLO.Arrivals, last)
+				}
+			},
+		},
+		{
+			// The completions are a rate over the last minute: the pool
+			// held 20 until 30 s ago and grew to 50 in the interval
+			// since, so over the minute 2/s finished and 0.5/s more
+			// came, 2.5/s (the last interval alone would read 2/s as
+			// 2 + 0/15 a moment later, and 4/s as 2 + 30/15 now).
+			name: "arrivals from completions and the pool's growth over the same window",
+			in: with(sloBase(0, 20, role(gputaskv1.RoleWaiting, 30)), func(in *Inputs) {
+				in.Metrics[0] = role(gputaskv1.RoleCompletions, 2)
+				in.Queue = steady(2, 0)
+				in.Queue.Rates[len(in.Queue.Rates)-1].InPool = 50
+				in.Queue.Rates = append(in.Queue.Rates, RateSample{Time: t0.Add(-time.Second), Rate: 4, InPool: 50})
+			}),
+			want: 6, reason: ReasonSLOScaleUp,
+			check: func(t *testing.T, d Decision) {
+				if d.SLO.Arrivals != 2.5 {
+					t.Errorf("arrivals %v, want 2.5/s", d.SLO.Arrivals)
 				}
 			},
 		},
@@ -153,7 +192,8 @@ func TestDecideSLO(t *testing.T) {
 			// requests: the model asks for 1 task, the requests hold 10.
 			name: "never below the tasks the running requests occupy",
 			in: with(sloBase(0.1, 80), func(in *Inputs) {
-				in.Queue = QueueState{LastTime: t0.Add(-15 * time.Second), LastInPool: 1, Little: queueing.Little{Running: 1, Completions: 1}}
+				in.Queue = QueueState{LastTime: t0.Add(-15 * time.Second), Little: queueing.Little{Running: 1, Completions: 1},
+					Rates: []RateSample{{Time: t0.Add(-15 * time.Second), Rate: 1, InPool: 1}}}
 			}),
 			want: 10, reason: ReasonSLOScaleUp, msg: "10 tasks for the 80 running requests",
 		},
@@ -570,5 +610,101 @@ func TestDecideSLOEvaluationJitter(t *testing.T) {
 	})
 	if lateKept != exactKept || math.Abs(late-exact) > 1e-3*exact || math.Abs(lateCa2-exactCa2) > 1e-3*exactCa2 {
 		t.Errorf("3 ms late: %d rates kept, expected %v/s, Ca² %v; on time: %d, %v/s, %v", lateKept, late, lateCa2, exactKept, exact, exactCa2)
+	}
+}
+
+func TestCountedSince(t *testing.T) {
+	at := func(ago, inPool float64) RateSample {
+		return RateSample{Time: t0.Add(-time.Duration(ago * float64(time.Second))), InPool: inPool}
+	}
+	jitter := 15 * time.Second / 4
+	tests := []struct {
+		name         string
+		window       int
+		rates        []RateSample
+		inPool, span float64
+	}{
+		{name: "no reading before", rates: nil},
+		{name: "only now", rates: []RateSample{at(0, 7)}},
+		{name: "the reading one window ago", rates: []RateSample{at(90, 1), at(75, 2), at(60, 3), at(45, 4), at(30, 5), at(15, 6)}, inPool: 3, span: 60},
+		{name: "a late evaluation widens the window by the jitter", rates: []RateSample{at(75, 2), at(63, 3), at(48, 4)}, inPool: 3, span: 63},
+		{name: "beyond the jitter is outside", rates: []RateSample{at(64, 3), at(49, 4)}, inPool: 4, span: 49},
+		{name: "fewer readings than the window: the last", rates: []RateSample{at(30, 5), at(15, 6)}, inPool: 6, span: 15},
+		{name: "none a window ago: the last", rates: []RateSample{at(80, 1), at(50, 5), at(20, 6)}, inPool: 6, span: 20},
+		{name: "readings further apart than the window", rates: []RateSample{at(300, 1), at(150, 2)}, inPool: 2, span: 150},
+		{name: "a reading at now is not before it", rates: []RateSample{at(120, 1), at(0, 9)}, inPool: 1, span: 120},
+		{name: "a window of 0 is the last reading", window: -1, rates: []RateSample{at(75, 2), at(60, 3), at(45, 4), at(30, 5), at(15, 6)}, inPool: 6, span: 15},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			window := CountWindow
+			if tc.window < 0 {
+				window = 0
+			}
+			inPool, span := countedSince(tc.rates, t0, window, jitter)
+			if inPool != tc.inPool || span != tc.span {
+				t.Errorf("countedSince = %v over %v s, want %v over %v s", inPool, span, tc.inPool, tc.span)
+			}
+		})
+	}
+}
+
+func TestArrivalsFromCompletions(t *testing.T) {
+	// Readings every 15 s, the pool's requests at each, oldest first.
+	readings := func(inPool ...float64) []RateSample {
+		var rates []RateSample
+		for i, n := range inPool {
+			rates = append(rates, RateSample{Time: t0.Add(-time.Duration(15*(len(inPool)-i)) * time.Second), InPool: n})
+		}
+		return rates
+	}
+	tests := []struct {
+		name                 string
+		rates                []RateSample
+		completions, inPool  float64
+		wantWindow, wantLast float64
+	}{
+		// 10/s finished over the minute and the pool held 100.
+		{name: "steady", rates: readings(100, 100, 100, 100, 100), completions: 10, inPool: 100, wantWindow: 10, wantLast: 10},
+		// 10/s arrive throughout. The completions fall from 10/s to 4/s
+		// for the last 30 s (a client of long prompts fills the KV
+		// caches): 7/s over the minute, and the pool grows by 6/s from
+		// 100 to 280. The minute reads 7 + 180/60 = 10, exactly; the
+		// interval 7 + 90/15 = 13.
+		{name: "completions falling", rates: readings(100, 100, 100, 100, 190), completions: 7, inPool: 280, wantWindow: 10, wantLast: 13},
+		// 10/s arrive throughout. New tasks drain a queue: 16/s finish
+		// for the last 30 s, 13/s over the minute, and the pool falls
+		// from 280 to 100. The minute reads 13 - 180/60 = 10; the
+		// interval 13 - 90/15 = 7.
+		{name: "a queue drained", rates: readings(280, 280, 280, 280, 190), completions: 13, inPool: 100, wantWindow: 10, wantLast: 7},
+		// A step from 10/s to 40/s 15 s ago, none of it finished yet:
+		// the pool grew by 450. The minute's mean is 10 + 450/60 = 17.5,
+		// the interval's 10 + 450/15 = 40.
+		{name: "a step up", rates: readings(100, 100, 100, 100, 100), completions: 10, inPool: 550, wantWindow: 17.5, wantLast: 40},
+		{name: "no reading before", completions: 10, inPool: 550, wantWindow: 10, wantLast: 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			window, last := arrivalsFromCompletions(tc.rates, t0, 15*time.Second/4, tc.completions, tc.inPool)
+			if math.Abs(window-tc.wantWindow) > 1e-9 || math.Abs(last-tc.wantLast) > 1e-9 {
+				t.Errorf("arrivals %v over the window and %v over the interval, want %v and %v", window, last, tc.wantWindow, tc.wantLast)
+			}
+		})
+	}
+}
+
+func TestRiseWithinReadsTheIntervalRates(t *testing.T) {
+	// The minute's rate is flat at 10/s while the interval's rose from 10
+	// to 30 within the start-up: a burst the minute's mean smooths away.
+	var rates []RateSample
+	for ago := 120; ago >= 0; ago -= 15 {
+		recent := 10.0
+		if ago <= 30 {
+			recent = 30
+		}
+		rates = append(rates, RateSample{Time: t0.Add(-time.Duration(ago) * time.Second), Rate: 10, Recent: recent})
+	}
+	if got := riseWithin(rates, t0, 2*time.Minute); got != 20 {
+		t.Errorf("rise %v, want 20", got)
 	}
 }
