@@ -351,52 +351,91 @@ func (cp *ControlPlane) setupClients(host string) error {
 	return nil
 }
 
+// component is an optional component's start and its readiness check.
+type component struct {
+	start func() (*Process, int, error)
+	ready func(p *Process, port int) error
+}
+
 // startComponents starts the optional components together, then waits for
-// each, so that their start-up times overlap.
+// each, so that their start-up times overlap. One that dies before it is
+// ready (most likely because another process took its port between
+// FreePort and its bind) is started again on another port, as etcd and the
+// API server are.
 func (cp *ControlPlane) startComponents(ctx context.Context) error {
-	type waiter func() error
-	var waits []waiter
+	var components []component
 	if cp.opts.Scheduler {
-		p, port, err := cp.startSecureComponent(BinScheduler, nil)
-		if err != nil {
-			return err
-		}
-		waits = append(waits, func() error { return cp.waitHealthz(ctx, p, port) })
+		components = append(components, component{
+			start: func() (*Process, int, error) { return cp.startSecureComponent(BinScheduler, nil) },
+			ready: func(p *Process, port int) error { return cp.waitHealthz(ctx, p, port) },
+		})
 	}
 	if cp.opts.ControllerManager {
 		controllers := cp.opts.Controllers
 		if len(controllers) == 0 {
 			controllers = DefaultControllers
 		}
-		p, port, err := cp.startSecureComponent(BinControllerManager, []string{
-			"--controllers=" + strings.Join(controllers, ","),
-			"--root-ca-file=" + cp.pki.CACert,
-			"--service-account-private-key-file=" + cp.pki.SAPrivateKey,
-			"--use-service-account-credentials=false",
+		components = append(components, component{
+			start: func() (*Process, int, error) {
+				return cp.startSecureComponent(BinControllerManager, []string{
+					"--controllers=" + strings.Join(controllers, ","),
+					"--root-ca-file=" + cp.pki.CACert,
+					"--service-account-private-key-file=" + cp.pki.SAPrivateKey,
+					"--use-service-account-credentials=false",
+				})
+			},
+			ready: func(p *Process, port int) error { return cp.waitHealthz(ctx, p, port) },
 		})
-		if err != nil {
-			return err
-		}
-		waits = append(waits, func() error { return cp.waitHealthz(ctx, p, port) })
 	}
 	if cp.opts.Kwok {
-		p, port, err := cp.startKwok()
+		components = append(components, component{
+			start: cp.startKwok,
+			ready: func(p *Process, port int) error {
+				return p.waitReady(ctx, componentStartTimeout, func(ctx context.Context) bool {
+					body, err := cp.get(ctx, "http://127.0.0.1:"+strconv.Itoa(port)+"/healthz")
+					return err == nil && strings.TrimSpace(body) == "ok"
+				})
+			},
+		})
+	}
+	type started struct {
+		p    *Process
+		port int
+	}
+	first := make([]started, len(components))
+	for i, c := range components {
+		p, port, err := c.start()
 		if err != nil {
 			return err
 		}
-		waits = append(waits, func() error {
-			return p.waitReady(ctx, componentStartTimeout, func(ctx context.Context) bool {
-				body, err := cp.get(ctx, "http://127.0.0.1:"+strconv.Itoa(port)+"/healthz")
-				return err == nil && strings.TrimSpace(body) == "ok"
-			})
-		})
+		first[i] = started{p, port}
 	}
-	for _, wait := range waits {
-		if err := wait(); err != nil {
+	for i, c := range components {
+		if err := c.readyOrStartAgain(first[i].p, first[i].port); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// readyOrStartAgain waits for the component started as p on port, and
+// starts it again while it dies before it is ready, up to startAttempts
+// starts in all.
+func (c component) readyOrStartAgain(p *Process, port int) error {
+	attempt := 0
+	return retryStart(func() (bool, error) {
+		if attempt++; attempt > 1 {
+			var err error
+			if p, port, err = c.start(); err != nil {
+				return false, err
+			}
+		}
+		if err := c.ready(p, port); err != nil {
+			p.Stop()
+			return errors.Is(err, errExited), err
+		}
+		return false, nil
+	})
 }
 
 // startSecureComponent starts kube-scheduler or kube-controller-manager as
