@@ -115,6 +115,23 @@ func TestDecideSLO(t *testing.T) {
 			},
 		},
 		{
+			// Where arrivals are counted and completions are not, the
+			// completions are the arrivals less the pool's growth over
+			// the same minute: 4/s arrived, the pool grew from 20 a minute
+			// ago to 50 (all of it more than 15 s ago), so 3.5/s finished.
+			name: "completions from arrivals and the pool's growth over the same window",
+			in: with(sloBase(4, 20, role(gputaskv1.RoleWaiting, 30)), func(in *Inputs) {
+				in.Queue = steady(4, 0)
+				in.Queue.Rates[len(in.Queue.Rates)-1].InPool = 50
+			}),
+			want: 6, reason: ReasonSLOScaleUp,
+			check: func(t *testing.T, d Decision) {
+				if d.SLO.completions != 3.5 {
+					t.Errorf("completions %v, want 3.5/s", d.SLO.completions)
+				}
+			},
+		},
+		{
 			// The completions are a rate over the last minute: the pool
 			// held 20 until 30 s ago and grew to 50 in the interval
 			// since, so over the minute 2/s finished and 0.5/s more
