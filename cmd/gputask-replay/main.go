@@ -14,6 +14,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -313,6 +314,10 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if scrapeEvery > 0 {
 		metrics = fmt.Sprintf("metrics scraped every %v", scrapeEvery)
 	}
+	verdict := report.TargetsOfReports(reports)
+	if len(reports) == 1 {
+		reports[0].Targets = &verdict
+	}
 	for i, rep := range reports {
 		tr := traces[i].Trace
 		if i > 0 {
@@ -342,7 +347,39 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 	if best != nil {
 		fmt.Fprintf(stdout, "\n%s\n", best.Summary(len(traces)))
 	}
-	return nil
+	if err := printTargets(stdout, verdict, *markdown); err != nil {
+		return err
+	}
+	if *jsonPath == "" || len(reports) == 1 {
+		return nil
+	}
+	// The trace of a run of one has the verdict in its file; of several,
+	// each has its file beside the path given, and the path the verdict.
+	return writeJSON(*jsonPath, struct {
+		Targets report.Targets `json:"targets"`
+	}{verdict})
+}
+
+// printTargets prints ours against the targets after the tables, where
+// ours ran.
+func printTargets(w io.Writer, t report.Targets, markdown bool) error {
+	if !t.OursRan() {
+		return nil
+	}
+	fmt.Fprintln(w)
+	if markdown {
+		return t.WriteMarkdown(w)
+	}
+	return t.WriteTable(w)
+}
+
+// writeJSON writes v to path, indented.
+func writeJSON(path string, v any) error {
+	return writeFile(path, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", " ")
+		return enc.Encode(v)
+	})
 }
 
 func readTrace(path string, o workload.TraceOptions) (workload.Trace, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -188,5 +189,118 @@ func TestReplaySeeds(t *testing.T) {
 	}
 	if err := run([]string{"--shape", "tidal", "--concurrency", "8"}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "unknown shape") {
 		t.Errorf("an unknown shape: %v", err)
+	}
+}
+
+// After the tables the replay judges ours against the targets over the
+// traces of the run: a target whose anchor row did not run is not
+// measured. The path given to --json gets the verdict: beside the report
+// with one trace, alone with several.
+func TestReplayTargets(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	for _, shape := range []string{"step", "flash"} {
+		path := filepath.Join(dir, shape+".csv")
+		var out, errOut bytes.Buffer
+		if err := run([]string{"generate", "--shape", shape, "--duration", "1h", "--surge-at", "20m", "--out", path}, &out, &errOut); err != nil {
+			t.Fatalf("generate: %v\n%s", err, errOut.String())
+		}
+		paths = append(paths, path)
+	}
+	flags := []string{"--time-column", "Timestamp", "--service", "20s", "--concurrency", "8", "--gpus-per-node", "0",
+		"--policies", "ours,hpa-best,hpa-best-one,oracle", "--markdown"}
+	var out, errOut bytes.Buffer
+	several := filepath.Join(dir, "several.json")
+	if err := run(append([]string{"--trace", paths[0], "--trace", paths[1], "--json", several}, flags...), &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	s := out.String()
+	section := strings.Index(s, "\nours against the targets over 2 traces")
+	if section < strings.Index(s, "hpa-best, per trace:") {
+		t.Errorf("no section of the targets after the tables:\n%s", s)
+	}
+	for _, want := range []string{"| step.csv | ", "| flash.csv | ", "| sum (2 traces) | ", "- GPU-h ≤ 1.15× oracle-slo, summed: not measured\n"} {
+		if !strings.Contains(s[section+1:], want) {
+			t.Errorf("section lacks %q:\n%s", want, s[section+1:])
+		}
+	}
+	verdicts := func(path string, wantPolicies int) []string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Policies []json.RawMessage `json:"policies"`
+			Targets  struct {
+				Verdicts []struct {
+					Verdict string `json:"verdict"`
+				} `json:"verdicts"`
+			} `json:"targets"`
+		}
+		if err := json.Unmarshal(b, &doc); err != nil || len(doc.Policies) != wantPolicies {
+			t.Errorf("%s: %v, %d policies, want %d", path, err, len(doc.Policies), wantPolicies)
+		}
+		var out []string
+		for _, v := range doc.Targets.Verdicts {
+			out = append(out, v.Verdict)
+		}
+		return out
+	}
+	// Every row but oracle-slo ran: each of their targets is judged.
+	judged := func(vs []string) bool {
+		return len(vs) == 6 && vs[4] == "not measured" && !slices.Contains(append(slices.Clone(vs[:4]), vs[5]), "not measured")
+	}
+	if vs := verdicts(several, 0); !judged(vs) {
+		t.Errorf("%s: verdicts %q", several, vs)
+	}
+	if vs := verdicts(filepath.Join(dir, "several-step.json"), 4); len(vs) != 0 {
+		t.Errorf("a trace's report of several has verdicts %q", vs)
+	}
+	one := filepath.Join(dir, "one.json")
+	if err := run(append([]string{"--trace", paths[1], "--json", one}, flags...), &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	if vs := verdicts(one, 4); !judged(vs) {
+		t.Errorf("%s: verdicts %q", one, vs)
+	}
+}
+
+// With --seeds the verdict reads each trace's figures over the seeds,
+// printed after the tables and written to the JSON beside them.
+func TestReplaySeedsTargets(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "seeds.json")
+	var out, errOut bytes.Buffer
+	err := run([]string{
+		"--shape", "step", "--seeds", "2", "--prefill-tokens-per-second", "4000", "--decode-tokens-per-second", "40",
+		"--concurrency", "8", "--policies", "ours,oracle", "--gpus-per-node", "0", "--json", jsonPath,
+	}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"\nours against the targets over 1 trace (", "GPU-h ≤ 1.00× hpa-best, summed: not measured\n", "peak ≤ 1.5× oracle's + 2 on every trace: "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Targets struct {
+			Traces []struct {
+				Trace string `json:"trace"`
+				Rows  map[string]struct {
+					Seeds int `json:"seeds"`
+				} `json:"rows"`
+				PeakBound float64 `json:"peak_bound"`
+			} `json:"traces"`
+		} `json:"targets"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Targets.Traces) != 1 {
+		t.Fatalf("JSON: %v, %+v", err, doc.Targets)
+	}
+	if tr := doc.Targets.Traces[0]; tr.Trace != "step" || tr.Rows["ours"].Seeds != 2 || tr.PeakBound < 2 {
+		t.Errorf("JSON trace %+v, want step with ours over 2 seeds and the oracle's peak bound", tr)
 	}
 }

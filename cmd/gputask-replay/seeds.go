@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -67,15 +66,16 @@ func replaySeeds(w io.Writer, files []replay.NamedTrace, shapes []string, n int,
 	for _, b := range bests {
 		fmt.Fprintf(w, "\n%s\n", b)
 	}
+	targets := report.TargetsOf(tables)
+	if err := printTargets(w, targets, markdown); err != nil {
+		return err
+	}
 	if jsonPath == "" {
 		return nil
 	}
-	return writeFile(jsonPath, func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", " ")
-		return enc.Encode(struct {
-			Seeds  int                `json:"seeds"`
-			Traces []report.SeedTable `json:"traces"`
-		}{n, tables})
-	})
+	return writeJSON(jsonPath, struct {
+		Seeds   int                `json:"seeds"`
+		Traces  []report.SeedTable `json:"traces"`
+		Targets report.Targets     `json:"targets"`
+	}{n, tables, targets})
 }

@@ -2,7 +2,8 @@
 // trace as an aligned table, markdown or JSON (Report), the same rows over
 // several seeds as their mean and range (SeedTable), and the pool over time
 // as a plot (Plot). It formats; the figures themselves come from the model
-// (package sim).
+// (package sim). Targets judges ours against the targets over a run's
+// traces, from the same rows.
 package report
 
 import (
@@ -32,6 +33,9 @@ type Report struct {
 	Policies []sim.Result   `json:"policies"`
 	// Series holds each policy's samples, by policy name.
 	Series map[string][]sim.Sample `json:"series"`
+	// Targets, where set, is ours against the targets over the run the
+	// report is the one trace of (TargetsOfReports).
+	Targets *Targets `json:"targets,omitempty"`
 }
 
 // Oracle is the zero-wait oracle's row, if it ran: the tables give every
@@ -48,22 +52,40 @@ func (r Report) Oracle() (sim.Result, bool) {
 // WriteTable prints the figures, and each policy's GPU-hours as a ratio
 // to the oracle's.
 func (r Report) WriteTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\t\n", strings.Join(r.headings(), "\t"))
-	for _, p := range r.Policies {
-		fmt.Fprintf(tw, "%s\t\n", strings.Join(r.cells(p), "\t"))
-	}
-	return tw.Flush()
+	return writeText(w, r.headings(), r.rows())
 }
 
 // WriteMarkdown prints the table as Markdown.
 func (r Report) WriteMarkdown(w io.Writer) error {
+	return writeMarkdown(w, r.headings(), r.rows())
+}
+
+func (r Report) rows() [][]string {
+	var rows [][]string
+	for _, p := range r.Policies {
+		rows = append(rows, r.cells(p))
+	}
+	return rows
+}
+
+// writeText prints a table aligned right, in columns two spaces apart.
+func writeText(w io.Writer, heads []string, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s\t\n", strings.Join(heads, "\t"))
+	for _, row := range rows {
+		fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
+	}
+	return tw.Flush()
+}
+
+// writeMarkdown prints a table as Markdown, its first column aligned left
+// and the others right.
+func writeMarkdown(w io.Writer, heads []string, rows [][]string) error {
 	var b strings.Builder
-	heads := r.headings()
 	b.WriteString("| " + strings.Join(heads, " | ") + " |\n|---|")
 	b.WriteString(strings.Repeat("--:|", len(heads)-1) + "\n")
-	for _, p := range r.Policies {
-		b.WriteString("| " + strings.Join(r.cells(p), " | ") + " |\n")
+	for _, row := range rows {
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

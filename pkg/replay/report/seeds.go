@@ -3,8 +3,6 @@ package report
 import (
 	"fmt"
 	"io"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 )
@@ -162,22 +160,28 @@ func (t SeedTable) cells(r SeedRow) []string {
 
 // WriteTable prints the table.
 func (t SeedTable) WriteTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\t\n", strings.Join(t.headings(), "\t"))
-	for _, r := range t.Rows {
-		fmt.Fprintf(tw, "%s\t\n", strings.Join(t.cells(r), "\t"))
-	}
-	return tw.Flush()
+	return writeText(w, t.headings(), t.rows())
 }
 
 // WriteMarkdown prints the table as Markdown.
 func (t SeedTable) WriteMarkdown(w io.Writer) error {
-	var b strings.Builder
-	heads := t.headings()
-	b.WriteString("| " + strings.Join(heads, " | ") + " |\n|---|" + strings.Repeat("--:|", len(heads)-1) + "\n")
+	return writeMarkdown(w, t.headings(), t.rows())
+}
+
+func (t SeedTable) rows() [][]string {
+	var rows [][]string
 	for _, r := range t.Rows {
-		b.WriteString("| " + strings.Join(t.cells(r), " | ") + " |\n")
+		rows = append(rows, t.cells(r))
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return rows
+}
+
+// Row is the row named name, if it ran.
+func (t SeedTable) Row(name string) (SeedRow, bool) {
+	for _, r := range t.Rows {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return SeedRow{}, false
 }
