@@ -138,10 +138,10 @@ func TestReplayWithService(t *testing.T) {
 	}
 }
 
-// Several --trace flags: one table per trace, hpa-best's target searched
-// over all of them, and each trace's JSON beside the path given.
-func TestReplaySeveralTraces(t *testing.T) {
-	dir := t.TempDir()
+// stepAndFlash generates an hour of the step and the flash shapes into
+// dir and returns their paths.
+func stepAndFlash(t *testing.T, dir string) []string {
+	t.Helper()
 	var paths []string
 	for _, shape := range []string{"step", "flash"} {
 		path := filepath.Join(dir, shape+".csv")
@@ -151,6 +151,14 @@ func TestReplaySeveralTraces(t *testing.T) {
 		}
 		paths = append(paths, path)
 	}
+	return paths
+}
+
+// Several --trace flags: one table per trace, hpa-best's target searched
+// over all of them, and each trace's JSON beside the path given.
+func TestReplaySeveralTraces(t *testing.T) {
+	dir := t.TempDir()
+	paths := stepAndFlash(t, dir)
 	var out, errOut bytes.Buffer
 	err := run([]string{
 		"--trace", paths[0], "--trace", paths[1], "--time-column", "Timestamp", "--service", "20s",
@@ -198,15 +206,7 @@ func TestReplaySeeds(t *testing.T) {
 // with one trace, alone with several.
 func TestReplayTargets(t *testing.T) {
 	dir := t.TempDir()
-	var paths []string
-	for _, shape := range []string{"step", "flash"} {
-		path := filepath.Join(dir, shape+".csv")
-		var out, errOut bytes.Buffer
-		if err := run([]string{"generate", "--shape", shape, "--duration", "1h", "--surge-at", "20m", "--out", path}, &out, &errOut); err != nil {
-			t.Fatalf("generate: %v\n%s", err, errOut.String())
-		}
-		paths = append(paths, path)
-	}
+	paths := stepAndFlash(t, dir)
 	flags := []string{"--time-column", "Timestamp", "--service", "20s", "--concurrency", "8", "--gpus-per-node", "0",
 		"--policies", "ours,hpa-best,hpa-best-one,oracle", "--markdown"}
 	var out, errOut bytes.Buffer
