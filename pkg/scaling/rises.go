@@ -86,16 +86,17 @@ func (r Rises) Headroom(now time.Time, width time.Duration) (float64, bool) {
 }
 
 // riseWithin is how far rates[len-1] rose above the lowest rate of the
-// window before it, in the rates of an interval (RateSample.Recent).
+// window before it, in the rates that fill the slots
+// (RateSample.OverService).
 func riseWithin(rates []RateSample, now time.Time, window time.Duration) float64 {
 	if len(rates) == 0 {
 		return 0
 	}
-	last := rates[len(rates)-1].Recent
+	last := rates[len(rates)-1].OverService
 	low := last
 	for _, s := range rates {
 		if now.Sub(s.Time) <= window {
-			low = min(low, s.Recent)
+			low = min(low, s.OverService)
 		}
 	}
 	return last - low

@@ -101,14 +101,17 @@ type QueueState struct {
 
 // RateSample is the arrival rate measured at Time: Rate over the window
 // the source counts in (CountWindow), the rate the trend, the dispersion
-// and the sustained level are read from; Recent over the last interval,
-// the rate whose rises size the burst headroom (the same as Rate where
-// arrivals are counted); and InPool the requests running and waiting then.
+// and the sustained level are read from; Recent over the last interval;
+// OverService the mean of the interval rates over the last service time
+// (serviceIntervals), the rate that fills the slots, whose rises size the
+// burst headroom (Recent and OverService are Rate where arrivals are
+// counted); and InPool the requests running and waiting then.
 type RateSample struct {
-	Time   time.Time
-	Rate   float64
-	Recent float64
-	InPool float64
+	Time        time.Time
+	Rate        float64
+	Recent      float64
+	OverService float64
+	InPool      float64
 }
 
 // SLOOutcome explains an SLO decision: the model's inputs, what it asked
@@ -362,16 +365,17 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		dt = in.Now.Sub(state.LastTime).Seconds()
 	}
 	arrivals, completions := r.value[gputaskv1.RoleArrivals], r.value[gputaskv1.RoleCompletions]
-	counted := RateSample{Time: in.Now, Rate: arrivals, Recent: arrivals, InPool: inPool}
+	counted := RateSample{Time: in.Now, Rate: arrivals, Recent: arrivals, OverService: arrivals, InPool: inPool}
 	switch {
 	case r.has(gputaskv1.RoleArrivals) && !r.has(gputaskv1.RoleCompletions):
 		before, span := countedSince(state.Rates, in.Now, CountWindow, jitterOf(in))
 		completions = queueing.CompletionsFromArrivals(arrivals, inPool, before, span)
 	case !r.has(gputaskv1.RoleArrivals):
 		counted.Rate, counted.Recent = arrivalsFromCompletions(state.Rates, in.Now, jitterOf(in), completions, inPool)
-		// Sized for the higher: a step up shows in the last interval's
+		counted.OverService = meanOfLast(state.Rates, counted.Recent, serviceIntervals(state.Little, in.Interval))
+		// Sized for the higher: a step up shows in the last intervals'
 		// growth a minute before the window's rate has taken it in.
-		arrivals = max(counted.Rate, counted.Recent)
+		arrivals = max(counted.Rate, counted.OverService)
 	}
 	weight := 1.0
 	switch {
@@ -695,6 +699,35 @@ func arrivalsFromCompletions(rates []RateSample, now time.Time, jitter time.Dura
 	window = queueing.ArrivalsFromCompletions(completions, inPool, before, span)
 	before, span = countedSince(rates, now, 0, 0)
 	return window, queueing.ArrivalsFromCompletions(completions, inPool, before, span)
+}
+
+// serviceIntervals is how many intervals the rate that fills the slots is
+// the mean over: the last service time's (the one learned so far), between
+// one interval and CountWindow. By Little's law the requests in flight are
+// those that arrived within the last service time, so a rise shorter than
+// it fills the slots for part of one only: among minute-long requests a
+// 15 s burst of arrivals holds a quarter of the slots a rise of its height
+// that lasts would. One interval while the service time is unknown.
+func serviceIntervals(little queueing.Little, interval time.Duration) float64 {
+	service, ok := little.ServiceTime()
+	if !ok || interval <= 0 {
+		return 1
+	}
+	return max(1, min(service, CountWindow.Seconds())/interval.Seconds())
+}
+
+// meanOfLast is the mean of recent and the interval rates of the readings
+// before it over the last n intervals, as many as there are: each reading
+// weighs its interval's share of them, the oldest a part where n is not
+// whole, so that the mean moves little when the service time does.
+func meanOfLast(rates []RateSample, recent, n float64) float64 {
+	sum, weight := recent, 1.0
+	for i := len(rates) - 1; i >= 0 && weight < n; i-- {
+		w := min(1, n-weight)
+		sum += w * rates[i].Recent
+		weight += w
+	}
+	return sum / weight
 }
 
 // countedSince is the requests in the pool at the reading one window

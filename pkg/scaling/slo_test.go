@@ -115,6 +115,31 @@ func TestDecideSLO(t *testing.T) {
 			},
 		},
 		{
+			// Minute-long requests: 10/s finished, 600 in the pool until
+			// 15 s ago and 750 now, 20/s over the interval. A burst of 15 s
+			// fills the slots for a quarter of a service time: the count
+			// is sized for the mean of the last minute's interval rates,
+			// 12.5/s (with the trend through the minute's rates and the
+			// backlog of the 150 waiting, 25.5/s expected: 25 tasks), not
+			// for the burst's 20/s (43/s expected: 41 tasks).
+			name: "a burst shorter than the service time is sized over the service time",
+			in: with(sloBase(0, 600, role(gputaskv1.RoleWaiting, 150)), func(in *Inputs) {
+				in.Metrics[0] = role(gputaskv1.RoleCompletions, 10)
+				in.Policy.SLO.SlotsPerTask = 64
+				in.Queue = QueueState{LastTime: t0.Add(-15 * time.Second), Little: queueing.Little{Running: 600, Completions: 10}}
+				for ago := 105; ago >= 15; ago -= 15 {
+					in.Queue.Rates = append(in.Queue.Rates, RateSample{Time: t0.Add(-time.Duration(ago) * time.Second), Rate: 10, Recent: 10, OverService: 10, InPool: 600})
+				}
+			}),
+			want: 25, reason: ReasonSLOScaleUp,
+			check: func(t *testing.T, d Decision) {
+				last := d.Queue.Rates[len(d.Queue.Rates)-1]
+				if d.SLO.Arrivals != 12.5 || last.Recent != 20 || last.OverService != 12.5 {
+					t.Errorf("arrivals %v, history %+v; want 12.5/s, and 20/s over the interval, 12.5/s over the service time", d.SLO.Arrivals, last)
+				}
+			},
+		},
+		{
 			// Where arrivals are counted and completions are not, the
 			// completions are the arrivals less the pool's growth over
 			// the same minute: 4/s arrived, the pool grew from 20 a minute
@@ -710,18 +735,64 @@ func TestArrivalsFromCompletions(t *testing.T) {
 	}
 }
 
-func TestRiseWithinReadsTheIntervalRates(t *testing.T) {
-	// The minute's rate is flat at 10/s while the interval's rose from 10
-	// to 30 within the start-up: a burst the minute's mean smooths away.
+func TestRiseWithinReadsTheRatesThatFillTheSlots(t *testing.T) {
+	// The minute's rate is flat at 10/s while the rate over the service
+	// time rose from 10 to 30 within the start-up (a burst the minute's
+	// mean smooths away), and the last interval's to 50.
 	var rates []RateSample
 	for ago := 120; ago >= 0; ago -= 15 {
-		recent := 10.0
+		over, recent := 10.0, 10.0
 		if ago <= 30 {
-			recent = 30
+			over, recent = 30, 50
 		}
-		rates = append(rates, RateSample{Time: t0.Add(-time.Duration(ago) * time.Second), Rate: 10, Recent: recent})
+		rates = append(rates, RateSample{Time: t0.Add(-time.Duration(ago) * time.Second), Rate: 10, Recent: recent, OverService: over})
 	}
 	if got := riseWithin(rates, t0, 2*time.Minute); got != 20 {
 		t.Errorf("rise %v, want 20", got)
+	}
+}
+
+func TestServiceIntervals(t *testing.T) {
+	tests := []struct {
+		name     string
+		little   queueing.Little
+		interval time.Duration
+		want     float64
+	}{
+		{"unknown service time: one interval", queueing.Little{}, 15 * time.Second, 1},
+		{"shorter than an interval: one", queueing.Little{Running: 20, Completions: 2}, 15 * time.Second, 1},
+		{"22.5 s at 15 s intervals: one and a half", queueing.Little{Running: 45, Completions: 2}, 15 * time.Second, 1.5},
+		{"a minute: four", queueing.Little{Running: 120, Completions: 2}, 15 * time.Second, 4},
+		{"longer than CountWindow: CountWindow's", queueing.Little{Running: 600, Completions: 2}, 15 * time.Second, 4},
+		{"no interval: one", queueing.Little{Running: 120, Completions: 2}, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := serviceIntervals(tt.little, tt.interval); got != tt.want {
+				t.Errorf("serviceIntervals = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMeanOfLast(t *testing.T) {
+	rates := []RateSample{{Recent: 100}, {Recent: 2}, {Recent: 4}}
+	for _, tt := range []struct {
+		n    float64
+		want float64
+	}{
+		{1, 6}, {2, 5}, {3, 4}, {4, 28}, {9, 28},
+		// The oldest of the readings weighs a part: (6 + 4/2) / 1.5.
+		{1.5, 16.0 / 3},
+		// A service time a little longer weighs a little more of the
+		// past: the mean moves by a little, not to the next whole count.
+		{2.01, (6 + 4 + 0.01*2) / 2.01},
+	} {
+		if got := meanOfLast(rates, 6, tt.n); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("meanOfLast(n=%v) = %v, want %v", tt.n, got, tt.want)
+		}
+	}
+	if got := meanOfLast(nil, 6, 4); got != 6 {
+		t.Errorf("meanOfLast with no reading before = %v, want 6", got)
 	}
 }
