@@ -433,7 +433,8 @@ func generate(args []string, stdout, stderr io.Writer) error {
 		tokensSigma  = fs.Float64("tokens-sigma", 0, "log-normal sigma of token counts")
 		seed         = fs.Uint64("seed", 0, "seed (default 1)")
 		servegen     = fs.String("servegen", "", "draw the trace from a ServeGen model folder (windows.csv, tokens.csv) instead of a shape")
-		days         = fs.Int("days", 1, "with --servegen: the first days of the windows to draw")
+		days         = fs.Int("days", 1, "with --servegen: how many days of the windows to draw")
+		firstDay     = fs.Int("first-day", 1, "with --servegen: the day to draw from, 1 the data's first; arrivals count from its start")
 		rateScale    = fs.Float64("rate-scale", 1, "with --servegen: multiply every client's rate")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -445,10 +446,10 @@ func generate(args []string, stdout, stderr io.Writer) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *servegen != "" {
-		return generateServeGen(*servegen, *days, *rateScale, max(*seed, 1), *out, set, stdout, stderr)
+		return generateServeGen(*servegen, *firstDay, *days, *rateScale, max(*seed, 1), *out, set, stdout, stderr)
 	}
-	if set["days"] || set["rate-scale"] {
-		return errors.New("--days and --rate-scale go with --servegen")
+	if set["days"] || set["first-day"] || set["rate-scale"] {
+		return errors.New("--days, --first-day and --rate-scale go with --servegen")
 	}
 	o := workload.DefaultGenerateOptions(*shape)
 	override := func(name string, apply func()) {
@@ -484,9 +485,9 @@ func generate(args []string, stdout, stderr io.Writer) error {
 // generateServeGen writes a trace drawn from a ServeGen model folder. The
 // shape's flags do not apply to it; given, they are an error rather than
 // silently ignored.
-func generateServeGen(dir string, days int, rateScale float64, seed uint64, out string, set map[string]bool, stdout, stderr io.Writer) error {
+func generateServeGen(dir string, first, days int, rateScale float64, seed uint64, out string, set map[string]bool, stdout, stderr io.Writer) error {
 	for name := range set {
-		if name != "servegen" && name != "days" && name != "rate-scale" && name != "seed" && name != "out" {
+		if !slices.Contains([]string{"servegen", "first-day", "days", "rate-scale", "seed", "out"}, name) {
 			return fmt.Errorf("--%s does not go with --servegen", name)
 		}
 	}
@@ -497,7 +498,7 @@ func generateServeGen(dir string, days int, rateScale float64, seed uint64, out 
 	var sum workload.ServeGenSummary
 	write := func(w io.Writer) error {
 		cw := workload.NewCSVWriter(w)
-		if sum, err = s.Generate(days, rateScale, seed, cw.Write); err != nil {
+		if sum, err = s.Generate(first, days, rateScale, seed, cw.Write); err != nil {
 			return err
 		}
 		return cw.Flush()
@@ -510,7 +511,7 @@ func generateServeGen(dir string, days int, rateScale float64, seed uint64, out 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "%s: %d requests from %d clients over %d days at %v times their rate", dir, sum.Requests, sum.Clients, days, rateScale)
+	fmt.Fprintf(stderr, "%s: %d requests from %d clients over %d days from day %d at %v times their rate", dir, sum.Requests, sum.Clients, days, first, rateScale)
 	if len(sum.LeftOut) > 0 {
 		fmt.Fprintf(stderr, "; %d clients without token data left out, as ServeGen does (%.0f %% of the requests)", len(sum.LeftOut), 100*sum.LeftOutShare)
 	}

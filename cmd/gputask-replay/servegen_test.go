@@ -40,7 +40,7 @@ func TestGenerateServeGenAndReplay(t *testing.T) {
 		t.Fatalf("generate: %v\n%s", err, errOut.String())
 	}
 	// Client 0 alone: 6 windows of ⌈0.5 × 2 × 600⌉ = 600 requests.
-	if want := "3600 requests from 2 clients over 1 days at 2 times their rate; 1 clients without token data left out"; !strings.Contains(errOut.String(), want) {
+	if want := "3600 requests from 2 clients over 1 days from day 1 at 2 times their rate; 1 clients without token data left out"; !strings.Contains(errOut.String(), want) {
 		t.Errorf("generate said %q, want %q", errOut.String(), want)
 	}
 	first, err := os.ReadFile(trace)
@@ -123,8 +123,10 @@ func TestGenerateServeGenFlagErrors(t *testing.T) {
 	}{
 		{[]string{"--servegen", folder, "--shape", "flash"}, "--shape does not go with --servegen"},
 		{[]string{"--servegen", folder, "--peak-rate", "3"}, "--peak-rate does not go with --servegen"},
-		{[]string{"--shape", "flash", "--days", "2"}, "--days and --rate-scale go with --servegen"},
-		{[]string{"--servegen", folder, "--days", "2"}, "span 1 days, fewer than the 2 asked for"},
+		{[]string{"--shape", "flash", "--days", "2"}, "--days, --first-day and --rate-scale go with --servegen"},
+		{[]string{"--shape", "flash", "--first-day", "2"}, "--days, --first-day and --rate-scale go with --servegen"},
+		{[]string{"--servegen", folder, "--days", "2"}, "span 1 days, fewer than the 2 asked for from day 1"},
+		{[]string{"--servegen", folder, "--first-day", "2"}, "span 1 days, fewer than the 1 asked for from day 2"},
 		{[]string{"--servegen", folder, "--rate-scale", "0"}, "rate scale must be above 0"},
 		{[]string{"--servegen", filepath.Join(folder, "none")}, "windows.csv"},
 	} {

@@ -254,7 +254,8 @@ type ServeGenSummary struct {
 	Requests     int
 }
 
-// Generate draws requests from the first days of the windows, as ServeGen
+// Generate draws requests from days of the windows, from day first (1 is
+// the data's first) on, as ServeGen
 // draws them: per client and window, n = ⌈rate × rateScale × 600⌉
 // inter-arrival times from the window's distribution, stretched so that
 // they sum to the window; the clients' requests merged and sorted; each
@@ -262,22 +263,29 @@ type ServeGenSummary struct {
 // the 6 hours covering its arrival, linearly between the quantile points.
 // The last arrival of a window falls on its end. emit gets the requests in
 // order of arrival, window by window, so that a trace of millions of
-// requests need not be held. The same arguments give the same requests,
-// and the first days of a longer draw are the draw of fewer days.
-func (s *ServeGen) Generate(days int, rateScale float64, seed uint64, emit func(Request) error) (ServeGenSummary, error) {
+// requests need not be held; their arrivals count from the start of day
+// first. The same arguments give the same requests, and the first days of
+// a longer draw are the draw of fewer days. A draw from a later day is
+// seeded anew: its requests are not those of the same day in a draw from
+// an earlier one, though as many.
+func (s *ServeGen) Generate(first, days int, rateScale float64, seed uint64, emit func(Request) error) (ServeGenSummary, error) {
 	var sum ServeGenSummary
 	switch {
+	case first < 1:
+		return sum, fmt.Errorf("the first day is 1 or later, got %d", first)
 	case days < 1:
 		return sum, fmt.Errorf("days must be at least 1, got %d", days)
-	case days > s.days:
-		return sum, fmt.Errorf("the windows span %d days, fewer than the %d asked for", s.days, days)
+	case first-1+days > s.days:
+		return sum, fmt.Errorf("the windows span %d days, fewer than the %d asked for from day %d", s.days, days, first)
 	case !(rateScale > 0) || math.IsInf(rateScale, 0):
 		return sum, fmt.Errorf("rate scale must be above 0, got %v", rateScale)
 	}
-	end := int64(days) * daySeconds
+	begin := int64(first-1) * daySeconds
+	end := begin + int64(days)*daySeconds
+	from := sort.Search(len(s.windows), func(i int) bool { return s.windows[i].start >= begin })
 	clients, leftOut := map[int]bool{}, map[int]bool{}
 	var all, lost float64
-	for _, w := range s.windows {
+	for _, w := range s.windows[from:] {
 		if w.start >= end {
 			break
 		}
@@ -302,7 +310,7 @@ func (s *ServeGen) Generate(days int, rateScale float64, seed uint64, emit func(
 	rng := rand.New(rand.NewPCG(seed, 0x5e7e6e))
 	var group []Request
 	var offsets []float64
-	for i := 0; i < len(s.windows) && s.windows[i].start < end; {
+	for i := from; i < len(s.windows) && s.windows[i].start < end; {
 		start := s.windows[i].start
 		group = group[:0]
 		for ; i < len(s.windows) && s.windows[i].start == start; i++ {
@@ -320,7 +328,7 @@ func (s *ServeGen) Generate(days int, rateScale float64, seed uint64, emit func(
 				if err != nil {
 					return sum, err
 				}
-				req.Arrival = time.Duration(math.Round(at * float64(time.Second)))
+				req.Arrival = time.Duration(math.Round((at - float64(begin)) * float64(time.Second)))
 				group = append(group, req)
 			}
 		}
@@ -377,15 +385,15 @@ func covering(tws []tokenWindow, client int, field string, at float64) ([]float6
 	return tws[i].q, nil
 }
 
-// GenerateServeGen reads the model folder dir and draws its first days at
-// rateScale times their rate (see ServeGen.Generate).
-func GenerateServeGen(dir string, days int, rateScale float64, seed uint64) ([]Request, ServeGenSummary, error) {
+// GenerateServeGen reads the model folder dir and draws days of it from
+// day first at rateScale times their rate (see ServeGen.Generate).
+func GenerateServeGen(dir string, first, days int, rateScale float64, seed uint64) ([]Request, ServeGenSummary, error) {
 	s, err := LoadServeGen(dir)
 	if err != nil {
 		return nil, ServeGenSummary{}, err
 	}
 	var reqs []Request
-	sum, err := s.Generate(days, rateScale, seed, func(r Request) error {
+	sum, err := s.Generate(first, days, rateScale, seed, func(r Request) error {
 		reqs = append(reqs, r)
 		return nil
 	})

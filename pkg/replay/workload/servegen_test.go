@@ -52,7 +52,7 @@ func windowLines(client, start, count int, rate, cv float64, pattern string, a, 
 
 func generate(t *testing.T, dir string, days int, scale float64, seed uint64) ([]Request, ServeGenSummary) {
 	t.Helper()
-	reqs, sum, err := GenerateServeGen(dir, days, scale, seed)
+	reqs, sum, err := GenerateServeGen(dir, 1, days, scale, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestTokensByWindowAndClient(t *testing.T) {
 	}
 
 	// Token data that stop before a client's requests do are an error.
-	_, _, err := GenerateServeGen(writeFolder(t, windowLines(0, 21600, 1, 1, 1, PatternGamma, 1, 1), flatTokens(0, 0, "output", 7)+flatTokens(0, 43200, "output", 7)), 1, 1, 1)
+	_, _, err := GenerateServeGen(writeFolder(t, windowLines(0, 21600, 1, 1, 1, PatternGamma, 1, 1), flatTokens(0, 0, "output", 7)+flatTokens(0, 43200, "output", 7)), 1, 1, 1, 1)
 	if err == nil || !strings.Contains(err.Error(), "client 0 has requests at") {
 		t.Errorf("error = %v, want one saying client 0 has no token quantiles for its requests", err)
 	}
@@ -312,8 +312,30 @@ func TestGenerateDeterministic(t *testing.T) {
 			t.Fatalf("a one-day draw has a request at %v", r.Arrival)
 		}
 	}
-	if _, _, err := GenerateServeGen(dir, 3, 1, 1); err == nil || !strings.Contains(err.Error(), "span 2 days") {
+	if _, _, err := GenerateServeGen(dir, 1, 3, 1, 1); err == nil || !strings.Contains(err.Error(), "span 2 days") {
 		t.Errorf("3 days of 2: error %v", err)
+	}
+	// A draw from the second day: as many requests as the two days' draw
+	// holds after its first, arrivals counted from the second day's start.
+	second, _, err := GenerateServeGen(dir, 2, 1, 1.5, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second) == 0 || len(second) != len(a)-len(one) {
+		t.Errorf("day 2 drew %d requests, want the %d of the two days' draw after its first", len(second), len(a)-len(one))
+	}
+	for _, r := range second {
+		if r.Arrival < 0 || r.Arrival > 24*time.Hour {
+			t.Fatalf("a draw from day 2 has a request at %v", r.Arrival)
+		}
+	}
+	for _, tt := range []struct {
+		first, days int
+		want        string
+	}{{0, 1, "first day is 1 or later"}, {2, 2, "span 2 days"}} {
+		if _, _, err := GenerateServeGen(dir, tt.first, tt.days, 1, 1); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("days %d from day %d: error %v, want %q", tt.days, tt.first, err, tt.want)
+		}
 	}
 }
 
