@@ -65,14 +65,13 @@ func profileConfigMap(namespace, name string, data map[string]string) *corev1.Co
 }
 
 // learned is what the SLO policy of a pool has learned by t0: rises of
-// 3.5 requests/s within a start-up over the last 11 start-ups, to 53.5
-// requests/s at the highest, and its
+// 3.5 requests/s within a start-up over the last 11 start-ups, and its
 // workers' ITL at 1 to 201 sequences, 7 ms + 51.2 µs a sequence, until a
 // minute ago.
 func learned() scaling.QueueState {
 	var q scaling.QueueState
 	for k := 11; k >= 1; k-- {
-		q.Rises.Buckets = append(q.Rises.Buckets, scaling.RiseBucket{Start: t0.Add(-time.Duration(k) * 2 * time.Minute), Rise: 3.5, High: 53.5})
+		q.Rises.Buckets = append(q.Rises.Buckets, scaling.RiseBucket{Start: t0.Add(-time.Duration(k) * 2 * time.Minute), Rise: 3.5})
 	}
 	for k := 0; k < 10; k++ {
 		batch := float64(1 + 50*(k%5))

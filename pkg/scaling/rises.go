@@ -7,21 +7,20 @@ import (
 )
 
 // Rises is how far the arrival rate rose within one start-up, over the
-// last hours: for each start-up-long bucket, the highest rise seen in it,
-// and the highest rate. A rise shorter than a start-up cannot be served by
-// the tasks it would add, so the SLO policy keeps headroom for the rises
-// this history shows instead, up to the rates it shows. It is bounded: at
-// most maxRiseBuckets buckets, none older than maxRiseBuckets start-ups.
+// last hours: for each start-up-long bucket, the highest rise seen in it.
+// A rise shorter than a start-up cannot be served by the tasks it would
+// add, so the SLO policy keeps headroom for the rises this history shows
+// instead. It is bounded: at most maxRiseBuckets buckets, none older than
+// maxRiseBuckets start-ups.
 type Rises struct {
 	Buckets []RiseBucket
 }
 
-// RiseBucket is the highest rise and the highest rate, in requests per
-// second, of the readings from Start to Start plus one start-up.
+// RiseBucket is the highest rise, in requests per second, of the readings
+// from Start to Start plus one start-up.
 type RiseBucket struct {
 	Start time.Time
 	Rise  float64
-	High  float64
 }
 
 const (
@@ -40,11 +39,11 @@ const (
 	RisePercentile = 99
 )
 
-// Record adds a rise to rate seen at now, in buckets width long (the
-// start-up time), and forgets what is older than maxRiseBuckets buckets.
-// It returns a new history and leaves r as it was.
-func (r Rises) Record(now time.Time, rise, rate float64, width time.Duration) Rises {
-	if !(rise >= 0) || math.IsInf(rise, 1) || !(rate >= 0) || math.IsInf(rate, 1) || width <= 0 {
+// Record adds a rise seen at now, in buckets width long (the start-up
+// time), and forgets what is older than maxRiseBuckets buckets. It returns
+// a new history and leaves r as it was.
+func (r Rises) Record(now time.Time, rise float64, width time.Duration) Rises {
+	if !(rise >= 0) || math.IsInf(rise, 1) || width <= 0 {
 		return r
 	}
 	horizon := now.Add(-maxRiseBuckets * width)
@@ -55,9 +54,9 @@ func (r Rises) Record(now time.Time, rise, rate float64, width time.Duration) Ri
 		}
 	}
 	if n := len(kept); n > 0 && now.Before(kept[n-1].Start.Add(width)) {
-		kept[n-1].Rise, kept[n-1].High = max(kept[n-1].Rise, rise), max(kept[n-1].High, rate)
+		kept[n-1].Rise = max(kept[n-1].Rise, rise)
 	} else {
-		kept = append(kept, RiseBucket{Start: now, Rise: rise, High: rate})
+		kept = append(kept, RiseBucket{Start: now, Rise: rise})
 	}
 	if len(kept) > maxRiseBuckets {
 		kept = kept[len(kept)-maxRiseBuckets:]
@@ -70,31 +69,20 @@ func (r Rises) Record(now time.Time, rise, rate float64, width time.Duration) Ri
 // rise does not size the headroom that is to absorb it. ok is false while
 // fewer than minRiseBuckets buckets are known.
 func (r Rises) Headroom(now time.Time, width time.Duration) (float64, bool) {
-	return r.percentile(now, width, func(b RiseBucket) float64 { return b.Rise })
-}
-
-// Level is the RisePercentile of the highest rates of the same buckets as
-// Headroom: the rate the traffic of the last hours rose to, its bursts
-// included. ok is false while fewer than minRiseBuckets buckets are known.
-func (r Rises) Level(now time.Time, width time.Duration) (float64, bool) {
-	return r.percentile(now, width, func(b RiseBucket) float64 { return b.High })
-}
-
-func (r Rises) percentile(now time.Time, width time.Duration, of func(RiseBucket) float64) (float64, bool) {
 	horizon := now.Add(-maxRiseBuckets * width)
-	var values []float64
+	var rises []float64
 	for _, b := range r.Buckets {
 		if b.Start.After(horizon) && !b.Start.After(now.Add(-width)) {
-			values = append(values, of(b))
+			rises = append(rises, b.Rise)
 		}
 	}
-	if len(values) < minRiseBuckets {
+	if len(rises) < minRiseBuckets {
 		return 0, false
 	}
-	sort.Float64s(values)
-	// The nearest rank: the smallest value at or above the percentile.
-	rank := int(math.Ceil(float64(RisePercentile)/100*float64(len(values)))) - 1
-	return values[min(max(rank, 0), len(values)-1)], true
+	sort.Float64s(rises)
+	// The nearest rank: the smallest rise at or above the percentile.
+	rank := int(math.Ceil(float64(RisePercentile)/100*float64(len(rises)))) - 1
+	return rises[min(max(rank, 0), len(rises)-1)], true
 }
 
 // riseWithin is how far rates[len-1] rose above the lowest rate of the

@@ -159,9 +159,6 @@ type SLOOutcome struct {
 	// Sustained plus Headroom until the rise has lasted that long.
 	Headroom, Sustained float64
 	Absorbed            bool
-	// Level is the rate the arrivals rose to over the last hours
-	// (Rises.Level): the headroom keeps capacity up to it, not beyond.
-	Level float64
 	// PredictedWait is the wait at the SLO's percentile with the chosen
 	// count at the expected rate; +Inf when the slots cannot keep up.
 	PredictedWait float64
@@ -399,7 +396,7 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	if jump {
 		state.Jump = in.Now
 	}
-	state.Rises = state.Rises.Record(in.Now, riseWithin(state.Rates, in.Now, in.Startup+jitterOf(in)), counted.OverService, in.Startup)
+	state.Rises = state.Rises.Record(in.Now, riseWithin(state.Rates, in.Now, in.Startup+jitterOf(in)), in.Startup)
 	serving := max(in.Current-in.Starting, 0)
 	if e := in.Engine; e != nil && e.ITL > 0 && serving > 0 {
 		state.ITL = state.ITL.Observe(in.Now, running/float64(serving), e.ITL)
@@ -499,11 +496,8 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	// within one. It is not added to the rate the model sizes for, whose
 	// Ca² already covers the variability from one reading to the next.
 	future := ahead(startup + interval/2)
-	var capped bool
 	if o.Headroom > 0 {
-		low := sustainedRate(state.Rates, in.Now, in.Startup+jitterOf(in))
-		o.Level, _ = state.Rises.Level(in.Now, in.Startup)
-		future, capped = max(future, burstFloor(low, o.Headroom, o.Level)), low+o.Headroom > max(low, o.Level)
+		future = max(future, sustainedRate(state.Rates, in.Now, in.Startup+jitterOf(in))+o.Headroom)
 	}
 	keep := max(arrivals, ahead(startup))
 	if rate, known, act := forecastRate(in, d, service); known {
@@ -543,26 +537,7 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		msg += fmt.Sprintf("; the rise to %s/s is absorbed by the headroom of %s/s above the %s/s sustained until it lasts %v",
 			FormatValue(arrivals), FormatValue(o.Headroom), FormatValue(o.Sustained), in.Startup/4)
 	}
-	switch {
-	case capped && o.Level > o.Sustained:
-		msg += fmt.Sprintf("; the headroom keeps no more than the %s/s the arrivals rose to in the last hours", FormatValue(o.Level))
-	case capped:
-		msg += fmt.Sprintf("; no headroom is kept: the arrivals are above the %s/s they rose to in the last hours", FormatValue(o.Level))
-	}
 	return step{desired: o.Tasks, reason: reason, message: msg}
-}
-
-// burstFloor is the rate the pool serves without a new task: low, the
-// lowest rate of the last start-up, plus the headroom, but no more than
-// level, the rate the traffic of the last hours rose to (Rises.Level),
-// and never less than low. Where bursts lift the rate from a level that
-// varies (the bursty shape draws each 5 minutes' rate anew), a rise as
-// high as the highest of the last hours from a rate already high would
-// take the traffic beyond any it has reached, which no burst it knows
-// did: capacity for it there is paid for at every reading and serves no
-// one.
-func burstFloor(low, headroom, level float64) float64 {
-	return max(low, min(low+headroom, level))
 }
 
 // servingCapacity is the rate the serving tasks complete requests at

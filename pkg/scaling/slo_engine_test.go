@@ -108,77 +108,41 @@ func TestSLOLearnsITL(t *testing.T) {
 	}
 }
 
-// TestBurstFloor: the headroom lifts the floor above the lowest rate of
-// the last start-up by the history's rise, but not beyond the rate the
-// history rose to, nor does the level ever take the floor below that
-// lowest rate.
-func TestBurstFloor(t *testing.T) {
-	for _, tc := range []struct {
-		name                 string
-		low, headroom, level float64
-		want                 float64
-	}{
-		{"the rise fits below the level", 100, 50, 200, 150},
-		{"the level caps a rise from a high rate", 180, 50, 200, 200},
-		{"at the level, no headroom beyond it", 200, 50, 200, 200},
-		{"above every rate of the history, the rate itself", 250, 50, 200, 250},
-		{"no headroom", 100, 0, 200, 100},
-	} {
-		if got := burstFloor(tc.low, tc.headroom, tc.level); got != tc.want {
-			t.Errorf("%s: burstFloor(%v, %v, %v) = %v, want %v", tc.name, tc.low, tc.headroom, tc.level, got, tc.want)
-		}
-	}
-}
-
 func TestRises(t *testing.T) {
 	width := 2 * time.Minute
 	var r Rises
 	for k := 0; k < 9; k++ {
-		r = r.Record(t0.Add(time.Duration(k)*width), float64(k), float64(10+k), width)
+		r = r.Record(t0.Add(time.Duration(k)*width), float64(k), width)
 	}
 	if _, ok := r.Headroom(t0.Add(9*width), width); ok {
 		t.Error("headroom from 9 start-ups, want at least 10")
 	}
-	if _, ok := r.Level(t0.Add(9*width), width); ok {
-		t.Error("level from 9 start-ups, want at least 10")
-	}
-	// Within one start-up a bucket keeps its highest rise and its highest
-	// rate, which need not come together.
-	r = r.Record(t0.Add(9*width), 1, 25, width).Record(t0.Add(9*width+time.Minute), 20, 12, width).Record(t0.Add(9*width+90*time.Second), 2, 30, width)
-	if n := len(r.Buckets); n != 10 || r.Buckets[9].Rise != 20 || r.Buckets[9].High != 30 {
+	// Within one start-up a bucket keeps its highest rise.
+	r = r.Record(t0.Add(9*width), 1, width).Record(t0.Add(9*width+time.Minute), 20, width).Record(t0.Add(9*width+90*time.Second), 2, width)
+	if n := len(r.Buckets); n != 10 || r.Buckets[9].Rise != 20 {
 		t.Fatalf("%d buckets, last %+v", n, r.Buckets[n-1])
 	}
-	// Rises 0..8 and 20, rates up to 10..18 and 30: the 99th percentile
-	// by nearest rank of ten is the highest.
+	// Rises 0..8 and 20: the 99th percentile by nearest rank of ten is
+	// the highest.
 	if h, ok := r.Headroom(t0.Add(10*width), width); !ok || h != 20 {
 		t.Errorf("headroom %v %v, want 20", h, ok)
-	}
-	if l, ok := r.Level(t0.Add(10*width), width); !ok || l != 30 {
-		t.Errorf("level %v %v, want 30", l, ok)
-	}
-	// A reading that is not a rate is not recorded.
-	if got := r.Record(t0.Add(9*width), 1, math.NaN(), width); len(got.Buckets) != 10 || got.Buckets[9].High != 30 {
-		t.Errorf("a NaN rate recorded: %+v", got.Buckets[len(got.Buckets)-1])
 	}
 	// The start-up going on is left out: a rise of 50 now does not size
 	// the headroom that is to absorb it.
 	now := t0.Add(10*width + time.Minute)
-	if h, ok := r.Record(t0.Add(10*width), 50, 80, width).Headroom(now, width); !ok || h != 20 {
+	if h, ok := r.Record(t0.Add(10*width), 50, width).Headroom(now, width); !ok || h != 20 {
 		t.Errorf("headroom %v %v with a rise of 50 in the start-up going on, want 20", h, ok)
-	}
-	if l, ok := r.Record(t0.Add(10*width), 50, 80, width).Level(now, width); !ok || l != 30 {
-		t.Errorf("level %v %v with a rate of 80 in the start-up going on, want 30", l, ok)
 	}
 	// Bounded: a day of readings keeps maxRiseBuckets buckets, none
 	// older than maxRiseBuckets start-ups.
 	for k := 0; k < 720; k++ {
-		r = r.Record(t0.Add(time.Duration(k)*width), 1, 0, width)
+		r = r.Record(t0.Add(time.Duration(k)*width), 1, width)
 	}
 	if n := len(r.Buckets); n != maxRiseBuckets {
 		t.Errorf("%d buckets, want %d", n, maxRiseBuckets)
 	}
 	// A rise no reading could give is left out.
-	if got := r.Record(t0.Add(1000*width), nan(), 0, width); len(got.Buckets) != len(r.Buckets) {
+	if got := r.Record(t0.Add(1000*width), nan(), width); len(got.Buckets) != len(r.Buckets) {
 		t.Error("a NaN rise was recorded")
 	}
 }

@@ -184,33 +184,21 @@ func TestSLONoRunaway(t *testing.T) {
 }
 
 // TestSLOBurstHeadroom: with an hour of traffic behind it, the pool keeps
-// headroom for the rises its traffic shows within a start-up, up to the
-// highest rate it shows. A 30 s burst with 2-minute start-ups, which
-// tasks added for it would miss, adds none beyond the rate and that
-// headroom and is not chased once it has passed; a step that lasts is
-// followed once it has lasted a quarter of a start-up; a rise beyond
-// twice the headroom, which the history does not know, is followed at
-// once.
+// headroom for the rises its traffic shows within a start-up. A 30 s
+// burst with 2-minute start-ups, which tasks added for it would miss,
+// adds none beyond that headroom and is not chased once it has passed;
+// a step that lasts is followed once it has lasted a quarter of a
+// start-up; a rise beyond twice the headroom, which the history does not
+// know, is followed at once.
 func TestSLOBurstHeadroom(t *testing.T) {
 	const rate = 4.0
 	in, ds := drive(sloPool(1), noisy(rate, 2)...)
 	before := ds[len(ds)-1]
-	// The history rose by 4/s within a start-up (2/s to 6/s), and never
-	// beyond 6/s: the pool at 4/s keeps capacity for 6/s, not 8/s.
-	if o := before.SLO; o.Headroom != 4 || o.Level != rate+2 || o.Absorbed {
-		t.Fatalf("headroom %v level %v absorbed %v, want 4/s of headroom up to 6/s from the last hour", o.Headroom, o.Level, o.Absorbed)
+	// The pool is sized for the rate and a rise of 4/s.
+	if o := before.SLO; o.Headroom != 4 || o.Absorbed {
+		t.Fatalf("headroom %v absorbed %v, want 4/s of headroom from the rises of the last hour", o.Headroom, o.Absorbed)
 	}
-	at := func(r float64) int32 {
-		n, _ := queueing.Model{ServiceTime: 10, Slots: 8, Ca2: before.SLO.Ca2, Cs2: 1}.Tasks(r, queueing.SLO{Wait: 10, Percentile: 95}, MaxSLOTasks)
-		return n
-	}
-	if o := before.SLO; o.Expected != rate+2 || before.Desired != at(rate+2) || at(rate+4) <= before.Desired {
-		t.Fatalf("%d tasks for %v/s (%s), want the %d that 6/s needs, fewer than 8/s does", before.Desired, o.Expected, before.Message, at(rate+2))
-	}
-	if !strings.Contains(before.Message, "no more than the 6/s the arrivals rose to") {
-		t.Errorf("message %q does not say the headroom is capped", before.Message)
-	}
-	pool := needs(rate+4, 10)
+	pool := before.Desired
 	slots := float64(pool) * 8
 	busy := func(r float64) reading { return reading{r, rate, min(r*10, slots), max(0, r*10-slots)} }
 	// 12/s is 8/s above the rate: twice the headroom, the most a burst
@@ -221,7 +209,7 @@ func TestSLOBurstHeadroom(t *testing.T) {
 		_, ds := drive(in, busy(burst), busy(burst), steadyAt(rate), steadyAt(rate), steadyAt(rate))
 		for i, d := range ds {
 			if d.Desired > pool {
-				t.Errorf("reading %d: %d tasks (%s), more than the %d the rate and its headroom need", i, d.Desired, d.Message, pool)
+				t.Errorf("reading %d: %d tasks (%s), more than the %d the headroom gives", i, d.Desired, d.Message, pool)
 			}
 		}
 		if o := ds[0].SLO; !o.Absorbed || !strings.Contains(ds[0].Message, "absorbed by the headroom") {
@@ -231,7 +219,7 @@ func TestSLOBurstHeadroom(t *testing.T) {
 	t.Run("a sustained step", func(t *testing.T) {
 		_, ds := drive(in, repeat(6, busy(burst))...)
 		if ds[0].Desired > pool {
-			t.Errorf("first reading of the step: %d tasks, more than the %d the rate and its headroom need", ds[0].Desired, pool)
+			t.Errorf("first reading of the step: %d tasks, more than the %d the headroom gives", ds[0].Desired, pool)
 		}
 		want := needs(burst, 10)
 		if last := ds[len(ds)-1]; last.Desired < want || last.SLO.Absorbed {
@@ -282,7 +270,7 @@ func FuzzSLONoRunaway(f *testing.F) {
 			// A pool that served 10 s requests, with an hour of rises.
 			in.Queue = steady(2, 0)
 			for k := 0; k < 30; k++ {
-				in.Queue.Rises = in.Queue.Rises.Record(t0.Add(time.Duration(k-30)*in.Startup), float64(k%4), 0, in.Startup)
+				in.Queue.Rises = in.Queue.Rises.Record(t0.Add(time.Duration(k-30)*in.Startup), float64(k%4), in.Startup)
 			}
 		}
 		// Readings a source can give: finite and at least 0. Others fail
