@@ -107,7 +107,7 @@ func TestSLOEngineStatus(t *testing.T) {
 		Reason: scaling.ReasonSLOScaleUp, Message: message,
 		// 1,000-token prompts prefill in 26 ms; 134 sequences a task, 43 %
 		// of its time prefilling, step in 28.8 ms.
-		PredictedWait: "0s", PredictedTTFT: "26.11ms", PredictedITL: "30.59ms", BurstHeadroom: "3.5",
+		PredictedWait: "0s", PredictedTTFT: "26.11ms", PredictedITL: "33.11ms", BurstHeadroom: "3.5",
 		// 0.6 × 465,567 KV tokens × 2 tasks / 400 running.
 		Capacity: &gputaskv1.TaskCapacity{SlotsPerTask: 159, Source: gputaskv1.CapacityProfile, Context: "1397",
 			// The ten readings learned before, and this one: 200

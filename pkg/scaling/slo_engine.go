@@ -204,12 +204,13 @@ func prefillSeconds(in Inputs, arrivals float64) float64 {
 	return e.PromptTokens / arrivals / p
 }
 
-// predictedITL is the ITL the engine model gives at count tasks: the
-// running sequences the expected rate keeps (Little's law), spread over
-// them and at most their slots each, stretched by the share of each
-// task's time that prefilling the expected rate's prompts takes. 0
-// without a model; the largest Duration when the prompts alone take more
-// than the tasks' whole time.
+// predictedITL is the ITL the engine model gives at count tasks, at the
+// SLO's percentile: the running sequences the expected rate keeps
+// (Little's law), spread over them and at most their slots each,
+// stretched by the share of each task's time that prefilling the
+// expected rate's prompts takes, plus the spread of that prefill over
+// the requests (prefillSpread). 0 without a model; the largest Duration
+// when the prompts alone take more than the tasks' whole time.
 func predictedITL(in Inputs, o *SLOOutcome, count int32) time.Duration {
 	m := engineModel(in)
 	if m == nil || count < 1 || o.service <= 0 {
@@ -227,7 +228,43 @@ func predictedITL(in Inputs, o *SLOOutcome, count int32) time.Duration {
 		}
 		stretch = 1 / (1 - share)
 	}
-	return time.Duration(float64(m.ITL(int(min(batch, maxBatch)), max(in.Engine.Context, 0))) * stretch)
+	itl := float64(m.ITL(int(min(batch, maxBatch)), max(in.Engine.Context, 0))) * stretch
+	itl += prefillSpread(in, o, count, itl/float64(time.Second)) * float64(time.Second)
+	if !(itl < math.MaxInt64) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(itl)
+}
+
+// prefillSpread is how much more than the mean ITL a request at the SLO's
+// percentile sees, in seconds, from the prompts its task prefills while
+// it decodes. A step that carries a prompt's chunk holds every decoding
+// sequence for the chunk's prefill, so a request's ITL is the decode
+// step plus the prefill of the prompts that reach its task during its
+// life, over its tokens. Those prompts are a Poisson count of mean
+// μ = (requests a second a task) × (tokens a request) × (mean ITL); at
+// the percentile, z standard deviations above it, a request of the mean
+// output sees z · (a prompt's prefill) · √μ ÷ (its tokens) more than the
+// mean. Short requests on prompt-heavy traffic see the most: on
+// m-small's later days the mean alone left 94.75 % of the requests
+// within a 50 ms ITL at the 95th percentile. 0 without the token rates
+// or a prefill rate.
+func prefillSpread(in Inputs, o *SLOOutcome, count int32, itl float64) float64 {
+	e, p := in.Engine, prefillRate(in)
+	served := o.completions
+	if nearZero(served) {
+		served = o.Arrivals
+	}
+	z := math.Sqrt2 * math.Erfinv(2*in.Policy.SLO.Percentile/100-1)
+	if e == nil || !(p > 0) || count < 1 || nearZero(served) || !(o.Expected > 0) || !(itl > 0) ||
+		!(e.PromptTokens > 0) || !(e.GenerationTokens > 0) || math.IsInf(e.PromptTokens, 0) || math.IsInf(e.GenerationTokens, 0) ||
+		!(z > 0) || math.IsInf(z, 0) {
+		return 0
+	}
+	tokens := max(e.GenerationTokens/served, 1)
+	prefill := e.PromptTokens / served / p
+	mu := o.Expected / float64(count) * tokens * itl
+	return z * prefill * math.Sqrt(mu) / tokens
 }
 
 // expectedPromptTokens is the prompt tokens per second the expected rate

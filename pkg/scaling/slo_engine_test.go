@@ -168,6 +168,38 @@ func vllmPool(t *testing.T) Inputs {
 	}
 }
 
+// TestPrefillSpread: the ITL at the percentile exceeds the mean by the
+// spread of the prompts a request's task prefills in its life; none
+// without the token rates, a prefill rate, or above the median.
+func TestPrefillSpread(t *testing.T) {
+	// The walkthrough's pool: 50 requests a second of 1,000 prompt and
+	// 160 output tokens, 50.2222 expected, on 3 tasks at 27.72 ms.
+	o := &SLOOutcome{Arrivals: 50, completions: 50, Expected: 50.2222}
+	for _, tc := range []struct {
+		name   string
+		change func(*Inputs)
+		count  int32
+		want   float64 // milliseconds
+	}{
+		{"the walkthrough at 3 tasks", func(*Inputs) {}, 3, 2.313},
+		// Twice the tasks: half the prompts a task, √2 less.
+		{"on 6 tasks", func(*Inputs) {}, 6, 2.313 / math.Sqrt2},
+		// Output four times as long: √4 more prompts over 4 times the
+		// tokens, half the spread.
+		{"longer outputs", func(in *Inputs) { in.Engine.GenerationTokens *= 4 }, 3, 2.313 / 2},
+		{"at the median", func(in *Inputs) { in.Policy.SLO.Percentile = 50 }, 3, 0},
+		{"no prompt tokens", func(in *Inputs) { in.Engine.PromptTokens = 0 }, 3, 0},
+		{"no output tokens", func(in *Inputs) { in.Engine.GenerationTokens = 0 }, 3, 0},
+		{"no prefill rate", func(in *Inputs) { in.Engine.Model = LinearITL{Alpha: 0.007, Beta: 0.0001} }, 3, 0},
+	} {
+		in := withRoleReadings(vllmPool(t))
+		tc.change(&in)
+		if got := 1000 * prefillSpread(in, o, tc.count, 0.02772); math.Abs(got-tc.want) > 0.001 {
+			t.Errorf("%s: %.4f ms, want %.4f", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestSLOWalkthroughH100 is the decision docs/autoscaling.md works by
 // hand; a change here is a change there.
 func TestSLOWalkthroughH100(t *testing.T) {
@@ -196,10 +228,12 @@ func TestSLOWalkthroughH100(t *testing.T) {
 		t.Errorf("desired %d (%s), want 3 (SLOScaleUp)", d.Desired, d.Reason)
 	}
 	// At 3 tasks: 134 sequences each, prefilling the expected rate's
-	// prompts 43.7 % of their time.
+	// prompts 43.7 % of their time, 27.72 ms on average; a request of 160
+	// tokens meets 74.3 prompts in its life, and at the 95th percentile
+	// 1.645 × 26.1 ms × √74.3 ÷ 160 = 2.31 ms more.
 	if o.PredictedWait != 0 || math.Abs(o.PredictedTTFT-0.0261) > 0.0001 ||
-		o.PredictedITL.Round(100*time.Microsecond) != 27700*time.Microsecond {
-		t.Errorf("predicted wait %v TTFT %v ITL %v, want 0, 0.0261 and 27.7ms", o.PredictedWait, o.PredictedTTFT, o.PredictedITL)
+		o.PredictedITL.Round(10*time.Microsecond) != 30030*time.Microsecond {
+		t.Errorf("predicted wait %v TTFT %v ITL %v, want 0, 0.0261 and 30.03ms", o.PredictedWait, o.PredictedTTFT, o.PredictedITL)
 	}
 	// At 2 tasks, 65.5 % of each task's time would go to prefill, and 159
 	// sequences at 17.32 ms stretched 2.90 times are over 50 ms: the ITL
