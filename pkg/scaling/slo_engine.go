@@ -245,7 +245,12 @@ func predictedITL(in Inputs, o *SLOOutcome, count int32) time.Duration {
 // μ = (requests a second a task) × (tokens a request) × (mean ITL); at
 // the percentile, z standard deviations above it, a request of the mean
 // output sees z · (a prompt's prefill) · √μ ÷ (its tokens) more than the
-// mean. Short requests on prompt-heavy traffic see the most: on
+// mean, and at most μ · (a prompt's prefill) ÷ (its tokens) more, the
+// mean's own prefill again: where fewer than z² prompts reach a task in
+// a request's life the normal approximation of their count is too wide,
+// and a prompt whose prefill alone is over the objective would ask for
+// tasks until hardly any prompt reaches one. Short requests on
+// prompt-heavy traffic see the most: on
 // m-small's later days the mean alone left 94.75 % of the requests
 // within a 50 ms ITL at the 95th percentile. 0 without the token rates
 // or a prefill rate.
@@ -264,7 +269,7 @@ func prefillSpread(in Inputs, o *SLOOutcome, count int32, itl float64) float64 {
 	tokens := max(e.GenerationTokens/served, 1)
 	prefill := e.PromptTokens / served / p
 	mu := o.Expected / float64(count) * tokens * itl
-	return z * prefill * math.Sqrt(mu) / tokens
+	return min(z*math.Sqrt(mu), mu) * prefill / tokens
 }
 
 // expectedPromptTokens is the prompt tokens per second the expected rate

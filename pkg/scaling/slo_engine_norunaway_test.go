@@ -26,9 +26,12 @@ import (
 //     the ITL within its target with half of it to spare: enough tasks
 //     that each runs at most the largest batch whose ITL at the context
 //     read is half the target (λ̂·Ŝ sequences over them), and that the
-//     prompts the expected rate brings take at most half of each task's
-//     prefill. At N̂ the predicted ITL is within the target, so the
-//     fewest tasks that hold it are no more.
+//     prompts the expected rate brings take at most a third of each
+//     task's prefill. At N̂ the mean ITL is within half the target
+//     stretched by 1/(1 − 1/3), the spread of the prefill over the
+//     requests adds at most its share of it again (prefillSpread), and
+//     so the predicted ITL, at most ½ · (1 + ⅓) ÷ (1 − ⅓) of the target,
+//     is within it: the fewest tasks that hold it are no more.
 func FuzzSLOEngineNoRunaway(f *testing.F) {
 	f.Add(50.0, 50.0, 400.0, 20.0, 50000.0, 8000.0, 0.6, 0.015, 1.2, int32(2), true)
 	f.Add(324.0, 60.0, 1536.0, 6500.0, 350000.0, 60000.0, 0.95, 0.05, 30.0, int32(6), true)
@@ -104,7 +107,7 @@ func FuzzSLOEngineNoRunaway(f *testing.F) {
 		}
 		n := ceilSat(rate * shat / float64(batch))
 		if p := m.PrefillTokensPerSecond(); p > 0 {
-			n = max(n, ceilSat(2*expectedPromptTokens(withRoleReadings(before), o)/p))
+			n = max(n, ceilSat(3*expectedPromptTokens(withRoleReadings(before), o)/p))
 		}
 		if bound = addSat(max(bound, n), 1); d.Desired > bound {
 			t.Fatalf("%d tasks from %d, above the bound of %d (model %d, ITL %d at %d a task, pool %d; %v/s at %v s): %s",

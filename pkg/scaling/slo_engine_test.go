@@ -187,6 +187,9 @@ func TestPrefillSpread(t *testing.T) {
 		// Output four times as long: √4 more prompts over 4 times the
 		// tokens, half the spread.
 		{"longer outputs", func(in *Inputs) { in.Engine.GenerationTokens *= 4 }, 3, 2.313 / 2},
+		// 0.74 prompts in a life, fewer than z² = 2.7: the spread is the
+		// mean's prefill again, μ × 26.1 ms ÷ 160, not z·√μ of it.
+		{"few prompts in a request's life", func(*Inputs) {}, 300, 0.7424 * 26.111 / 160},
 		{"at the median", func(in *Inputs) { in.Policy.SLO.Percentile = 50 }, 3, 0},
 		{"no prompt tokens", func(in *Inputs) { in.Engine.PromptTokens = 0 }, 3, 0},
 		{"no output tokens", func(in *Inputs) { in.Engine.GenerationTokens = 0 }, 3, 0},
