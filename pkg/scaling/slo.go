@@ -97,6 +97,8 @@ type QueueState struct {
 	// Context is the mean context of a running sequence last known, in
 	// tokens: the capacity is read at it while the pool is idle.
 	Context float64
+	// Started is the last reading at which a task was starting.
+	Started time.Time
 }
 
 // RateSample is the arrival rate measured at Time: Rate over the window
@@ -344,13 +346,19 @@ func combineSLO(in Inputs, d *Decision, failed []string) step {
 }
 
 // settled says whether the observed percentile reads the pool as it is:
-// no task is starting, and the count has not changed within
-// ServiceTimeWindow, the window of the percentile queries the docs give.
+// no task is starting, the count has not changed within
+// ServiceTimeWindow, the window of the percentile queries the docs give,
+// and the queue that built while the last tasks started (started, the
+// last reading that saw one) has had time to clear and leave that window.
 // While tasks start the pool is short by design (the count was raised
 // for load one start-up ahead), and the waits of that time say nothing
-// of the model's error at the count that serves now.
-func settled(in Inputs) bool {
-	return in.Starting == 0 && (in.LastScaleTime.IsZero() || in.Now.Sub(in.LastScaleTime) >= ServiceTimeWindow)
+// of the model's error at the count that serves now; nor do those of the
+// queue it left, which the new tasks clear within BacklogClearing of a
+// start-up after they are Ready.
+func settled(in Inputs, started time.Time) bool {
+	cleared := ServiceTimeWindow + time.Duration(BacklogClearing*float64(in.Startup))
+	return in.Starting == 0 && (in.LastScaleTime.IsZero() || in.Now.Sub(in.LastScaleTime) >= ServiceTimeWindow) &&
+		(started.IsZero() || in.Now.Sub(started) >= cleared)
 }
 
 // sloStep runs the model on this evaluation's readings and updates the
@@ -391,6 +399,9 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		state.Little = state.Little.Observe(running, rate, weight)
 	}
 	state.LastTime = in.Now
+	if in.Starting > 0 {
+		state.Started = in.Now
+	}
 	jump := isJump(state.Rates, in.Now, trendWindow(in), counted.Rate)
 	state.Rates = appendRate(state.Rates, counted, rateWindow(in))
 	if jump {
@@ -455,7 +466,7 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		// the requests saw, against the wait the TTFT leaves.
 		observed, ok = max(ttft-o.Prefill, 0), true
 	}
-	if ok && serving > 0 && settled(in) {
+	if ok && serving > 0 && settled(in, state.Started) {
 		// The error corrects the next evaluations, not this one: sized by
 		// the factor learned so far, a count never falls because the load
 		// rose and the model's prediction came nearer the observed wait.

@@ -328,6 +328,40 @@ func TestDecideSLO(t *testing.T) {
 				if c := d.Queue.Correction; c != 0 {
 					t.Errorf("correction %v, want none learned", c)
 				}
+				if !d.Queue.Started.Equal(t0) {
+					t.Errorf("started %v, want the reading's time", d.Queue.Started)
+				}
+			},
+		},
+		{
+			// Nor while the queue left by the last start-up clears: the
+			// new tasks clear it within BacklogClearing of a start-up
+			// (90 s), and the percentile's window holds its waits a
+			// ServiceTimeWindow more.
+			name: "no correction learned while the queue of the last start-up clears",
+			in: with(sloBase(2, 20, role(gputaskv1.RoleWaitPercentile, 30)), func(in *Inputs) {
+				in.Queue.Started = in.Now.Add(-ServiceTimeWindow - 90*time.Second + time.Second)
+			}),
+			want: 3, reason: ReasonSLOScaleDown,
+			check: func(t *testing.T, d Decision) {
+				if c := d.Queue.Correction; c != 0 {
+					t.Errorf("correction %v, want none learned", c)
+				}
+			},
+		},
+		{
+			name: "a correction is learned once the queue of the last start-up cleared",
+			in: with(sloBase(2, 20, role(gputaskv1.RoleWaitPercentile, 30)), func(in *Inputs) {
+				in.Queue.Started = in.Now.Add(-ServiceTimeWindow - 90*time.Second)
+			}),
+			want: 3, reason: ReasonSLOScaleDown,
+			check: func(t *testing.T, d Decision) {
+				if c := d.Queue.Correction; math.Abs(c-math.Exp(0.1)) > 1e-12 {
+					t.Errorf("correction %v, want e^0.1", c)
+				}
+				if !d.Queue.Started.Equal(t0.Add(-ServiceTimeWindow - 90*time.Second)) {
+					t.Errorf("started %v, want it kept", d.Queue.Started)
+				}
 			},
 		},
 		{
