@@ -183,6 +183,10 @@ func RoleValue(role gputaskv1.MetricRole, value float64, obs sim.Observation, pe
 		return obs.GenerationTokens, true
 	case gputaskv1.RoleKVCacheUsage:
 		return obs.KVCacheUsage, obs.KVCacheKnown
+	case gputaskv1.RoleGenerationTokensMedian:
+		return obs.GenerationTokensMedian()
+	case gputaskv1.RolePromptTokensMedian:
+		return obs.PromptTokensMedian()
 	}
 	return 0, false
 }
@@ -199,6 +203,8 @@ func noValue(role gputaskv1.MetricRole) error {
 		return fmt.Errorf("no request finished decoding within %v: no %s", sim.RateWindow, role)
 	case gputaskv1.RoleKVCacheUsage:
 		return fmt.Errorf("no worker serves: no %s", role)
+	case gputaskv1.RoleGenerationTokensMedian, gputaskv1.RolePromptTokensMedian:
+		return fmt.Errorf("no request finished within %v: no %s", sim.WaitWindow, role)
 	}
 	return fmt.Errorf("no value for %s", role)
 }

@@ -157,7 +157,7 @@ func (r *roleRecorder) Step(p *sim.Pool) {
 
 // The slo-engine set, TTFT 2 s and ITL 50 ms at p95 with the H100
 // profile, on an engine-model pool of that profile, fresh and behind a
-// 15 s scrape: every one of its nine roles reaches the decision with a
+// 15 s scrape: every one of its eleven roles reaches the decision with a
 // value, the policy sizes each worker by the profile (as the autoscaler
 // does from slo.engine), and the pool meets both objectives with no
 // request lost.
@@ -200,8 +200,8 @@ func TestSLOEngineSetSeesEveryRole(t *testing.T) {
 				t.Errorf("scrape %v: the decision read %d values of %s, %d above 0", scrape, rec.read[m.Role], m.Role, rec.positive[m.Role])
 			}
 		}
-		if len(rec.read) != 9 || len(v.Set.Spec.Autoscaling.Metrics) != 9 {
-			t.Errorf("scrape %v: the decision read %d roles, want the nine of vLLM", scrape, len(rec.read))
+		if len(rec.read) != 11 || len(v.Set.Spec.Autoscaling.Metrics) != 11 {
+			t.Errorf("scrape %v: the decision read %d roles, want the eleven of vLLM", scrape, len(rec.read))
 		}
 		if rec.slotsFrom[scaling.SlotsFromProfile] == 0 || rec.slotsFrom[scaling.SlotsFromFit]+rec.slotsFrom[scaling.SlotsFromDefault] > 0 {
 			t.Errorf("scrape %v: slots from %v; want the profile's every time", scrape, rec.slotsFrom)

@@ -74,7 +74,7 @@ type Variant struct {
 // BuiltinVariants are the variants that --variant names without a file:
 // the inference pool with burst, predictive or a scheduled floor (each on
 // the load index), scaled to a wait SLO (the default set), to TTFT and
-// ITL objectives with the H100 engine profile on vLLM's nine metrics
+// ITL objectives with the H100 engine profile on vLLM's eleven metrics
 // (slo-engine, for --engine h100-llama-3.1-8b), or on a load index target
 // of 0.7 (proportional).
 var BuiltinVariants = []string{"burst", "predictive", "schedule", "slo", "slo-engine", "proportional"}

@@ -141,6 +141,9 @@ type Engine struct {
 	// PromptTokens and GenerationTokens are the pool's prompt and output
 	// token rates, per second.
 	PromptTokens, GenerationTokens float64
+	// GenerationMedian and PromptMedian are the median output and prompt
+	// tokens of a request; 0 when unknown.
+	GenerationMedian, PromptMedian float64
 	// ITL is the mean inter-token latency the serving tasks show now.
 	ITL time.Duration
 }

@@ -39,10 +39,16 @@ const (
 	RisePercentile = 99
 )
 
-// Record adds a rise seen at now, in buckets width long (the start-up
-// time), and forgets what is older than maxRiseBuckets buckets. It returns
-// a new history and leaves r as it was.
-func (r Rises) Record(now time.Time, rise float64, width time.Duration) Rises {
+// Record adds a rise seen at now that began at began (see riseWithin), in
+// buckets width long (the start-up time), and forgets what is older than
+// maxRiseBuckets buckets. Each start-up gets its bucket, and the rise goes
+// to the bucket it began in: the readings of one step or flash crowd,
+// which go on showing it until a start-up has passed, are one rise of the
+// history, not one for each bucket they fall in, so a step seen once in
+// the last hours stays above the percentile instead of sizing the
+// headroom until it is forgotten. It returns a new history and leaves r
+// as it was.
+func (r Rises) Record(now, began time.Time, rise float64, width time.Duration) Rises {
 	if !(rise >= 0) || math.IsInf(rise, 1) || width <= 0 {
 		return r
 	}
@@ -53,21 +59,28 @@ func (r Rises) Record(now time.Time, rise float64, width time.Duration) Rises {
 			kept = append(kept, b)
 		}
 	}
-	if n := len(kept); n > 0 && now.Before(kept[n-1].Start.Add(width)) {
-		kept[n-1].Rise = max(kept[n-1].Rise, rise)
-	} else {
-		kept = append(kept, RiseBucket{Start: now, Rise: rise})
+	if n := len(kept); n == 0 || !now.Before(kept[n-1].Start.Add(width)) {
+		kept = append(kept, RiseBucket{Start: now})
 	}
 	if len(kept) > maxRiseBuckets {
 		kept = kept[len(kept)-maxRiseBuckets:]
 	}
+	k := len(kept) - 1
+	for k > 0 && began.Before(kept[k].Start) {
+		k--
+	}
+	kept[k].Rise = max(kept[k].Rise, rise)
 	return Rises{Buckets: kept}
 }
 
 // Headroom is the RisePercentile of the rises of the buckets within
 // maxRiseBuckets start-ups of now, the start-up going on left out: a
-// rise does not size the headroom that is to absorb it. ok is false while
-// fewer than minRiseBuckets buckets are known.
+// rise does not size the headroom that is to absorb it. It is never the
+// highest rise: with fewer than a hundred buckets the nearest rank of the
+// 99th percentile is the highest, and a rise seen once in the last hours
+// (a step, a flash crowd, each one rise of the history, see Record) is
+// not what the traffic shows at the percentile. ok is false while fewer
+// than minRiseBuckets buckets are known.
 func (r Rises) Headroom(now time.Time, width time.Duration) (float64, bool) {
 	horizon := now.Add(-maxRiseBuckets * width)
 	var rises []float64
@@ -80,26 +93,35 @@ func (r Rises) Headroom(now time.Time, width time.Duration) (float64, bool) {
 		return 0, false
 	}
 	sort.Float64s(rises)
-	// The nearest rank: the smallest rise at or above the percentile.
+	// The nearest rank: the smallest rise at or above the percentile,
+	// below the highest.
 	rank := int(math.Ceil(float64(RisePercentile)/100*float64(len(rises)))) - 1
-	return rises[min(max(rank, 0), len(rises)-1)], true
+	return rises[min(max(rank, 0), len(rises)-2)], true
 }
 
 // riseWithin is how far rates[len-1] rose above the lowest rate of the
 // window before it, in the rates that fill the slots
-// (RateSample.OverService).
-func riseWithin(rates []RateSample, now time.Time, window time.Duration) float64 {
+// (RateSample.OverService), and when that rise began: the first reading
+// after the lowest that is halfway up it. A step's readings all give the
+// time of the step, a steady climb's the middle of the window.
+func riseWithin(rates []RateSample, now time.Time, window time.Duration) (rise float64, began time.Time) {
 	if len(rates) == 0 {
-		return 0
+		return 0, now
 	}
 	last := rates[len(rates)-1].OverService
-	low := last
-	for _, s := range rates {
-		if now.Sub(s.Time) <= window {
-			low = min(low, s.OverService)
+	low, at := last, len(rates)-1
+	for i, s := range rates {
+		if now.Sub(s.Time) <= window && s.OverService < low {
+			low, at = s.OverService, i
 		}
 	}
-	return last - low
+	rise, began = last-low, rates[len(rates)-1].Time
+	for _, s := range rates[at:] {
+		if s.OverService >= low+rise/2 {
+			return rise, s.Time
+		}
+	}
+	return rise, began
 }
 
 // sustainedRate is the lowest rate within window of now: the level the

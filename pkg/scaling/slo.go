@@ -246,7 +246,8 @@ func (sloRule) startupAhead() {}
 // are: with no request, such a metric has no value.
 func observational(role gputaskv1.MetricRole) bool {
 	switch role {
-	case gputaskv1.RoleWaitPercentile, gputaskv1.RoleTTFTPercentile, gputaskv1.RoleInterTokenLatency, gputaskv1.RoleKVCacheUsage:
+	case gputaskv1.RoleWaitPercentile, gputaskv1.RoleTTFTPercentile, gputaskv1.RoleInterTokenLatency, gputaskv1.RoleKVCacheUsage,
+		gputaskv1.RoleGenerationTokensMedian, gputaskv1.RolePromptTokensMedian:
 		return true
 	}
 	return false
@@ -407,7 +408,8 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	if jump {
 		state.Jump = in.Now
 	}
-	state.Rises = state.Rises.Record(in.Now, riseWithin(state.Rates, in.Now, in.Startup+jitterOf(in)), in.Startup)
+	rise, began := riseWithin(state.Rates, in.Now, in.Startup+jitterOf(in))
+	state.Rises = state.Rises.Record(in.Now, began, rise, in.Startup)
 	serving := max(in.Current-in.Starting, 0)
 	if e := in.Engine; e != nil && e.ITL > 0 && serving > 0 {
 		state.ITL = state.ITL.Observe(in.Now, running/float64(serving), e.ITL)

@@ -147,6 +147,12 @@ func withRoleReadings(in Inputs) Inputs {
 	if v, ok := read(gputaskv1.RoleGenerationTokens); ok {
 		e.GenerationTokens = v
 	}
+	if v, ok := read(gputaskv1.RoleGenerationTokensMedian); ok {
+		e.GenerationMedian = v
+	}
+	if v, ok := read(gputaskv1.RolePromptTokensMedian); ok {
+		e.PromptMedian = v
+	}
 	if v, ok := read(gputaskv1.RoleInterTokenLatency); ok && v < maxITLSeconds {
 		e.ITL = time.Duration(v * float64(time.Second))
 	}
@@ -162,7 +168,8 @@ func withRoleReadings(in Inputs) Inputs {
 const maxITLSeconds = 3600
 
 func anyEngineRole(value map[gputaskv1.MetricRole]float64) bool {
-	for _, r := range []gputaskv1.MetricRole{gputaskv1.RolePromptTokens, gputaskv1.RoleGenerationTokens,
+	for _, r := range []gputaskv1.MetricRole{gputaskv1.RolePromptTokens, gputaskv1.RoleGenerationTokens, gputaskv1.RoleGenerationTokensMedian,
+		gputaskv1.RolePromptTokensMedian,
 		gputaskv1.RoleInterTokenLatency, gputaskv1.RoleKVCacheUsage} {
 		if _, ok := value[r]; ok {
 			return true
@@ -208,32 +215,71 @@ func prefillSeconds(in Inputs, arrivals float64) float64 {
 // SLO's percentile: the running sequences the expected rate keeps
 // (Little's law), spread over them and at most their slots each,
 // stretched by the share of each task's time that prefilling the
-// expected rate's prompts takes, plus the spread of that prefill over
-// the requests (prefillSpread). 0 without a model; the largest Duration
-// when the prompts alone take more than the tasks' whole time.
+// expected rate's prompts takes (itlAtCount), plus the spread of that
+// prefill over the requests: with the mix of request lengths read, the
+// mix's percentile (outputMix.percentile), where short requests see the
+// prompts' prefill over few tokens; else over a request of the mean
+// output (prefillSpread). 0 without a model; the largest Duration when
+// the prompts alone take more than the tasks' whole time.
 func predictedITL(in Inputs, o *SLOOutcome, count int32) time.Duration {
+	a, ok := itlAtCount(in, o, count)
+	switch {
+	case !ok:
+		return 0
+	case a.saturated:
+		return time.Duration(math.MaxInt64)
+	}
+	itl := a.mean
+	if mix, ok := outputMixOf(in, o); ok {
+		itl = mix.percentile(a, in.Policy.SLO.Percentile)
+	} else {
+		itl += prefillSpread(in, o, count, a.mean)
+	}
+	if !(itl*float64(time.Second) < math.MaxInt64) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(itl * float64(time.Second))
+}
+
+// itlAt is the engine model's ITL at a count of tasks (itlAtCount), in
+// seconds: decode is a step's without prompts, mean with the expected
+// prompts' prefill spread over the steps; prompts is the prompts a
+// second that reach a task, prefill the seconds one takes. saturated
+// when the prompts alone take more than the tasks' whole time.
+type itlAt struct {
+	decode, mean, prompts, prefill float64
+	saturated                      bool
+}
+
+// itlAtCount is itlAt at count tasks: the running sequences the expected
+// rate keeps (Little's law), spread over them and at most their slots
+// each, stretched by the share of each task's time that prefilling the
+// expected rate's prompts takes. ok is false without a model.
+func itlAtCount(in Inputs, o *SLOOutcome, count int32) (itlAt, bool) {
 	m := engineModel(in)
 	if m == nil || count < 1 || o.service <= 0 {
-		return 0
+		return itlAt{}, false
 	}
 	batch := min(math.Ceil(o.Expected*o.service/float64(count)), float64(o.Slots))
 	if !(batch >= 1) {
 		batch = 1
 	}
+	var a itlAt
 	stretch := 1.0
 	if p, prompt := m.PrefillTokensPerSecond(), expectedPromptTokens(in, o); p > 0 && prompt > 0 {
 		share := prompt / float64(count) / p
 		if share >= 1 {
-			return time.Duration(math.MaxInt64)
+			return itlAt{saturated: true}, true
 		}
 		stretch = 1 / (1 - share)
+		if served := servedRate(o); !nearZero(served) && o.Expected > 0 {
+			a.prompts = o.Expected / float64(count)
+			a.prefill = share / a.prompts
+		}
 	}
-	itl := float64(m.ITL(int(min(batch, maxBatch)), max(in.Engine.Context, 0))) * stretch
-	itl += prefillSpread(in, o, count, itl/float64(time.Second)) * float64(time.Second)
-	if !(itl < math.MaxInt64) {
-		return time.Duration(math.MaxInt64)
-	}
-	return time.Duration(itl)
+	a.decode = m.ITL(int(min(batch, maxBatch)), max(in.Engine.Context, 0)).Seconds()
+	a.mean = a.decode * stretch
+	return a, true
 }
 
 // prefillSpread is how much more than the mean ITL a request at the SLO's
@@ -304,6 +350,15 @@ func itlTasks(in Inputs, o *SLOOutcome) int32 {
 		return 0
 	}
 	meets := func(n int32) bool { return predictedITL(in, o, n) <= target }
+	if mix, ok := outputMixOf(in, o); ok {
+		// The share of requests over the target, rather than the ITL at
+		// the percentile: one pass over the mix a count, not a search.
+		over := 1 - in.Policy.SLO.Percentile/100
+		meets = func(n int32) bool {
+			a, ok := itlAtCount(in, o, n)
+			return ok && !a.saturated && mix.overShare(a, target.Seconds()) <= over
+		}
+	}
 	if !meets(MaxSLOTasks) {
 		return 0
 	}

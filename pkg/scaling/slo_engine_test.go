@@ -110,39 +110,63 @@ func TestSLOLearnsITL(t *testing.T) {
 
 func TestRises(t *testing.T) {
 	width := 2 * time.Minute
+	at := func(k int) time.Time { return t0.Add(time.Duration(k) * width) }
+	record := func(r Rises, now time.Time, rise float64) Rises { return r.Record(now, now, rise, width) }
 	var r Rises
 	for k := 0; k < 9; k++ {
-		r = r.Record(t0.Add(time.Duration(k)*width), float64(k), width)
+		r = record(r, at(k), float64(k))
 	}
-	if _, ok := r.Headroom(t0.Add(9*width), width); ok {
+	if _, ok := r.Headroom(at(9), width); ok {
 		t.Error("headroom from 9 start-ups, want at least 10")
 	}
 	// Within one start-up a bucket keeps its highest rise.
-	r = r.Record(t0.Add(9*width), 1, width).Record(t0.Add(9*width+time.Minute), 20, width).Record(t0.Add(9*width+90*time.Second), 2, width)
+	r = record(record(record(r, at(9), 1), at(9).Add(time.Minute), 20), at(9).Add(90*time.Second), 2)
 	if n := len(r.Buckets); n != 10 || r.Buckets[9].Rise != 20 {
 		t.Fatalf("%d buckets, last %+v", n, r.Buckets[n-1])
 	}
 	// Rises 0..8 and 20: the 99th percentile by nearest rank of ten is
-	// the highest.
-	if h, ok := r.Headroom(t0.Add(10*width), width); !ok || h != 20 {
-		t.Errorf("headroom %v %v, want 20", h, ok)
+	// the highest, but a rise seen once is not what the traffic shows
+	// at the percentile: the headroom is the next, 8.
+	if h, ok := r.Headroom(at(10), width); !ok || h != 8 {
+		t.Errorf("headroom %v %v, want 8", h, ok)
+	}
+	// Seen twice, it is.
+	r = record(r, at(10), 20)
+	if h, ok := r.Headroom(at(11), width); !ok || h != 20 {
+		t.Errorf("headroom %v %v after a second rise of 20, want 20", h, ok)
 	}
 	// The start-up going on is left out: a rise of 50 now does not size
 	// the headroom that is to absorb it.
-	now := t0.Add(10*width + time.Minute)
-	if h, ok := r.Record(t0.Add(10*width), 50, width).Headroom(now, width); !ok || h != 20 {
+	now := at(11).Add(time.Minute)
+	if h, ok := record(r, at(11), 50).Headroom(now, width); !ok || h != 20 {
 		t.Errorf("headroom %v %v with a rise of 50 in the start-up going on, want 20", h, ok)
+	}
+	// The readings of one step, a start-up long, fall in two buckets and
+	// go on showing the rise of 50 that began in the first: it is one
+	// rise of the history, and the new bucket has none of its own.
+	step := record(r, at(11), 0).Record(at(11).Add(90*time.Second), at(11).Add(90*time.Second), 50, width).
+		Record(at(12), at(11).Add(90*time.Second), 50, width).
+		Record(at(12).Add(time.Minute), at(11).Add(90*time.Second), 45, width)
+	if n := len(step.Buckets); n != 13 || step.Buckets[11].Rise != 50 || step.Buckets[12].Rise != 0 {
+		t.Fatalf("%d buckets, last two %+v", n, step.Buckets[n-2:])
+	}
+	if h, ok := step.Headroom(at(14), width); !ok || h != 20 {
+		t.Errorf("headroom %v %v after one step of 50, want 20", h, ok)
+	}
+	// A rise that began before the oldest bucket kept goes to it.
+	if got := (Rises{}).Record(at(1), at(0), 5, width); len(got.Buckets) != 1 || got.Buckets[0].Rise != 5 {
+		t.Errorf("first bucket %+v, want the rise of 5", got.Buckets)
 	}
 	// Bounded: a day of readings keeps maxRiseBuckets buckets, none
 	// older than maxRiseBuckets start-ups.
 	for k := 0; k < 720; k++ {
-		r = r.Record(t0.Add(time.Duration(k)*width), 1, width)
+		r = record(r, at(k), 1)
 	}
 	if n := len(r.Buckets); n != maxRiseBuckets {
 		t.Errorf("%d buckets, want %d", n, maxRiseBuckets)
 	}
 	// A rise no reading could give is left out.
-	if got := r.Record(t0.Add(1000*width), nan(), width); len(got.Buckets) != len(r.Buckets) {
+	if got := record(r, at(1000), nan()); len(got.Buckets) != len(r.Buckets) {
 		t.Error("a NaN rise was recorded")
 	}
 }

@@ -270,7 +270,8 @@ func FuzzSLONoRunaway(f *testing.F) {
 			// A pool that served 10 s requests, with an hour of rises.
 			in.Queue = steady(2, 0)
 			for k := 0; k < 30; k++ {
-				in.Queue.Rises = in.Queue.Rises.Record(t0.Add(time.Duration(k-30)*in.Startup), float64(k%4), in.Startup)
+				at := t0.Add(time.Duration(k-30) * in.Startup)
+				in.Queue.Rises = in.Queue.Rises.Record(at, at, float64(k%4), in.Startup)
 			}
 		}
 		// Readings a source can give: finite and at least 0. Others fail

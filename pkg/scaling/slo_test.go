@@ -781,8 +781,51 @@ func TestRiseWithinReadsTheRatesThatFillTheSlots(t *testing.T) {
 		}
 		rates = append(rates, RateSample{Time: t0.Add(-time.Duration(ago) * time.Second), Rate: 10, Recent: recent, OverService: over})
 	}
-	if got := riseWithin(rates, t0, 2*time.Minute); got != 20 {
-		t.Errorf("rise %v, want 20", got)
+	if got, began := riseWithin(rates, t0, 2*time.Minute); got != 20 || !began.Equal(t0.Add(-30*time.Second)) {
+		t.Errorf("rise %v that began at %v, want 20 that began 30 s ago", got, began.Sub(t0))
+	}
+}
+
+func TestRiseWithinBegan(t *testing.T) {
+	ramp := func(f func(ago int) float64) []RateSample {
+		var rates []RateSample
+		for ago := 120; ago >= 0; ago -= 15 {
+			rates = append(rates, RateSample{Time: t0.Add(-time.Duration(ago) * time.Second), Rate: f(ago), OverService: f(ago)})
+		}
+		return rates
+	}
+	tests := []struct {
+		name      string
+		rates     []RateSample
+		wantRise  float64
+		wantBegan time.Duration
+	}{
+		{"a step 75 s ago: its readings all say when it came", ramp(func(ago int) float64 {
+			if ago <= 75 {
+				return 30
+			}
+			return 10
+		}), 20, -75 * time.Second},
+		{"a steady climb: halfway up the window", ramp(func(ago int) float64 { return 10 + float64(120-ago)/15 }), 8, -60 * time.Second},
+		{"a fall: no rise, now", ramp(func(ago int) float64 { return float64(ago) }), 0, 0},
+		{"the lowest after a higher one: from the lowest", ramp(func(ago int) float64 {
+			switch {
+			case ago > 90:
+				return 5
+			case ago > 45:
+				return 2
+			}
+			return 12
+		}), 10, -45 * time.Second},
+		{"none", nil, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rise, began := riseWithin(tc.rates, t0, 2*time.Minute)
+			if rise != tc.wantRise || !began.Equal(t0.Add(tc.wantBegan)) {
+				t.Errorf("rise %v that began at %v, want %v at %v", rise, began.Sub(t0), tc.wantRise, tc.wantBegan)
+			}
+		})
 	}
 }
 

@@ -52,7 +52,7 @@ const (
 	vllmTrickle              = 0.5 // requests/s
 	vllmServiceTime          = 3 * time.Second
 	vllmMaxNumSeqs           = 256
-	vllmQueriesPerEvaluation = 8
+	vllmQueriesPerEvaluation = 10
 )
 
 // vllmRate is the pool's arrival rate: 3 minutes of trickle, 2 minutes
@@ -105,6 +105,9 @@ func TestReplayIsTheAutoscalerForVLLMRoles(t *testing.T) {
 
 	if !slices.Equal(fakevllm.TTFTBuckets, sim.VLLMTTFTBuckets) {
 		t.Fatalf("the fake vLLM's TTFT buckets %v are not the replay's %v", fakevllm.TTFTBuckets, sim.VLLMTTFTBuckets)
+	}
+	if !slices.Equal(fakevllm.TokenBuckets, sim.VLLMTokenBuckets) {
+		t.Fatalf("the fake vLLM's token buckets %v are not the replay's %v", fakevllm.TokenBuckets, sim.VLLMTokenBuckets)
 	}
 	v, err := replay.ParseVariant("slo-engine")
 	if err != nil {
@@ -567,5 +570,15 @@ func (p *vllmPrometheus) observation() (sim.Observation, error) {
 		return o, fmt.Errorf("%d TTFT buckets, the replay has %d", len(counts), len(o.TTFT))
 	}
 	copy(o.TTFT[:], counts)
+	for _, h := range []struct {
+		name string
+		to   *sim.TokenBuckets
+	}{{fakevllm.MetricOutputs, &o.Outputs}, {fakevllm.MetricPrompts, &o.Prompts}} {
+		_, counts = p.buckets(h.name, now, sim.WaitWindow)
+		if len(counts) != len(h.to) {
+			return o, fmt.Errorf("%d buckets of %s, the replay has %d", len(counts), h.name, len(h.to))
+		}
+		copy(h.to[:], counts)
+	}
 	return o, nil
 }

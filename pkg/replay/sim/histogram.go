@@ -17,6 +17,10 @@ var (
 	VLLMTTFTBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560}
 	// VLLMITLBuckets are vllm:inter_token_latency_seconds's.
 	VLLMITLBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}
+	// VLLMTokenBuckets are vllm:request_generation_tokens's and
+	// vllm:request_prompt_tokens's (in tokens): 1, 2, 5 and their powers
+	// of ten up to a 128k context.
+	VLLMTokenBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000}
 )
 
 // HistogramQuantile is what Prometheus's histogram_quantile(q, …) gives

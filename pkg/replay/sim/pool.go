@@ -146,6 +146,30 @@ type Observation struct {
 	// workers, 0 to 1, valid when KVCacheKnown (see Pool.kvCacheUsage).
 	KVCacheUsage float64
 	KVCacheKnown bool
+	// Outputs and Prompts are the output and prompt tokens of the
+	// requests that finished within the last WaitWindow, by vLLM's
+	// bucket: the increase of vllm:request_generation_tokens_bucket and
+	// vllm:request_prompt_tokens_bucket that histogram_quantile(0.5,
+	// rate(...[5m])) reads (GenerationTokensMedian, PromptTokensMedian).
+	Outputs, Prompts TokenBuckets
+}
+
+// GenerationTokensMedian and PromptTokensMedian are the median output and
+// prompt tokens of the requests that finished within the window, as
+// histogram_quantile gives them from Outputs' and Prompts' buckets. ok is
+// false when none finished.
+func (o Observation) GenerationTokensMedian() (tokens float64, ok bool) {
+	return tokensMedian(o.Outputs)
+}
+
+func (o Observation) PromptTokensMedian() (tokens float64, ok bool) { return tokensMedian(o.Prompts) }
+
+func tokensMedian(b TokenBuckets) (float64, bool) {
+	v, ok := HistogramQuantileCounts(0.5, VLLMTokenBuckets, b[:])
+	if !ok {
+		return 0, false
+	}
+	return v, true
 }
 
 // TTFTPercentile is the TTFT at percentile (0-100), in seconds, as

@@ -26,11 +26,21 @@ type TTFTBuckets [TTFTBucketCount]float64
 // le being inclusive.
 func ttftBucket(secs float64) uint8 { return uint8(sort.SearchFloat64s(VLLMTTFTBuckets, secs)) }
 
+// TokenBucketCount is the number of buckets of the histograms of a
+// request's tokens: VLLMTokenBuckets and +Inf.
+const TokenBucketCount = 17
+
+// TokenBuckets are the finished requests per bucket of VLLMTokenBuckets,
+// +Inf last; not cumulative.
+type TokenBuckets [TokenBucketCount]float64
+
 // finishCounters are the counters a finished request adds to, as they
-// stand after it: vllm:generation_tokens_total and
-// vllm:inter_token_latency_seconds's sum and count.
+// stand after it: vllm:generation_tokens_total,
+// vllm:inter_token_latency_seconds's sum and count, and the buckets of
+// vllm:request_generation_tokens and vllm:request_prompt_tokens.
 type finishCounters struct {
 	generation, itlSum, itlCount float64
+	outputs, prompts             TokenBuckets
 }
 
 // firstTokenAt is a first token the fixed and batched models know ahead:
@@ -143,6 +153,8 @@ func (p *Pool) recordFinish(r int) {
 	if p.tokens != nil {
 		out := p.tokens[r].OutputTokens
 		v.finished.generation += out
+		v.finished.outputs[sort.SearchFloat64s(VLLMTokenBuckets, out)]++
+		v.finished.prompts[sort.SearchFloat64s(VLLMTokenBuckets, p.tokens[r].InputTokens)]++
 		if out > 1 && p.firstToken[r] != 0 {
 			v.finished.itlSum += p.now.Sub(p.timeOf(p.firstToken[r])).Seconds()
 			v.finished.itlCount += out - 1
@@ -167,6 +179,15 @@ func (p *Pool) slideTTFT() {
 // over the last window (RateWindow, shorter within the trace's first
 // minute); finishedFrom is the first of finishedAt within it.
 func (p *Pool) observeVLLM(o *Observation, window float64, finishedFrom int) {
+	o.Outputs, o.Prompts = p.vllm.finished.outputs, p.vllm.finished.prompts
+	from5 := p.now.Add(-WaitWindow)
+	if i := sort.Search(len(p.finishedAt), func(i int) bool { return p.finishedAt[i].After(from5) }); i > 0 {
+		b := p.vllm.finish[i-1]
+		for k := range o.Outputs {
+			o.Outputs[k] -= b.outputs[k]
+			o.Prompts[k] -= b.prompts[k]
+		}
+	}
 	p.slideTTFT()
 	v := &p.vllm
 	o.TTFT = v.window
@@ -184,7 +205,7 @@ func (p *Pool) observeVLLM(o *Observation, window float64, finishedFrom int) {
 	f := v.finished
 	if finishedFrom > 0 {
 		b := v.finish[finishedFrom-1]
-		f = finishCounters{f.generation - b.generation, f.itlSum - b.itlSum, f.itlCount - b.itlCount}
+		f = finishCounters{generation: f.generation - b.generation, itlSum: f.itlSum - b.itlSum, itlCount: f.itlCount - b.itlCount}
 	}
 	o.PromptTokens, o.GenerationTokens = prompt/window, f.generation/window
 	o.ITLSum, o.ITLCount = f.itlSum/window, f.itlCount/window

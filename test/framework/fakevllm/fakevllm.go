@@ -10,6 +10,8 @@
 //	vllm:inter_token_latency_seconds   histogram time between two output tokens
 //	vllm:prompt_tokens_total           counter   prompt tokens prefilled
 //	vllm:generation_tokens_total       counter   output tokens generated
+//	vllm:request_generation_tokens     histogram output tokens of each finished request
+//	vllm:request_prompt_tokens         histogram prompt tokens of each finished request
 //	vllm:kv_cache_usage_perc           gauge     share of the KV cache in use, 0 to 1
 //
 // The values come from a load model instead of a GPU: requests arrive as a
@@ -60,6 +62,8 @@ const (
 	MetricITL       = "vllm:inter_token_latency_seconds"
 	MetricPrompt    = "vllm:prompt_tokens_total"
 	MetricGenerated = "vllm:generation_tokens_total"
+	MetricOutputs   = "vllm:request_generation_tokens"
+	MetricPrompts   = "vllm:request_prompt_tokens"
 	MetricKVCache   = "vllm:kv_cache_usage_perc"
 )
 
@@ -69,6 +73,12 @@ var (
 	TTFTBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560}
 	ITLBuckets  = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}
 )
+
+// TokenBuckets are the upper bounds, in tokens, of vLLM's histograms of a
+// request's tokens, vllm:request_generation_tokens and
+// vllm:request_prompt_tokens: 1, 2, 5 and their powers of ten up to a
+// 128k context.
+var TokenBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000}
 
 // QueueTimeBuckets are the upper bounds, in seconds, of vLLM's request
 // latency histograms, which vllm:request_queue_time_seconds uses.
@@ -161,10 +171,11 @@ type Pool struct {
 	finished     []uint64
 	succeeded    uint64
 	queueTimeSum float64
-	// ttft and itl count the observations per bucket, as finished does.
-	ttft, itl  []uint64
-	tokens     Snapshot
-	lastWorker int
+	// ttft, itl, outputs and prompts count the observations per bucket,
+	// as finished does.
+	ttft, itl, outputs, prompts []uint64
+	tokens                      Snapshot
+	lastWorker                  int
 }
 
 // New returns a pool that starts now, with no request yet.
@@ -180,6 +191,8 @@ func New(cfg Config) *Pool {
 		finished: make([]uint64, len(QueueTimeBuckets)+1),
 		ttft:     make([]uint64, len(TTFTBuckets)+1),
 		itl:      make([]uint64, len(ITLBuckets)+1),
+		outputs:  make([]uint64, len(TokenBuckets)+1),
+		prompts:  make([]uint64, len(TokenBuckets)+1),
 	}
 	p.slots = p.slotsNow()
 	p.nextArrival, p.arrives = p.arrivalAfter(now)
@@ -295,6 +308,8 @@ func (p *Pool) finish(r request) {
 	p.finished[bucketOf(QueueTimeBuckets, r.queued)]++
 	out := max(p.cfg.OutputTokens, 0)
 	p.tokens.GenerationTokens += uint64(out)
+	p.outputs[bucketOf(TokenBuckets, float64(out))]++
+	p.prompts[bucketOf(TokenBuckets, float64(max(p.cfg.PromptTokens, 0)))]++
 	if gaps := uint64(max(out-1, 0)); gaps > 0 {
 		p.tokens.ITLSum += float64(gaps) * r.itl
 		p.tokens.ITLCount += gaps
@@ -354,6 +369,8 @@ func (p *Pool) WriteMetrics(w io.Writer) {
 	finished := append([]uint64(nil), p.finished...)
 	ttft := append([]uint64(nil), p.ttft...)
 	itl := append([]uint64(nil), p.itl...)
+	outputs := append([]uint64(nil), p.outputs...)
+	prompts := append([]uint64(nil), p.prompts...)
 	p.mu.Unlock()
 
 	labels := fmt.Sprintf(`engine="0",model_name=%q`, p.cfg.ModelName)
@@ -374,6 +391,8 @@ func (p *Pool) WriteMetrics(w io.Writer) {
 	writeHistogram(w, MetricITL, "Histogram of inter-token latency in seconds.", labels, ITLBuckets, itl, s.ITLSum)
 	fmt.Fprintf(w, "# HELP %s Number of prefill tokens processed.\n# TYPE %[1]s counter\n%[1]s{%s} %d\n", MetricPrompt, labels, s.PromptTokens)
 	fmt.Fprintf(w, "# HELP %s Number of generation tokens processed.\n# TYPE %[1]s counter\n%[1]s{%s} %d\n", MetricGenerated, labels, s.GenerationTokens)
+	writeHistogram(w, MetricOutputs, "Number of generation tokens processed.", labels, TokenBuckets, outputs, float64(s.GenerationTokens))
+	writeHistogram(w, MetricPrompts, "Number of prefill tokens processed.", labels, TokenBuckets, prompts, float64(s.Succeeded)*float64(max(p.cfg.PromptTokens, 0)))
 	fmt.Fprintf(w, "# HELP %s KV-cache usage. 1 means 100 percent usage.\n# TYPE %[1]s gauge\n%[1]s{%s} %s\n", MetricKVCache, labels, strconv.FormatFloat(s.KVCacheUsage, 'g', -1, 64))
 }
 

@@ -202,7 +202,7 @@ func TestMetricsText(t *testing.T) {
 		values[m[1]] = v
 	}
 	wantTypes := map[string]string{MetricRunning: "gauge", MetricWaiting: "gauge", MetricSuccess: "counter", MetricQueueTime: "histogram",
-		MetricTTFT: "histogram", MetricITL: "histogram", MetricPrompt: "counter", MetricGenerated: "counter", MetricKVCache: "gauge"}
+		MetricTTFT: "histogram", MetricITL: "histogram", MetricPrompt: "counter", MetricGenerated: "counter", MetricOutputs: "histogram", MetricPrompts: "histogram", MetricKVCache: "gauge"}
 	for name, typ := range wantTypes {
 		if types[name] != typ {
 			t.Errorf("TYPE of %s = %q, want %s", name, types[name], typ)
@@ -226,6 +226,8 @@ func TestMetricsText(t *testing.T) {
 		{MetricQueueTime, QueueTimeBuckets, s.Succeeded, s.QueueTimeSum},
 		{MetricTTFT, TTFTBuckets, s.TTFTCount, s.TTFTSum},
 		{MetricITL, ITLBuckets, s.ITLCount, s.ITLSum},
+		{MetricOutputs, TokenBuckets, s.Succeeded, float64(s.GenerationTokens)},
+		{MetricPrompts, TokenBuckets, s.Succeeded, float64(s.Succeeded) * 1000},
 	} {
 		b := buckets[h.name]
 		if len(b) != len(h.bounds)+1 {
@@ -257,6 +259,8 @@ func TestBucketBounds(t *testing.T) {
 	}{
 		{MetricTTFT, TTFTBuckets, []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}},
 		{MetricITL, ITLBuckets, []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}},
+		// build_1_2_5_buckets up to Llama-3.1's 131,072-token context.
+		{MetricOutputs, TokenBuckets, []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000}},
 	} {
 		if !slices.Equal(tc.got, tc.want) {
 			t.Errorf("%s buckets %v, want vLLM's %v", tc.name, tc.got, tc.want)

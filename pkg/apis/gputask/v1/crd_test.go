@@ -604,8 +604,8 @@ func TestSLODocExample(t *testing.T) {
 		t.Fatalf("the CRD schema drops fields: %v", pruned)
 	}
 	as := obj["spec"].(map[string]any)["autoscaling"].(map[string]any)
-	if p := as["policy"].(map[string]any); p["type"] != "SLO" || len(as["metrics"].([]any)) != 9 {
-		t.Fatalf("the example is not the SLO policy with vLLM's nine metrics: %v", as)
+	if p := as["policy"].(map[string]any); p["type"] != "SLO" || len(as["metrics"].([]any)) != 11 {
+		t.Fatalf("the example is not the SLO policy with vLLM's eleven metrics: %v", as)
 	}
 }
 

@@ -143,7 +143,7 @@ const (
 )
 
 // MetricRole says what a metric of the SLO policy measures.
-// +kubebuilder:validation:Enum=Arrivals;Completions;Running;Waiting;WaitPercentile;TTFTPercentile;InterTokenLatency;PromptTokens;GenerationTokens;KVCacheUsage
+// +kubebuilder:validation:Enum=Arrivals;Completions;Running;Waiting;WaitPercentile;TTFTPercentile;InterTokenLatency;PromptTokens;GenerationTokens;GenerationTokensMedian;PromptTokensMedian;KVCacheUsage
 type MetricRole string
 
 const (
@@ -183,6 +183,21 @@ const (
 	// second (rate of vllm:generation_tokens_total): with an ITL objective
 	// it bounds how long a request holds its slot.
 	RoleGenerationTokens MetricRole = "GenerationTokens"
+	// RoleGenerationTokensMedian is the median output tokens of a finished
+	// request (histogram_quantile(0.5, …) over vLLM's
+	// vllm:request_generation_tokens_bucket). Read with GenerationTokens,
+	// whose rate over the finished requests is the mean, it gives the mix
+	// of output lengths that the ITL objective is kept over: a request of
+	// a few tokens shares its few steps with the prompts its task prefills
+	// meanwhile, and sees their prefill over few tokens.
+	RoleGenerationTokensMedian MetricRole = "GenerationTokensMedian"
+	// RolePromptTokensMedian is the median prompt tokens of a finished
+	// request (histogram_quantile(0.5, …) over vLLM's
+	// vllm:request_prompt_tokens_bucket). Read with PromptTokens, whose
+	// rate over the requests is the mean, it gives the mix of prompt
+	// lengths: one long prompt in a short request's steps is over the ITL
+	// objective where many of the mean length would not be.
+	RolePromptTokensMedian MetricRole = "PromptTokensMedian"
 	// RoleKVCacheUsage is the share of the KV cache in use, from 0 to 1,
 	// averaged over the serving tasks (vllm:kv_cache_usage_perc): with an
 	// engine profile's KV cache size it gives the context the running
@@ -200,6 +215,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.type) || self.policy.type != 'SLO' || !has(self.burst)",message="burst applies to the Step and Proportional policies: the SLO policy sizes for the waiting requests itself"
 // +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.slo) || !has(self.policy.slo.ttft) || self.metrics.exists(m, has(m.role) && m.role == 'TTFTPercentile')",message="slo.ttft needs a metric of role TTFTPercentile: the observed TTFT corrects the model"
 // +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.slo) || !has(self.policy.slo.itl) || has(self.policy.slo.engine) || self.metrics.exists(m, has(m.role) && m.role == 'InterTokenLatency')",message="slo.itl needs an engine profile (slo.engine) or a metric of role InterTokenLatency to learn the engine from"
+// +kubebuilder:validation:XValidation:rule="!self.metrics.exists(m, has(m.role) && m.role == 'PromptTokensMedian') || self.metrics.exists(m, has(m.role) && m.role == 'PromptTokens')",message="a metric of role PromptTokensMedian needs one of role PromptTokens: the mean prompt tokens of a request, beside the median, give the mix of prompt lengths"
+// +kubebuilder:validation:XValidation:rule="!self.metrics.exists(m, has(m.role) && m.role == 'GenerationTokensMedian') || self.metrics.exists(m, has(m.role) && m.role == 'GenerationTokens')",message="a metric of role GenerationTokensMedian needs one of role GenerationTokens: the mean output tokens of a request, beside the median, give the mix of output lengths"
 // +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.slo) || !has(self.policy.slo.engine) || !has(self.policy.slo.itl) || (has(self.policy.slo.slotsPerTask) && self.policy.slo.slotsPerTask > 0) || self.metrics.exists(m, has(m.role) && m.role == 'KVCacheUsage')",message="the capacity from an engine profile needs a metric of role KVCacheUsage: the context the running sequences hold sets the ITL at a batch (or set slo.slotsPerTask)"
 type AutoscalingSpec struct {
 	// MinReplicas is the floor. Default 1.

@@ -156,18 +156,21 @@ func validateSLO(as *AutoscalingSpec, path *field.Path) field.ErrorList {
 
 // Messages of the SLO policy's needs, the same as the CRD's rules'.
 const (
-	TTFTNeedsPercentile  = "slo.ttft needs a metric of role TTFTPercentile: the observed TTFT corrects the model"
-	ITLNeedsEngine       = "slo.itl needs an engine profile (slo.engine) or a metric of role InterTokenLatency to learn the engine from"
-	ProfileNeedsKVCache  = "the capacity from an engine profile needs a metric of role KVCacheUsage: the context the running sequences hold sets the ITL at a batch (or set slo.slotsPerTask)"
-	sloNeedsObjective    = "slo needs at least one of wait, ttft or itl"
-	sloNeedsCapacity     = "without slotsPerTask a task's capacity comes from its engine at the ITL objective: set slo.itl or slo.slotsPerTask"
-	engineNeedsOneSource = "exactly one of profile or configMapRef must be set"
+	TTFTNeedsPercentile   = "slo.ttft needs a metric of role TTFTPercentile: the observed TTFT corrects the model"
+	ITLNeedsEngine        = "slo.itl needs an engine profile (slo.engine) or a metric of role InterTokenLatency to learn the engine from"
+	PromptMedianNeedsMean = "a metric of role PromptTokensMedian needs one of role PromptTokens: the mean prompt tokens of a request, beside the median, give the mix of prompt lengths"
+	MedianNeedsMean       = "a metric of role GenerationTokensMedian needs one of role GenerationTokens: the mean output tokens of a request, beside the median, give the mix of output lengths"
+	ProfileNeedsKVCache   = "the capacity from an engine profile needs a metric of role KVCacheUsage: the context the running sequences hold sets the ITL at a batch (or set slo.slotsPerTask)"
+	sloNeedsObjective     = "slo needs at least one of wait, ttft or itl"
+	sloNeedsCapacity      = "without slotsPerTask a task's capacity comes from its engine at the ITL objective: set slo.itl or slo.slotsPerTask"
+	engineNeedsOneSource  = "exactly one of profile or configMapRef must be set"
 )
 
 // SLOMetricNeeds says which metrics the objectives of slo need that the
 // roles in have lack, one message each: a TTFT objective the observed
 // TTFT, an ITL objective an engine profile or the ITL to fit one from,
-// and a capacity read from a profile the KV cache's use.
+// a capacity read from a profile the KV cache's use, and the median
+// output and prompt tokens the generation and prompt tokens' rates.
 func SLOMetricNeeds(slo *SLOSpec, have map[MetricRole]bool) []string {
 	var needs []string
 	if slo.TTFT != nil && !have[RoleTTFTPercentile] {
@@ -178,6 +181,12 @@ func SLOMetricNeeds(slo *SLOSpec, have map[MetricRole]bool) []string {
 	}
 	if slo.ITL != nil && slo.Engine != nil && slo.SlotsPerTask < 1 && !have[RoleKVCacheUsage] {
 		needs = append(needs, ProfileNeedsKVCache)
+	}
+	if have[RoleGenerationTokensMedian] && !have[RoleGenerationTokens] {
+		needs = append(needs, MedianNeedsMean)
+	}
+	if have[RolePromptTokensMedian] && !have[RolePromptTokens] {
+		needs = append(needs, PromptMedianNeedsMean)
 	}
 	return needs
 }
@@ -219,7 +228,8 @@ func validateSLOSpec(slo *SLOSpec, path *field.Path) field.ErrorList {
 
 // Roles are the metric roles the SLO policy reads.
 var Roles = []MetricRole{RoleArrivals, RoleCompletions, RoleRunning, RoleWaiting, RoleWaitPercentile,
-	RoleTTFTPercentile, RoleInterTokenLatency, RolePromptTokens, RoleGenerationTokens, RoleKVCacheUsage}
+	RoleTTFTPercentile, RoleInterTokenLatency, RolePromptTokens, RoleGenerationTokens, RoleGenerationTokensMedian,
+	RolePromptTokensMedian, RoleKVCacheUsage}
 
 func knownRole(r MetricRole) bool {
 	for _, k := range Roles {

@@ -185,6 +185,18 @@ func TestValidateTaskSetSpec(t *testing.T) {
 			engineSLO(s)
 			dropRole(s, gputaskv1.RoleKVCacheUsage)
 		}, want: []string{"spec.autoscaling.metrics"}, msg: gputaskv1.ProfileNeedsKVCache},
+		{name: "SLO GenerationTokensMedian without GenerationTokens", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			engineSLO(s)
+			dropRole(s, gputaskv1.RoleGenerationTokens)
+			s.Autoscaling.Metrics = append(s.Autoscaling.Metrics, gputaskv1.MetricSpec{Name: "generation-median", Role: gputaskv1.RoleGenerationTokensMedian,
+				HTTP: &gputaskv1.HTTPSource{URL: "http://x"}})
+		}, want: []string{"spec.autoscaling.metrics"}, msg: gputaskv1.MedianNeedsMean},
+		{name: "SLO PromptTokensMedian without PromptTokens", edit: func(s *gputaskv1.GPUTaskSetSpec) {
+			engineSLO(s)
+			dropRole(s, gputaskv1.RolePromptTokens)
+			s.Autoscaling.Metrics = append(s.Autoscaling.Metrics, gputaskv1.MetricSpec{Name: "prompt-median", Role: gputaskv1.RolePromptTokensMedian,
+				HTTP: &gputaskv1.HTTPSource{URL: "http://x"}})
+		}, want: []string{"spec.autoscaling.metrics"}, msg: gputaskv1.PromptMedianNeedsMean},
 		{name: "SLO profile with slotsPerTask needs no KVCacheUsage", edit: func(s *gputaskv1.GPUTaskSetSpec) {
 			engineSLO(s)
 			dropRole(s, gputaskv1.RoleKVCacheUsage)
