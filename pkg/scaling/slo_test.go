@@ -769,6 +769,97 @@ func TestArrivalsFromCompletions(t *testing.T) {
 	}
 }
 
+func TestArrivalsFromTotal(t *testing.T) {
+	// Readings every 15 s of a counter of the requests received, oldest
+	// first; a negative value is a reading without the counter.
+	readings := func(totals ...float64) []RateSample {
+		var rates []RateSample
+		for i, n := range totals {
+			rates = append(rates, RateSample{Time: t0.Add(-time.Duration(15*(len(totals)-i)) * time.Second), Arrived: max(n, 0), Counted: n >= 0})
+		}
+		return rates
+	}
+	tests := []struct {
+		name                 string
+		rates                []RateSample
+		total                float64
+		wantWindow, wantLast float64
+		ok                   bool
+	}{
+		// 10/s throughout: 600 over the minute, 150 over the interval.
+		{name: "steady", rates: readings(0, 150, 300, 450, 600), total: 750, wantWindow: 10, wantLast: 10, ok: true},
+		// A step from 10/s to 40/s 15 s ago: the minute's mean is
+		// (450 + 600) / 60 = 17.5, the interval's 40, as from the
+		// completions, but with no swing of theirs in either.
+		{name: "a step up", rates: readings(0, 150, 300, 450, 600), total: 1200, wantWindow: 17.5, wantLast: 40, ok: true},
+		{name: "fewer readings than the window: from the first", rates: readings(300, 450), total: 600, wantWindow: 10, wantLast: 10, ok: true},
+		{name: "no reading before", total: 600},
+		{name: "the reading a minute ago without the counter", rates: readings(0, -1, 300, 450, 600), total: 750},
+		{name: "the last reading without the counter", rates: readings(0, 150, 300, 450, -1), total: 750},
+		// A gateway's replica restarted: the sum fell from 600 to 40.
+		{name: "a counter that fell now", rates: readings(0, 150, 300, 450, 600), total: 40},
+		{name: "a counter that fell within the window", rates: readings(0, 150, 300, 20, 170), total: 320},
+		{name: "a fall before the window is forgotten", rates: readings(900, 0, 150, 300, 450, 600), total: 750, wantWindow: 10, wantLast: 10, ok: true},
+		{name: "a reading of NaN", rates: readings(0, 150, 300, 450, 600), total: math.NaN()},
+		{name: "a negative reading", rates: readings(0, 150, 300, 450, 600), total: -5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			window, last, ok := arrivalsFromTotal(tc.rates, t0, 15*time.Second/4, tc.total)
+			if ok != tc.ok || math.Abs(window-tc.wantWindow) > 1e-9 || math.Abs(last-tc.wantLast) > 1e-9 {
+				t.Errorf("arrivals %v over the window and %v over the interval (%v), want %v and %v (%v)", window, last, ok, tc.wantWindow, tc.wantLast, tc.ok)
+			}
+		})
+	}
+}
+
+// A set that reads a counter of the arrivals beside the completions sizes
+// for the counter's increase, not for the completions plus the pool's
+// growth, and falls back to those where the counter gives no rate.
+func TestDecideSLOArrivalsTotal(t *testing.T) {
+	// 10/s arrive throughout. The completions fall to 4/s for the last
+	// 30 s (7/s over the minute) and the pool grows from 100 to 280: the
+	// interval's rate from the completions reads 7 + 90/15 = 13/s.
+	prior := func(counted bool) QueueState {
+		q := QueueState{LastTime: t0.Add(-15 * time.Second), Little: queueing.Little{Running: 100, Completions: 10}}
+		for i, n := range []float64{100, 100, 100, 100, 190} {
+			ago := time.Duration(15*(5-i)) * time.Second
+			q.Rates = append(q.Rates, RateSample{Time: t0.Add(-ago), Rate: 10, Recent: 10, OverService: 10, InPool: n,
+				Arrived: 10000 - 10*ago.Seconds(), Counted: counted})
+		}
+		return q
+	}
+	tests := []struct {
+		name    string
+		counted bool
+		total   float64
+		want    float64
+	}{
+		{name: "the counter's increase", counted: true, total: 10000, want: 10},
+		{name: "no counter before: from the completions", counted: false, total: 10000, want: 13},
+		{name: "a counter that fell: from the completions", counted: true, total: 15, want: 13},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := sloBase(0, 280, role(gputaskv1.RoleWaiting, 0))
+			in.Metrics = []MetricInput{role(gputaskv1.RoleArrivalsTotal, tc.total), role(gputaskv1.RoleCompletions, 7),
+				role(gputaskv1.RoleRunning, 280), role(gputaskv1.RoleWaiting, 0)}
+			in.Queue = prior(tc.counted)
+			d := Decide(in)
+			if d.SLO == nil {
+				t.Fatalf("no SLO outcome: %+v", d)
+			}
+			last := d.Queue.Rates[len(d.Queue.Rates)-1]
+			if math.Abs(last.Recent-tc.want) > 1e-9 || math.Abs(d.SLO.Arrivals-max(last.Rate, last.OverService)) > 1e-9 {
+				t.Errorf("interval rate %v (arrivals sized %v, window %v), want %v", last.Recent, d.SLO.Arrivals, last.Rate, tc.want)
+			}
+			if !last.Counted || last.Arrived != tc.total {
+				t.Errorf("the reading kept the counter at %v (%v), want %v", last.Arrived, last.Counted, tc.total)
+			}
+		})
+	}
+}
+
 func TestRiseWithinReadsTheRatesThatFillTheSlots(t *testing.T) {
 	// The minute's rate is flat at 10/s while the rate over the service
 	// time rose from 10 to 30 within the start-up (a burst the minute's
