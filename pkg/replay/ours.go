@@ -149,8 +149,7 @@ func (o *Ours) Evaluate(now time.Time, value float64, tasks []*gputaskv1.GPUTask
 }
 
 // RoleValue is what a metric of role reads from the modelled backend: the
-// pool's request rates and counts for the SLO policy's roles (and the
-// requests arrived so far for ArrivalsTotal), the load
+// pool's request rates and counts for the SLO policy's roles, the load
 // index value for a metric without one; WaitPercentile and TTFTPercentile
 // are the wait and the TTFT in seconds at percentile, InterTokenLatency
 // the mean gap between tokens in seconds, PromptTokens and
@@ -168,8 +167,6 @@ func RoleValue(role gputaskv1.MetricRole, value float64, obs sim.Observation, pe
 		return obs.Arrivals, true
 	case gputaskv1.RoleCompletions:
 		return obs.Completions, true
-	case gputaskv1.RoleArrivalsTotal:
-		return float64(obs.Arrived), true
 	case gputaskv1.RoleRunning:
 		return float64(obs.Running), true
 	case gputaskv1.RoleWaiting:

@@ -24,7 +24,7 @@ func TestRoleValueOfVLLMRoles(t *testing.T) {
 	var ttft sim.TTFTBuckets
 	ttft[11], ttft[12] = 1, 1 // one TTFT in (0.75, 1], one in (1, 2.5]
 	obs := sim.Observation{TTFT: ttft, ITLSum: 0.3, ITLCount: 10, PromptTokens: 2500, GenerationTokens: 400,
-		KVCacheUsage: 0.42, KVCacheKnown: true, Arrivals: 3, Arrived: 1234}
+		KVCacheUsage: 0.42, KVCacheKnown: true}
 	for _, tc := range []struct {
 		role gputaskv1.MetricRole
 		obs  sim.Observation
@@ -40,9 +40,6 @@ func TestRoleValueOfVLLMRoles(t *testing.T) {
 		{gputaskv1.RoleGenerationTokens, obs, 400, true},
 		{gputaskv1.RoleKVCacheUsage, obs, 0.42, true},
 		{gputaskv1.RoleKVCacheUsage, sim.Observation{}, 0, false},
-		// The counter's value, not its rate.
-		{gputaskv1.RoleArrivalsTotal, obs, 1234, true},
-		{gputaskv1.RoleArrivals, obs, 3, true},
 	} {
 		got, ok := RoleValue(tc.role, 7, tc.obs, 50)
 		if ok != tc.ok || math.Abs(got-tc.want) > 1e-9 {
@@ -52,13 +49,11 @@ func TestRoleValueOfVLLMRoles(t *testing.T) {
 }
 
 // The pool's windows are those of the queries docs/autoscaling.md and
-// the slo-engine sets give each role: [5m] for the TTFT histogram and the
-// wait's, [1m] for the counters' rates, none for the KV cache gauge or
-// the counter of the arrivals, read as it is.
+// the slo-engine set give each role: [5m] for the TTFT histogram and the
+// wait's, [1m] for the counters' rates, none for the KV cache gauge.
 func TestRoleWindowsAreTheQueries(t *testing.T) {
 	want := map[gputaskv1.MetricRole]time.Duration{
 		gputaskv1.RoleCompletions:       sim.RateWindow,
-		gputaskv1.RoleArrivalsTotal:     0,
 		gputaskv1.RoleWaitPercentile:    sim.WaitWindow,
 		gputaskv1.RoleTTFTPercentile:    sim.WaitWindow,
 		gputaskv1.RoleInterTokenLatency: sim.RateWindow,
@@ -100,14 +95,12 @@ func TestRoleWindowsAreTheQueries(t *testing.T) {
 			t.Errorf("docs/autoscaling.md shows no query of role %s", role)
 		}
 	}
-	for _, name := range []string{"slo-engine", "slo-engine-gateway"} {
-		v, err := ParseVariant(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range v.Set.Spec.Autoscaling.Metrics {
-			check("variants/"+name+".yaml", m.Prometheus.Query, m.Role)
-		}
+	v, err := ParseVariant("slo-engine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range v.Set.Spec.Autoscaling.Metrics {
+		check("variants/slo-engine.yaml", m.Prometheus.Query, m.Role)
 	}
 }
 

@@ -75,10 +75,9 @@ type Variant struct {
 // the inference pool with burst, predictive or a scheduled floor (each on
 // the load index), scaled to a wait SLO (the default set), to TTFT and
 // ITL objectives with the H100 engine profile on vLLM's eleven metrics
-// (slo-engine, for --engine h100-llama-3.1-8b) and with a gateway's
-// counter of the requests received beside them (slo-engine-gateway), or
-// on a load index target of 0.7 (proportional).
-var BuiltinVariants = []string{"burst", "predictive", "schedule", "slo", "slo-engine", "slo-engine-gateway", "proportional"}
+// (slo-engine, for --engine h100-llama-3.1-8b), or on a load index target
+// of 0.7 (proportional).
+var BuiltinVariants = []string{"burst", "predictive", "schedule", "slo", "slo-engine", "proportional"}
 
 // ParseVariant reads a --variant value: a built-in name, or NAME=FILE for a
 // GPUTaskSet of one's own.

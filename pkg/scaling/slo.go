@@ -106,17 +106,14 @@ type QueueState struct {
 // and the sustained level are read from; Recent over the last interval;
 // OverService the mean of the interval rates over the last service time
 // (serviceIntervals), the rate that fills the slots, whose rises size the
-// burst headroom (Recent and OverService are Rate where the arrivals'
-// rate is read); InPool the requests running and waiting then; and
-// Arrived the counter of requests received (ArrivalsTotal) where Counted.
+// burst headroom (Recent and OverService are Rate where arrivals are
+// counted); and InPool the requests running and waiting then.
 type RateSample struct {
 	Time        time.Time
 	Rate        float64
 	Recent      float64
 	OverService float64
 	InPool      float64
-	Arrived     float64
-	Counted     bool
 }
 
 // SLOOutcome explains an SLO decision: the model's inputs, what it asked
@@ -377,17 +374,13 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		dt = in.Now.Sub(state.LastTime).Seconds()
 	}
 	arrivals, completions := r.value[gputaskv1.RoleArrivals], r.value[gputaskv1.RoleCompletions]
-	total, counting := r.value[gputaskv1.RoleArrivalsTotal]
-	counted := RateSample{Time: in.Now, Rate: arrivals, Recent: arrivals, OverService: arrivals, InPool: inPool, Arrived: total, Counted: counting}
+	counted := RateSample{Time: in.Now, Rate: arrivals, Recent: arrivals, OverService: arrivals, InPool: inPool}
 	switch {
 	case r.has(gputaskv1.RoleArrivals) && !r.has(gputaskv1.RoleCompletions):
 		before, span := countedSince(state.Rates, in.Now, CountWindow, jitterOf(in))
 		completions = queueing.CompletionsFromArrivals(arrivals, inPool, before, span)
 	case !r.has(gputaskv1.RoleArrivals):
 		counted.Rate, counted.Recent = arrivalsFromCompletions(state.Rates, in.Now, jitterOf(in), completions, inPool)
-		if window, recent, ok := arrivalsFromTotal(state.Rates, in.Now, jitterOf(in), total); counting && ok {
-			counted.Rate, counted.Recent = window, recent
-		}
 		counted.OverService = meanOfLast(state.Rates, counted.Recent, serviceIntervals(state.Little, in.Interval))
 		// Sized for the higher: a step up shows in the last intervals'
 		// growth a minute before the window's rate has taken it in.
@@ -721,30 +714,6 @@ func arrivalsFromCompletions(rates []RateSample, now time.Time, jitter time.Dura
 	return window, queueing.ArrivalsFromCompletions(completions, inPool, before, span)
 }
 
-// arrivalsFromTotal is the arrival rate from a counter of the requests
-// received (ArrivalsTotal): its increase over the window the rates are
-// counted in (CountWindow, found as the completions' is) and since the
-// last reading, each over the seconds between. Both are exact, with none
-// of the swing of the completions against the pool's growth. ok is false
-// where the counter gives no rate: no reading of it before now, or a
-// counter that fell within the window, as when a gateway's replica
-// restarted and its count began again from zero.
-func arrivalsFromTotal(rates []RateSample, now time.Time, jitter time.Duration, total float64) (window, recent float64, ok bool) {
-	from, last := readingBefore(rates, now, CountWindow, jitter), readingBefore(rates, now, 0, 0)
-	if from < 0 || !(total >= 0) || math.IsInf(total, 1) {
-		return 0, 0, false
-	}
-	next := total
-	for i := last; i >= from; i-- {
-		if !rates[i].Counted || rates[i].Arrived > next {
-			return 0, 0, false
-		}
-		next = rates[i].Arrived
-	}
-	span, since := now.Sub(rates[from].Time).Seconds(), now.Sub(rates[last].Time).Seconds()
-	return (total - rates[from].Arrived) / span, (total - rates[last].Arrived) / since, true
-}
-
 // serviceIntervals is how many intervals the rate that fills the slots is
 // the mean over: the last service time's (the one learned so far), between
 // one interval and CountWindow. By Little's law the requests in flight are
@@ -780,27 +749,16 @@ func meanOfLast(rates []RateSample, recent, n float64) float64 {
 // a start, or readings further apart than it), at the last reading before
 // now, as with a window of 0. span is 0 without a reading before now.
 func countedSince(rates []RateSample, now time.Time, window, jitter time.Duration) (inPool, span float64) {
-	if i := readingBefore(rates, now, window, jitter); i >= 0 {
-		return rates[i].InPool, now.Sub(rates[i].Time).Seconds()
-	}
-	return 0, 0
-}
-
-// readingBefore is the index of the reading one window before now, give
-// or take jitter, or without one the last reading before now; -1 without
-// a reading before now.
-func readingBefore(rates []RateSample, now time.Time, window, jitter time.Duration) int {
-	at := -1
-	for i, r := range rates {
+	for _, r := range rates {
 		if !r.Time.Before(now) {
 			break
 		}
-		at = i
+		inPool, span = r.InPool, now.Sub(r.Time).Seconds()
 		if age := now.Sub(r.Time); window > 0 && age >= window-jitter && age <= window+jitter {
 			break
 		}
 	}
-	return at
+	return inPool, span
 }
 
 // ratesSince are the rates read at since or later.

@@ -116,14 +116,12 @@ var jsonPaths = map[gputaskv1.MetricRole]string{
 }
 
 // promQueries are each role's query over sim.LoadIndexServer's
-// /metrics, with the [1m] of the model's rates (sim.RateWindow), and the
-// arrivals' counter as it is for ArrivalsTotal.
+// /metrics, with the [1m] of the model's rates (sim.RateWindow).
 var promQueries = map[gputaskv1.MetricRole]string{
-	gputaskv1.RoleArrivals:      "rate(" + sim.MetricArrived + "[1m])",
-	gputaskv1.RoleArrivalsTotal: sim.MetricArrived,
-	gputaskv1.RoleCompletions:   "rate(" + sim.MetricCompleted + "[1m])",
-	gputaskv1.RoleRunning:       sim.MetricRunning,
-	gputaskv1.RoleWaiting:       sim.MetricWaiting,
+	gputaskv1.RoleArrivals:    "rate(" + sim.MetricArrived + "[1m])",
+	gputaskv1.RoleCompletions: "rate(" + sim.MetricCompleted + "[1m])",
+	gputaskv1.RoleRunning:     sim.MetricRunning,
+	gputaskv1.RoleWaiting:     sim.MetricWaiting,
 }
 
 // TestReplayIsTheControllerForSLO: the SLO pool's figures in the replay
@@ -137,8 +135,7 @@ var promQueries = map[gputaskv1.MetricRole]string{
 //
 // What the model must get right to pass: the roles it reads and how (the
 // completions case derives arrivals from completions and the pool's
-// growth, or from a counter of the arrivals, whose base the model does
-// not know; the bursty one corrects by the observed wait percentile), the
+// growth, the bursty one corrects by the observed wait percentile), the
 // state the SLO policy carries between evaluations, the tasks it counts
 // as starting and the start-up it measures from them, and, behind
 // Prometheus, the scrape: gauges as of the last scrape, rates over the
@@ -168,7 +165,6 @@ func TestReplayIsTheControllerForSLO(t *testing.T) {
 		{name: "http-bursty", counts: sloBurstyCounts(), roles: append(bursty, gputaskv1.RoleWaitPercentile)},
 		{name: "prometheus-step", counts: sloStepCounts(), roles: step, prometheus: true},
 		{name: "prometheus-bursty", counts: sloBurstyCounts(), roles: bursty, prometheus: true},
-		{name: "prometheus-bursty-counter", counts: sloBurstyCounts(), roles: append(bursty, gputaskv1.RoleArrivalsTotal), prometheus: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -488,11 +488,6 @@ func TestSLOPolicyRules(t *testing.T) {
 		{name: "all five roles", policy: slo(ok), metrics: `[` + metric("done", "Completions") + `,` + metric("a", "Arrivals") + `,` +
 			metric("running", "Running") + `,` + metric("waiting", "Waiting") + `,` + metric("p95", "WaitPercentile") + `]`},
 		{name: "completions instead of arrivals", policy: slo(ok), metrics: `[` + metric("done", "Completions") + `,` + metric("running", "Running") + `]`},
-		{name: "a counter of the arrivals beside the completions", policy: slo(ok), metrics: `[` + metric("arrived", "ArrivalsTotal") + `,` + metric("done", "Completions") + `,` + metric("running", "Running") + `]`},
-		{name: "a counter of the arrivals without the completions", policy: slo(ok), metrics: `[` + metric("arrived", "ArrivalsTotal") + `,` + metric("a", "Arrivals") + `,` + metric("running", "Running") + `]`,
-			wantErr: "a metric of role ArrivalsTotal needs one of role Completions"},
-		{name: "a counter of the arrivals beside their rate", policy: slo(ok), metrics: `[` + metric("arrived", "ArrivalsTotal") + `,` + metric("a", "Arrivals") + `,` + metric("done", "Completions") + `,` + metric("running", "Running") + `]`,
-			wantErr: "metrics of roles Arrivals and ArrivalsTotal count the same requests"},
 		{name: "wait under 1s", policy: slo(`{"wait":"500ms","slotsPerTask":8}`), metrics: roles, wantErr: "wait must be between 1s and 1h"},
 		{name: "wait over 1h", policy: slo(`{"wait":"2h","slotsPerTask":8}`), metrics: roles, wantErr: "wait must be between 1s and 1h"},
 		{name: "no objective", policy: slo(`{"slotsPerTask":8}`), metrics: roles, wantErr: "slo needs at least one of wait, ttft or itl"},

@@ -143,7 +143,7 @@ const (
 )
 
 // MetricRole says what a metric of the SLO policy measures.
-// +kubebuilder:validation:Enum=Arrivals;Completions;ArrivalsTotal;Running;Waiting;WaitPercentile;TTFTPercentile;InterTokenLatency;PromptTokens;GenerationTokens;GenerationTokensMedian;PromptTokensMedian;KVCacheUsage
+// +kubebuilder:validation:Enum=Arrivals;Completions;Running;Waiting;WaitPercentile;TTFTPercentile;InterTokenLatency;PromptTokens;GenerationTokens;GenerationTokensMedian;PromptTokensMedian;KVCacheUsage
 type MetricRole string
 
 const (
@@ -155,15 +155,6 @@ const (
 	// vLLM's request_success_total): the arrivals are the completions plus
 	// the growth of the running and waiting requests.
 	RoleCompletions MetricRole = "Completions"
-	// RoleArrivalsTotal is the requests received so far: a counter, such
-	// as an inference gateway's request total, read as its value rather
-	// than as a rate. Read with Completions, the arrivals are its increase
-	// over the last minute and since the last reading, exact where the
-	// completions plus the pool's growth swing from one reading to the
-	// next. Where it gives none (its first reading, a counter that fell
-	// because a replica restarted), the arrivals come from the
-	// completions.
-	RoleArrivalsTotal MetricRole = "ArrivalsTotal"
 	// RoleRunning is the number of requests the pool is serving, summed
 	// over its tasks.
 	RoleRunning MetricRole = "Running"
@@ -224,8 +215,6 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.type) || self.policy.type != 'SLO' || !has(self.burst)",message="burst applies to the Step and Proportional policies: the SLO policy sizes for the waiting requests itself"
 // +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.slo) || !has(self.policy.slo.ttft) || self.metrics.exists(m, has(m.role) && m.role == 'TTFTPercentile')",message="slo.ttft needs a metric of role TTFTPercentile: the observed TTFT corrects the model"
 // +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.slo) || !has(self.policy.slo.itl) || has(self.policy.slo.engine) || self.metrics.exists(m, has(m.role) && m.role == 'InterTokenLatency')",message="slo.itl needs an engine profile (slo.engine) or a metric of role InterTokenLatency to learn the engine from"
-// +kubebuilder:validation:XValidation:rule="!self.metrics.exists(m, has(m.role) && m.role == 'ArrivalsTotal') || self.metrics.exists(m, has(m.role) && m.role == 'Completions')",message="a metric of role ArrivalsTotal needs one of role Completions: the arrivals come from the completions where the counter gives none (its first reading, a reset)"
-// +kubebuilder:validation:XValidation:rule="!self.metrics.exists(m, has(m.role) && m.role == 'ArrivalsTotal') || !self.metrics.exists(m, has(m.role) && m.role == 'Arrivals')",message="metrics of roles Arrivals and ArrivalsTotal count the same requests: give one of them"
 // +kubebuilder:validation:XValidation:rule="!self.metrics.exists(m, has(m.role) && m.role == 'PromptTokensMedian') || self.metrics.exists(m, has(m.role) && m.role == 'PromptTokens')",message="a metric of role PromptTokensMedian needs one of role PromptTokens: the mean prompt tokens of a request, beside the median, give the mix of prompt lengths"
 // +kubebuilder:validation:XValidation:rule="!self.metrics.exists(m, has(m.role) && m.role == 'GenerationTokensMedian') || self.metrics.exists(m, has(m.role) && m.role == 'GenerationTokens')",message="a metric of role GenerationTokensMedian needs one of role GenerationTokens: the mean output tokens of a request, beside the median, give the mix of output lengths"
 // +kubebuilder:validation:XValidation:rule="!has(self.policy) || !has(self.policy.slo) || !has(self.policy.slo.engine) || !has(self.policy.slo.itl) || (has(self.policy.slo.slotsPerTask) && self.policy.slo.slotsPerTask > 0) || self.metrics.exists(m, has(m.role) && m.role == 'KVCacheUsage')",message="the capacity from an engine profile needs a metric of role KVCacheUsage: the context the running sequences hold sets the ITL at a batch (or set slo.slotsPerTask)"

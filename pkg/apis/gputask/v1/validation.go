@@ -160,8 +160,6 @@ const (
 	ITLNeedsEngine        = "slo.itl needs an engine profile (slo.engine) or a metric of role InterTokenLatency to learn the engine from"
 	PromptMedianNeedsMean = "a metric of role PromptTokensMedian needs one of role PromptTokens: the mean prompt tokens of a request, beside the median, give the mix of prompt lengths"
 	MedianNeedsMean       = "a metric of role GenerationTokensMedian needs one of role GenerationTokens: the mean output tokens of a request, beside the median, give the mix of output lengths"
-	TotalNeedsCompletions = "a metric of role ArrivalsTotal needs one of role Completions: the arrivals come from the completions where the counter gives none (its first reading, a reset)"
-	ArrivalsCountedTwice  = "metrics of roles Arrivals and ArrivalsTotal count the same requests: give one of them"
 	ProfileNeedsKVCache   = "the capacity from an engine profile needs a metric of role KVCacheUsage: the context the running sequences hold sets the ITL at a batch (or set slo.slotsPerTask)"
 	sloNeedsObjective     = "slo needs at least one of wait, ttft or itl"
 	sloNeedsCapacity      = "without slotsPerTask a task's capacity comes from its engine at the ITL objective: set slo.itl or slo.slotsPerTask"
@@ -171,9 +169,8 @@ const (
 // SLOMetricNeeds says which metrics the objectives of slo need that the
 // roles in have lack, one message each: a TTFT objective the observed
 // TTFT, an ITL objective an engine profile or the ITL to fit one from,
-// a capacity read from a profile the KV cache's use, the median output
-// and prompt tokens the generation and prompt tokens' rates, and a
-// counter of the arrivals the completions (and not the arrivals' rate).
+// a capacity read from a profile the KV cache's use, and the median
+// output and prompt tokens the generation and prompt tokens' rates.
 func SLOMetricNeeds(slo *SLOSpec, have map[MetricRole]bool) []string {
 	var needs []string
 	if slo.TTFT != nil && !have[RoleTTFTPercentile] {
@@ -184,12 +181,6 @@ func SLOMetricNeeds(slo *SLOSpec, have map[MetricRole]bool) []string {
 	}
 	if slo.ITL != nil && slo.Engine != nil && slo.SlotsPerTask < 1 && !have[RoleKVCacheUsage] {
 		needs = append(needs, ProfileNeedsKVCache)
-	}
-	if have[RoleArrivalsTotal] && !have[RoleCompletions] {
-		needs = append(needs, TotalNeedsCompletions)
-	}
-	if have[RoleArrivalsTotal] && have[RoleArrivals] {
-		needs = append(needs, ArrivalsCountedTwice)
 	}
 	if have[RoleGenerationTokensMedian] && !have[RoleGenerationTokens] {
 		needs = append(needs, MedianNeedsMean)
@@ -236,7 +227,7 @@ func validateSLOSpec(slo *SLOSpec, path *field.Path) field.ErrorList {
 }
 
 // Roles are the metric roles the SLO policy reads.
-var Roles = []MetricRole{RoleArrivals, RoleCompletions, RoleArrivalsTotal, RoleRunning, RoleWaiting, RoleWaitPercentile,
+var Roles = []MetricRole{RoleArrivals, RoleCompletions, RoleRunning, RoleWaiting, RoleWaitPercentile,
 	RoleTTFTPercentile, RoleInterTokenLatency, RolePromptTokens, RoleGenerationTokens, RoleGenerationTokensMedian,
 	RolePromptTokensMedian, RoleKVCacheUsage}
 

@@ -197,20 +197,6 @@ func TestValidateTaskSetSpec(t *testing.T) {
 			s.Autoscaling.Metrics = append(s.Autoscaling.Metrics, gputaskv1.MetricSpec{Name: "prompt-median", Role: gputaskv1.RolePromptTokensMedian,
 				HTTP: &gputaskv1.HTTPSource{URL: "http://x"}})
 		}, want: []string{"spec.autoscaling.metrics"}, msg: gputaskv1.PromptMedianNeedsMean},
-		{name: "SLO ArrivalsTotal with Completions", edit: func(s *gputaskv1.GPUTaskSetSpec) {
-			engineSLO(s)
-			s.Autoscaling.Metrics[0].Role = gputaskv1.RoleCompletions
-			s.Autoscaling.Metrics = append(s.Autoscaling.Metrics, arrivalsTotal)
-		}},
-		{name: "SLO ArrivalsTotal with Arrivals", edit: func(s *gputaskv1.GPUTaskSetSpec) {
-			engineSLO(s)
-			s.Autoscaling.Metrics = append(s.Autoscaling.Metrics, arrivalsTotal, gputaskv1.MetricSpec{Name: "completions", Role: gputaskv1.RoleCompletions,
-				HTTP: &gputaskv1.HTTPSource{URL: "http://x"}})
-		}, want: []string{"spec.autoscaling.metrics"}, msg: gputaskv1.ArrivalsCountedTwice},
-		{name: "SLO ArrivalsTotal without Completions", edit: func(s *gputaskv1.GPUTaskSetSpec) {
-			engineSLO(s)
-			s.Autoscaling.Metrics[0].Role = gputaskv1.RoleArrivalsTotal
-		}, want: []string{"spec.autoscaling.metrics", "spec.autoscaling.metrics"}, msg: gputaskv1.TotalNeedsCompletions},
 		{name: "SLO profile with slotsPerTask needs no KVCacheUsage", edit: func(s *gputaskv1.GPUTaskSetSpec) {
 			engineSLO(s)
 			dropRole(s, gputaskv1.RoleKVCacheUsage)
@@ -293,9 +279,6 @@ func TestValidateTaskSetSpec(t *testing.T) {
 
 // engineSLO turns the valid spec into an SLO policy on TTFT and ITL, with
 // the H100 profile and every metric the roles name.
-// arrivalsTotal is a metric of role ArrivalsTotal: a gateway's counter.
-var arrivalsTotal = gputaskv1.MetricSpec{Name: "arrived", Role: gputaskv1.RoleArrivalsTotal, HTTP: &gputaskv1.HTTPSource{URL: "http://x"}}
-
 func engineSLO(s *gputaskv1.GPUTaskSetSpec) {
 	sloPolicy(s)
 	s.Autoscaling.Policy.SLO = &gputaskv1.SLOSpec{TTFT: &gputaskv1.Duration{Duration: 2 * time.Second}, ITL: &gputaskv1.Duration{Duration: 50 * time.Millisecond},
