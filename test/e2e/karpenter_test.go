@@ -128,17 +128,20 @@ func testKarpenterWhenEmpty(t *testing.T, c *framework.ControlPlane, pool karpen
 
 	// The ReplicaSet orders pods of equal rank by the log2 of their ready
 	// (then creation) age, then by UID. Scaling in when every pod's age is in
-	// one such bucket keeps the order of the nodes' start-up out of it.
-	at := oneAgeBucketAt(deployPods, 5*time.Second)
-	t.Logf("scaling in at %s, %s from now", at.Format(time.RFC3339), time.Until(at).Round(time.Second))
-	time.Sleep(time.Until(at))
+	// one such bucket keeps the order of the nodes' start-up out of it; the
+	// margin leaves the controller manager half a minute to act in, and the
+	// Deployment, whose order depends on when it acts, goes first.
+	from, until := oneAgeBucket(deployPods, 30*time.Second)
+	t.Logf("scaling in at %s, %s from now; every age in one bucket until %s", from.Format(time.RFC3339), time.Until(from).Round(time.Second), until.Format(time.RFC3339))
+	time.Sleep(time.Until(from))
 	patch := []byte(`{"spec":{"replicas":4}}`)
-	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Patch(ctx, set.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := c.Kube.AppsV1().Deployments(ns).Patch(ctx, deploy.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Patch(ctx, set.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	checkScaledInBefore(t, c, ns, "app", 4, until)
 
 	setPods = waitWorkloadRunning(t, c, ns, gputaskv1.LabelTask, 4)
 	deployPods = waitWorkloadRunning(t, c, ns, "app", 4)
@@ -388,11 +391,12 @@ func podsPerNode(pods []corev1.Pod) map[string]int {
 	return per
 }
 
-// oneAgeBucketAt returns a time from which, for at least margin, the ready
-// and creation ages of all pods have the same floor(log2(nanoseconds)), as
-// the ReplicaSet controller compares them: ages in [k, 2k) for a power of
-// two k larger than the spread of the times plus margin.
-func oneAgeBucketAt(pods []corev1.Pod, margin time.Duration) time.Time {
+// oneAgeBucket returns the times between which the ready and creation ages
+// of all pods have the same floor(log2(nanoseconds)), as the ReplicaSet
+// controller compares them: ages in [k, 2k) for the smallest power of two k
+// larger than the spread of the times plus margin. They are at least
+// nine tenths of margin apart.
+func oneAgeBucket(pods []corev1.Pod, margin time.Duration) (from, until time.Time) {
 	var oldest, newest time.Time
 	for _, pod := range pods {
 		times := []time.Time{pod.CreationTimestamp.Time}
@@ -414,17 +418,41 @@ func oneAgeBucketAt(pods []corev1.Pod, margin time.Duration) time.Time {
 	for k <= newest.Sub(oldest)+margin {
 		k *= 2
 	}
-	return newest.Add(k + margin/10)
+	return newest.Add(k + margin/10), oldest.Add(2 * k)
 }
 
-// TestOneAgeBucketAt checks that from the time oneAgeBucketAt returns, and
-// for its margin, every ready and creation age of the pods has one
-// floor(log2(nanoseconds)), for spreads on either side of a power of two.
-func TestOneAgeBucketAt(t *testing.T) {
+// checkScaledInBefore fails the test unless, by until, no more than n pods
+// with the label key are left in ns that are not being deleted: otherwise
+// the ages, not the ranking under test, may have chosen the victims.
+func checkScaledInBefore(t *testing.T, c *framework.ControlPlane, ns, key string, n int, until time.Time) {
+	t.Helper()
+	framework.Poll(t, time.Minute, fmt.Sprintf("%d pods with label %s not being deleted", n, key), func(ctx context.Context) (bool, string) {
+		list, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: key})
+		if err != nil {
+			return false, err.Error()
+		}
+		kept := 0
+		for _, pod := range list.Items {
+			if pod.DeletionTimestamp == nil {
+				kept++
+			}
+		}
+		return kept <= n, fmt.Sprintf("%d", kept)
+	})
+	if now := time.Now(); !now.Before(until) {
+		t.Fatalf("the pods with label %s were down to %d only at %s, past %s, when their ages left one bucket", key, n, now.Format(time.RFC3339), until.Format(time.RFC3339))
+	}
+}
+
+// TestOneAgeBucket checks that between the times oneAgeBucket returns,
+// at least nine tenths of its margin apart, every ready and creation age of
+// the pods has one floor(log2(nanoseconds)), for spreads on either side of
+// a power of two.
+func TestOneAgeBucket(t *testing.T) {
 	t.Parallel()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	margin := 5 * time.Second
-	for _, spread := range []time.Duration{0, time.Second, 12 * time.Second, 13 * time.Second, 40 * time.Second} {
+	margin := 30 * time.Second
+	for _, spread := range []time.Duration{0, time.Second, 12 * time.Second, 13 * time.Second, 40 * time.Second, 98 * time.Second} {
 		created := metav1.NewTime(base)
 		ready := metav1.NewTime(base.Add(spread))
 		pods := []corev1.Pod{
@@ -433,15 +461,21 @@ func TestOneAgeBucketAt(t *testing.T) {
 				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: ready},
 			}}},
 		}
-		at := oneAgeBucketAt(pods, margin)
-		for _, now := range []time.Time{at, at.Add(margin / 2), at.Add(margin * 9 / 10)} {
+		from, until := oneAgeBucket(pods, margin)
+		if until.Sub(from) < margin*9/10 {
+			t.Errorf("spread %s: one bucket for %s, want at least %s", spread, until.Sub(from), margin*9/10)
+		}
+		for _, now := range []time.Time{from, from.Add(until.Sub(from) / 2), until.Add(-time.Nanosecond)} {
 			oldest, newest := math.Log2(float64(now.Sub(base))), math.Log2(float64(now.Sub(base.Add(spread))))
 			if int(oldest) != int(newest) {
 				t.Errorf("spread %s: at %s the ages %s and %s are in buckets %d and %d",
-					spread, now.Sub(at), now.Sub(base), now.Sub(base.Add(spread)), int(oldest), int(newest))
+					spread, now.Sub(from), now.Sub(base), now.Sub(base.Add(spread)), int(oldest), int(newest))
 			}
 		}
-		if wait := at.Sub(base.Add(spread)); wait > 2*(spread+margin)+margin {
+		if oldest := math.Log2(float64(until.Sub(base))); int(oldest) == int(math.Log2(float64(until.Sub(base.Add(spread))))) && spread > 0 {
+			t.Errorf("spread %s: at %s the ages are still in one bucket, want the oldest past it", spread, until)
+		}
+		if wait := from.Sub(base.Add(spread)); wait > 2*(spread+margin)+margin {
 			t.Errorf("spread %s: waits %s after the last ready pod, want at most %s", spread, wait, 2*(spread+margin)+margin)
 		}
 	}
