@@ -2,6 +2,7 @@ package scaling
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,6 +21,12 @@ import (
 //     1/300 s)), and the expected rate at most
 //     λ̂ = (2a + H + (w + a·T) ÷ (BacklogClearing·T)) × MaxCorrection,
 //     as on a pool of slots (FuzzSLONoRunaway);
+//   - where no arrivals are read (the built-in slo-engine set reads the
+//     completions only), a is at most the most the completions and the
+//     pool's growth allow: the largest of the arrivals derived before,
+//     and c + (r + w − the fewest in the pool before) ÷ the interval since
+//     the last reading; and Ŝ = max(S₀, r ÷ max(c, 1/300 s)), since the
+//     service time is learned only while c is at least half of a;
 //   - the count is at most max(Current, ⌈(r + w) ÷ slots⌉, T̂, N̂) + 1,
 //     with slots the capacity the decision read from the profile, T̂ the
 //     queueing model's count for λ̂ at Ŝ on those slots, and N̂ what keeps
@@ -46,19 +53,27 @@ import (
 //     over the objective this is many tasks, as docs/autoscaling.md
 //     says, but never more.
 func FuzzSLOEngineNoRunaway(f *testing.F) {
-	f.Add(50.0, 50.0, 400.0, 20.0, 50000.0, 8000.0, 0.6, 0.015, 1.2, 0.0, 0.0, int32(2), true)
-	f.Add(324.0, 60.0, 1536.0, 6500.0, 350000.0, 60000.0, 0.95, 0.05, 30.0, 0.0, 0.0, int32(6), true)
-	f.Add(300.0, 0.0, 1000.0, 30000.0, 1e6, 0.0, 1.0, 0.2, 100.0, 0.0, 0.0, int32(1), false)
-	f.Add(1e-9, 1e-12, 1e12, 1e9, 1e15, 1e-9, 7.0, 1e9, 1e300, 0.0, 0.0, int32(100), true)
+	f.Add(50.0, 50.0, 400.0, 20.0, 50000.0, 8000.0, 0.6, 0.015, 1.2, 0.0, 0.0, int32(2), true, true)
+	f.Add(324.0, 60.0, 1536.0, 6500.0, 350000.0, 60000.0, 0.95, 0.05, 30.0, 0.0, 0.0, int32(6), true, true)
+	f.Add(300.0, 0.0, 1000.0, 30000.0, 1e6, 0.0, 1.0, 0.2, 100.0, 0.0, 0.0, int32(1), false, true)
+	f.Add(1e-9, 1e-12, 1e12, 1e9, 1e15, 1e-9, 7.0, 1e9, 1e300, 0.0, 0.0, int32(100), true, true)
 	// m-small's held-out day 11: short outputs (a median of 3 tokens, a
 	// mean of 14) and a tail of long prompts (a median of 35, a mean of
 	// 115), and the same with a mean prompt whose prefill alone is over
 	// the objective.
-	f.Add(400.0, 400.0, 900.0, 10.0, 46000.0, 5600.0, 0.3, 0.02, 0.5, 3.0, 35.0, int32(4), true)
-	f.Add(400.0, 400.0, 900.0, 10.0, 4e6, 5600.0, 0.3, 0.02, 0.5, 3.0, 35.0, int32(4), true)
-	f.Fuzz(func(t *testing.T, a, c, r, w, prompt, gen, kv, itl, ttft, genMedian, promptMedian float64, current int32, primed bool) {
+	f.Add(400.0, 400.0, 900.0, 10.0, 46000.0, 5600.0, 0.3, 0.02, 0.5, 3.0, 35.0, int32(4), true, true)
+	f.Add(400.0, 400.0, 900.0, 10.0, 4e6, 5600.0, 0.3, 0.02, 0.5, 3.0, 35.0, int32(4), true, true)
+	// The completions alone, as the slo-engine set reads them: in steady
+	// state, and with the pool grown by thousands since the last reading.
+	f.Add(0.0, 50.0, 400.0, 20.0, 50000.0, 8000.0, 0.6, 0.015, 1.2, 0.0, 0.0, int32(2), true, false)
+	f.Add(0.0, 60.0, 1536.0, 6500.0, 350000.0, 60000.0, 0.95, 0.05, 30.0, 0.0, 0.0, int32(6), true, false)
+	f.Add(0.0, 1e-12, 1e12, 1e9, 1e15, 1e-9, 7.0, 1e9, 1e300, 0.0, 0.0, int32(100), true, false)
+	f.Fuzz(func(t *testing.T, a, c, r, w, prompt, gen, kv, itl, ttft, genMedian, promptMedian float64, current int32, primed, arrivalsRead bool) {
 		in := vllmPool(t)
 		in.Min, in.Max, in.Interval = 0, MaxSLOTasks, 15*time.Second
+		if !arrivalsRead {
+			in.Metrics = slices.DeleteFunc(slices.Clone(in.Metrics), func(m MetricInput) bool { return m.Role == gputaskv1.RoleArrivals })
+		}
 		if primed {
 			// Ten minutes of the walkthrough's pool: a service time, rates
 			// and a few rises learned.
@@ -78,11 +93,14 @@ func FuzzSLOEngineNoRunaway(f *testing.F) {
 		a, c, r, w, prompt, gen, kv, itl, ttft = valid(a), valid(c), valid(r), valid(w), valid(prompt), valid(gen), valid(kv), valid(itl), valid(ttft)
 		genMedian, promptMedian = valid(genMedian), valid(promptMedian)
 		in.Now = in.Now.Add(in.Interval)
-		in.Metrics = []MetricInput{role(gputaskv1.RoleArrivals, a), role(gputaskv1.RoleCompletions, c),
+		in.Metrics = []MetricInput{role(gputaskv1.RoleCompletions, c),
 			role(gputaskv1.RoleRunning, r), role(gputaskv1.RoleWaiting, w),
 			role(gputaskv1.RoleTTFTPercentile, ttft), role(gputaskv1.RoleInterTokenLatency, itl),
 			role(gputaskv1.RolePromptTokens, prompt), role(gputaskv1.RoleGenerationTokens, gen),
 			role(gputaskv1.RoleKVCacheUsage, kv)}
+		if arrivalsRead {
+			in.Metrics = append(in.Metrics, role(gputaskv1.RoleArrivals, a))
+		}
 		if genMedian > 0 {
 			in.Metrics = append(in.Metrics, role(gputaskv1.RoleGenerationTokensMedian, genMedian))
 		}
@@ -103,6 +121,10 @@ func FuzzSLOEngineNoRunaway(f *testing.F) {
 		}
 		s0, _ := before.Queue.Little.ServiceTime()
 		shat := max(s0, r/max(c, a/2, 1/ServiceTimeWindow.Seconds()))
+		if !arrivalsRead {
+			shat = max(s0, r/max(c, 1/ServiceTimeWindow.Seconds()))
+			a = derivedArrivalsBound(before.Queue.Rates, before.Now, c, r+w)
+		}
 		if o.service > shat*(1+1e-9) {
 			t.Fatalf("service time %v s, above the %v s the readings allow", o.service, shat)
 		}
@@ -153,4 +175,19 @@ func FuzzSLOEngineNoRunaway(f *testing.F) {
 				d.Desired, before.Current, bound, that, n, batch, pool, rate, shat, d.Message)
 		}
 	})
+}
+
+// derivedArrivalsBound is the most arrivals that the completions c and the
+// pool's r+w allow, given the rates derived before now: the largest of
+// them, or the completions plus the pool's growth from the fewest in the
+// pool before over the time since the last reading.
+func derivedArrivalsBound(rates []RateSample, now time.Time, c, inPool float64) float64 {
+	if len(rates) == 0 {
+		return c
+	}
+	fewest, most := math.Inf(1), 0.0
+	for _, s := range rates {
+		fewest, most = min(fewest, s.InPool), max(most, s.Rate, s.Recent, s.OverService)
+	}
+	return max(most, c+max(inPool-fewest, 0)/now.Sub(rates[len(rates)-1].Time).Seconds())
 }

@@ -11,6 +11,7 @@ import (
 )
 
 // reading is one evaluation's metric values for the SLO policy.
+// reading is one evaluation's readings; arrivals below 0 are not read.
 type reading struct{ arrivals, completions, running, waiting float64 }
 
 // sloPool is sloBase reading all four roles, from a count of current.
@@ -27,8 +28,11 @@ func drive(in Inputs, readings ...reading) (Inputs, []Decision) {
 	for _, r := range readings {
 		in.Now = in.Now.Add(in.Interval)
 		in.Metrics = []MetricInput{
-			role(gputaskv1.RoleArrivals, r.arrivals), role(gputaskv1.RoleCompletions, r.completions),
+			role(gputaskv1.RoleCompletions, r.completions),
 			role(gputaskv1.RoleRunning, r.running), role(gputaskv1.RoleWaiting, r.waiting),
+		}
+		if r.arrivals >= 0 {
+			in.Metrics = append(in.Metrics, role(gputaskv1.RoleArrivals, r.arrivals))
 		}
 		d := Decide(in)
 		in.Queue, in.Current, in.Recommendations = d.Queue, d.Desired, d.Recommendations
@@ -254,15 +258,21 @@ func TestSLOBurstHeadroom(t *testing.T) {
 //     Ca² and the SLO) for the rate
 //     λ̂ = (2·arrivals + H + (waiting + arrivals × start-up) ÷
 //     (BacklogClearing × start-up)) × MaxCorrection
-//     at service time Ŝ: the trend at most doubles the rate, the backlog
-//     is the queue now plus at most every arrival of a start-up, cleared
-//     within BacklogClearing of a start-up, and the correction at most
-//     doubles it.
+//     at service time Ŝ, and the rate it expects is at most λ̂: the trend
+//     at most doubles the rate, the backlog is the queue now plus at most
+//     every arrival of a start-up, cleared within BacklogClearing of a
+//     start-up, and the correction at most doubles it;
+//   - where no arrivals are read, arrivals is at most the most that the
+//     completions and the pool's growth allow (derivedArrivalsBound), and
+//     Ŝ = max(S₀, running ÷ max(completions, 1/300 s)).
 func FuzzSLONoRunaway(f *testing.F) {
-	f.Add(4.0, 0.002, 20.0, 0.0, 4.0, 0.0, 40.0, 0.0, 4.0, 4.0, 40.0, 0.0, int32(1), int32(8), false)
-	f.Add(4.0, 0.0, 20.0, 0.0, 12.0, 0.0, 120.0, 50.0, 0.0, 0.0, 0.0, 0.0, int32(5), int32(8), true)
-	f.Add(1e-9, 1e-12, 1e12, 1e9, 1e9, 1e-9, 1e9, 0.0, 0.0, 1e300, 1.0, 1e6, int32(100), int32(1), true)
-	f.Fuzz(func(t *testing.T, a1, c1, r1, w1, a2, c2, r2, w2, a3, c3, r3, w3 float64, current, slots int32, primed bool) {
+	f.Add(4.0, 0.002, 20.0, 0.0, 4.0, 0.0, 40.0, 0.0, 4.0, 4.0, 40.0, 0.0, int32(1), int32(8), false, true)
+	f.Add(4.0, 0.0, 20.0, 0.0, 12.0, 0.0, 120.0, 50.0, 0.0, 0.0, 0.0, 0.0, int32(5), int32(8), true, true)
+	f.Add(1e-9, 1e-12, 1e12, 1e9, 1e9, 1e-9, 1e9, 0.0, 0.0, 1e300, 1.0, 1e6, int32(100), int32(1), true, true)
+	// The completions alone: a step up, and a pool grown by a billion.
+	f.Add(0.0, 2.0, 20.0, 0.0, 0.0, 4.0, 80.0, 40.0, 0.0, 4.0, 80.0, 200.0, int32(2), int32(8), true, false)
+	f.Add(0.0, 1e-12, 1e12, 1e9, 0.0, 1e-9, 1e9, 0.0, 0.0, 1e300, 1.0, 1e6, int32(100), int32(1), true, false)
+	f.Fuzz(func(t *testing.T, a1, c1, r1, w1, a2, c2, r2, w2, a3, c3, r3, w3 float64, current, slots int32, primed, arrivalsRead bool) {
 		in := sloPool(min(max(current, 0), 1000))
 		in.Min, in.Max = 0, MaxSLOTasks
 		in.Policy.SLO.SlotsPerTask = min(max(slots, 1), 1000)
@@ -284,6 +294,9 @@ func FuzzSLONoRunaway(f *testing.F) {
 		}
 		for _, r := range []reading{{a1, c1, r1, w1}, {a2, c2, r2, w2}, {a3, c3, r3, w3}} {
 			r = reading{valid(r.arrivals), valid(r.completions), valid(r.running), valid(r.waiting)}
+			if !arrivalsRead {
+				r.arrivals = -1
+			}
 			before := in
 			var ds []Decision
 			in, ds = drive(in, r)
@@ -294,6 +307,10 @@ func FuzzSLONoRunaway(f *testing.F) {
 			o, slo := d.SLO, normalize(before).Policy.SLO
 			s0, _ := before.Queue.Little.ServiceTime()
 			shat := max(s0, r.running/max(r.completions, r.arrivals/2, 1/ServiceTimeWindow.Seconds()))
+			if !arrivalsRead {
+				shat = max(s0, r.running/max(r.completions, 1/ServiceTimeWindow.Seconds()))
+				r.arrivals = derivedArrivalsBound(before.Queue.Rates, in.Now, r.completions, r.running+r.waiting)
+			}
 			if o.service > shat*(1+1e-9) {
 				t.Fatalf("service time %v s, above the %v s the readings allow (%+v, before %v s)", o.service, shat, r, s0)
 			}
@@ -303,6 +320,9 @@ func FuzzSLONoRunaway(f *testing.F) {
 			}
 			startup := max(before.Startup, before.Interval, time.Second).Seconds()
 			rate := (2*r.arrivals + h + (r.waiting+r.arrivals*startup)/(BacklogClearing*startup)) * queueing.MaxCorrection
+			if o.Expected > rate*(1+1e-9) {
+				t.Fatalf("expected %v/s, above the %v/s the readings allow (%+v): %s", o.Expected, rate, r, d.Message)
+			}
 			model := queueing.Model{ServiceTime: shat, Slots: slo.SlotsPerTask, Ca2: o.Ca2, Cs2: slo.ServiceVariability}
 			that, _ := model.Tasks(rate, queueing.SLO{Wait: slo.Wait.Seconds(), Percentile: slo.Percentile}, MaxSLOTasks)
 			pool := ceilSat((r.running + r.waiting) / float64(slo.SlotsPerTask))
