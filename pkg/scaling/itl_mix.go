@@ -106,9 +106,39 @@ func (m outputMix) overShare(a itlAt, limit float64) float64 {
 			continue
 		}
 		x, mu := (limit-a.decode)*g/a.prefill, a.prompts*(g*a.mean+a.prefill)
-		over += max(poissonAbove(x, mu), -math.Expm1(-mu*m.longPrompts(x)))
+		over += max(poissonAbove(x, mu), m.promptsAbove(x, mu), -math.Expm1(-mu*m.longPrompts(x)))
 	}
 	return over / mixPoints
+}
+
+// promptsAbove is the chance that a Poisson count of mean mu of prompts
+// of the lengths' lognormal holds more than x times the mean length in
+// all. The compound sum's mean is mu and its variance mu × E[length²] ÷
+// mean², e^σ² times a count of prompts of the mean's: a tail of long
+// prompts widens it far past the count's own (tenfold at a median of 35
+// tokens and a mean of 115), so that several prompts of the usual length
+// with a long one among them fill a request's gaps where neither a count
+// of prompts of the mean nor one long prompt alone would. The sum is
+// read as the lognormal of that mean and variance (Fenton-Wilkinson),
+// skewed as the sum is: a normal of the same variance puts too many
+// requests just past the mean, and sized a chat model's held-out day on
+// 15 % more GPU-hours than this for 97.5 % of its requests within the
+// ITL objective where 95 % was asked. 0 with every prompt of the mean
+// (poissonAbove is then the count's own).
+func (m outputMix) promptsAbove(x, mu float64) float64 {
+	switch {
+	case m.promptSigma == 0 || !(mu > 0):
+		return 0
+	case !(x > 0):
+		return 1
+	}
+	s2 := math.Log1p(math.Exp(m.promptSigma*m.promptSigma) / mu)
+	if math.IsInf(s2, 1) {
+		// A spread no float holds: the sum is nearly always far below
+		// its mean, and its tail is beyond any x.
+		return 0
+	}
+	return 0.5 * math.Erfc((math.Log(x/mu)+s2/2)/math.Sqrt(2*s2))
 }
 
 // withGaps is the share of the requests with a gap between tokens: the

@@ -194,13 +194,34 @@ func TestLongPrompts(t *testing.T) {
 	}
 	one.promptMedian, one.promptSigma = m.promptMedian, m.promptSigma
 	a := itlAt{decode: 0.012, mean: 0.012, prompts: 1, prefill: 0.003}
-	mu := 1 * (0.012 + 0.003)
+	mu0 := 1 * (0.012 + 0.003)
+	mu := mu0
 	if got, want := one.overShare(a, 0.050), -math.Expm1(-mu*m.longPrompts(38.0/3)); math.Abs(got-want) > 1e-12 || !(got > poissonAbove(38.0/3, mu)) {
 		t.Errorf("over %.3g, want one long prompt's %.3g", got, want)
 	}
+	// 100 prompts a second a task, each 4 ms of prefill at the mean (40 %
+	// of the task's time): 40 ms of room is 10 prompts of the mean, which
+	// a count of mean 2.07 reaches in 1.5 requests of 100,000, and one
+	// prompt 10 times the mean comes in 2.4 of 100. But the lengths vary
+	// e^σ² = 10.8 times more than a count of the mean's: several prompts
+	// with a long one among them fill the room in about 3 of 100.
+	busy := itlAt{decode: 0.010, mean: 0.010 / 0.6, prompts: 100, prefill: 0.004}
+	mu = 100 * (0.010/0.6 + 0.004)
+	compound, count, long := one.promptsAbove(10, mu), poissonAbove(10, mu), -math.Expm1(-mu*m.longPrompts(10))
+	if got := one.overShare(busy, 0.050); math.Abs(got-compound) > 1e-12 || !(got > 0.03 && got < 0.04) || !(got > count) || !(got > long) {
+		t.Errorf("over %.3g, want the compound sum's %.3g, above the count's %.3g and one long prompt's %.3g", got, compound, count, long)
+	}
 	// Without the prompts' median, every prompt is of the mean: none over.
 	one.promptMedian, one.promptSigma = 1, 0
-	if got := one.overShare(a, 0.050); got != poissonAbove(38.0/3, mu) {
-		t.Errorf("prompts of the mean: over %.3g, want %.3g", got, poissonAbove(38.0/3, mu))
+	if got := one.overShare(a, 0.050); got != poissonAbove(38.0/3, mu0) {
+		t.Errorf("prompts of the mean: over %.3g, want %.3g", got, poissonAbove(38.0/3, mu0))
+	}
+	one.promptSigma = 40 // e^σ² overflows
+	if got := one.promptsAbove(10, mu); got != 0 {
+		t.Errorf("a spread past any float: compound share %v, want 0", got)
+	}
+	one.promptSigma = 0
+	if got := one.promptsAbove(250, mu); got != 0 {
+		t.Errorf("prompts of the mean: compound share %.3g, want the count's alone (0 here)", got)
 	}
 }

@@ -37,6 +37,12 @@ const (
 	// time (at 90 the bursty shape's bursts went beyond the headroom and
 	// the pool missed a 2 s TTFT on 9 % of its requests).
 	RisePercentile = 99
+	// LoneRise is how many times the next highest rise the highest must
+	// be to stand alone: a step or a flash crowd, an event of the last
+	// hours rather than what the traffic does again. A highest rise
+	// within it of the next is the height the traffic's bursts reach, and
+	// sizes the headroom.
+	LoneRise = 2
 )
 
 // Record adds a rise seen at now that began at began (see riseWithin), in
@@ -75,12 +81,16 @@ func (r Rises) Record(now, began time.Time, rise float64, width time.Duration) R
 
 // Headroom is the RisePercentile of the rises of the buckets within
 // maxRiseBuckets start-ups of now, the start-up going on left out: a
-// rise does not size the headroom that is to absorb it. It is never the
-// highest rise: with fewer than a hundred buckets the nearest rank of the
-// 99th percentile is the highest, and a rise seen once in the last hours
-// (a step, a flash crowd, each one rise of the history, see Record) is
-// not what the traffic shows at the percentile. ok is false while fewer
-// than minRiseBuckets buckets are known.
+// rise does not size the headroom that is to absorb it. It is the
+// highest rise only where that is within LoneRise times the next: of a
+// hundred buckets or fewer the nearest rank of the 99th percentile is
+// the highest, and of more the next, but a traffic whose bursts come
+// near its highest rise again has bursts that high, and the next one
+// can go past the rises the history holds. A rise seen once in the last
+// hours, beyond LoneRise times every other (a step, a flash crowd, each
+// one rise of the history, see Record), is not what the traffic shows
+// at the percentile: the next sizes the headroom. ok is false while
+// fewer than minRiseBuckets buckets are known.
 func (r Rises) Headroom(now time.Time, width time.Duration) (float64, bool) {
 	horizon := now.Add(-maxRiseBuckets * width)
 	var rises []float64
@@ -93,10 +103,14 @@ func (r Rises) Headroom(now time.Time, width time.Duration) (float64, bool) {
 		return 0, false
 	}
 	sort.Float64s(rises)
+	n := len(rises)
+	if rises[n-1] <= LoneRise*rises[n-2] {
+		return rises[n-1], true
+	}
 	// The nearest rank: the smallest rise at or above the percentile,
-	// below the highest.
-	rank := int(math.Ceil(float64(RisePercentile)/100*float64(len(rises)))) - 1
-	return rises[min(max(rank, 0), len(rises)-2)], true
+	// below the lone highest.
+	rank := int(math.Ceil(float64(RisePercentile)/100*float64(n))) - 1
+	return rises[min(max(rank, 0), n-2)], true
 }
 
 // riseWithin is how far rates[len-1] rose above the lowest rate of the
@@ -104,6 +118,15 @@ func (r Rises) Headroom(now time.Time, width time.Duration) (float64, bool) {
 // (RateSample.OverService), and when that rise began: the first reading
 // after the lowest that is halfway up it. A step's readings all give the
 // time of the step, a steady climb's the middle of the window.
+//
+// A reading is never lower than its minute's rate (RateSample.Rate)
+// there: derived from the completions, the rate of one interval is the
+// minute's completions plus the interval's growth of the pool, and while
+// a queue drains (the new tasks of a flash crowd clearing its backlog)
+// the pool shrinks at the rate the tasks complete now, which the minute's
+// completions show only later. That interval reads far fewer arrivals
+// than came, and a rise measured from it is one the traffic never made.
+// A burst's end still shows, a minute late.
 func riseWithin(rates []RateSample, now time.Time, window time.Duration) (rise float64, began time.Time) {
 	if len(rates) == 0 {
 		return 0, now
@@ -111,8 +134,8 @@ func riseWithin(rates []RateSample, now time.Time, window time.Duration) (rise f
 	last := rates[len(rates)-1].OverService
 	low, at := last, len(rates)-1
 	for i, s := range rates {
-		if now.Sub(s.Time) <= window && s.OverService < low {
-			low, at = s.OverService, i
+		if r := max(s.OverService, s.Rate); now.Sub(s.Time) <= window && r < low {
+			low, at = r, i
 		}
 	}
 	rise, began = last-low, rates[len(rates)-1].Time

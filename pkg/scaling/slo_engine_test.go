@@ -171,6 +171,33 @@ func TestRises(t *testing.T) {
 	}
 }
 
+func TestRisesHeadroomLoneRise(t *testing.T) {
+	width := 2 * time.Minute
+	at := func(k int) time.Time { return t0.Add(time.Duration(k) * width) }
+	tests := []struct {
+		name  string
+		rises []float64
+		want  float64
+	}{
+		{"a highest within twice the next: the bursts reach it", []float64{1, 2, 3, 4, 5, 6, 7, 8, 10, 16}, 16},
+		{"exactly twice the next: not alone", []float64{1, 2, 3, 4, 5, 6, 7, 8, 10, 20}, 20},
+		{"a lone highest, past twice the next: the next", []float64{1, 2, 3, 4, 5, 6, 7, 8, 10, 20.5}, 10},
+		{"a flash crowd over steady traffic: the traffic's", []float64{5, 6, 4, 5, 7, 6, 5, 336, 6, 5, 7}, 7},
+		{"no rise: none", make([]float64, 12), 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var r Rises
+			for k, rise := range tc.rises {
+				r = r.Record(at(k), at(k), rise, width)
+			}
+			if h, ok := r.Headroom(at(len(tc.rises)+1), width); !ok || h != tc.want {
+				t.Errorf("headroom %v %v, want %v", h, ok, tc.want)
+			}
+		})
+	}
+}
+
 // vllmPool is the pool that docs/autoscaling.md walks through by hand: 2
 // H100 workers of the measured profile, TTFT 2 s and ITL 50 ms at p95,
 // reading what vLLM exports: 50 requests/s arrive and finish, 400 run

@@ -818,6 +818,16 @@ func TestRiseWithinBegan(t *testing.T) {
 			return 12
 		}), 10, -45 * time.Second},
 		{"none", nil, 0, 0},
+		{"a queue draining: the interval read below the minute is no low", func() []RateSample {
+			// Arrivals held at 30/s. 60 s ago the new tasks cleared a
+			// backlog faster than the minute's completions showed, so
+			// the rate derived for that interval read 8/s; the minute's
+			// never left 30.
+			rates := ramp(func(int) float64 { return 30 })
+			rates[4].OverService = 8
+			rates[len(rates)-1].OverService = 34
+			return rates
+		}(), 4, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
