@@ -130,7 +130,8 @@ func (m outputMix) promptsAbove(x, mu float64) float64 {
 	case m.promptSigma == 0 || !(mu > 0):
 		return 0
 	case !(x > 0):
-		return 1
+		// No room: any prompt at all fills it.
+		return -math.Expm1(-mu)
 	}
 	s2 := math.Log1p(math.Exp(m.promptSigma*m.promptSigma) / mu)
 	if math.IsInf(s2, 1) {

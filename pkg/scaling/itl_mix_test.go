@@ -216,6 +216,11 @@ func TestLongPrompts(t *testing.T) {
 	if got := one.overShare(a, 0.050); got != poissonAbove(38.0/3, mu0) {
 		t.Errorf("prompts of the mean: over %.3g, want %.3g", got, poissonAbove(38.0/3, mu0))
 	}
+	// No room left by the decode step: over whenever a prompt comes.
+	one.promptSigma = m.promptSigma
+	if got, want := one.promptsAbove(0, mu), -math.Expm1(-mu); math.Abs(got-want) > 1e-15 {
+		t.Errorf("no room: compound share %v, want the chance of a prompt %v", got, want)
+	}
 	one.promptSigma = 40 // e^σ² overflows
 	if got := one.promptsAbove(10, mu); got != 0 {
 		t.Errorf("a spread past any float: compound share %v, want 0", got)
