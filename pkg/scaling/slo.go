@@ -482,7 +482,7 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	// A step in the rate is not a trend: the trend is read from the
 	// rates since the last jump.
 	slope := queueing.Trend(trendSamples(state.Rates, in.Now, trendWindow(in), state.Jump))
-	sizing := arrivals
+	sizing, unknown := arrivals, false
 	if h, known := state.Rises.Headroom(in.Now, in.Startup); known {
 		// A rise beyond the headroom that has not lasted a quarter of a
 		// start-up may be a burst that is gone before a new task is
@@ -494,11 +494,21 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		// rise beyond the sustained rate by more than twice the headroom
 		// is none the history knows (a flash crowd, a new client): it is
 		// followed at once, since every interval it waits grows the queue
-		// the new tasks must clear.
+		// the new tasks must clear. Nor does the history say where it
+		// ends: one that is a step too, more than doubling the sustained
+		// rate, is taken to go on by as much again within a start-up
+		// until it has lasted a quarter of one (the trend's cap bounds it
+		// at maxTrendGrowth), since the tasks asked for now are Ready only
+		// then. Traffic back from idle is sized for the rate it reads, and
+		// a smaller rise is no step: with little or no headroom, a reading
+		// a little above the last ones would otherwise read as a trend.
 		o.Headroom = h
 		o.Sustained = sustainedRate(state.Rates, in.Now, sustainWindow(in))
-		if arrivals > o.Sustained+h && arrivals <= o.Sustained+UnknownRise*h {
+		switch {
+		case arrivals > o.Sustained+h && arrivals <= o.Sustained+UnknownRise*h:
 			sizing, slope, o.Absorbed = o.Sustained, 0, true
+		case arrivals > max(o.Sustained+UnknownRise*h, 2*o.Sustained) && !nearZero(o.Sustained):
+			slope, unknown = max(slope, (arrivals-o.Sustained)/startup), true
 		}
 	}
 	ahead := func(h float64) float64 {
@@ -524,9 +534,15 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	// tasks asked for now are Ready, or one service time if longer (a
 	// waiting request needs one slot at most, however long it holds it),
 	// counting what arrives beyond what the serving tasks complete until
-	// then. While a burst is absorbed it is taken to pass: the arrivals
-	// counted are the sustained rate and its headroom.
-	o.Backlog = queueing.BacklogRate(waiting, min(arrivals, sizing+o.Headroom), servingCapacity(in, serving, completions, service),
+	// then: the rate expected a quarter of a start-up ahead (no lower
+	// than now's), the mean until the first new tasks are Ready (the
+	// quickest start in about half the median). While a burst is absorbed it is taken to pass:
+	// the arrivals counted are the sustained rate and its headroom.
+	queued := max(arrivals, ahead(startup/4))
+	if o.Absorbed {
+		queued = min(arrivals, sizing+o.Headroom)
+	}
+	o.Backlog = queueing.BacklogRate(waiting, queued, servingCapacity(in, serving, completions, service),
 		startup, max(BacklogClearing*startup, service))
 	o.Expected = (future + o.Backlog) * o.Correction
 	forFuture, _ := model.Tasks(o.Expected, objective, MaxSLOTasks)
@@ -545,6 +561,10 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		msg += fmt.Sprintf("; %d tasks keep the ITL within %v with the prompts' prefill", forITL, slo.ITL)
 	case o.Tasks > forFuture:
 		msg += fmt.Sprintf("; %d kept for the load until a new task could start", o.Tasks)
+	}
+	if unknown {
+		msg += fmt.Sprintf("; the rise to %s/s, beyond twice the headroom of %s/s above the %s/s sustained, is taken to go on to %s/s within a start-up",
+			FormatValue(arrivals), FormatValue(o.Headroom), FormatValue(o.Sustained), FormatValue(ahead(startup)))
 	}
 	if o.Absorbed {
 		msg += fmt.Sprintf("; the rise to %s/s is absorbed by the headroom of %s/s above the %s/s sustained until it lasts %v",

@@ -19,7 +19,7 @@ import (
 //
 //   - the service time used is at most Ŝ = max(S₀, r ÷ max(c, a/2,
 //     1/300 s)), and the expected rate at most
-//     λ̂ = (2a + H + (w + a·T) ÷ (BacklogClearing·T)) × MaxCorrection,
+//     λ̂ = (2a + H + (w + 2a·T) ÷ (BacklogClearing·T)) × MaxCorrection,
 //     as on a pool of slots (FuzzSLONoRunaway);
 //   - where no arrivals are read (the built-in slo-engine set reads the
 //     completions only), a is at most the most the completions and the
@@ -133,7 +133,7 @@ func FuzzSLOEngineNoRunaway(f *testing.F) {
 			h = max(h, b.Rise)
 		}
 		startup := max(before.Startup, before.Interval, time.Second).Seconds()
-		rate := (2*a + h + (w+a*startup)/(BacklogClearing*startup)) * queueing.MaxCorrection
+		rate := (2*a + h + (w+2*a*startup)/(BacklogClearing*startup)) * queueing.MaxCorrection
 		if o.Expected > rate*(1+1e-9) {
 			t.Fatalf("expected %v/s, above the %v/s the readings allow: %s", o.Expected, rate, d.Message)
 		}

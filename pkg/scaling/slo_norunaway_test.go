@@ -237,9 +237,39 @@ func TestSLOBurstHeadroom(t *testing.T) {
 	})
 	t.Run("a rise the history does not know", func(t *testing.T) {
 		const rise = burst + 1
-		_, ds := drive(in, busy(rise))
-		if d := ds[0]; d.SLO.Absorbed || d.Desired < needs(rise, 10) {
+		r := busy(rise)
+		_, ds := drive(in, r)
+		d := ds[0]
+		if d.SLO.Absorbed || d.Desired < needs(rise, 10) {
 			t.Errorf("first reading at %v/s: %d tasks (%s), want at least the %d the rate needs, at once", rise, d.Desired, d.Message, needs(rise, 10))
+		}
+		// It is taken to go on by as much again within a start-up: the
+		// rate expected a start-up and half an interval ahead, and the
+		// queue counted at the rate a quarter of a start-up ahead.
+		o := d.SLO
+		startup, interval := in.Startup.Seconds(), in.Interval.Seconds()
+		pace := (rise - rate) / startup
+		capacity := float64(pool) * 8 / o.service
+		backlog := queueing.BacklogRate(r.waiting, rise+pace*startup/4, capacity, startup, max(BacklogClearing*startup, o.service))
+		want := (rise + pace*(startup+interval/2) + backlog) * o.Correction
+		if !strings.Contains(d.Message, "is taken to go on to") {
+			t.Errorf("first reading at %v/s: the message does not say the rise is taken to go on: %s", rise, d.Message)
+		}
+		if math.Abs(o.Backlog-backlog) > 1e-9*backlog || math.Abs(o.Expected-want) > 1e-9*want {
+			t.Errorf("first reading at %v/s: %v/s expected with a backlog of %v/s, want %v/s with %v/s: %s", rise, o.Expected, o.Backlog, want, backlog, d.Message)
+		}
+	})
+	t.Run("a rise beyond the headroom that is no step", func(t *testing.T) {
+		// 20/s with a headroom of 2/s: 25/s is beyond twice the headroom
+		// but far from doubling the rate, a reading a little above the
+		// last ones, not a step to extrapolate.
+		in, ds := drive(sloPool(1), noisy(20, 1)...)
+		if h := ds[len(ds)-1].SLO.Headroom; h != 2 {
+			t.Fatalf("headroom %v/s, want 2/s", h)
+		}
+		_, ds = drive(in, steadyAt(25))
+		if d := ds[0]; d.SLO.Absorbed || strings.Contains(d.Message, "taken to go on") {
+			t.Errorf("25/s after 20/s: %s; want it followed, not absorbed and not taken to go on", d.Message)
 		}
 	})
 }
@@ -256,12 +286,13 @@ func TestSLOBurstHeadroom(t *testing.T) {
 //   - the count is at most max(Current, ⌈(running + waiting) ÷ slots⌉,
 //     T̂) + 1, where T̂ is the queueing model's count (at the decision's
 //     Ca² and the SLO) for the rate
-//     λ̂ = (2·arrivals + H + (waiting + arrivals × start-up) ÷
+//     λ̂ = (2·arrivals + H + (waiting + 2·arrivals × start-up) ÷
 //     (BacklogClearing × start-up)) × MaxCorrection
 //     at service time Ŝ, and the rate it expects is at most λ̂: the trend
 //     at most doubles the rate, the backlog is the queue now plus at most
-//     every arrival of a start-up, cleared within BacklogClearing of a
-//     start-up, and the correction at most doubles it;
+//     the arrivals of a start-up at that rate, cleared within
+//     BacklogClearing of a start-up, and the correction at most doubles
+//     it;
 //   - where no arrivals are read, arrivals is at most the most that the
 //     completions and the pool's growth allow (derivedArrivalsBound), and
 //     Ŝ = max(S₀, running ÷ max(completions, 1/300 s)).
@@ -319,7 +350,7 @@ func FuzzSLONoRunaway(f *testing.F) {
 				h = max(h, b.Rise)
 			}
 			startup := max(before.Startup, before.Interval, time.Second).Seconds()
-			rate := (2*r.arrivals + h + (r.waiting+r.arrivals*startup)/(BacklogClearing*startup)) * queueing.MaxCorrection
+			rate := (2*r.arrivals + h + (r.waiting+2*r.arrivals*startup)/(BacklogClearing*startup)) * queueing.MaxCorrection
 			if o.Expected > rate*(1+1e-9) {
 				t.Fatalf("expected %v/s, above the %v/s the readings allow (%+v): %s", o.Expected, rate, r, d.Message)
 			}
