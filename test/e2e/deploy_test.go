@@ -225,6 +225,27 @@ func runDeployScenario(t *testing.T, c *framework.ControlPlane) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return len(tasks.Items) == 0 && len(pods.Items) == 0, fmt.Sprintf("%d tasks, %d pods", len(tasks.Items), len(pods.Items))
+		var left []string
+		for _, t := range tasks.Items {
+			left = append(left, describeDeleting("task", &t.ObjectMeta))
+		}
+		for _, p := range pods.Items {
+			left = append(left, describeDeleting("pod", &p.ObjectMeta)+" on "+p.Spec.NodeName+" "+string(p.Status.Phase))
+		}
+		return len(left) == 0, strings.Join(left, "; ")
 	})
+}
+
+// describeDeleting says where an object that should be gone stands in its
+// deletion: whether it is deleting yet, what holds it and who owns it.
+func describeDeleting(kind string, m *metav1.ObjectMeta) string {
+	deleting := "not deleting"
+	if m.DeletionTimestamp != nil {
+		deleting = "deleting since " + m.DeletionTimestamp.UTC().Format(time.TimeOnly)
+	}
+	var owners []string
+	for _, o := range m.OwnerReferences {
+		owners = append(owners, o.Kind+"/"+o.Name)
+	}
+	return fmt.Sprintf("%s %s (%s, finalizers %v, owners %v)", kind, m.Name, deleting, m.Finalizers, owners)
 }

@@ -11,12 +11,19 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
+// pollCallTimeout bounds one call of a Poll condition.
+const pollCallTimeout = 10 * time.Second
+
 // Poll calls cond every 100ms until it holds or timeout passes, and then
-// fails the test with what and the state cond last described.
+// fails the test with what and the state cond last described. Each call
+// has pollCallTimeout of its own, not what is left of timeout, so that the
+// last description is of the state and not of the deadline.
 func Poll(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
 	t.Helper()
 	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), pollCallTimeout)
+		defer cancel()
 		var ok bool
 		ok, last = cond(ctx)
 		return ok, nil
