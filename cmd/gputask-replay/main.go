@@ -14,6 +14,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -51,7 +52,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return replayTrace(args, stdout, stderr)
 }
 
-func replayTrace(args []string, stdout, stderr io.Writer) error {
+func replayTrace(args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("gputask-replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -78,6 +79,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		scrape       = fs.Duration("scrape-interval", 15*time.Second, "Prometheus scrape interval, with --source prometheus")
 		policies     = fs.String("policies", strings.Join(replay.AllPolicies, ","), "policies to replay, comma-separated")
 		jsonPath     = fs.String("json", "", "write the figures and time series as JSON to this file")
+		decisions    = fs.String("decisions", "", "write each evaluation of ours and of its variants to this file, a line of JSON each: status.lastDecision and status.metrics as the autoscaler writes them, with the trace, seed, policy and seconds from the first arrival")
 		plotPath     = fs.String("plot", "", "write a plot of demand, replicas and queue per policy to this file (.png, .svg or .pdf)")
 		markdown     = fs.Bool("markdown", false, "print the table as Markdown")
 		serving      = fs.String("serving", "", "how a worker serves its requests: fixed (each holds a slot for its service time), batched (decode slows as the batch grows; needs the token columns) or engine (see --engine) (default: engine with --engine, else fixed)")
@@ -292,6 +294,13 @@ func replayTrace(args []string, stdout, stderr io.Writer) error {
 		HPABehavior: behavior, HPATarget: *hpaTarget, HPAAverageValue: *hpaType == "AverageValue", KEDAValue: *kedaType == "Value", Scrape: scrapeEvery, Policies: names, Variants: variants, Batched: batched,
 		Nodes: nodes, DeploymentVictims: victims, Engine: engineServing,
 	}
+	if *decisions != "" {
+		closeDecisions, openErr := openDecisions(*decisions, &cfg)
+		if openErr != nil {
+			return openErr
+		}
+		defer func() { err = errors.Join(err, closeDecisions()) }()
+	}
 	if *seeds > 1 {
 		return replaySeeds(stdout, traces, shapes, *seeds, *seed, *rateScale, model, cfg, *markdown, *jsonPath)
 	}
@@ -371,6 +380,23 @@ func printTargets(w io.Writer, t report.Targets, markdown bool) error {
 		return t.WriteMarkdown(w)
 	}
 	return t.WriteTable(w)
+}
+
+// openDecisions creates path for the decisions of the run of c
+// (replay.Config.Decisions), and returns what flushes and closes it.
+func openDecisions(path string, c *replay.Config) (func() error, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--decisions: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	c.Decisions = w
+	return func() error {
+		if err := errors.Join(w.Flush(), f.Close()); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+		return nil
+	}, nil
 }
 
 // writeJSON writes v to path, indented.

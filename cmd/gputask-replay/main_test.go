@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gputask/gputask-controller/pkg/replay"
 )
 
 // generate writes a trace that the replay reads back with the token flags,
@@ -302,5 +304,41 @@ func TestReplaySeedsTargets(t *testing.T) {
 	}
 	if tr := doc.Targets.Traces[0]; tr.Trace != "step" || tr.Rows["ours"].Seeds != 2 || tr.PeakBound < 2 {
 		t.Errorf("JSON trace %+v, want step with ours over 2 seeds and the oracle's peak bound", tr)
+	}
+}
+
+// --decisions writes each evaluation of ours, of every seed, a line of
+// JSON each; a path that cannot be created is an error before any replay.
+func TestReplayDecisions(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "decisions.jsonl")
+	var out, errOut bytes.Buffer
+	err := run([]string{
+		"--shape", "step", "--seeds", "2", "--prefill-tokens-per-second", "4000", "--decode-tokens-per-second", "40",
+		"--concurrency", "8", "--policies", "ours", "--gpus-per-node", "0", "--decisions", path,
+	}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perSeed := map[uint64]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r replay.DecisionRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Trace != "step" || r.Policy != "ours" || r.LastDecision == nil {
+			t.Fatalf("line %q: %+v, %v", line, r, err)
+		}
+		perSeed[r.Seed]++
+	}
+	// Six hours at one evaluation each 15 s.
+	if len(perSeed) != 2 || perSeed[1] < 6*240 || perSeed[2] < 6*240 {
+		t.Errorf("decisions per seed %v, want at least %d for each of seeds 1 and 2", perSeed, 6*240)
+	}
+	err = run([]string{"--shape", "step", "--concurrency", "8", "--prefill-tokens-per-second", "4000", "--decode-tokens-per-second", "40",
+		"--decisions", filepath.Join(dir, "none", "decisions.jsonl")}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "--decisions:") {
+		t.Errorf("a path in no directory: %v", err)
 	}
 }

@@ -44,6 +44,8 @@ type Ours struct {
 
 	// Label names the run in reports; empty means "ours".
 	Label string
+	// log records every decision; nil records none.
+	log *decisionLog
 	// Last is the last decision.
 	Last scaling.Decision
 }
@@ -241,6 +243,7 @@ func (o *Ours) EvaluateRoles(now time.Time, value float64, obs sim.Observation, 
 		in.Engine = &e
 	}
 	d := scaling.Decide(in)
+	o.log.write(o.Name(), o.set.CreationTimestamp.Time, now, in, d)
 	o.queue = d.Queue
 	o.recs = d.Recommendations
 	o.set.Status.ConsecutiveFailures = d.ConsecutiveFailures

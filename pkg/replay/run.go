@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -214,6 +215,9 @@ type Config struct {
 	Start time.Time
 	// Name labels the report.
 	Name string
+	// Decisions, when not nil, gets every evaluation of ours and of its
+	// variants, a line of JSON each (DecisionRecord).
+	Decisions io.Writer
 
 	// hpaBest are the hpa-best and hpa-best-one rows of the trace, once
 	// searched over the run's traces.
@@ -409,6 +413,11 @@ func Run(tr workload.Trace, c Config) (report.Report, error) {
 				return report.Report{}, err
 			}
 			res = sim.Play(c.newPool(tr), pol, c.playOptions())
+			if ours, ok := pol.(*Ours); ok {
+				if err := ours.log.Err(); err != nil {
+					return report.Report{}, fmt.Errorf("writing the decisions: %w", err)
+				}
+			}
 		}
 		rep.Policies = append(rep.Policies, res)
 		rep.Series[name] = res.Series
@@ -423,8 +432,11 @@ func Run(tr workload.Trace, c Config) (report.Report, error) {
 		if err != nil {
 			return report.Report{}, fmt.Errorf("variant %s: %w", v.Name, err)
 		}
-		ours.Initial, ours.Label = InitialWorkers(tr, c.Concurrency), PolicyOurs+"+"+v.Name
+		ours.Initial, ours.Label, ours.log = InitialWorkers(tr, c.Concurrency), PolicyOurs+"+"+v.Name, c.decisionLog()
 		res := sim.Play(c.newPool(tr), ours, c.playOptions())
+		if err := ours.log.Err(); err != nil {
+			return report.Report{}, fmt.Errorf("writing the decisions: %w", err)
+		}
 		rep.Policies = append(rep.Policies, res)
 		rep.Series[ours.Label] = res.Series
 	}
@@ -456,7 +468,7 @@ func (c Config) policy(name string, tr workload.Trace) (sim.Policy, error) {
 		if err != nil {
 			return nil, err
 		}
-		ours.Initial = initial
+		ours.Initial, ours.log = initial, c.decisionLog()
 		return ours, nil
 	case baseline.PolicyHPA:
 		return baseline.NewHPA(c.hpaConfig(tr)), nil
