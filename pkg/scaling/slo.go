@@ -99,6 +99,9 @@ type QueueState struct {
 	Context float64
 	// Started is the last reading at which a task was starting.
 	Started time.Time
+	// AskedMore is the last reading at which the model asked for more
+	// tasks than the pool had (see sloStep).
+	AskedMore time.Time
 }
 
 // RateSample is the arrival rate measured at Time: Rate over the window
@@ -549,6 +552,24 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	forNow, _ := model.Tasks((keep+o.Backlog)*o.Correction, objective, MaxSLOTasks)
 	forITL := itlTasks(in, o)
 	o.Tasks = max(forFuture, min(forNow, in.Current), occupied, forITL)
+	// One task more that only the look-ahead asks for (the trend, the
+	// headroom, the rate expected a start-up on) is added only when a
+	// reading of the last CountWindow asked for more too. Around a
+	// small pool a single interval's rate can ask for one task more
+	// with nothing the pool needs behind it, and each task added is paid
+	// for through minTaskAge and the scale-down window. A rise of two
+	// tasks or more is followed at once, as is one the arrivals and the
+	// queue of now need (the first task of an empty pool among them);
+	// one asked for again within the minute is followed then.
+	asked := o.Tasks
+	if asked > in.Current {
+		d.Queue.AskedMore = in.Now
+	}
+	held := asked == in.Current+1 && !within(state.AskedMore, in.Now, CountWindow) &&
+		tasksNow(in, o, model, objective, (arrivals+o.Backlog)*o.Correction) <= in.Current
+	if held {
+		o.Tasks = in.Current
+	}
 	d.Inputs = o.inputs()
 
 	reason := sloReason(o.Tasks, in.Current)
@@ -562,6 +583,9 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	case o.Tasks > forFuture:
 		msg += fmt.Sprintf("; %d kept for the load until a new task could start", o.Tasks)
 	}
+	if held {
+		msg += fmt.Sprintf("; %d tasks asked for by this reading alone: held at %d unless another within %v asks for more too", asked, in.Current, CountWindow)
+	}
 	if unknown {
 		msg += fmt.Sprintf("; the rise to %s/s, beyond twice the headroom of %s/s above the %s/s sustained, is taken to go on to %s/s within a start-up",
 			FormatValue(arrivals), FormatValue(o.Headroom), FormatValue(o.Sustained), FormatValue(ahead(startup)))
@@ -571,6 +595,20 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 			FormatValue(arrivals), FormatValue(o.Headroom), FormatValue(o.Sustained), in.Startup/4)
 	}
 	return step{desired: o.Tasks, reason: reason, message: msg}
+}
+
+// within reports whether t is set and no more than window before now.
+func within(t, now time.Time, window time.Duration) bool {
+	return !t.IsZero() && now.Sub(t) <= window
+}
+
+// tasksNow is the count that keeps the wait and the ITL within their
+// objectives at rate, without looking ahead.
+func tasksNow(in Inputs, o *SLOOutcome, model queueing.Model, objective queueing.SLO, rate float64) int32 {
+	wait, _ := model.Tasks(rate, objective, MaxSLOTasks)
+	now := *o
+	now.Expected = rate
+	return max(wait, itlTasks(in, &now))
 }
 
 // servingCapacity is the rate the serving tasks complete requests at

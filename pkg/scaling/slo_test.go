@@ -168,6 +168,7 @@ func TestDecideSLO(t *testing.T) {
 				in.Queue = steady(2, 0)
 				in.Queue.Rates[len(in.Queue.Rates)-1].InPool = 50
 				in.Queue.Rates = append(in.Queue.Rates, RateSample{Time: t0.Add(-time.Second), Rate: 4, InPool: 50})
+				in.Queue.AskedMore = t0.Add(-15 * time.Second) // and so did the reading before
 			}),
 			want: 6, reason: ReasonSLOScaleUp,
 			check: func(t *testing.T, d Decision) {
@@ -214,13 +215,43 @@ func TestDecideSLO(t *testing.T) {
 		},
 		{
 			name: "the trend at most doubles the rate",
-			in:   with(sloBase(2, 20), func(in *Inputs) { in.Queue = steady(2, 0.018) }),
+			in: with(sloBase(2, 20), func(in *Inputs) {
+				in.Queue = steady(2, 0.018)
+				in.Queue.AskedMore = t0.Add(-15 * time.Second) // and so did the reading before
+			}),
 			want: 6, reason: ReasonSLOScaleUp,
 			check: func(t *testing.T, d Decision) {
 				if d.SLO.Expected != 4 {
 					t.Errorf("expected %v, want 4", d.SLO.Expected)
 				}
 			},
+		},
+		{
+			// The same trend, last asking for more than the pool had a
+			// minute and a reading ago: the 2/s of now need 3 tasks, and
+			// the sixth task only the look-ahead asks for waits for a
+			// reading within the minute to ask for more too.
+			name: "one task more only the look-ahead asks for waits for a second reading",
+			in: with(sloBase(2, 20), func(in *Inputs) {
+				in.Queue = steady(2, 0.018)
+				in.Queue.AskedMore = t0.Add(-CountWindow - 15*time.Second)
+			}),
+			want: 5, reason: ReasonWithinSLO, msg: "6 tasks asked for by this reading alone: held at 5 unless another within 1m0s asks for more too",
+			check: func(t *testing.T, d Decision) {
+				if !d.Queue.AskedMore.Equal(t0) || d.SLO.Tasks != 5 {
+					t.Errorf("asked more at %v, tasks %d; want now remembered and 5 kept", d.Queue.AskedMore, d.SLO.Tasks)
+				}
+			},
+		},
+		{
+			// 4/s × 10 s fill the 40 slots of 5 tasks: the arrivals of now
+			// need the sixth, read once or not.
+			name: "one task more the arrivals of now need is added at once",
+			in: with(sloBase(4, 40), func(in *Inputs) {
+				in.Queue = steady(4, 0)
+				in.Queue.Little = queueing.Little{Running: 40, Completions: 4}
+			}),
+			want: 6, reason: ReasonSLOScaleUp,
 		},
 		{
 			// Falling by 0.01/s: 0.725/s would need 2 tasks, but until a
