@@ -559,8 +559,9 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	// with nothing the pool needs behind it, and each task added is paid
 	// for through minTaskAge and the scale-down window. A rise of two
 	// tasks or more is followed at once, as is one the arrivals and the
-	// queue of now need (the first task of an empty pool among them);
-	// one asked for again within the minute is followed then.
+	// queue of now need (the first task for traffic that reaches an
+	// empty pool among them); one asked for again within the minute is
+	// followed then.
 	asked := o.Tasks
 	if asked > in.Current {
 		d.Queue.AskedMore = in.Now
