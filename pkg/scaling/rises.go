@@ -127,9 +127,16 @@ func (r Rises) Headroom(now time.Time, width time.Duration) (float64, bool) {
 // completions show only later. That interval reads far fewer arrivals
 // than came, and a rise measured from it is one the traffic never made.
 // A burst's end still shows, a minute late.
-func riseWithin(rates []RateSample, now time.Time, window time.Duration) (rise float64, began time.Time) {
+//
+// fromIdle says whether the pool held no request (RateSample.InPool
+// below 1) at the lowest reading or within the counting window
+// (CountWindow) before it: the rise is traffic starting (the day's first
+// requests, a client switched on), not a burst on top of a load. A rate
+// counted over a window that reaches back into idle is lower than the
+// traffic, and a rise from it is the start too.
+func riseWithin(rates []RateSample, now time.Time, window time.Duration) (rise float64, began time.Time, fromIdle bool) {
 	if len(rates) == 0 {
-		return 0, now
+		return 0, now, false
 	}
 	last := rates[len(rates)-1].OverService
 	low, at := last, len(rates)-1
@@ -138,13 +145,16 @@ func riseWithin(rates []RateSample, now time.Time, window time.Duration) (rise f
 			low, at = r, i
 		}
 	}
+	for _, s := range rates[:at+1] {
+		fromIdle = fromIdle || (s.InPool < 1 && !s.Time.Before(rates[at].Time.Add(-CountWindow)))
+	}
 	rise, began = last-low, rates[len(rates)-1].Time
 	for _, s := range rates[at:] {
 		if s.OverService >= low+rise/2 {
-			return rise, s.Time
+			return rise, s.Time, fromIdle
 		}
 	}
-	return rise, began
+	return rise, began, fromIdle
 }
 
 // sustainedRate is the lowest rate within window of now: the level the

@@ -411,7 +411,15 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	if jump {
 		state.Jump = in.Now
 	}
-	rise, began := riseWithin(state.Rates, in.Now, in.Startup+jitterOf(in))
+	// A rise from idle is traffic starting, sized for the rate it reads:
+	// it says nothing of the bursts on top of a load that the headroom
+	// absorbs, and counted there it would keep a second pool's worth of
+	// headroom for the hours the history covers. Its start-up gets its
+	// bucket, at 0.
+	rise, began, onset := riseWithin(state.Rates, in.Now, in.Startup+jitterOf(in))
+	if onset {
+		rise = 0
+	}
 	state.Rises = state.Rises.Record(in.Now, began, rise, in.Startup)
 	serving := max(in.Current-in.Starting, 0)
 	if e := in.Engine; e != nil && e.ITL > 0 && serving > 0 {
@@ -483,8 +491,13 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	startup := max(in.Startup, in.Interval, time.Second).Seconds()
 	interval := in.Interval.Seconds()
 	// A step in the rate is not a trend: the trend is read from the
-	// rates since the last jump.
-	slope := queueing.Trend(trendSamples(state.Rates, in.Now, trendWindow(in), state.Jump))
+	// rates since the last jump. Nor is traffic starting from idle, whose
+	// rate over the counting window climbs for a window after the step:
+	// within a start-up of idle the pool is sized for the rate it reads.
+	var slope float64
+	if !onset {
+		slope = queueing.Trend(trendSamples(state.Rates, in.Now, trendWindow(in), state.Jump))
+	}
 	sizing, unknown := arrivals, false
 	if h, known := state.Rises.Headroom(in.Now, in.Startup); known {
 		// A rise beyond the headroom that has not lasted a quarter of a
@@ -510,7 +523,7 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		switch {
 		case arrivals > o.Sustained+h && arrivals <= o.Sustained+UnknownRise*h:
 			sizing, slope, o.Absorbed = o.Sustained, 0, true
-		case arrivals > max(o.Sustained+UnknownRise*h, 2*o.Sustained) && !nearZero(o.Sustained):
+		case arrivals > max(o.Sustained+UnknownRise*h, 2*o.Sustained) && !onset && !nearZero(o.Sustained):
 			slope, unknown = max(slope, (arrivals-o.Sustained)/startup), true
 		}
 	}

@@ -135,6 +135,24 @@ func TestSLONoRunaway(t *testing.T) {
 			},
 		},
 		{
+			// vLLM counts no arrivals: they are derived from the finished
+			// requests over the last minute, which climb for a minute
+			// after the traffic comes back. Before it, a trickle of a
+			// request every 20 s, half a request in the pool on average:
+			// idle, though not too thin to count. The climb is no trend,
+			// and the step from idle is no rise the history knows to be
+			// taken to go on.
+			name:  "back from a trickle, with the arrivals from the completions",
+			start: sloPool(1),
+			prime: append(repeat(40, reading{-1, rate, rate * 10, 0}), repeat(120, reading{-1, 0.05, 0.5, 0})...),
+			// The minute's arrivals and completions climb for a minute.
+			readings: []reading{
+				{-1, rate / 4, rate * 10 / 4, 0}, {-1, rate / 2, rate * 10 / 2, 0}, {-1, rate * 3 / 4, rate * 10 * 3 / 4, 0},
+				{-1, rate, rate * 10, 0}, {-1, rate, rate * 10, 0}, {-1, rate, rate * 10, 0},
+			},
+			most: needs(rate, 10) + 1, last: needs(rate, 10),
+		},
+		{
 			// A restart mid-traffic: no state, and a first reading that
 			// shows the steady pool as it is.
 			name:     "after a restart with no history",
@@ -257,6 +275,21 @@ func TestSLOBurstHeadroom(t *testing.T) {
 		}
 		if math.Abs(o.Backlog-backlog) > 1e-9*backlog || math.Abs(o.Expected-want) > 1e-9*want {
 			t.Errorf("first reading at %v/s: %v/s expected with a backlog of %v/s, want %v/s with %v/s: %s", rise, o.Expected, o.Backlog, want, backlog, d.Message)
+		}
+	})
+	t.Run("traffic back from idle", func(t *testing.T) {
+		// The rises of the last hour are 3/s. Traffic that stops for
+		// half an hour and comes back at 4/s rose by 4/s within a
+		// start-up, but from idle: the pool is sized for the rate it
+		// reads, and the headroom on top of a load stays the 3/s of the
+		// rises the load showed, rather than the step of its return.
+		in, ds := drive(sloPool(1), noisy(rate, 1.5)...)
+		if h := ds[len(ds)-1].SLO.Headroom; h != 3 {
+			t.Fatalf("headroom %v/s, want 3/s", h)
+		}
+		_, ds = drive(in, append(repeat(120, reading{}), repeat(40, steadyAt(rate))...)...)
+		if h := ds[len(ds)-1].SLO.Headroom; h != 3 {
+			t.Errorf("headroom %v/s after the traffic came back, want the 3/s of before", h)
 		}
 	})
 	t.Run("a rise beyond the headroom that is no step", func(t *testing.T) {

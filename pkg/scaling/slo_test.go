@@ -812,7 +812,7 @@ func TestRiseWithinReadsTheRatesThatFillTheSlots(t *testing.T) {
 		}
 		rates = append(rates, RateSample{Time: t0.Add(-time.Duration(ago) * time.Second), Rate: 10, Recent: recent, OverService: over})
 	}
-	if got, began := riseWithin(rates, t0, 2*time.Minute); got != 20 || !began.Equal(t0.Add(-30*time.Second)) {
+	if got, began, _ := riseWithin(rates, t0, 2*time.Minute); got != 20 || !began.Equal(t0.Add(-30*time.Second)) {
 		t.Errorf("rise %v that began at %v, want 20 that began 30 s ago", got, began.Sub(t0))
 	}
 }
@@ -821,7 +821,7 @@ func TestRiseWithinBegan(t *testing.T) {
 	ramp := func(f func(ago int) float64) []RateSample {
 		var rates []RateSample
 		for ago := 120; ago >= 0; ago -= 15 {
-			rates = append(rates, RateSample{Time: t0.Add(-time.Duration(ago) * time.Second), Rate: f(ago), OverService: f(ago)})
+			rates = append(rates, RateSample{Time: t0.Add(-time.Duration(ago) * time.Second), Rate: f(ago), OverService: f(ago), InPool: 10 * f(ago)})
 		}
 		return rates
 	}
@@ -830,15 +830,33 @@ func TestRiseWithinBegan(t *testing.T) {
 		rates     []RateSample
 		wantRise  float64
 		wantBegan time.Duration
+		wantIdle  bool
 	}{
 		{"a step 75 s ago: its readings all say when it came", ramp(func(ago int) float64 {
 			if ago <= 75 {
 				return 30
 			}
 			return 10
-		}), 20, -75 * time.Second},
-		{"a steady climb: halfway up the window", ramp(func(ago int) float64 { return 10 + float64(120-ago)/15 }), 8, -60 * time.Second},
-		{"a fall: no rise, now", ramp(func(ago int) float64 { return float64(ago) }), 0, 0},
+		}), 20, -75 * time.Second, false},
+		{"a step from idle: the pool empty before it", ramp(func(ago int) float64 {
+			if ago <= 75 {
+				return 30
+			}
+			return 0.05
+		}), 29.95, -75 * time.Second, true},
+		{"a step from idle a start-up ago: the lowest rate counted over a minute of idle", func() []RateSample {
+			// Idle until 120 s ago; the minute's rate climbs for a
+			// minute after it, and the window's lowest, 10/s 120 s ago,
+			// is the first of the climb.
+			var rates []RateSample
+			for ago := 180; ago >= 0; ago -= 15 {
+				r := min(40, 10*float64(max(0, 135-ago))/15)
+				rates = append(rates, RateSample{Time: t0.Add(-time.Duration(ago) * time.Second), Rate: r, OverService: r, InPool: 10 * r})
+			}
+			return rates
+		}(), 30, -90 * time.Second, true},
+		{"a steady climb: halfway up the window", ramp(func(ago int) float64 { return 10 + float64(120-ago)/15 }), 8, -60 * time.Second, false},
+		{"a fall: no rise, now", ramp(func(ago int) float64 { return float64(ago) }), 0, 0, true},
 		{"the lowest after a higher one: from the lowest", ramp(func(ago int) float64 {
 			switch {
 			case ago > 90:
@@ -847,8 +865,8 @@ func TestRiseWithinBegan(t *testing.T) {
 				return 2
 			}
 			return 12
-		}), 10, -45 * time.Second},
-		{"none", nil, 0, 0},
+		}), 10, -45 * time.Second, false},
+		{"none", nil, 0, 0, false},
 		{"a queue draining: the interval read below the minute is no low", func() []RateSample {
 			// Arrivals held at 30/s. 60 s ago the new tasks cleared a
 			// backlog faster than the minute's completions showed, so
@@ -858,13 +876,13 @@ func TestRiseWithinBegan(t *testing.T) {
 			rates[4].OverService = 8
 			rates[len(rates)-1].OverService = 34
 			return rates
-		}(), 4, 0},
+		}(), 4, 0, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			rise, began := riseWithin(tc.rates, t0, 2*time.Minute)
-			if rise != tc.wantRise || !began.Equal(t0.Add(tc.wantBegan)) {
-				t.Errorf("rise %v that began at %v, want %v at %v", rise, began.Sub(t0), tc.wantRise, tc.wantBegan)
+			rise, began, idle := riseWithin(tc.rates, t0, 2*time.Minute)
+			if math.Abs(rise-tc.wantRise) > 1e-9 || !began.Equal(t0.Add(tc.wantBegan)) || idle != tc.wantIdle {
+				t.Errorf("rise %v that began at %v from idle %v, want %v at %v from idle %v", rise, began.Sub(t0), idle, tc.wantRise, tc.wantBegan, tc.wantIdle)
 			}
 		})
 	}
