@@ -156,20 +156,24 @@ func TestBusyTasksDrainOnScaleIn(t *testing.T) {
 		if err != nil {
 			t.Fatalf("busy task %s is gone: %v", name, err)
 		}
+		if task.Annotations[gputaskv1.AnnotationDraining] != "true" {
+			t.Errorf("task %s draining=%q, want \"true\"", name, task.Annotations[gputaskv1.AnnotationDraining])
+		}
 		if name == busyTask.Name {
 			drainStarted, err = time.Parse(time.RFC3339, task.Annotations[gputaskv1.AnnotationDrainStartedAt])
 			if err != nil {
 				t.Fatalf("task %s: %s: %v", name, gputaskv1.AnnotationDrainStartedAt, err)
 			}
 		}
-		pod, err := cp.Kube.CoreV1().Pods(ns).Get(ctx, task.Status.PodName, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if task.Annotations[gputaskv1.AnnotationDraining] != "true" || pod.Annotations[gputaskv1.AnnotationDraining] != "true" {
-			t.Errorf("task %s draining=%q, its pod draining=%q; want both \"true\"", name,
-				task.Annotations[gputaskv1.AnnotationDraining], pod.Annotations[gputaskv1.AnnotationDraining])
-		}
+		// The GPUTask controller carries the task's mark to its pod, a
+		// sync after the set's status counts the task draining.
+		framework.Poll(t, waitTimeout, "task "+name+"'s pod marked draining", func(ctx context.Context) (bool, string) {
+			pod, err := cp.Kube.CoreV1().Pods(ns).Get(ctx, task.Status.PodName, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return pod.Annotations[gputaskv1.AnnotationDraining] == "true", fmt.Sprintf("pod %s draining=%q", pod.Name, pod.Annotations[gputaskv1.AnnotationDraining])
+		})
 	}
 
 	// The worker on the pod finishes: its task goes; the other one stays
