@@ -574,12 +574,14 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	// tasks or more is followed at once, as is one the arrivals and the
 	// queue of now need (the first task for traffic that reaches an
 	// empty pool among them); one asked for again within the minute is
-	// followed then.
+	// followed then. A pool of one task does not hold its second where
+	// a task takes at least the scale-down window to start
+	// (startsSlowly).
 	asked := o.Tasks
 	if asked > in.Current {
 		d.Queue.AskedMore = in.Now
 	}
-	held := asked == in.Current+1 && !within(state.AskedMore, in.Now, CountWindow) &&
+	held := asked == in.Current+1 && !(in.Current == 1 && startsSlowly(in)) && !within(state.AskedMore, in.Now, CountWindow) &&
 		tasksNow(in, o, model, objective, (arrivals+o.Backlog)*o.Correction) <= in.Current
 	if held {
 		o.Tasks = in.Current
@@ -609,6 +611,17 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 			FormatValue(arrivals), FormatValue(o.Headroom), FormatValue(o.Sustained), in.Startup/4)
 	}
 	return step{desired: o.Tasks, reason: reason, message: msg}
+}
+
+// startsSlowly reports whether a task takes at least the scale-down
+// window to start (Inputs.Startup, startupTimeout until a task has been
+// Ready). A second task asked for by one reading around a pool of one
+// costs about that window when it is not needed (and minTaskAge); held,
+// the pool meets a step with one task, and the step's queue grows on it
+// for a whole start-up, at least as long as the window the task would
+// have cost.
+func startsSlowly(in Inputs) bool {
+	return in.Startup >= in.StabilizationWindow
 }
 
 // within reports whether t is set and no more than window before now.

@@ -42,6 +42,18 @@ func steady(now float64, slope float64) QueueState {
 	return q
 }
 
+// slowStart is a pool of current tasks at rate, rising by 0.003/s, whose
+// tasks take 5 minutes to start, behind a scale-down window, that last
+// asked for more than it had a minute and a reading ago.
+func slowStart(rate float64, current int32, window time.Duration) Inputs {
+	in := sloBase(rate, rate*10)
+	in.Current, in.Startup, in.StabilizationWindow = current, 5*time.Minute, window
+	in.Queue = steady(rate, 0.003)
+	in.Queue.Little = queueing.Little{Running: rate * 10, Completions: rate}
+	in.Queue.AskedMore = t0.Add(-CountWindow - 15*time.Second)
+	return in
+}
+
 func TestDecideSLO(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -242,6 +254,30 @@ func TestDecideSLO(t *testing.T) {
 					t.Errorf("asked more at %v, tasks %d; want now remembered and 5 kept", d.Queue.AskedMore, d.SLO.Tasks)
 				}
 			},
+		},
+		{
+			// A pool of one task whose tasks take the 5-minute scale-down
+			// window to start: 0.4/s now need one task, the 0.8/s expected
+			// a start-up on two, and the second is added at once.
+			name: "a pool of one whose tasks start slowly adds its second at once",
+			in:   slowStart(0.4, 1, 5*time.Minute), want: 2, reason: ReasonSLOScaleUp,
+		},
+		{
+			// The same behind a 10-minute window: the task would be kept
+			// longer than a start-up, and waits for a second reading.
+			name: "a pool of one whose tasks start within the scale-down window holds its second",
+			in:   slowStart(0.4, 1, 10*time.Minute), want: 1, reason: ReasonWithinSLO,
+			msg: "2 tasks asked for by this reading alone: held at 1 unless another within 1m0s asks for more too",
+		},
+		{
+			name: "a pool of one without a scale-down window adds its second at once",
+			in:   slowStart(0.4, 1, 0), want: 2, reason: ReasonSLOScaleUp,
+		},
+		{
+			// Two tasks that start slowly: the third waits, as ever.
+			name: "a pool of two whose tasks start slowly holds its third",
+			in:   slowStart(0.8, 2, 5*time.Minute), want: 2, reason: ReasonWithinSLO,
+			msg: "3 tasks asked for by this reading alone: held at 2 unless another within 1m0s asks for more too",
 		},
 		{
 			// 4/s × 10 s fill the 40 slots of 5 tasks: the arrivals of now
