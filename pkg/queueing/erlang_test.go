@@ -95,3 +95,31 @@ func TestErlangLargePools(t *testing.T) {
 		t.Errorf("C(5000, 4800) = %v", ec)
 	}
 }
+
+// TestErlangHugePools: far above the load B underflows to 0 and the
+// recursion stops there, with the full recursion's answer, so a pool of
+// millions of servers, or billions (a 100,000-task pool of 100,000
+// slots), costs what one just past the load does.
+func TestErlangHugePools(t *testing.T) {
+	for _, a := range []float64{1e-9, 2, 350, 400, 1e4, 1e6} {
+		for _, c := range []int{int(a) + 1000, int(a) + 1e7} {
+			var cur erlangCursor
+			cur.moveTo(c, a)
+			if limit := warmStartLoad + 300 + int(51*math.Sqrt(a)); cur.steps > limit {
+				t.Fatalf("B(%d, %g): %d steps, want at most %d", c, a, cur.steps, limit)
+			}
+			if c <= int(a)+1000 {
+				if want := fullRecursion(c, a); cur.b != want && !(want < minNormal && cur.b == 0) {
+					t.Errorf("B(%d, %g) = %g, full recursion %g", c, a, cur.b, want)
+				}
+			} else if cur.b != 0 || ErlangB(c, a) != 0 || ErlangC(c, a) != 0 {
+				t.Errorf("B(%d, %g) = %g, C %g; want 0", c, a, cur.b, ErlangC(c, a))
+			}
+		}
+	}
+	// And so does the wait of such a pool at a light load.
+	m := Model{ServiceTime: 10, Slots: 100000}
+	if w := m.WaitPercentile(100000, 4, SLO{Wait: 10, Percentile: 95}); w != 0 {
+		t.Errorf("wait %v, want 0", w)
+	}
+}

@@ -116,6 +116,29 @@ type erlangCursor struct {
 	started bool
 	k       int
 	b       float64
+	// steps counts the recursion's steps, for the tests.
+	steps int
+}
+
+// moveTo sets the cursor to Erlang B at k servers for offered load a,
+// from where it is, or from warmStart when it has not started or is
+// above k. Once B is below the smallest normal float64 it is taken as 0,
+// which it then stays (subnormal, it would sit at the smallest float64
+// until k is twice the load), and the cursor jumps to k.
+func (e *erlangCursor) moveTo(k int, a float64) {
+	if !e.started || e.k > k {
+		e.k, e.b = warmStart(k, a)
+		e.started = true
+	}
+	for e.k < k {
+		if e.b < minNormal {
+			e.k, e.b = k, 0
+			break
+		}
+		e.k++
+		e.steps++
+		e.b = a * e.b / (float64(e.k) + a*e.b)
+	}
 }
 
 // erlangC is Erlang C at a whole count k ≥ 0 for offered load a; the
@@ -124,14 +147,7 @@ func (e *erlangCursor) erlangC(k int, a float64) float64 {
 	if float64(k) <= a {
 		return 1
 	}
-	if !e.started || e.k > k {
-		e.k, e.b = warmStart(k, a)
-		e.started = true
-	}
-	for e.k < k {
-		e.k++
-		e.b = a * e.b / (float64(e.k) + a*e.b)
-	}
+	e.moveTo(k, a)
 	fk := float64(k)
 	return fk * e.b / (fk - a*(1-e.b))
 }

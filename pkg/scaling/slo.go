@@ -165,7 +165,9 @@ type SLOOutcome struct {
 	Headroom, Sustained float64
 	Absorbed            bool
 	// PredictedWait is the wait at the SLO's percentile with the chosen
-	// count at the expected rate; +Inf when the slots cannot keep up.
+	// count at the expected rate (for a count held at the pool's, the
+	// rate of now and its queue, which the count is kept for); +Inf when
+	// the slots cannot keep up.
 	PredictedWait float64
 	// PredictedTTFT is PredictedWait plus Prefill, in seconds; +Inf with
 	// it. PredictedITL is the ITL the engine model gives at the chosen
@@ -179,6 +181,11 @@ type SLOOutcome struct {
 	// objective is the wait objective the count was sized for, in
 	// seconds: Wait, or less with a TTFT objective (waitObjective).
 	objective float64
+	// heldFor is the rate a count held at the pool's serves: the
+	// arrivals and the queue of now (held true); the predictions are at
+	// it rather than at the look-ahead the count was held against.
+	heldFor float64
+	held    bool
 	// Unmet is true when the SLO cannot be met within maxReplicas or the
 	// capacity (Reachable tasks); Message says by how much.
 	Unmet     bool
@@ -574,17 +581,21 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	// tasks or more is followed at once, as is one the arrivals and the
 	// queue of now need (the first task for traffic that reaches an
 	// empty pool among them); one asked for again within the minute is
-	// followed then. A pool of one task does not hold its second where
+	// followed then. So is one that only the requests running occupy
+	// (an engine running more sequences than the capacity its tasks are
+	// read at): held, the pool keeps its count, and the next reading
+	// that still finds them asks again. A pool of one task does not hold its second where
 	// a task takes at least the scale-down window to start
 	// (startsSlowly).
 	asked := o.Tasks
 	if asked > in.Current {
 		d.Queue.AskedMore = in.Now
 	}
+	now := (arrivals + o.Backlog) * o.Correction
 	held := asked == in.Current+1 && !(in.Current == 1 && startsSlowly(in)) && !within(state.AskedMore, in.Now, CountWindow) &&
-		tasksNow(in, o, model, objective, (arrivals+o.Backlog)*o.Correction) <= in.Current
+		tasksNow(in, o, model, objective, now) <= in.Current
 	if held {
-		o.Tasks = in.Current
+		o.Tasks, o.held, o.heldFor = in.Current, true, now
 	}
 	d.Inputs = o.inputs()
 
@@ -693,9 +704,13 @@ func (o *SLOOutcome) finish(in Inputs, desired int32) {
 	slo := in.Policy.SLO
 	model := queueing.Model{ServiceTime: o.service, Slots: slo.SlotsPerTask, Ca2: o.Ca2, Cs2: slo.ServiceVariability}
 	objective := queueing.SLO{Wait: o.objective, Percentile: slo.Percentile}
-	o.PredictedWait = model.WaitPercentile(desired, o.Expected, objective)
+	at := *o
+	if o.held {
+		at.Expected = o.heldFor
+	}
+	o.PredictedWait = model.WaitPercentile(desired, at.Expected, objective)
 	o.PredictedTTFT = o.PredictedWait + o.Prefill
-	o.PredictedITL = predictedITL(in, o, desired)
+	o.PredictedITL = predictedITL(in, &at, desired)
 	o.Reachable = in.Max
 	limit := fmt.Sprintf("maxReplicas %d", in.Max)
 	if in.Capacity != nil && max(*in.Capacity, in.Current) < in.Max {

@@ -253,6 +253,34 @@ func TestDecideSLO(t *testing.T) {
 				if !d.Queue.AskedMore.Equal(t0) || d.SLO.Tasks != 5 {
 					t.Errorf("asked more at %v, tasks %d; want now remembered and 5 kept", d.Queue.AskedMore, d.SLO.Tasks)
 				}
+				// The 5 kept serve the 2/s of now within the SLO: the
+				// prediction is of that rate, not of the 4/s the sixth
+				// task was held against, which fills their 40 slots.
+				if w := d.SLO.PredictedWait; !(w <= 10) || d.SLO.Unmet {
+					t.Errorf("predicted wait %v (unmet %v); want within the 10 s SLO at the rate of now", w, d.SLO.Unmet)
+				}
+			},
+		},
+		{
+			// The same, with 41 requests running in the 40 slots of 5
+			// tasks (a task's engine admits more than its slots say):
+			// they occupy the sixth, which waits for a second reading
+			// too, and a reading within the minute that asks for it
+			// adds it.
+			name: "one task more the running requests occupy waits for a second reading",
+			in: with(sloBase(2, 41), func(in *Inputs) {
+				in.Queue = steady(2, 0.018)
+				in.Queue.AskedMore = t0.Add(-CountWindow - 15*time.Second)
+			}),
+			want: 5, reason: ReasonWithinSLO, msg: "6 tasks asked for by this reading alone: held at 5 unless another within 1m0s asks for more too",
+			check: func(t *testing.T, d Decision) {
+				next := with(sloBase(2, 41), func(in *Inputs) {
+					in.Now = t0.Add(15 * time.Second)
+					in.Queue = d.Queue
+				})
+				if e := Decide(next); e.Desired != 6 {
+					t.Errorf("the next reading: %d tasks (%s), want 6", e.Desired, e.Message)
+				}
 			},
 		},
 		{
@@ -666,7 +694,8 @@ func TestInputsForSLO(t *testing.T) {
 }
 
 // FuzzDecideSLO: the SLO decision never yields NaN, never asks for fewer
-// tasks than the running requests occupy, and more arrivals or more
+// tasks than the running requests occupy (but one fewer, held against a
+// single reading's ask for it), and more arrivals or more
 // waiting requests at the same service time and arrival variability never
 // ask for fewer tasks.
 func FuzzDecideSLO(f *testing.F) {
@@ -705,7 +734,13 @@ func FuzzDecideSLO(f *testing.F) {
 		if wait := norm.Policy.SLO.Wait.Seconds(); o.service > 0 && !o.Unmet && d.Desired >= o.Tasks && o.PredictedWait > wait*(1+1e-9) {
 			t.Fatalf("%d tasks for %v/s predict a wait of %v, over the SLO of %v", d.Desired, o.Expected, o.PredictedWait, wait)
 		}
+		// A count held at the pool's against one reading's ask for one
+		// task more may be one short of the tasks the running requests
+		// occupy; the next reading that still finds them adds it.
 		occupied := ceilSat(running / float64(norm.Policy.SLO.SlotsPerTask))
+		if o.held {
+			occupied = min(occupied, o.Tasks)
+		}
 		if o.Tasks < occupied || d.Desired < min(occupied, norm.Max) {
 			t.Fatalf("%d tasks (desired %d) for %v running requests in %d slots a task", o.Tasks, d.Desired, running, norm.Policy.SLO.SlotsPerTask)
 		}
