@@ -400,6 +400,11 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	switch {
 	case dt > 0:
 		weight = 1 - math.Exp(-dt/ServiceTimeWindow.Seconds())
+	case !state.LastTime.IsZero():
+		// A reading at the instant of the last one, or before it (a
+		// clock stepped back), adds no time to learn over: weighed as
+		// a first reading, it would replace all that was learned.
+		weight = 0
 	case !r.has(gputaskv1.RoleCompletions):
 		// A first reading without a completions metric takes the
 		// completions to be the arrivals, as in steady state; it may be

@@ -1012,3 +1012,41 @@ func TestMeanOfLast(t *testing.T) {
 		t.Errorf("meanOfLast with no reading before = %v, want 6", got)
 	}
 }
+
+// TestSLOReadingAtTheLastInstant: a reading at the instant of the last
+// one, or before it, teaches no service time; the first reading of a
+// state learns it whole.
+func TestSLOReadingAtTheLastInstant(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ago  time.Duration
+		want time.Duration
+	}{
+		{"at the last instant", 0, 10 * time.Second},
+		{"before it", -time.Minute, 10 * time.Second},
+		{"15 s after it", 15 * time.Second, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := sloBase(2, 80, role(gputaskv1.RoleCompletions, 1))
+			in.Queue = steady(2, 0)
+			in.Queue.LastTime = t0.Add(-tc.ago)
+			d := Decide(in)
+			got := d.SLO.ServiceTime
+			if tc.want == 0 {
+				// 80 running over 1 finished a second, a quarter of a
+				// minute's weight: the service time moves off 10 s.
+				if got <= 10*time.Second {
+					t.Errorf("service time %v, want it to have learned from the reading", got)
+				}
+				return
+			}
+			if got != tc.want {
+				t.Errorf("service time %v, want %v: the reading taught it", got, tc.want)
+			}
+		})
+	}
+	in := sloBase(2, 80, role(gputaskv1.RoleCompletions, 1))
+	if d := Decide(in); d.SLO.ServiceTime != 80*time.Second {
+		t.Errorf("first reading: service time %v, want 80s", d.SLO.ServiceTime)
+	}
+}
