@@ -42,6 +42,16 @@ func steady(now float64, slope float64) QueueState {
 	return q
 }
 
+// askedBefore is a pool of 5 tasks running running requests at 2/s,
+// rising by 0.018/s, that last asked for more than it had a minute and a
+// reading ago.
+func askedBefore(running float64) Inputs {
+	return with(sloBase(2, running), func(in *Inputs) {
+		in.Queue = steady(2, 0.018)
+		in.Queue.AskedMore = t0.Add(-CountWindow - 15*time.Second)
+	})
+}
+
 // slowStart is a pool of current tasks at rate, rising by 0.003/s, whose
 // tasks take 5 minutes to start, behind a scale-down window, that last
 // asked for more than it had a minute and a reading ago.
@@ -244,10 +254,7 @@ func TestDecideSLO(t *testing.T) {
 			// the sixth task only the look-ahead asks for waits for a
 			// reading within the minute to ask for more too.
 			name: "one task more only the look-ahead asks for waits for a second reading",
-			in: with(sloBase(2, 20), func(in *Inputs) {
-				in.Queue = steady(2, 0.018)
-				in.Queue.AskedMore = t0.Add(-CountWindow - 15*time.Second)
-			}),
+			in:   askedBefore(20),
 			want: 5, reason: ReasonWithinSLO, msg: "6 tasks asked for by this reading alone: held at 5 unless another within 1m0s asks for more too",
 			check: func(t *testing.T, d Decision) {
 				if !d.Queue.AskedMore.Equal(t0) || d.SLO.Tasks != 5 {
@@ -268,10 +275,7 @@ func TestDecideSLO(t *testing.T) {
 			// too, and a reading within the minute that asks for it
 			// adds it.
 			name: "one task more the running requests occupy waits for a second reading",
-			in: with(sloBase(2, 41), func(in *Inputs) {
-				in.Queue = steady(2, 0.018)
-				in.Queue.AskedMore = t0.Add(-CountWindow - 15*time.Second)
-			}),
+			in:   askedBefore(41),
 			want: 5, reason: ReasonWithinSLO, msg: "6 tasks asked for by this reading alone: held at 5 unless another within 1m0s asks for more too",
 			check: func(t *testing.T, d Decision) {
 				next := with(sloBase(2, 41), func(in *Inputs) {
@@ -697,7 +701,9 @@ func TestInputsForSLO(t *testing.T) {
 // tasks than the running requests occupy (but one fewer, held against a
 // single reading's ask for it), and more arrivals or more
 // waiting requests at the same service time and arrival variability never
-// ask for fewer tasks, but across a step of the arrivals.
+// ask for fewer tasks, but across a step of the arrivals or the share of
+// them that finishes where the service time is learned, or in an empty
+// pool.
 func FuzzDecideSLO(f *testing.F) {
 	f.Add(2.0, 2.0, 20.0, 0.0, 3.0, 0.5, int32(5), int32(100), int32(8), int64(10), 0.01, int64(15))
 	f.Add(0.0, 0.0, 0.0, 0.0, -1.0, 0.0, int32(0), int32(1), int32(1), int64(1), 0.0, int64(0))
@@ -757,8 +763,18 @@ func FuzzDecideSLO(f *testing.F) {
 			// trend restarts: sized for the rate they read, they may
 			// expect less than arrivals on the other side of the step,
 			// read on the trend, or more.
+			// Nor is the service time learned from a reading where fewer
+			// than half the arrivals finish (littleRate): more arrivals
+			// may keep the shorter one learned before. And a pool that
+			// holds no request (under one) at the lowest reading of the
+			// start-up is
+			// traffic starting, sized for the rate it reads without the
+			// trend (riseWithin): more arrivals into an empty pool may
+			// no longer be the lowest reading, and requests waiting in
+			// it make it no longer empty; either reads the trend.
 			jump := func(in Inputs) bool { return isJump(in.Queue.Rates, in.Now, trendWindow(in), in.Metrics[0].Value) }
-			if i == 0 && jump(up) != jump(in) {
+			learns := func(in Inputs) bool { _, ok := littleRate(completions, in.Metrics[0].Value); return ok }
+			if running+waiting < 1 || i == 0 && (jump(up) != jump(in) || learns(up) != learns(in)) {
 				continue
 			}
 			if e := Decide(up); e.Desired < d.Desired {
