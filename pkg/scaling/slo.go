@@ -589,9 +589,9 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	// followed then. So is one that only the requests running occupy
 	// (an engine running more sequences than the capacity its tasks are
 	// read at): held, the pool keeps its count, and the next reading
-	// that still finds them asks again. A pool of one task does not hold its second where
-	// a task takes at least the scale-down window to start
-	// (startsSlowly).
+	// that still finds them asks again. A pool of one task does not hold
+	// its second where a task takes at least the scale-down window to
+	// start (startsSlowly).
 	asked := o.Tasks
 	if asked > in.Current {
 		d.Queue.AskedMore = in.Now
