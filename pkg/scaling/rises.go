@@ -2,6 +2,7 @@ package scaling
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -21,6 +22,10 @@ type Rises struct {
 type RiseBucket struct {
 	Start time.Time
 	Rise  float64
+	// Service is the longest service time read within the bucket, and
+	// PerToken the longest service time per output token (see
+	// Rises.Served); 0 where none was.
+	Service, PerToken float64
 }
 
 const (
@@ -43,6 +48,13 @@ const (
 	// within it of the next is the height the traffic's bursts reach, and
 	// sizes the headroom.
 	LoneRise = 2
+	// BusyServicePercentile is the percentile of the buckets' service
+	// times that the pool's capacity is read at (Rises.BusyService): a
+	// burst lengthens the service (an engine prefilling its queue carries
+	// a chunk of prompt in every step) at the moment the tasks asked for
+	// it are not yet Ready, so the pool holds the capacity of its busy
+	// start-ups, not of the quietest minute.
+	BusyServicePercentile = 90
 )
 
 // Record adds a rise seen at now that began at began (see riseWithin), in
@@ -111,6 +123,43 @@ func (r Rises) Headroom(now time.Time, width time.Duration) (float64, bool) {
 	// below the lone highest.
 	rank := int(math.Ceil(float64(RisePercentile)/100*float64(n))) - 1
 	return rises[min(max(rank, 0), n-2)], true
+}
+
+// Served records service, the service time read at now, and perToken,
+// the same per output token, in the bucket now falls in: Record's last,
+// so it runs after Record. A value no reading could give is left out.
+// It returns a new history and leaves r as it was.
+func (r Rises) Served(now time.Time, service, perToken float64) Rises {
+	n := len(r.Buckets)
+	valid := func(v float64) bool { return v > 0 && !math.IsInf(v, 1) }
+	if n == 0 || !valid(service) || !valid(perToken) || now.Before(r.Buckets[n-1].Start) {
+		return r
+	}
+	kept := slices.Clone(r.Buckets)
+	kept[n-1].Service = max(kept[n-1].Service, service)
+	kept[n-1].PerToken = max(kept[n-1].PerToken, perToken)
+	return Rises{Buckets: kept}
+}
+
+// BusyService is the BusyServicePercentile (the nearest rank) of the
+// buckets' service times within maxRiseBuckets start-ups of now, the one
+// going on among them, and the same of their service times per output
+// token. ok is false while fewer than minRiseBuckets buckets read one.
+func (r Rises) BusyService(now time.Time, width time.Duration) (service, perToken float64, ok bool) {
+	horizon := now.Add(-maxRiseBuckets * width)
+	var services, perTokens []float64
+	for _, b := range r.Buckets {
+		if b.Start.After(horizon) && !b.Start.After(now) && b.Service > 0 {
+			services, perTokens = append(services, b.Service), append(perTokens, b.PerToken)
+		}
+	}
+	if len(services) < minRiseBuckets {
+		return 0, 0, false
+	}
+	rank := min(max(int(math.Ceil(BusyServicePercentile/100.0*float64(len(services))))-1, 0), len(services)-1)
+	sort.Float64s(services)
+	sort.Float64s(perTokens)
+	return services[rank], perTokens[rank], true
 }
 
 // riseWithin is how far rates[len-1] rose above the lowest rate of the

@@ -137,8 +137,9 @@ type SLOOutcome struct {
 	// millisecond; 0 while unknown.
 	ServiceTime time.Duration
 	// service is the service time in seconds, unrounded, as the model
-	// used it.
-	service float64
+	// used it; serviceNow the one read now where the busy start-ups'
+	// longer one was used instead (Rises.BusyService), 0 otherwise.
+	service, serviceNow float64
 	// Slots, Ca2 and Cs2 complete the model.
 	Slots    int32
 	Ca2, Cs2 float64
@@ -476,6 +477,18 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	if bound, ok := engineServiceTime(in, arrivals); ok {
 		service = min(service, bound)
 	}
+	// Capacity is read at the service time of the pool's busy start-ups
+	// (Rises.BusyService), not at the shorter one of a quiet minute: the
+	// burst that lengthens it comes before the tasks asked for it. Read
+	// per output token too, longer requests of the last hours are not
+	// taken for a busy service.
+	if tokens, ok := tokensPerRequest(in, completions); ok {
+		state.Rises = state.Rises.Served(in.Now, service, service/tokens)
+		if busy, perToken, ok := state.Rises.BusyService(in.Now, in.Startup); ok && min(busy, perToken*tokens) > service {
+			o.serviceNow, service = service, min(busy, perToken*tokens)
+		}
+	}
+	d.Queue = state
 	o.ServiceTime, o.service = seconds(service), service
 	// A step in the rate is not burstiness: the dispersion, as the trend,
 	// is read from the rates since the last jump, so traffic coming back
@@ -615,6 +628,10 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	case o.Tasks > forFuture:
 		msg += fmt.Sprintf("; %d kept for the load until a new task could start", o.Tasks)
 	}
+	if o.serviceNow > 0 {
+		msg += fmt.Sprintf("; %v per request is the p%d of the last start-ups' longest, where %v is read now",
+			o.ServiceTime, BusyServicePercentile, seconds(o.serviceNow))
+	}
 	if held {
 		msg += fmt.Sprintf("; %d tasks asked for by this reading alone: held at %d unless another within %v asks for more too", asked, in.Current, CountWindow)
 	}
@@ -666,6 +683,17 @@ func servingCapacity(in Inputs, serving int32, completions, service float64) flo
 		return completions
 	}
 	return float64(serving) * float64(in.Policy.SLO.SlotsPerTask) / service
+}
+
+// tokensPerRequest is the output tokens a finished request has: the
+// generated tokens a second over the completions a second. ok is false
+// without the token metrics or with too few completions to tell.
+func tokensPerRequest(in Inputs, completions float64) (float64, bool) {
+	e := in.Engine
+	if e == nil || !(e.GenerationTokens > 0) || math.IsInf(e.GenerationTokens, 1) || nearZero(completions) {
+		return 0, false
+	}
+	return e.GenerationTokens / completions, true
 }
 
 // nearZero is a rate of fewer than one request per ServiceTimeWindow: too

@@ -171,6 +171,61 @@ func TestRises(t *testing.T) {
 	}
 }
 
+func TestRisesBusyService(t *testing.T) {
+	width := 2 * time.Minute
+	at := func(k int) time.Time { return t0.Add(time.Duration(k) * width) }
+	served := func(r Rises, now time.Time, service float64) Rises {
+		return r.Record(now, now, 0, width).Served(now, service, service/100)
+	}
+	var r Rises
+	for k := 0; k < 9; k++ {
+		r = served(r, at(k), float64(k+1))
+	}
+	if _, _, ok := r.BusyService(at(8), width); ok {
+		t.Error("a busy service from 9 start-ups, want at least 10")
+	}
+	// Within one start-up a bucket keeps its longest service, and its
+	// longest per token, each on its own.
+	r = served(served(r, at(9), 3), at(9).Add(time.Minute), 30).Served(at(9).Add(90*time.Second), 4, 0.5)
+	if n := len(r.Buckets); n != 10 || r.Buckets[9].Service != 30 || r.Buckets[9].PerToken != 0.5 {
+		t.Fatalf("%d buckets, last %+v", n, r.Buckets[n-1])
+	}
+	// 1..9 and 30: the 90th percentile by nearest rank of ten is the
+	// ninth, 9, the start-up going on counted; per token 0.09 of
+	// 0.01..0.09 and 0.5.
+	if s, p, ok := r.BusyService(at(9).Add(time.Minute), width); !ok || s != 9 || p != 0.09 {
+		t.Errorf("busy service %v, %v per token, %v, want 9 and 0.09", s, p, ok)
+	}
+	// Of twenty, with ten buckets more at 1 s, the eighteenth: 8.
+	for k := 10; k < 20; k++ {
+		r = served(r, at(k), 1)
+	}
+	if s, _, ok := r.BusyService(at(19), width); !ok || s != 8 {
+		t.Errorf("busy service %v %v of twenty, want 8", s, ok)
+	}
+	// A service no reading could give, or one before the last bucket,
+	// is left out, and the history is left as it was.
+	last := func(r Rises) RiseBucket { return r.Buckets[len(r.Buckets)-1] }
+	for _, bad := range []float64{0, -1, nan(), math.Inf(1)} {
+		if got := last(r.Served(at(19), bad, 1)); got.Service != 1 {
+			t.Errorf("a service of %v was recorded", bad)
+		}
+		if got := last(r.Served(at(19), 99, bad)); got.Service != 1 || got.PerToken != 0.01 {
+			t.Errorf("a service per token of %v was recorded", bad)
+		}
+	}
+	if got := last(r.Served(at(18), 99, 1)); got.Service != 1 {
+		t.Error("a service read before the last bucket was recorded in it")
+	}
+	if got := last(r.Served(at(19), 99, 1)); got.Service != 99 || last(r).Service != 1 {
+		t.Error("Served did not record in a new history")
+	}
+	// Buckets older than maxRiseBuckets start-ups are forgotten.
+	if _, _, ok := r.BusyService(at(19+maxRiseBuckets), width); ok {
+		t.Error("a busy service from buckets past the horizon")
+	}
+}
+
 func TestRisesHeadroomLoneRise(t *testing.T) {
 	width := 2 * time.Minute
 	at := func(k int) time.Time { return t0.Add(time.Duration(k) * width) }

@@ -64,6 +64,19 @@ func slowStart(rate float64, current int32, window time.Duration) Inputs {
 	return in
 }
 
+// busyHistory is sloBase's 2/s of 100 output tokens a request, reading
+// 10 s now, by a pool whose last ten start-ups each read service s at
+// their longest, perToken s a token.
+func busyHistory(s, perToken float64) Inputs {
+	return with(sloBase(2, 20), func(in *Inputs) {
+		in.Engine = &Engine{GenerationTokens: 200}
+		for k := 10; k >= 1; k-- {
+			at := t0.Add(-time.Duration(k) * in.Startup)
+			in.Queue.Rises = in.Queue.Rises.Record(at, at, 0, in.Startup).Served(at, s, perToken)
+		}
+	})
+}
+
 func TestDecideSLO(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -211,6 +224,23 @@ func TestDecideSLO(t *testing.T) {
 					t.Errorf("backlog %v expected %v, want 4 and 6", d.SLO.Backlog, d.SLO.Expected)
 				}
 			},
+		},
+		{
+			// The same 2/s of 100 output tokens each, read at 10 s now
+			// (0.1 s a token), by a pool whose last ten start-ups each
+			// read 20 s at their longest, 0.2 s a token: a burst's longer
+			// steps. Capacity is read at the 90th percentile of those,
+			// 20 s, 40 busy slots: 6 tasks, not the 3 of 10 s.
+			name: "capacity read at the service time of the busy start-ups", in: busyHistory(20, 0.2),
+			want: 6, reason: ReasonSLOScaleUp,
+			msg: "2/s expected (2/s now) at 20s per request need 6 tasks of 8 slots for a p95 wait within 10s; 20s per request is the p90 of the last start-ups' longest, where 10s is read now",
+		},
+		{
+			// As above, but the start-ups' 20 s were 0.1 s a token, as
+			// now: longer requests then, not longer steps. Requests of
+			// today's length take 10 s: 3 tasks.
+			name: "longer requests of the last hours are not a busy service", in: busyHistory(20, 0.1),
+			want: 3, reason: ReasonSLOScaleDown,
 		},
 		{
 			name: "a backlog the serving tasks clear in time adds nothing", in: sloBase(2, 20, role(gputaskv1.RoleWaiting, 200)), want: 3, reason: ReasonSLOScaleDown,
