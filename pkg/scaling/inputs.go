@@ -125,6 +125,8 @@ type Inputs struct {
 
 	// slotsFrom says where Policy.SLO.SlotsPerTask came from.
 	slotsFrom string
+	// kv is Queue.KV with this evaluation's reading (contextOf).
+	kv KVReadings
 }
 
 // Engine is the SLO policy's view of the tasks' engine: the model that

@@ -97,6 +97,9 @@ type QueueState struct {
 	// Context is the mean context of a running sequence last known, in
 	// tokens: the capacity is read at it while the pool is idle.
 	Context float64
+	// KV is the KV cache's tokens in use and the sequences that hold them,
+	// smoothed: the context the capacity is read at (contextOf).
+	KV KVReadings
 	// Started is the last reading at which a task was starting.
 	Started time.Time
 	// AskedMore is the last reading at which the model asked for more
@@ -440,6 +443,9 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	}
 	if e := in.Engine; e != nil && e.Context > 0 && !math.IsInf(e.Context, 0) {
 		state.Context = e.Context
+	}
+	if in.kv.Sequences > 0 {
+		state.KV = in.kv
 	}
 	d.Queue = state
 

@@ -157,7 +157,7 @@ func withRoleReadings(in Inputs) Inputs {
 		e.ITL = time.Duration(v * float64(time.Second))
 	}
 	if e.Context <= 0 {
-		e.Context = contextOf(in, e, value)
+		e.Context, in.kv = contextOf(in, e, value)
 	}
 	in.Engine = &e
 	return in
@@ -178,27 +178,73 @@ func anyEngineRole(value map[gputaskv1.MetricRole]float64) bool {
 	return false
 }
 
-// contextOf is the mean context of a running sequence: the KV cache in use
-// (KVCacheUsage, a share averaged over the serving tasks, times the
-// tokens a task's cache holds) over the sequences a serving task runs;
-// else a request's prompt plus half its output, from the token rates;
-// else the context known last (QueueState.Context), as while the pool is
-// idle; else 0, unknown.
-func contextOf(in Inputs, e Engine, value map[gputaskv1.MetricRole]float64) float64 {
+// contextOf is the mean context of a running sequence: with a reading of
+// the KV cache's use, the tokens in use over the sequences running, each
+// smoothed over ContextWindow (kv, with this reading: KVCacheUsage, a
+// share averaged over the serving tasks, times the tokens a task's cache
+// holds and the serving tasks); else a request's prompt plus half its
+// output, from the token rates; else the context known last
+// (QueueState.Context), as while the pool is idle; else 0, unknown.
+func contextOf(in Inputs, e Engine, value map[gputaskv1.MetricRole]float64) (float64, KVReadings) {
 	usage, hasUsage := value[gputaskv1.RoleKVCacheUsage]
 	running := value[gputaskv1.RoleRunning]
 	serving := float64(max(in.Current-in.Starting, 0))
-	if hasUsage && usage > 0 && usage <= 1 && running >= 1 && serving > 0 && e.KVTokens > 0 {
-		return usage * e.KVTokens * serving / running
+	kv := in.Queue.KV
+	if hasUsage && usage > 0 && usage <= 1 && running >= 1 && !math.IsInf(running, 0) && serving > 0 && e.KVTokens > 0 && !math.IsInf(e.KVTokens, 0) {
+		kv = kv.observe(usage*e.KVTokens*serving, running, readingWeight(in, ContextWindow))
+		if c, ok := kv.context(); ok {
+			return c, kv
+		}
 	}
 	arrivals, ok := value[gputaskv1.RoleArrivals]
 	if !ok {
 		arrivals = value[gputaskv1.RoleCompletions]
 	}
 	if !nearZero(arrivals) && e.PromptTokens > 0 && !math.IsInf(e.PromptTokens, 0) && !math.IsInf(e.GenerationTokens, 0) {
-		return (e.PromptTokens + max(e.GenerationTokens, 0)/2) / arrivals
+		return (e.PromptTokens + max(e.GenerationTokens, 0)/2) / arrivals, kv
 	}
-	return in.Queue.Context
+	return in.Queue.Context, kv
+}
+
+// ContextWindow is the time constant over which the KV cache's readings
+// are smoothed: the mean context is read over the sequences of many
+// readings, not one. One reading of a few sequences, or of a usage
+// scraped before new tasks joined the serving count, gave a context
+// twice to ten times the pool's, and a capacity of a fraction of its
+// slots: a pool of 6 asked for 26 on a bursty day, between bursts.
+const ContextWindow = time.Minute
+
+// KVReadings are the KV cache's tokens in use over the pool and the
+// sequences running, each smoothed.
+type KVReadings struct{ Tokens, Sequences float64 }
+
+func (k KVReadings) observe(tokens, sequences, w float64) KVReadings {
+	if !(w > 0) {
+		return k
+	}
+	w = min(w, 1)
+	return KVReadings{Tokens: k.Tokens*(1-w) + tokens*w, Sequences: k.Sequences*(1-w) + sequences*w}
+}
+
+// context is the mean context of a running sequence; ok once a reading
+// of a running sequence is kept.
+func (k KVReadings) context() (float64, bool) {
+	c := k.Tokens / k.Sequences
+	return c, k.Sequences > 0 && c > 0 && !math.IsInf(c, 0)
+}
+
+// readingWeight is the share a reading taken at in.Now gets against
+// what was smoothed over window: all of it at the first reading, none at
+// one taken at or before the last one.
+func readingWeight(in Inputs, window time.Duration) float64 {
+	last := in.Queue.LastTime
+	switch {
+	case last.IsZero():
+		return 1
+	case !in.Now.After(last):
+		return 0
+	}
+	return 1 - math.Exp(-in.Now.Sub(last).Seconds()/window.Seconds())
 }
 
 // prefillSeconds is the mean prompt's prefill at the engine's prefill

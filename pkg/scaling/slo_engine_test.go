@@ -404,6 +404,58 @@ func TestEngineFromRoles(t *testing.T) {
 	}
 }
 
+// TestContextSmoothed: the context is read over the sequences of many
+// readings. After a history of 400 sequences at 1,000 tokens, a reading
+// of a few long sequences, or of a usage scraped before new tasks
+// joined, moves it by the reading's share of the window and its weight
+// in sequences, not to the reading's own context; readings of a new
+// context take it over within a few windows.
+func TestContextSmoothed(t *testing.T) {
+	history := KVReadings{Tokens: 400 * 1000, Sequences: 400}
+	w := 1 - math.Exp(-15/ContextWindow.Seconds())
+	at := func(running, usage float64, serving int32, kv KVReadings, last time.Time) Inputs {
+		in := sloBase(50, running, role(gputaskv1.RoleKVCacheUsage, usage))
+		in.Current, in.Engine = serving, &Engine{KVTokens: 100000}
+		in.Queue.KV, in.Queue.LastTime = kv, last
+		return in
+	}
+	ago := t0.Add(-15 * time.Second)
+	for _, tc := range []struct {
+		name string
+		in   Inputs
+		want float64
+	}{
+		{"the first reading is the context", at(400, 0.5, 4, KVReadings{}, time.Time{}), 500},
+		{"a reading of two sequences", at(2, 0.05, 4, history, ago),
+			((1-w)*400*1000 + w*0.05*100000*4) / ((1-w)*400 + w*2)},
+		{"a usage read before two more tasks served", at(400, 1, 6, history, ago),
+			((1-w)*400*1000 + w*600000) / 400},
+		{"a reading at the last one's instant adds nothing", at(2, 0.05, 4, history, t0), 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := withRoleReadings(tc.in)
+			if got := in.Engine.Context; math.Abs(got-tc.want) > 1e-6*tc.want {
+				t.Errorf("context %v, want %v", got, tc.want)
+			}
+			if got, ok := in.kv.context(); !ok || math.Abs(got-tc.want) > 1e-6*tc.want {
+				t.Errorf("kept %v (%v), want %v", got, ok, tc.want)
+			}
+		})
+	}
+	// Readings of 2,000 tokens a sequence (a full cache of 200,000 tokens
+	// on each of 4 tasks, over 400 sequences), every 15 s, for four
+	// windows of decisions.
+	in := at(400, 1, 4, history, ago)
+	in.Engine.KVTokens = 200000
+	for range int(4 * ContextWindow / (15 * time.Second)) {
+		d := Decide(in)
+		in.Queue, in.Now = d.Queue, in.Now.Add(15*time.Second)
+	}
+	if c, _ := in.Queue.KV.context(); c < 1900 || c > 2000 {
+		t.Errorf("context after four windows at 2,000: %v", c)
+	}
+}
+
 // TestTTFTPercentileCorrects: with a TTFT objective and no wait
 // percentile, the observed TTFT less the prefill corrects the model as an
 // observed wait would.
