@@ -383,10 +383,6 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	running, waiting := r.value[gputaskv1.RoleRunning], r.value[gputaskv1.RoleWaiting]
 	inPool := running + waiting
 	state := in.Queue
-	var dt float64
-	if !state.LastTime.IsZero() && in.Now.After(state.LastTime) {
-		dt = in.Now.Sub(state.LastTime).Seconds()
-	}
 	arrivals, completions := r.value[gputaskv1.RoleArrivals], r.value[gputaskv1.RoleCompletions]
 	counted := RateSample{Time: in.Now, Rate: arrivals, Recent: arrivals, OverService: arrivals, InPool: inPool}
 	switch {
@@ -400,16 +396,8 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		// growth a minute before the window's rate has taken it in.
 		arrivals = max(counted.Rate, counted.OverService)
 	}
-	weight := 1.0
-	switch {
-	case dt > 0:
-		weight = 1 - math.Exp(-dt/ServiceTimeWindow.Seconds())
-	case !state.LastTime.IsZero():
-		// A reading at the instant of the last one, or before it (a
-		// clock stepped back), adds no time to learn over: weighed as
-		// a first reading, it would replace all that was learned.
-		weight = 0
-	case !r.has(gputaskv1.RoleCompletions):
+	weight := readingWeight(in, ServiceTimeWindow)
+	if state.LastTime.IsZero() && !r.has(gputaskv1.RoleCompletions) {
 		// A first reading without a completions metric takes the
 		// completions to be the arrivals, as in steady state; it may be
 		// the first seconds of traffic, so it weighs as one interval's.

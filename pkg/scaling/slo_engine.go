@@ -235,7 +235,9 @@ func (k KVReadings) context() (float64, bool) {
 
 // readingWeight is the share a reading taken at in.Now gets against
 // what was smoothed over window: all of it at the first reading, none at
-// one taken at or before the last one.
+// one taken at the instant of the last one or before it (a clock stepped
+// back), which adds no time to learn over: weighed as a first reading,
+// it would replace all that was learned.
 func readingWeight(in Inputs, window time.Duration) float64 {
 	last := in.Queue.LastTime
 	switch {
