@@ -101,22 +101,46 @@ func (r Rises) Record(now, began time.Time, rise float64, width time.Duration) R
 // can go past the rises the history holds. A rise seen once in the last
 // hours, beyond LoneRise times every other (a step, a flash crowd, each
 // one rise of the history, see Record), is not what the traffic shows
-// at the percentile: the next sizes the headroom. ok is false while
-// fewer than minRiseBuckets buckets are known.
+// at the percentile: the next sizes the headroom. Nor are the readings
+// of the queue it left: while new tasks work it off, an interval's rate
+// sets the minute's completions, which still hold the queue, against
+// the interval's change of the pool and reads up to half again the
+// arrivals, a rise that would keep the crowd's headroom for hours; the
+// start-ups after the highest until that queue is worked off are left
+// out. The start-up before it is not: on real traffic a crowd that rose
+// over two start-ups was followed by a higher one within half an hour.
+// ok is false while fewer than minRiseBuckets buckets are known.
 func (r Rises) Headroom(now time.Time, width time.Duration) (float64, bool) {
 	horizon := now.Add(-maxRiseBuckets * width)
-	var rises []float64
+	var known []RiseBucket
 	for _, b := range r.Buckets {
 		if b.Start.After(horizon) && !b.Start.After(now.Add(-width)) {
+			known = append(known, b)
+		}
+	}
+	if len(known) < minRiseBuckets {
+		return 0, false
+	}
+	// The start-ups after the highest rise until the queue it left is
+	// worked off (its own, the new tasks', BacklogClearing of one more,
+	// and the minute the completions are counted over) read that queue,
+	// not the traffic: they are left out.
+	top := known[0]
+	for _, b := range known {
+		if b.Rise > top.Rise {
+			top = b
+		}
+	}
+	cleared := top.Start.Add(time.Duration((2+BacklogClearing)*float64(width)) + CountWindow)
+	var rises []float64
+	for _, b := range known {
+		if !b.Start.After(top.Start) || !b.Start.Before(cleared) {
 			rises = append(rises, b.Rise)
 		}
 	}
-	if len(rises) < minRiseBuckets {
-		return 0, false
-	}
 	sort.Float64s(rises)
 	n := len(rises)
-	if rises[n-1] <= LoneRise*rises[n-2] {
+	if n < 2 || rises[n-1] <= LoneRise*rises[n-2] {
 		return rises[n-1], true
 	}
 	// The nearest rank: the smallest rise at or above the percentile,

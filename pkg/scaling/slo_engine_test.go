@@ -130,28 +130,43 @@ func TestRises(t *testing.T) {
 	if h, ok := r.Headroom(at(10), width); !ok || h != 8 {
 		t.Errorf("headroom %v %v, want 8", h, ok)
 	}
-	// Seen twice, it is.
-	r = record(r, at(10), 20)
-	if h, ok := r.Headroom(at(11), width); !ok || h != 20 {
+	// Seen again once the queue it left is worked off, it is what the
+	// traffic does again.
+	for k := 10; k < 13; k++ {
+		r = record(r, at(k), 0)
+	}
+	r = record(r, at(13), 20)
+	if h, ok := r.Headroom(at(14), width); !ok || h != 20 {
 		t.Errorf("headroom %v %v after a second rise of 20, want 20", h, ok)
 	}
 	// The start-up going on is left out: a rise of 50 now does not size
 	// the headroom that is to absorb it.
-	now := at(11).Add(time.Minute)
-	if h, ok := record(r, at(11), 50).Headroom(now, width); !ok || h != 20 {
+	now := at(14).Add(time.Minute)
+	if h, ok := record(r, at(14), 50).Headroom(now, width); !ok || h != 20 {
 		t.Errorf("headroom %v %v with a rise of 50 in the start-up going on, want 20", h, ok)
 	}
 	// The readings of one step, a start-up long, fall in two buckets and
 	// go on showing the rise of 50 that began in the first: it is one
 	// rise of the history, and the new bucket has none of its own.
-	step := record(r, at(11), 0).Record(at(11).Add(90*time.Second), at(11).Add(90*time.Second), 50, width).
-		Record(at(12), at(11).Add(90*time.Second), 50, width).
-		Record(at(12).Add(time.Minute), at(11).Add(90*time.Second), 45, width)
-	if n := len(step.Buckets); n != 13 || step.Buckets[11].Rise != 50 || step.Buckets[12].Rise != 0 {
+	step := record(r, at(14), 0).Record(at(14).Add(90*time.Second), at(14).Add(90*time.Second), 50, width).
+		Record(at(15), at(14).Add(90*time.Second), 50, width).
+		Record(at(15).Add(time.Minute), at(14).Add(90*time.Second), 45, width)
+	if n := len(step.Buckets); n != 16 || step.Buckets[14].Rise != 50 || step.Buckets[15].Rise != 0 {
 		t.Fatalf("%d buckets, last two %+v", n, step.Buckets[n-2:])
 	}
-	if h, ok := step.Headroom(at(14), width); !ok || h != 20 {
+	if h, ok := step.Headroom(at(17), width); !ok || h != 20 {
 		t.Errorf("headroom %v %v after one step of 50, want 20", h, ok)
+	}
+	// With start-ups of seconds the queue's start-ups can be all the
+	// others: the highest is all the history knows.
+	short := time.Second
+	var quick Rises
+	for k := 0; k < minRiseBuckets+1; k++ {
+		now := t0.Add(time.Duration(k) * short)
+		quick = quick.Record(now, now, float64(10-k), short)
+	}
+	if h, ok := quick.Headroom(t0.Add(time.Duration(minRiseBuckets+1)*short), short); !ok || h != 10 {
+		t.Errorf("headroom %v %v with 1 s start-ups, want 10", h, ok)
 	}
 	// A rise that began before the oldest bucket kept goes to it.
 	if got := (Rises{}).Record(at(1), at(0), 5, width); len(got.Buckets) != 1 || got.Buckets[0].Rise != 5 {
@@ -238,6 +253,10 @@ func TestRisesHeadroomLoneRise(t *testing.T) {
 		{"exactly twice the next: not alone", []float64{1, 2, 3, 4, 5, 6, 7, 8, 10, 20}, 20},
 		{"a lone highest, past twice the next: the next", []float64{1, 2, 3, 4, 5, 6, 7, 8, 10, 20.5}, 10},
 		{"a flash crowd over steady traffic: the traffic's", []float64{5, 6, 4, 5, 7, 6, 5, 336, 6, 5, 7}, 7},
+		{"a crowd after one more than half as high: not alone", []float64{5, 6, 4, 5, 7, 6, 5, 233, 365, 6, 5, 7}, 365},
+		{"its queue worked off, read as a rise: the crowd's", []float64{5, 6, 4, 5, 7, 6, 336, 6, 150, 6, 5, 7}, 7},
+		{"as high a rise once its queue is worked off: the traffic's", []float64{5, 6, 4, 5, 7, 336, 5, 6, 5, 200, 5, 6}, 336},
+		{"one start-up sooner, still its queue's", []float64{5, 6, 4, 5, 7, 336, 5, 6, 200, 6, 5, 6}, 7},
 		{"no rise: none", make([]float64, 12), 0},
 	}
 	for _, tc := range tests {
