@@ -77,7 +77,7 @@ func replayTrace(args []string, stdout, stderr io.Writer) (err error) {
 		kedaType     = fs.String("keda-metric-type", "AverageValue", "metricType of keda's trigger: AverageValue (KEDA's default) or Value")
 		source       = fs.String("source", "http", "where every row reads its metrics: http (fresh at each read) or prometheus (the last scrape)")
 		scrape       = fs.Duration("scrape-interval", 15*time.Second, "Prometheus scrape interval, with --source prometheus")
-		policies     = fs.String("policies", strings.Join(replay.AllPolicies, ","), "policies to replay, comma-separated")
+		policies     = fs.String("policies", strings.Join(replay.AllPolicies, ","), "policies to replay, comma-separated; also "+strings.Join(replay.ExtraPolicies, ",")+", played only where named")
 		jsonPath     = fs.String("json", "", "write the figures and time series as JSON to this file")
 		decisions    = fs.String("decisions", "", "write each evaluation of ours and of its variants to this file, a line of JSON each: status.lastDecision and status.metrics as the autoscaler writes them, with the trace, seed, policy and seconds from the first arrival")
 		plotPath     = fs.String("plot", "", "write a plot of demand, replicas and queue per policy to this file (.png, .svg or .pdf)")

@@ -26,8 +26,14 @@ import (
 // are in package baseline.
 const PolicyOurs = "ours"
 
-// AllPolicies are every policy, in the order of the table.
+// AllPolicies are every policy a run plays unless told which, in the
+// order of the table.
 var AllPolicies = []string{PolicyOurs, baseline.PolicyHPA, baseline.PolicyHPADefault, PolicyHPABest, PolicyHPABestOne, baseline.PolicyKEDA, baseline.PolicyKEDAQueue, baseline.PolicySeed, baseline.PolicyStatic, baseline.PolicyOracle, baseline.PolicyOracleSLO}
+
+// ExtraPolicies are played only where --policies names them: oracle-lag
+// replays each trace about 30 times after oracle-slo's search, as much
+// again as every other row together.
+var ExtraPolicies = []string{baseline.PolicyOracleLag}
 
 // ParsePolicies reads --policies.
 func ParsePolicies(s string) ([]string, error) {
@@ -38,12 +44,8 @@ func ParsePolicies(s string) ([]string, error) {
 		if name == "" {
 			continue
 		}
-		known := false
-		for _, p := range AllPolicies {
-			known = known || p == name
-		}
-		if !known {
-			return nil, fmt.Errorf("unknown policy %q: want some of %s", name, strings.Join(AllPolicies, ","))
+		if !slices.Contains(AllPolicies, name) && !slices.Contains(ExtraPolicies, name) {
+			return nil, fmt.Errorf("unknown policy %q: want some of %s", name, strings.Join(slices.Concat(AllPolicies, ExtraPolicies), ","))
 		}
 		if !seen[name] {
 			seen[name] = true
@@ -396,6 +398,14 @@ func Run(tr workload.Trace, c Config) (report.Report, error) {
 		Startup: c.StartupModel().String(), Load: c.Load, SLO: c.Targets().String(), SLOTargets: c.Targets(), Nodes: c.Nodes,
 		Series: map[string][]sim.Sample{},
 	}
+	// oracle-slo's search, which oracle-lag plays late too, runs once.
+	var counts []int32
+	schedule := func() []int32 {
+		if counts == nil {
+			counts = c.oracleSLO().Schedule(tr)
+		}
+		return counts
+	}
 	for _, name := range c.Policies {
 		var res sim.Result
 		switch name {
@@ -404,7 +414,9 @@ func Run(tr workload.Trace, c Config) (report.Report, error) {
 		case PolicyHPABestOne:
 			res = c.hpaBest[1]
 		case baseline.PolicyOracleSLO:
-			res = c.oracleSLO().Run(tr)
+			res = c.oracleSLO().RunSchedule(tr, schedule())
+		case baseline.PolicyOracleLag:
+			res = baseline.OracleLag{OracleSLO: c.oracleSLO()}.Run(tr, schedule())
 		case baseline.PolicyOracle:
 			res = baseline.Oracle{Concurrency: c.Concurrency, Startup: c.Startup, Nodes: c.Nodes, SLO: c.Targets()}.Run(tr, c.SampleEvery)
 		default:

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +121,12 @@ func TestParsePolicies(t *testing.T) {
 	}
 	if _, err := ParsePolicies("ours,vpa"); err == nil {
 		t.Error("unknown policy: no error")
+	}
+	if got, err := ParsePolicies("oracle-slo,oracle-lag"); err != nil || !slices.Equal(got, []string{baseline.PolicyOracleSLO, baseline.PolicyOracleLag}) {
+		t.Errorf("oracle-lag named: got %v, %v", got, err)
+	}
+	if slices.Contains(AllPolicies, baseline.PolicyOracleLag) {
+		t.Error("oracle-lag plays unless named: its search replays each trace about 30 times")
 	}
 }
 

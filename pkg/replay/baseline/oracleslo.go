@@ -277,7 +277,12 @@ const oracleSLORepairs = 16
 // least one), at most oracleSLORepairs times; the row says how many
 // rounds it took. A schedule that still misses is the row as it is.
 func (o OracleSLO) Run(tr workload.Trace) sim.Result {
-	counts := keepThroughDips(o.Schedule(tr), o.Startup)
+	return o.RunSchedule(tr, o.Schedule(tr))
+}
+
+// RunSchedule is Run on the schedule that Schedule found on tr.
+func (o OracleSLO) RunSchedule(tr workload.Trace, found []int32) sim.Result {
+	counts := keepThroughDips(found, o.Startup)
 	for round := 0; ; round++ {
 		p := o.Pool(tr, 0, false)
 		r := sim.Play(p, &schedule{name: PolicyOracleSLO, counts: counts, every: OracleSLOInterval, ahead: true}, o.Play)

@@ -18,7 +18,7 @@ const (
 )
 
 // targetRows are the rows a verdict reads.
-var targetRows = []string{rowOurs, rowHPABest, rowHPABestOne, baseline.PolicyOracleSLO, baseline.PolicyOracle}
+var targetRows = []string{rowOurs, rowHPABest, rowHPABestOne, baseline.PolicyOracleSLO, baseline.PolicyOracle, baseline.PolicyOracleLag}
 
 // gpuHourTargets bound ours' GPU-hours, summed over the traces of a run, by
 // a multiple of each anchor row's.
@@ -81,6 +81,16 @@ type Targets struct {
 	Traces   []TraceTargets `json:"traces"`
 	Sum      TraceTargets   `json:"sum"`
 	Verdicts []Verdict      `json:"verdicts"`
+	// Lag, where oracle-lag, oracle-slo and ours ran on every trace, is
+	// their GPU-hours summed set side by side: a reference, not a target.
+	Lag *LagReference `json:"lag_reference,omitempty"`
+}
+
+// LagReference is oracle-lag's GPU-hours summed over a run's traces
+// against oracle-slo's, and ours' against oracle-lag's.
+type LagReference struct {
+	LagToOracleSLO float64 `json:"oracle_lag_to_oracle_slo"`
+	OursToLag      float64 `json:"ours_to_oracle_lag"`
 }
 
 // TargetsOfReports is ours against the targets over the reports of a run
@@ -110,6 +120,12 @@ func TargetsOf(tables []SeedTable) Targets {
 	}
 	peak := fmt.Sprintf("peak ≤ %g× oracle's + %d on every trace", peakFactor, peakWorkers)
 	t.Verdicts = append(t.Verdicts, perTrace(peak, t.Traces, baseline.PolicyOracle, missesPeak))
+	lag, okLag := t.Sum.Rows[baseline.PolicyOracleLag]
+	slo, okSLO := t.Sum.Rows[baseline.PolicyOracleSLO]
+	ours, okOurs := t.Sum.Rows[rowOurs]
+	if okLag && okSLO && okOurs && lag.GPUHours > 0 && slo.GPUHours > 0 {
+		t.Lag = &LagReference{LagToOracleSLO: lag.GPUHours / slo.GPUHours, OursToLag: ours.GPUHours / lag.GPUHours}
+	}
 	return t
 }
 
@@ -335,6 +351,10 @@ func (t Targets) lines() []string {
 			s += "; not on " + strings.Join(v.Not, ", ")
 		}
 		out = append(out, s)
+	}
+	if t.Lag != nil {
+		out = append(out, fmt.Sprintf("for reference, not a target: %s, oracle-slo's schedule learned a start-up late, spends %.2f× oracle-slo summed; ours %.2f× it",
+			baseline.PolicyOracleLag, t.Lag.LagToOracleSLO, t.Lag.OursToLag))
 	}
 	return out
 }

@@ -120,6 +120,39 @@ func TestTargetsOf(t *testing.T) {
 	}
 }
 
+// oracle-lag, where it ran on every trace with oracle-slo and ours, is
+// set beside them summed, after the verdicts; it is no target and moves
+// none.
+func TestTargetsLagReference(t *testing.T) {
+	lagged := func(name string, hours float64) SeedTable {
+		table := allRows(name)
+		table.Rows = append(slices.Clone(table.Rows), targetRow(baseline.PolicyOracleLag, hours, 2, 2, 0, 7))
+		return table
+	}
+	got := TargetsOf([]SeedTable{lagged("a", 8), lagged("b", 12)})
+	if got.Lag == nil || got.Lag.LagToOracleSLO != 20.0/18 || got.Lag.OursToLag != 1 {
+		t.Fatalf("reference %+v, want oracle-lag 20/18 of oracle-slo and ours 1× it", got.Lag)
+	}
+	want := "for reference, not a target: oracle-lag, oracle-slo's schedule learned a start-up late, spends 1.11× oracle-slo summed; ours 1.00× it"
+	if lines := got.lines(); lines[len(lines)-1] != want {
+		t.Errorf("last line %q, want %q", lines[len(lines)-1], want)
+	}
+	if plain := TargetsOf([]SeedTable{allRows("a"), allRows("b")}); !slices.Equal(verdictsOf(plain), verdictsOf(got)) {
+		t.Errorf("verdicts with oracle-lag %q, without %q", verdictsOf(got), verdictsOf(plain))
+	}
+	if one := TargetsOf([]SeedTable{lagged("a", 8), allRows("b")}); one.Lag != nil {
+		t.Errorf("oracle-lag on one trace of two: reference %+v, want none", one.Lag)
+	}
+}
+
+func verdictsOf(t Targets) []string {
+	var out []string
+	for _, v := range t.Verdicts {
+		out = append(out, v.Verdict+" "+v.Value)
+	}
+	return out
+}
+
 // The sum adds each row's mean GPU-hours and seeds over the traces, and
 // its ratios are those of the sums.
 func TestTargetsSum(t *testing.T) {

@@ -1,0 +1,64 @@
+package replay
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputask/gputask-controller/pkg/replay/baseline"
+	"github.com/gputask/gputask-controller/pkg/replay/sim"
+	"github.com/gputask/gputask-controller/pkg/replay/workload"
+)
+
+// oracle-lag on a step: oracle-slo's schedule learned a start-up late
+// misses the SLO at the step (the workers for it come a start-up after
+// it), so the row meets it with a headroom or a lookback, the least of
+// the grid at its lookback, and the run's row says which.
+func TestOracleLagOnAStep(t *testing.T) {
+	tr := generatedTrace(t, workload.ShapeStep, 4*time.Hour)
+	c, err := Config{Concurrency: 8, Startup: 2 * time.Minute, Grace: 30 * time.Second, Policies: []string{baseline.PolicyOracleSLO, baseline.PolicyOracleLag}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SampleEvery = defaultSampleEvery(tr)
+	o := baseline.OracleLag{OracleSLO: c.oracleSLO()}
+	counts := o.Schedule(tr)
+	if got := o.Lag(); got != 2 {
+		t.Fatalf("lag %d intervals, want 2 (a 2-minute start-up)", got)
+	}
+	late := o.PlayLagged(tr, counts, baseline.LagChoice{})
+	if late.MeetsSLO {
+		t.Errorf("the schedule a start-up late, no lookback or headroom, meets the SLO (%.2f%%): the step teaches nothing", 100*late.SLOAttainment)
+	}
+	best, choice, meets, tried := o.Search(tr, counts)
+	if !meets || !best.MeetsSLO {
+		t.Fatalf("no lookback and headroom of %d tried meets the SLO: best %+v at %.2f%%", tried, choice, 100*best.SLOAttainment)
+	}
+	if choice == (baseline.LagChoice{}) {
+		t.Fatalf("chose no lookback and no headroom, which misses")
+	}
+	if i := slices.Index(baseline.OracleLagHeadrooms, choice.Headroom); i > 0 {
+		less := baseline.LagChoice{Lookback: choice.Lookback, Headroom: baseline.OracleLagHeadrooms[i-1]}
+		if r := o.PlayLagged(tr, counts, less); r.MeetsSLO && r.GPUHours <= best.GPUHours {
+			t.Errorf("%+v meets the SLO on %.2f GPU-h, no more than the chosen %+v's %.2f", less, r.GPUHours, choice, best.GPUHours)
+		}
+	}
+	if best.GPUHours <= late.GPUHours {
+		t.Errorf("the row spends %.2f GPU-h, no more than the late schedule's %.2f that misses", best.GPUHours, late.GPUHours)
+	}
+
+	rep, err := Run(tr, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(rep.Policies, func(r sim.Result) bool { return r.Name == baseline.PolicyOracleLag })
+	if i < 0 {
+		t.Fatal("no oracle-lag row")
+	}
+	row := rep.Policies[i]
+	if row.GPUHours != best.GPUHours || !row.MeetsSLO || !strings.Contains(row.Note, "a start-up (2m0s) late") {
+		t.Errorf("row %.2f GPU-h, meets %v, note %q; want the search's %.2f, meeting, its choice in the note", row.GPUHours, row.MeetsSLO, row.Note, best.GPUHours)
+	}
+	t.Logf("oracle-slo %.2f GPU-h; oracle-lag %.2f (%s); late alone %.2f at %.2f%%", rep.Policies[0].GPUHours, row.GPUHours, row.Note, late.GPUHours, 100*late.SLOAttainment)
+}
