@@ -163,6 +163,10 @@ bench: control-plane build ## Benchmarks: decision, ranking, sources, throughput
 # summed over the traces, the peak within 1.5 times the zero-wait oracle's
 # plus 2), each target met, not met or not measured where its row did not
 # run. Add flags with REPLAY_FLAGS+='--grace 120s'. See docs/replay.md.
+# oracle-lag, oracle-slo's schedule learned a start-up late (what a pool
+# that does not know the future spends, about 30 replays more a trace),
+# plays only where named, and then the verdict sets it beside ours and
+# oracle-slo: REPLAY_FLAGS+=' --policies ours,oracle,oracle-slo,oracle-lag'.
 REPLAY_SHAPES ?= diurnal bursty step flash
 REPLAY_ENGINE ?= h100-llama-3.1-8b
 REPLAY_CONCURRENCY ?= 64
