@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gputask/gputask-controller/pkg/replay/baseline"
-	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
@@ -52,11 +51,10 @@ func TestOracleLagOnAStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := slices.IndexFunc(rep.Policies, func(r sim.Result) bool { return r.Name == baseline.PolicyOracleLag })
-	if i < 0 {
+	row, ok := rep.Row(baseline.PolicyOracleLag)
+	if !ok {
 		t.Fatal("no oracle-lag row")
 	}
-	row := rep.Policies[i]
 	if row.GPUHours != best.GPUHours || !row.MeetsSLO || !strings.Contains(row.Note, "a start-up (2m0s) late") {
 		t.Errorf("row %.2f GPU-h, meets %v, note %q; want the search's %.2f, meeting, its choice in the note", row.GPUHours, row.MeetsSLO, row.Note, best.GPUHours)
 	}

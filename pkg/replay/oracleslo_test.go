@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -29,11 +28,10 @@ func TestOracleSLOAtOrBelowEveryRowMeetingTheSLO(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			i := slices.IndexFunc(rep.Policies, func(r sim.Result) bool { return r.Name == baseline.PolicyOracleSLO })
-			if i < 0 {
+			bound, ok := rep.Row(baseline.PolicyOracleSLO)
+			if !ok {
 				t.Fatal("no oracle-slo row")
 			}
-			bound := rep.Policies[i]
 			if !bound.MeetsSLO || bound.FailedRequests != 0 {
 				t.Errorf("oracle-slo misses the SLO: %.2f%% within it, %d lost", 100*bound.SLOAttainment, bound.FailedRequests)
 			}
@@ -50,7 +48,8 @@ func TestOracleSLOAtOrBelowEveryRowMeetingTheSLO(t *testing.T) {
 			if meeting < 3 {
 				t.Errorf("only %d rows meet the SLO: the comparison checks little", meeting)
 			}
-			t.Logf("oracle-slo %.1f GPU-h (zero-wait oracle %.1f), %d rows meeting the SLO", bound.GPUHours, rep.Policies[slices.IndexFunc(rep.Policies, func(r sim.Result) bool { return r.Name == baseline.PolicyOracle })].GPUHours, meeting)
+			oracle, _ := rep.Oracle()
+			t.Logf("oracle-slo %.1f GPU-h (zero-wait oracle %.1f), %d rows meeting the SLO", bound.GPUHours, oracle.GPUHours, meeting)
 		})
 	}
 }

@@ -5,10 +5,10 @@
 // feeding that HPA (keda.go), the step script the project grew from and a
 // static pool (simple.go), and two bounds that know the future: the
 // zero-wait oracle (oracle.go) and oracle-slo, the fewest workers per
-// interval that meet the SLO (oracleslo.go); and oracle-lag, that
-// schedule learned a start-up late, a reference for what a pool that
-// does not know the future spends (oraclelag.go). The Deployment rows
-// delete pods in the ReplicaSet controller's order (replicaset.go).
+// interval that meet the SLO (oracleslo.go). oracle-lag, that schedule
+// learned a start-up late, is a reference for what a pool that does not
+// know the future spends (oraclelag.go). The Deployment rows delete pods
+// in the ReplicaSet controller's order (replicaset.go).
 //
 // A baseline takes what it needs of the replay's configuration as plain
 // fields, so that it depends on the model and not on the run.

@@ -41,8 +41,13 @@ type Report struct {
 // Oracle is the zero-wait oracle's row, if it ran: the tables give every
 // row's GPU-hours as a ratio to it.
 func (r Report) Oracle() (sim.Result, bool) {
+	return r.Row(baseline.PolicyOracle)
+}
+
+// Row is the row of the policy named name, if it ran.
+func (r Report) Row(name string) (sim.Result, bool) {
 	for _, p := range r.Policies {
-		if p.Name == baseline.PolicyOracle {
+		if p.Name == name {
 			return p, true
 		}
 	}
