@@ -60,3 +60,18 @@ func TestOracleLagOnAStep(t *testing.T) {
 	}
 	t.Logf("oracle-slo %.2f GPU-h; oracle-lag %.2f (%s); late alone %.2f at %.2f%%", rep.Policies[0].GPUHours, row.GPUHours, row.Note, late.GPUHours, 100*late.SLOAttainment)
 }
+
+// Where no lookback and headroom meets the SLO (a 1 ms TTFT), the row is
+// the highest attainment tried, and its note says none met.
+func TestOracleLagMeetingNone(t *testing.T) {
+	tr := generatedTrace(t, workload.ShapeStep, time.Hour)
+	c, err := Config{Concurrency: 8, Startup: 2 * time.Minute, Grace: 30 * time.Second, SLOTTFT: time.Millisecond}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := slices.Repeat([]int32{2}, 61)
+	row := baseline.OracleLag{OracleSLO: c.oracleSLO()}.Run(tr, counts)
+	if row.MeetsSLO || !strings.Contains(row.Note, "none of") || !strings.Contains(row.Note, "the highest attainment") {
+		t.Errorf("meets %v, note %q: want a miss that says none of those tried met", row.MeetsSLO, row.Note)
+	}
+}

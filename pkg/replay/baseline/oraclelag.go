@@ -116,11 +116,12 @@ func (o OracleLag) Search(tr workload.Trace, counts []int32) (best sim.Result, c
 func (o OracleLag) Run(tr workload.Trace, counts []int32) sim.Result {
 	best, c, meets, tried := o.Search(tr, counts)
 	best.Name = PolicyOracleLag
-	best.Note = fmt.Sprintf("lookback %v, headroom %.2f, a start-up (%v) late; of %d tried, the fewest GPU-hours meeting the SLO",
-		time.Duration(c.Lookback)*OracleSLOInterval, c.Headroom, time.Duration(o.Lag())*OracleSLOInterval, tried)
-	if !meets {
-		best.Note = fmt.Sprintf("lookback %v, headroom %.2f, a start-up (%v) late; none of %d tried meets the SLO, the highest attainment",
-			time.Duration(c.Lookback)*OracleSLOInterval, c.Headroom, time.Duration(o.Lag())*OracleSLOInterval, tried)
+	best.Note = fmt.Sprintf("lookback %v, headroom %.2f, a start-up (%v) late; ",
+		time.Duration(c.Lookback)*OracleSLOInterval, c.Headroom, time.Duration(o.Lag())*OracleSLOInterval)
+	if meets {
+		best.Note += fmt.Sprintf("of %d tried, the fewest GPU-hours meeting the SLO", tried)
+	} else {
+		best.Note += fmt.Sprintf("none of %d tried meets the SLO, the highest attainment", tried)
 	}
 	return best
 }
