@@ -36,12 +36,13 @@ func headroomGrid(step, top float64) []float64 {
 // intervals from m−lag−lookback to m−lag needed, times 1 + headroom, where
 // lag is the start-up in whole intervals: the workers that interval m
 // needs are created a start-up before it, as interval m−lag begins, whose
-// count is taken as known then and those after it not. It knows each past interval's least count exactly, as no
-// metric tells, and it is tuned to the trace in hindsight, as hpa-best
-// is: of every lookback and headroom tried, the row is the one that meets
-// the SLO on the fewest GPU-hours (else the highest attainment). It is a
-// reference for a policy that does not know the future, not a bound: a
-// rule of another form may spend less.
+// count is taken as known then and those after it not. It knows each
+// past interval's least count exactly, as no metric tells, and it is
+// tuned to the trace in hindsight, as hpa-best is: of every lookback and
+// headroom tried, the row is the one that meets the SLO on the fewest
+// GPU-hours (else the highest attainment). It is a reference for a policy
+// that does not know the future, not a bound: a rule of another form may
+// spend less.
 type OracleLag struct {
 	OracleSLO
 }

@@ -266,7 +266,9 @@ func keepThroughDips(counts []int32, startup time.Duration) []int32 {
 // oracleSLORepairs bounds the rounds of Run's repair.
 const oracleSLORepairs = 16
 
-// Run plays the schedule over tr: the oracle-slo row. The search tries
+// RunSchedule plays found, the schedule Schedule found on tr, over tr:
+// the oracle-slo row (the run finds it once and shares it with
+// oracle-lag). The search tries
 // each count on a stretch of the trace with what was in flight carried as
 // the rest of its work, which on long requests under the engine model (a
 // reasoning model's outputs run for minutes, and what they hold in the KV
@@ -276,11 +278,6 @@ const oracleSLORepairs = 16
 // workers serve what is still in flight), gets an eighth more workers (at
 // least one), at most oracleSLORepairs times; the row says how many
 // rounds it took. A schedule that still misses is the row as it is.
-func (o OracleSLO) Run(tr workload.Trace) sim.Result {
-	return o.RunSchedule(tr, o.Schedule(tr))
-}
-
-// RunSchedule is Run on the schedule that Schedule found on tr.
 func (o OracleSLO) RunSchedule(tr workload.Trace, found []int32) sim.Result {
 	counts := keepThroughDips(found, o.Startup)
 	for round := 0; ; round++ {
