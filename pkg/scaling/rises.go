@@ -22,6 +22,9 @@ type Rises struct {
 type RiseBucket struct {
 	Start time.Time
 	Rise  float64
+	// Level is the rate its highest rise rose from (riseWithin's lowest
+	// rate), 0 where unknown.
+	Level float64
 	// Service is the longest service time read within the bucket, and
 	// PerToken the longest service time per output token (see
 	// Rises.Served); 0 where none was.
@@ -55,18 +58,25 @@ const (
 	// it are not yet Ready, so the pool holds the capacity of its busy
 	// start-ups, not of the quietest minute.
 	BusyServicePercentile = 90
+	// LevelStartups is how many start-ups back the rate the rises are
+	// taken at reaches (Rises.Headroom): a lull between bursts shorter
+	// than that is the traffic between two bursts, not a quieter hour.
+	// Taken at the lull's own rate, the headroom halved between the
+	// bursty shape's bursts with 5-minute start-ups, and the next burst
+	// queued on it (93.44 % of the requests within a 2 s TTFT).
+	LevelStartups = 5
 )
 
-// Record adds a rise seen at now that began at began (see riseWithin), in
-// buckets width long (the start-up time), and forgets what is older than
-// maxRiseBuckets buckets. Each start-up gets its bucket, and the rise goes
-// to the bucket it began in: the readings of one step or flash crowd,
-// which go on showing it until a start-up has passed, are one rise of the
-// history, not one for each bucket they fall in, so a step seen once in
-// the last hours stays above the percentile instead of sizing the
-// headroom until it is forgotten. It returns a new history and leaves r
-// as it was.
-func (r Rises) Record(now, began time.Time, rise float64, width time.Duration) Rises {
+// Record adds a rise seen at now that began at began, from the rate level
+// (see riseWithin), in buckets width long (the start-up time), and
+// forgets what is older than maxRiseBuckets buckets. Each start-up gets
+// its bucket, and the rise goes to the bucket it began in: the readings
+// of one step or flash crowd, which go on showing it until a start-up
+// has passed, are one rise of the history, not one for each bucket they
+// fall in, so a step seen once in the last hours stays above the
+// percentile instead of sizing the headroom until it is forgotten. It
+// returns a new history and leaves r as it was.
+func (r Rises) Record(now, began time.Time, rise, level float64, width time.Duration) Rises {
 	if !(rise >= 0) || math.IsInf(rise, 1) || width <= 0 {
 		return r
 	}
@@ -87,7 +97,9 @@ func (r Rises) Record(now, began time.Time, rise float64, width time.Duration) R
 	for k > 0 && began.Before(kept[k].Start) {
 		k--
 	}
-	kept[k].Rise = max(kept[k].Rise, rise)
+	if rise >= kept[k].Rise {
+		kept[k].Rise, kept[k].Level = rise, level
+	}
 	return Rises{Buckets: kept}
 }
 
@@ -109,8 +121,19 @@ func (r Rises) Record(now, began time.Time, rise float64, width time.Duration) R
 // start-ups after the highest until that queue is worked off are left
 // out. The start-up before it is not: on real traffic a crowd that rose
 // over two start-ups was followed by a higher one within half an hour.
+//
+// The rises are taken at the rate the traffic holds: level, the rate the
+// arrivals hold now, or the highest rate a rise of the last
+// LevelStartups start-ups rose from, if higher. A rise that began from a
+// higher rate (Level) counts for that rate's share of it, as a pool's
+// bursts grow and shrink with its traffic: after a surge, or in the
+// evening of a busy day, the rises of the busy hours would keep the
+// capacity for them for the hours the history covers, on a traffic a
+// quarter as large. A rise from a lower rate counts as it was: the bursts
+// of a quiet hour are the least the traffic shows. At +Inf every rise
+// counts as it was seen.
 // ok is false while fewer than minRiseBuckets buckets are known.
-func (r Rises) Headroom(now time.Time, width time.Duration) (float64, bool) {
+func (r Rises) Headroom(now time.Time, width time.Duration, level float64) (float64, bool) {
 	horizon := now.Add(-maxRiseBuckets * width)
 	var known []RiseBucket
 	for _, b := range r.Buckets {
@@ -120,6 +143,11 @@ func (r Rises) Headroom(now time.Time, width time.Duration) (float64, bool) {
 	}
 	if len(known) < minRiseBuckets {
 		return 0, false
+	}
+	for _, b := range r.Buckets {
+		if now.Sub(b.Start) <= LevelStartups*width {
+			level = max(level, b.Level)
+		}
 	}
 	// The start-ups after the highest rise until the queue it left is
 	// worked off (its own, the new tasks', BacklogClearing of one more,
@@ -135,7 +163,11 @@ func (r Rises) Headroom(now time.Time, width time.Duration) (float64, bool) {
 	var rises []float64
 	for _, b := range known {
 		if !b.Start.After(top.Start) || !b.Start.Before(cleared) {
-			rises = append(rises, b.Rise)
+			rise := b.Rise
+			if b.Level > level {
+				rise *= level / b.Level
+			}
+			rises = append(rises, rise)
 		}
 	}
 	sort.Float64s(rises)
@@ -187,7 +219,7 @@ func (r Rises) BusyService(now time.Time, width time.Duration) (service, perToke
 }
 
 // riseWithin is how far rates[len-1] rose above the lowest rate of the
-// window before it, in the rates that fill the slots
+// window before it (low), in the rates that fill the slots
 // (RateSample.OverService), and when that rise began: the first reading
 // after the lowest that is halfway up it. A step's readings all give the
 // time of the step, a steady climb's the middle of the window.
@@ -207,12 +239,13 @@ func (r Rises) BusyService(now time.Time, width time.Duration) (service, perToke
 // requests, a client switched on), not a burst on top of a load. A rate
 // counted over a window that reaches back into idle is lower than the
 // traffic, and a rise from it is the start too.
-func riseWithin(rates []RateSample, now time.Time, window time.Duration) (rise float64, began time.Time, fromIdle bool) {
+func riseWithin(rates []RateSample, now time.Time, window time.Duration) (rise, low float64, began time.Time, fromIdle bool) {
 	if len(rates) == 0 {
-		return 0, now, false
+		return 0, 0, now, false
 	}
 	last := rates[len(rates)-1].OverService
-	low, at := last, len(rates)-1
+	low = last
+	at := len(rates) - 1
 	for i, s := range rates {
 		if r := max(s.OverService, s.Rate); now.Sub(s.Time) <= window && r < low {
 			low, at = r, i
@@ -224,10 +257,10 @@ func riseWithin(rates []RateSample, now time.Time, window time.Duration) (rise f
 	rise, began = last-low, rates[len(rates)-1].Time
 	for _, s := range rates[at:] {
 		if s.OverService >= low+rise/2 {
-			return rise, s.Time, fromIdle
+			return rise, low, s.Time, fromIdle
 		}
 	}
-	return rise, began, fromIdle
+	return rise, low, began, fromIdle
 }
 
 // sustainedRate is the lowest rate within window of now: the level the

@@ -160,14 +160,18 @@ type SLOOutcome struct {
 	// SlotsFrom says where Slots came from: SlotsFromOverride,
 	// SlotsFromProfile, SlotsFromFit or SlotsFromDefault.
 	SlotsFrom string
-	// Headroom is the rise of the arrival rate within one start-up that
-	// the pool keeps capacity for (requests/s; 0 until the history of
-	// rises is long enough), and Sustained the rate the arrivals held for
-	// a quarter of a start-up. Absorbed is true when the arrivals rose
-	// further than the headroom above it: the count is sized for
-	// Sustained plus Headroom until the rise has lasted that long.
-	Headroom, Sustained float64
-	Absorbed            bool
+	// Bursts is the rise of the arrival rate within one start-up that the
+	// history shows (Rises.Headroom, each rise as it was seen; requests/s,
+	// 0 until the history is long enough): a rise beyond it is a burst
+	// that may pass, beyond twice it one the history does not know.
+	// Headroom is the same at the rate the traffic holds (the rises of
+	// busier hours scaled down), the capacity the pool keeps for it;
+	// Sustained the rate the arrivals held
+	// for a quarter of a start-up. Absorbed is true when the arrivals rose
+	// further than Bursts above it: the count is sized for Sustained plus
+	// Headroom until the rise has lasted that long.
+	Bursts, Headroom, Sustained float64
+	Absorbed                    bool
 	// PredictedWait is the wait at the SLO's percentile with the chosen
 	// count at the expected rate (for a count held at the pool's, the
 	// rate of now and its queue, which the count is kept for); +Inf when
@@ -420,11 +424,11 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	// absorbs, and counted there it would keep a second pool's worth of
 	// headroom for the hours the history covers. Its start-up gets its
 	// bucket, at 0.
-	rise, began, onset := riseWithin(state.Rates, in.Now, in.Startup+jitterOf(in))
+	rise, low, began, onset := riseWithin(state.Rates, in.Now, in.Startup+jitterOf(in))
 	if onset {
 		rise = 0
 	}
-	state.Rises = state.Rises.Record(in.Now, began, rise, in.Startup)
+	state.Rises = state.Rises.Record(in.Now, began, rise, low, in.Startup)
 	serving := max(in.Current-in.Starting, 0)
 	if e := in.Engine; e != nil && e.ITL > 0 && serving > 0 {
 		state.ITL = state.ITL.Observe(in.Now, running/float64(serving), e.ITL)
@@ -518,7 +522,8 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		slope = queueing.Trend(trendSamples(state.Rates, in.Now, trendWindow(in), state.Jump))
 	}
 	sizing, unknown := arrivals, false
-	if h, known := state.Rises.Headroom(in.Now, in.Startup); known {
+	level := sustainedRate(state.Rates, in.Now, in.Startup+jitterOf(in))
+	if h, known := state.Rises.Headroom(in.Now, in.Startup, math.Inf(1)); known {
 		// A rise beyond the headroom that has not lasted a quarter of a
 		// start-up may be a burst that is gone before a new task is
 		// Ready: the pool is sized for the sustained rate and its
@@ -537,7 +542,13 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		// then. Traffic back from idle is sized for the rate it reads, and
 		// a smaller rise is no step: with little or no headroom, a reading
 		// a little above the last ones would otherwise read as a trend.
-		o.Headroom = h
+		// The rises tell the bursts the history knows as they were seen;
+		// the capacity kept for them is taken at the rate the traffic
+		// holds (see Rises.Headroom): a burst of the afternoon is no burst of the
+		// evening's traffic, yet a rise that large is still one the
+		// history knows, not a crowd to follow at once.
+		o.Bursts = h
+		o.Headroom, _ = state.Rises.Headroom(in.Now, in.Startup, level)
 		o.Sustained = sustainedRate(state.Rates, in.Now, sustainWindow(in))
 		switch {
 		case arrivals > o.Sustained+h && arrivals <= o.Sustained+UnknownRise*h:
@@ -554,8 +565,8 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	// within one. It is not added to the rate the model sizes for, whose
 	// Ca² already covers the variability from one reading to the next.
 	future := ahead(startup + interval/2)
-	if o.Headroom > 0 {
-		future = max(future, sustainedRate(state.Rates, in.Now, in.Startup+jitterOf(in))+o.Headroom)
+	if o.Bursts > 0 {
+		future = max(future, level+o.Headroom)
 	}
 	keep := max(arrivals, ahead(startup))
 	if rate, known, act := forecastRate(in, d, service); known {
@@ -575,7 +586,7 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	// the arrivals counted are the sustained rate and its headroom.
 	queued := max(arrivals, ahead(startup/4))
 	if o.Absorbed {
-		queued = min(arrivals, sizing+o.Headroom)
+		queued = min(arrivals, sizing+o.Bursts)
 	}
 	o.Backlog = queueing.BacklogRate(waiting, queued, servingCapacity(in, serving, completions, service),
 		startup, max(BacklogClearing*startup, service))
@@ -630,12 +641,12 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 		msg += fmt.Sprintf("; %d tasks asked for by this reading alone: held at %d unless another within %v asks for more too", asked, in.Current, CountWindow)
 	}
 	if unknown {
-		msg += fmt.Sprintf("; the rise to %s/s, beyond twice the headroom of %s/s above the %s/s sustained, is taken to go on to %s/s within a start-up",
-			FormatValue(arrivals), FormatValue(o.Headroom), FormatValue(o.Sustained), FormatValue(ahead(startup)))
+		msg += fmt.Sprintf("; the rise to %s/s, beyond twice the rises of %s/s the last hours show above the %s/s sustained, is taken to go on to %s/s within a start-up",
+			FormatValue(arrivals), FormatValue(o.Bursts), FormatValue(o.Sustained), FormatValue(ahead(startup)))
 	}
 	if o.Absorbed {
-		msg += fmt.Sprintf("; the rise to %s/s is absorbed by the headroom of %s/s above the %s/s sustained until it lasts %v",
-			FormatValue(arrivals), FormatValue(o.Headroom), FormatValue(o.Sustained), in.Startup/4)
+		msg += fmt.Sprintf("; the rise to %s/s, within twice the rises of %s/s the last hours show, is absorbed by the headroom of %s/s above the %s/s sustained until it lasts %v",
+			FormatValue(arrivals), FormatValue(o.Bursts), FormatValue(o.Headroom), FormatValue(o.Sustained), in.Startup/4)
 	}
 	return step{desired: o.Tasks, reason: reason, message: msg}
 }

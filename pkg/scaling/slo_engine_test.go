@@ -3,6 +3,7 @@ package scaling
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,12 +112,12 @@ func TestSLOLearnsITL(t *testing.T) {
 func TestRises(t *testing.T) {
 	width := 2 * time.Minute
 	at := func(k int) time.Time { return t0.Add(time.Duration(k) * width) }
-	record := func(r Rises, now time.Time, rise float64) Rises { return r.Record(now, now, rise, width) }
+	record := func(r Rises, now time.Time, rise float64) Rises { return r.Record(now, now, rise, 0, width) }
 	var r Rises
 	for k := 0; k < 9; k++ {
 		r = record(r, at(k), float64(k))
 	}
-	if _, ok := r.Headroom(at(9), width); ok {
+	if _, ok := r.Headroom(at(9), width, math.Inf(1)); ok {
 		t.Error("headroom from 9 start-ups, want at least 10")
 	}
 	// Within one start-up a bucket keeps its highest rise.
@@ -127,7 +128,7 @@ func TestRises(t *testing.T) {
 	// Rises 0..8 and 20: the 99th percentile by nearest rank of ten is
 	// the highest, but a rise seen once is not what the traffic shows
 	// at the percentile: the headroom is the next, 8.
-	if h, ok := r.Headroom(at(10), width); !ok || h != 8 {
+	if h, ok := r.Headroom(at(10), width, math.Inf(1)); !ok || h != 8 {
 		t.Errorf("headroom %v %v, want 8", h, ok)
 	}
 	// Seen again once the queue it left is worked off, it is what the
@@ -136,25 +137,25 @@ func TestRises(t *testing.T) {
 		r = record(r, at(k), 0)
 	}
 	r = record(r, at(13), 20)
-	if h, ok := r.Headroom(at(14), width); !ok || h != 20 {
+	if h, ok := r.Headroom(at(14), width, math.Inf(1)); !ok || h != 20 {
 		t.Errorf("headroom %v %v after a second rise of 20, want 20", h, ok)
 	}
 	// The start-up going on is left out: a rise of 50 now does not size
 	// the headroom that is to absorb it.
 	now := at(14).Add(time.Minute)
-	if h, ok := record(r, at(14), 50).Headroom(now, width); !ok || h != 20 {
+	if h, ok := record(r, at(14), 50).Headroom(now, width, math.Inf(1)); !ok || h != 20 {
 		t.Errorf("headroom %v %v with a rise of 50 in the start-up going on, want 20", h, ok)
 	}
 	// The readings of one step, a start-up long, fall in two buckets and
 	// go on showing the rise of 50 that began in the first: it is one
 	// rise of the history, and the new bucket has none of its own.
-	step := record(r, at(14), 0).Record(at(14).Add(90*time.Second), at(14).Add(90*time.Second), 50, width).
-		Record(at(15), at(14).Add(90*time.Second), 50, width).
-		Record(at(15).Add(time.Minute), at(14).Add(90*time.Second), 45, width)
+	step := record(r, at(14), 0).Record(at(14).Add(90*time.Second), at(14).Add(90*time.Second), 50, 0, width).
+		Record(at(15), at(14).Add(90*time.Second), 50, 0, width).
+		Record(at(15).Add(time.Minute), at(14).Add(90*time.Second), 45, 0, width)
 	if n := len(step.Buckets); n != 16 || step.Buckets[14].Rise != 50 || step.Buckets[15].Rise != 0 {
 		t.Fatalf("%d buckets, last two %+v", n, step.Buckets[n-2:])
 	}
-	if h, ok := step.Headroom(at(17), width); !ok || h != 20 {
+	if h, ok := step.Headroom(at(17), width, math.Inf(1)); !ok || h != 20 {
 		t.Errorf("headroom %v %v after one step of 50, want 20", h, ok)
 	}
 	// With start-ups of seconds the queue's start-ups can be all the
@@ -163,13 +164,13 @@ func TestRises(t *testing.T) {
 	var quick Rises
 	for k := 0; k < minRiseBuckets+1; k++ {
 		now := t0.Add(time.Duration(k) * short)
-		quick = quick.Record(now, now, float64(10-k), short)
+		quick = quick.Record(now, now, float64(10-k), 0, short)
 	}
-	if h, ok := quick.Headroom(t0.Add(time.Duration(minRiseBuckets+1)*short), short); !ok || h != 10 {
+	if h, ok := quick.Headroom(t0.Add(time.Duration(minRiseBuckets+1)*short), short, math.Inf(1)); !ok || h != 10 {
 		t.Errorf("headroom %v %v with 1 s start-ups, want 10", h, ok)
 	}
 	// A rise that began before the oldest bucket kept goes to it.
-	if got := (Rises{}).Record(at(1), at(0), 5, width); len(got.Buckets) != 1 || got.Buckets[0].Rise != 5 {
+	if got := (Rises{}).Record(at(1), at(0), 5, 0, width); len(got.Buckets) != 1 || got.Buckets[0].Rise != 5 {
 		t.Errorf("first bucket %+v, want the rise of 5", got.Buckets)
 	}
 	// Bounded: a day of readings keeps maxRiseBuckets buckets, none
@@ -190,7 +191,7 @@ func TestRisesBusyService(t *testing.T) {
 	width := 2 * time.Minute
 	at := func(k int) time.Time { return t0.Add(time.Duration(k) * width) }
 	served := func(r Rises, now time.Time, service float64) Rises {
-		return r.Record(now, now, 0, width).Served(now, service, service/100)
+		return r.Record(now, now, 0, 0, width).Served(now, service, service/100)
 	}
 	var r Rises
 	for k := 0; k < 9; k++ {
@@ -263,9 +264,53 @@ func TestRisesHeadroomLoneRise(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var r Rises
 			for k, rise := range tc.rises {
-				r = r.Record(at(k), at(k), rise, width)
+				r = r.Record(at(k), at(k), rise, 0, width)
 			}
-			if h, ok := r.Headroom(at(len(tc.rises)+1), width); !ok || h != tc.want {
+			if h, ok := r.Headroom(at(len(tc.rises)+1), width, math.Inf(1)); !ok || h != tc.want {
+				t.Errorf("headroom %v %v, want %v", h, ok, tc.want)
+			}
+		})
+	}
+}
+
+// TestRisesHeadroomAtLevel: the rises are taken at the rate the traffic
+// holds (the rate now, or the highest a rise of the last LevelStartups
+// start-ups rose from), each scaled down by the share that rate is of the
+// rate it rose from; one from a lower rate, or from one unknown, as it
+// was.
+func TestRisesHeadroomAtLevel(t *testing.T) {
+	width := 2 * time.Minute
+	at := func(k int) time.Time { return t0.Add(time.Duration(k) * width) }
+	type rise struct{ rise, level float64 }
+	times := func(n int, r rise) []rise { return slices.Repeat([]rise{r}, n) }
+	// A step from 60/s to 240/s after an hour of bursts of 70/s, the
+	// start-ups its queue is worked off in, and the surge's own swings.
+	step := slices.Concat(times(10, rise{70, 60}), []rise{{180, 60}, {0, 240}, {0, 240}, {0, 240}}, times(4, rise{100, 240}))
+	after := slices.Concat(step, times(LevelStartups+1, rise{0, 60}))
+	afternoon := times(11, rise{300, 250})
+	tests := []struct {
+		name  string
+		rises []rise
+		level float64
+		want  float64
+	}{
+		{"at the rate they rose from: as seen", afternoon, 250, 300},
+		{"a busy afternoon's in the evening: at half the rate, half", slices.Concat(afternoon, times(LevelStartups+1, rise{0, 125})), 125, 150},
+		{"a lull of fewer start-ups: at the rate before it", slices.Concat(afternoon, times(LevelStartups-2, rise{0, 125})), 125, 300},
+		{"a quiet hour's at a busier rate: as seen", times(11, rise{20, 30}), 60, 20},
+		{"from a rate unknown: as seen", times(11, rise{20, 0}), 10, 20},
+		{"as seen, +Inf", afternoon, math.Inf(1), 300},
+		{"a step's surge as seen: its swings keep the step's rise from standing alone", after, math.Inf(1), 180},
+		{"within LevelStartups of the surge: at its rate", step, 60, 180},
+		{"after the surge, at the rate before it: the step stands alone, the bursts of before", after, 60, 70},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var r Rises
+			for k, b := range tc.rises {
+				r = r.Record(at(k), at(k), b.rise, b.level, width)
+			}
+			if h, ok := r.Headroom(at(len(tc.rises)+1), width, tc.level); !ok || math.Abs(h-tc.want) > 1e-9 {
 				t.Errorf("headroom %v %v, want %v", h, ok, tc.want)
 			}
 		})

@@ -292,6 +292,27 @@ func TestSLOBurstHeadroom(t *testing.T) {
 			t.Errorf("headroom %v/s after the traffic came back, want the 3/s of before", h)
 		}
 	})
+	t.Run("the bursts of a busier hour", func(t *testing.T) {
+		// An hour at 20/s whose rises of 4/s rose from 18/s, then 9/s for
+		// six start-ups, more than LevelStartups: the pool keeps half the
+		// capacity for them (4/s × 9 ÷ 18), but a
+		// rise to 14/s, beyond that and within twice the rises seen, is a
+		// burst the history knows, absorbed, not one to follow at once.
+		in, _ := drive(sloPool(1), noisy(20, 2)...)
+		in, ds := drive(in, repeat(48, steadyAt(9))...)
+		if o := ds[len(ds)-1].SLO; o.Bursts != 4 || o.Headroom != 2 || o.Expected != (9+2)*o.Correction {
+			t.Fatalf("rises %v/s, headroom %v/s, %v/s expected, want 4/s, 2/s and 11/s: %s", o.Bursts, o.Headroom, o.Expected, ds[len(ds)-1].Message)
+		}
+		// Its queue is counted at the rate the rises seen allow, 13/s.
+		pool := ds[len(ds)-1].Desired
+		_, ds = drive(in, reading{14, 9, float64(pool) * 8, 20})
+		o := ds[0].SLO
+		startup := in.Startup.Seconds()
+		backlog := queueing.BacklogRate(20, 9+4, float64(pool)*8/o.service, startup, max(BacklogClearing*startup, o.service))
+		if want := (9 + 2 + backlog) * o.Correction; !o.Absorbed || math.Abs(o.Expected-want) > 1e-9*want {
+			t.Errorf("14/s after 9/s: %v/s expected (%s); want it absorbed, sized for 11/s and a backlog of %v/s", o.Expected, ds[0].Message, backlog)
+		}
+	})
 	t.Run("a rise beyond the headroom that is no step", func(t *testing.T) {
 		// 20/s with a headroom of 2/s: 25/s is beyond twice the headroom
 		// but far from doubling the rate, a reading a little above the
@@ -345,7 +366,7 @@ func FuzzSLONoRunaway(f *testing.F) {
 			in.Queue = steady(2, 0)
 			for k := 0; k < 30; k++ {
 				at := t0.Add(time.Duration(k-30) * in.Startup)
-				in.Queue.Rises = in.Queue.Rises.Record(at, at, float64(k%4), in.Startup)
+				in.Queue.Rises = in.Queue.Rises.Record(at, at, float64(k%4), 0, in.Startup)
 			}
 		}
 		// Readings a source can give: finite and at least 0. Others fail
