@@ -167,6 +167,8 @@ bench: control-plane build ## Benchmarks: decision, ranking, sources, throughput
 # that does not know the future spends, about 30 replays more a trace),
 # plays only where named, and then the verdict sets it beside ours and
 # oracle-slo: REPLAY_FLAGS+=' --policies ours,oracle,oracle-slo,oracle-lag'.
+# oracle-lag-drawn is the same with each start-up drawn as its worker is
+# asked for, as any pool's is, where oracle-lag's are known ahead.
 REPLAY_SHAPES ?= diurnal bursty step flash
 REPLAY_ENGINE ?= h100-llama-3.1-8b
 REPLAY_CONCURRENCY ?= 64

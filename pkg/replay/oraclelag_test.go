@@ -75,3 +75,41 @@ func TestOracleLagMeetingNone(t *testing.T) {
 		t.Errorf("meets %v, note %q: want a miss that says none of those tried met", row.MeetsSLO, row.Note)
 	}
 }
+
+// With start-ups drawn about their median, a worker oracle-lag-drawn asks
+// for is Ready a draw after it is asked for, some before the interval it
+// was asked for and some after, where oracle-lag's are Ready as it
+// begins: at the same lookback and headroom the two play differently.
+func TestOracleLagDrawnOnAStep(t *testing.T) {
+	tr := generatedTrace(t, workload.ShapeStep, 4*time.Hour)
+	c, err := Config{Concurrency: 8, Startup: 2 * time.Minute, StartupSigma: 0.3, Grace: 30 * time.Second}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := baseline.OracleLag{OracleSLO: c.oracleSLO()}
+	counts := known.Schedule(tr)
+	drawn := baseline.OracleLag{OracleSLO: c.oracleSLO(), Drawn: true}
+	choice := baseline.LagChoice{Lookback: 2, Headroom: 0.1}
+	k, d := known.PlayLagged(tr, counts, choice), drawn.PlayLagged(tr, counts, choice)
+	if k.Name != baseline.PolicyOracleLag || d.Name != baseline.PolicyOracleLagDrawn {
+		t.Errorf("rows %q and %q, want %q and %q", k.Name, d.Name, baseline.PolicyOracleLag, baseline.PolicyOracleLagDrawn)
+	}
+	if d.SLOAttainment == k.SLOAttainment {
+		t.Errorf("at %+v both keep %.4f%% within the SLO: the drawn start-ups play as the known ones", choice, 100*d.SLOAttainment)
+	}
+	t.Logf("at %+v oracle-lag %.2f GPU-h at %.2f%%, oracle-lag-drawn %.2f at %.2f%%", choice, k.GPUHours, 100*k.SLOAttainment, d.GPUHours, 100*d.SLOAttainment)
+
+	// A run that names it plays its row, noted as drawn.
+	c.Policies = []string{baseline.PolicyOracleSLO, baseline.PolicyOracleLagDrawn}
+	rep, err := Run(generatedTrace(t, workload.ShapeStep, time.Hour), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, ok := rep.Row(baseline.PolicyOracleLagDrawn)
+	if !ok || !strings.Contains(row.Note, "start-ups drawn") {
+		t.Errorf("oracle-lag-drawn row %v, note %q: want it, noted as drawn", ok, row.Note)
+	}
+	if _, ok := rep.Row(baseline.PolicyOracleLag); ok {
+		t.Error("an oracle-lag row where the run did not name it")
+	}
+}

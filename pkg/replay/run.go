@@ -31,9 +31,9 @@ const PolicyOurs = "ours"
 var AllPolicies = []string{PolicyOurs, baseline.PolicyHPA, baseline.PolicyHPADefault, PolicyHPABest, PolicyHPABestOne, baseline.PolicyKEDA, baseline.PolicyKEDAQueue, baseline.PolicySeed, baseline.PolicyStatic, baseline.PolicyOracle, baseline.PolicyOracleSLO}
 
 // ExtraPolicies are played only where --policies names them: oracle-lag
-// replays each trace about 30 times after oracle-slo's search, as much
-// again as every other row together.
-var ExtraPolicies = []string{baseline.PolicyOracleLag}
+// and oracle-lag-drawn each replay a trace about 30 times after
+// oracle-slo's search, as much again as every other row together.
+var ExtraPolicies = []string{baseline.PolicyOracleLag, baseline.PolicyOracleLagDrawn}
 
 // ParsePolicies reads --policies.
 func ParsePolicies(s string) ([]string, error) {
@@ -398,7 +398,8 @@ func Run(tr workload.Trace, c Config) (report.Report, error) {
 		Startup: c.StartupModel().String(), Load: c.Load, SLO: c.Targets().String(), SLOTargets: c.Targets(), Nodes: c.Nodes,
 		Series: map[string][]sim.Sample{},
 	}
-	// oracle-slo's search, which oracle-lag plays late too, runs once.
+	// oracle-slo's search, which oracle-lag and oracle-lag-drawn play late
+	// too, runs once.
 	var counts []int32
 	schedule := func() []int32 {
 		if counts == nil {
@@ -415,8 +416,8 @@ func Run(tr workload.Trace, c Config) (report.Report, error) {
 			res = c.hpaBest[1]
 		case baseline.PolicyOracleSLO:
 			res = c.oracleSLO().RunSchedule(tr, schedule())
-		case baseline.PolicyOracleLag:
-			res = baseline.OracleLag{OracleSLO: c.oracleSLO()}.Run(tr, schedule())
+		case baseline.PolicyOracleLag, baseline.PolicyOracleLagDrawn:
+			res = baseline.OracleLag{OracleSLO: c.oracleSLO(), Drawn: name == baseline.PolicyOracleLagDrawn}.Run(tr, schedule())
 		case baseline.PolicyOracle:
 			res = baseline.Oracle{Concurrency: c.Concurrency, Startup: c.Startup, Nodes: c.Nodes, SLO: c.Targets()}.Run(tr, c.SampleEvery)
 		default:

@@ -15,6 +15,12 @@ import (
 // hindsight.
 const PolicyOracleLag = "oracle-lag"
 
+// PolicyOracleLagDrawn is oracle-lag with its start-ups drawn as a
+// reacting pool's are: each worker is asked for as the interval whose
+// count it learns begins, and is Ready a start-up drawn then later, not
+// at the start of the interval it serves.
+const PolicyOracleLagDrawn = "oracle-lag-drawn"
+
 // OracleLagLookbacks are the lookbacks oracle-lag tries, in intervals,
 // and OracleLagHeadrooms the headrooms, a factor on the count over the
 // lookback, each tried from the lowest.
@@ -45,6 +51,20 @@ func headroomGrid(step, top float64) []float64 {
 // spend less.
 type OracleLag struct {
 	OracleSLO
+	// Drawn asks for the workers as the interval a lag before theirs
+	// begins, each Ready after a start-up drawn then (oracle-lag-drawn),
+	// where oracle-lag has each Ready as its interval begins, created
+	// its own start-up before as oracle-slo's are: that knows each
+	// start-up before it is drawn, as no pool does.
+	Drawn bool
+}
+
+// Name is the row's policy.
+func (o OracleLag) Name() string {
+	if o.Drawn {
+		return PolicyOracleLagDrawn
+	}
+	return PolicyOracleLag
 }
 
 // Lagged is the count of each interval of counts learned lag intervals
@@ -77,7 +97,11 @@ func (o OracleLag) Lag() int {
 
 // PlayLagged plays counts learned late at choice c on tr.
 func (o OracleLag) PlayLagged(tr workload.Trace, counts []int32, c LagChoice) sim.Result {
-	return sim.Play(o.Pool(tr, 0, false), &schedule{name: PolicyOracleLag, counts: Lagged(counts, o.Lag(), c.Lookback, c.Headroom), every: OracleSLOInterval, ahead: true}, o.Play)
+	s := &schedule{name: o.Name(), counts: Lagged(counts, o.Lag(), c.Lookback, c.Headroom), every: OracleSLOInterval, ahead: true}
+	if o.Drawn {
+		s.ahead, s.asked = false, Lagged(counts, 0, c.Lookback, c.Headroom)
+	}
+	return sim.Play(o.Pool(tr, 0, false), s, o.Play)
 }
 
 // Search tries the lookbacks and headrooms on tr, oracle-slo's schedule
@@ -116,9 +140,12 @@ func (o OracleLag) Search(tr workload.Trace, counts []int32) (best sim.Result, c
 // Run is the oracle-lag row on tr, oracle-slo's schedule given.
 func (o OracleLag) Run(tr workload.Trace, counts []int32) sim.Result {
 	best, c, meets, tried := o.Search(tr, counts)
-	best.Name = PolicyOracleLag
+	best.Name = o.Name()
 	best.Note = fmt.Sprintf("lookback %v, headroom %.2f, a start-up (%v) late; ",
 		time.Duration(c.Lookback)*OracleSLOInterval, c.Headroom, time.Duration(o.Lag())*OracleSLOInterval)
+	if o.Drawn {
+		best.Note += "start-ups drawn as each is asked for; "
+	}
 	if meets {
 		best.Note += fmt.Sprintf("of %d tried, the fewest GPU-hours meeting the SLO", tried)
 	} else {

@@ -332,12 +332,15 @@ func raiseMissed(counts []int32, missed []int) []int32 {
 // the drains taken back or workers added (Ready then, created ahead when
 // ahead is set, else at once) up to the count, or the least loaded
 // workers drained down to it; a drained worker goes once idle. The last
-// count holds to the end.
+// count holds to the end. With asked, the count of each interval is the
+// higher of the two lists', and the workers added for it start then,
+// each Ready after a start-up drawn as it is created.
 type schedule struct {
 	name     string
 	counts   []int32
 	every    time.Duration
 	ahead    bool
+	asked    []int32
 	replicas int32
 }
 
@@ -360,6 +363,9 @@ func (s *schedule) Wake() time.Time       { return time.Time{} }
 func (s *schedule) Step(p *sim.Pool) {
 	k := int(p.Now().Sub(p.Start()) / s.every)
 	s.replicas = s.counts[min(k, len(s.counts)-1)]
+	if s.asked != nil {
+		s.replicas = max(s.replicas, s.asked[min(k, len(s.asked)-1)])
+	}
 	var active, draining []*sim.Worker
 	for _, w := range p.Workers() {
 		if w.Draining {
@@ -378,9 +384,12 @@ func (s *schedule) Step(p *sim.Pool) {
 			want--
 		}
 		if n := want - len(active); n > 0 {
-			if s.ahead {
+			switch {
+			case s.asked != nil:
+				p.Add(n)
+			case s.ahead:
 				p.AddAhead(n)
-			} else {
+			default:
 				p.AddReady(n)
 			}
 		}

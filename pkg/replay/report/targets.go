@@ -18,7 +18,7 @@ const (
 )
 
 // targetRows are the rows a verdict reads.
-var targetRows = []string{rowOurs, rowHPABest, rowHPABestOne, baseline.PolicyOracleSLO, baseline.PolicyOracle, baseline.PolicyOracleLag}
+var targetRows = []string{rowOurs, rowHPABest, rowHPABestOne, baseline.PolicyOracleSLO, baseline.PolicyOracle, baseline.PolicyOracleLag, baseline.PolicyOracleLagDrawn}
 
 // gpuHourTargets bound ours' GPU-hours, summed over the traces of a run, by
 // a multiple of each anchor row's.
@@ -83,7 +83,9 @@ type Targets struct {
 	Verdicts []Verdict      `json:"verdicts"`
 	// Lag, where oracle-lag, oracle-slo and ours ran on every trace, is
 	// their GPU-hours summed set side by side: a reference, not a target.
-	Lag *LagReference `json:"lag_reference,omitempty"`
+	// LagDrawn is the same of oracle-lag-drawn.
+	Lag      *LagReference `json:"lag_reference,omitempty"`
+	LagDrawn *LagReference `json:"lag_drawn_reference,omitempty"`
 }
 
 // LagReference is oracle-lag's GPU-hours summed over a run's traces
@@ -120,13 +122,20 @@ func TargetsOf(tables []SeedTable) Targets {
 	}
 	peak := fmt.Sprintf("peak ≤ %g× oracle's + %d on every trace", peakFactor, peakWorkers)
 	t.Verdicts = append(t.Verdicts, perTrace(peak, t.Traces, baseline.PolicyOracle, missesPeak))
-	lag, okLag := t.Sum.Rows[baseline.PolicyOracleLag]
-	slo, okSLO := t.Sum.Rows[baseline.PolicyOracleSLO]
-	ours, okOurs := t.Sum.Rows[rowOurs]
-	if okLag && okSLO && okOurs && lag.GPUHours > 0 && slo.GPUHours > 0 {
-		t.Lag = &LagReference{LagToOracleSLO: lag.GPUHours / slo.GPUHours, OursToLag: ours.GPUHours / lag.GPUHours}
-	}
+	t.Lag, t.LagDrawn = lagReference(t.Sum, baseline.PolicyOracleLag), lagReference(t.Sum, baseline.PolicyOracleLagDrawn)
 	return t
+}
+
+// lagReference is the row name's GPU-hours summed against oracle-slo's and
+// ours', where the three ran on every trace, else nil.
+func lagReference(sum TraceTargets, name string) *LagReference {
+	lag, okLag := sum.Rows[name]
+	slo, okSLO := sum.Rows[baseline.PolicyOracleSLO]
+	ours, okOurs := sum.Rows[rowOurs]
+	if !okLag || !okSLO || !okOurs || !(lag.GPUHours > 0) || !(slo.GPUHours > 0) {
+		return nil
+	}
+	return &LagReference{LagToOracleSLO: lag.GPUHours / slo.GPUHours, OursToLag: ours.GPUHours / lag.GPUHours}
 }
 
 // OursRan reports whether ours ran on any trace of the run.
@@ -355,6 +364,10 @@ func (t Targets) lines() []string {
 	if t.Lag != nil {
 		out = append(out, fmt.Sprintf("for reference, not a target: %s, oracle-slo's schedule learned a start-up late, spends %.2f× oracle-slo summed; ours %.2f× it",
 			baseline.PolicyOracleLag, t.Lag.LagToOracleSLO, t.Lag.OursToLag))
+	}
+	if t.LagDrawn != nil {
+		out = append(out, fmt.Sprintf("for reference, not a target: %s, the same with each start-up drawn as its worker is asked for, spends %.2f× oracle-slo summed; ours %.2f× it",
+			baseline.PolicyOracleLagDrawn, t.LagDrawn.LagToOracleSLO, t.LagDrawn.OursToLag))
 	}
 	return out
 }

@@ -143,6 +143,26 @@ func TestTargetsLagReference(t *testing.T) {
 	if one := TargetsOf([]SeedTable{lagged("a", 8), allRows("b")}); one.Lag != nil {
 		t.Errorf("oracle-lag on one trace of two: reference %+v, want none", one.Lag)
 	}
+	if got.LagDrawn != nil {
+		t.Errorf("oracle-lag-drawn did not run: reference %+v, want none", got.LagDrawn)
+	}
+
+	// oracle-lag-drawn is set beside them the same way, after oracle-lag.
+	drawn := func(table SeedTable, hours float64) SeedTable {
+		table.Rows = append(slices.Clone(table.Rows), targetRow(baseline.PolicyOracleLagDrawn, hours, 2, 2, 0, 9))
+		return table
+	}
+	both := TargetsOf([]SeedTable{drawn(lagged("a", 8), 12), drawn(lagged("b", 12), 15)})
+	if both.LagDrawn == nil || both.LagDrawn.LagToOracleSLO != 27.0/18 || both.LagDrawn.OursToLag != 20.0/27 || *both.Lag != *got.Lag {
+		t.Fatalf("references %+v and %+v, want oracle-lag's as before and oracle-lag-drawn 27/18 of oracle-slo, ours 20/27 of it", both.Lag, both.LagDrawn)
+	}
+	wantDrawn := "for reference, not a target: oracle-lag-drawn, the same with each start-up drawn as its worker is asked for, spends 1.50× oracle-slo summed; ours 0.74× it"
+	if lines := both.lines(); lines[len(lines)-2] != want || lines[len(lines)-1] != wantDrawn {
+		t.Errorf("last lines %q, want %q and %q", lines[len(lines)-2:], want, wantDrawn)
+	}
+	if !slices.Equal(verdictsOf(both), verdictsOf(got)) {
+		t.Errorf("verdicts with oracle-lag-drawn %q, without %q", verdictsOf(both), verdictsOf(got))
+	}
 }
 
 func verdictsOf(t Targets) []string {
