@@ -25,6 +25,9 @@ type RiseBucket struct {
 	// Level is the rate its highest rise rose from (riseWithin's lowest
 	// rate), 0 where unknown.
 	Level float64
+	// From is when the rate its highest rise rose from was read (see
+	// Record), zero where unknown.
+	From time.Time
 	// Service is the longest service time read within the bucket, and
 	// PerToken the longest service time per output token (see
 	// Rises.Served); 0 where none was.
@@ -68,15 +71,23 @@ const (
 )
 
 // Record adds a rise seen at now that began at began, from the rate level
-// (see riseWithin), in buckets width long (the start-up time), and
-// forgets what is older than maxRiseBuckets buckets. Each start-up gets
-// its bucket, and the rise goes to the bucket it began in: the readings
-// of one step or flash crowd, which go on showing it until a start-up
-// has passed, are one rise of the history, not one for each bucket they
-// fall in, so a step seen once in the last hours stays above the
-// percentile instead of sizing the headroom until it is forgotten. It
-// returns a new history and leaves r as it was.
-func (r Rises) Record(now, began time.Time, rise, level float64, width time.Duration) Rises {
+// read at from (see riseWithin), in buckets width long (the start-up
+// time), and forgets what is older than maxRiseBuckets buckets. Each
+// start-up gets its bucket, and the rise goes to the bucket it began in:
+// the readings of one step or flash crowd, which go on showing it until a
+// start-up has passed, are one rise of the history, not one for each
+// bucket they fall in, so a step seen once in the last hours stays above
+// the percentile instead of sizing the headroom until it is forgotten.
+// Nor does one rise take two buckets when the reading halfway up it, when
+// it began, moves into the next bucket as it grows (behind a scrape a
+// flash crowd's first reading shows a part of it): the readings that rise
+// from the same reading (from) are one rise, kept in the latest bucket
+// it began in, at the most they show. Counted in two buckets, one crowd
+// would be two rises within LoneRise of each other, and size the
+// headroom for the hours the history covers. A zero from is no reading:
+// its rise is nobody else's. It returns a new history and leaves r as it
+// was.
+func (r Rises) Record(now, began, from time.Time, rise, level float64, width time.Duration) Rises {
 	if !(rise >= 0) || math.IsInf(rise, 1) || width <= 0 {
 		return r
 	}
@@ -97,8 +108,21 @@ func (r Rises) Record(now, began time.Time, rise, level float64, width time.Dura
 	for k > 0 && began.Before(kept[k].Start) {
 		k--
 	}
+	for j := range kept {
+		if from.IsZero() || j == k || !kept[j].From.Equal(from) {
+			continue
+		}
+		if j > k {
+			k = j
+			break
+		}
+		// It began in an earlier bucket at first: that one gives it up.
+		rise = max(rise, kept[j].Rise)
+		kept[j].Rise, kept[j].Level, kept[j].From = 0, 0, time.Time{}
+		break
+	}
 	if rise >= kept[k].Rise {
-		kept[k].Rise, kept[k].Level = rise, level
+		kept[k].Rise, kept[k].Level, kept[k].From = rise, level, from
 	}
 	return Rises{Buckets: kept}
 }
@@ -220,9 +244,10 @@ func (r Rises) BusyService(now time.Time, width time.Duration) (service, perToke
 
 // riseWithin is how far rates[len-1] rose above the lowest rate of the
 // window before it (low), in the rates that fill the slots
-// (RateSample.OverService), and when that rise began: the first reading
-// after the lowest that is halfway up it. A step's readings all give the
-// time of the step, a steady climb's the middle of the window.
+// (RateSample.OverService), when that rise began: the first reading
+// after the lowest that is halfway up it, and when the lowest was read
+// (from). A step's readings all give the time of the step, a steady
+// climb's the middle of the window.
 //
 // A reading is never lower than its minute's rate (RateSample.Rate)
 // there: derived from the completions, the rate of one interval is the
@@ -239,9 +264,9 @@ func (r Rises) BusyService(now time.Time, width time.Duration) (service, perToke
 // requests, a client switched on), not a burst on top of a load. A rate
 // counted over a window that reaches back into idle is lower than the
 // traffic, and a rise from it is the start too.
-func riseWithin(rates []RateSample, now time.Time, window time.Duration) (rise, low float64, began time.Time, fromIdle bool) {
+func riseWithin(rates []RateSample, now time.Time, window time.Duration) (rise, low float64, began, from time.Time, fromIdle bool) {
 	if len(rates) == 0 {
-		return 0, 0, now, false
+		return 0, 0, now, now, false
 	}
 	last := rates[len(rates)-1].OverService
 	low = last
@@ -254,13 +279,13 @@ func riseWithin(rates []RateSample, now time.Time, window time.Duration) (rise, 
 	for _, s := range rates[:at+1] {
 		fromIdle = fromIdle || (s.InPool < 1 && !s.Time.Before(rates[at].Time.Add(-CountWindow)))
 	}
-	rise, began = last-low, rates[len(rates)-1].Time
+	rise, began, from = last-low, rates[len(rates)-1].Time, rates[at].Time
 	for _, s := range rates[at:] {
 		if s.OverService >= low+rise/2 {
-			return rise, low, s.Time, fromIdle
+			return rise, low, s.Time, from, fromIdle
 		}
 	}
-	return rise, low, began, fromIdle
+	return rise, low, began, from, fromIdle
 }
 
 // sustainedRate is the lowest rate within window of now: the level the

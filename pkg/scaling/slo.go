@@ -424,11 +424,11 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	// absorbs, and counted there it would keep a second pool's worth of
 	// headroom for the hours the history covers. Its start-up gets its
 	// bucket, at 0.
-	rise, low, began, onset := riseWithin(state.Rates, in.Now, in.Startup+jitterOf(in))
+	rise, low, began, from, onset := riseWithin(state.Rates, in.Now, in.Startup+jitterOf(in))
 	if onset {
 		rise = 0
 	}
-	state.Rises = state.Rises.Record(in.Now, began, rise, low, in.Startup)
+	state.Rises = state.Rises.Record(in.Now, began, from, rise, low, in.Startup)
 	serving := max(in.Current-in.Starting, 0)
 	if e := in.Engine; e != nil && e.ITL > 0 && serving > 0 {
 		state.ITL = state.ITL.Observe(in.Now, running/float64(serving), e.ITL)

@@ -112,7 +112,9 @@ func TestSLOLearnsITL(t *testing.T) {
 func TestRises(t *testing.T) {
 	width := 2 * time.Minute
 	at := func(k int) time.Time { return t0.Add(time.Duration(k) * width) }
-	record := func(r Rises, now time.Time, rise float64) Rises { return r.Record(now, now, rise, 0, width) }
+	record := func(r Rises, now time.Time, rise float64) Rises {
+		return r.Record(now, now, time.Time{}, rise, 0, width)
+	}
 	var r Rises
 	for k := 0; k < 9; k++ {
 		r = record(r, at(k), float64(k))
@@ -149,9 +151,9 @@ func TestRises(t *testing.T) {
 	// The readings of one step, a start-up long, fall in two buckets and
 	// go on showing the rise of 50 that began in the first: it is one
 	// rise of the history, and the new bucket has none of its own.
-	step := record(r, at(14), 0).Record(at(14).Add(90*time.Second), at(14).Add(90*time.Second), 50, 0, width).
-		Record(at(15), at(14).Add(90*time.Second), 50, 0, width).
-		Record(at(15).Add(time.Minute), at(14).Add(90*time.Second), 45, 0, width)
+	step := record(r, at(14), 0).Record(at(14).Add(90*time.Second), at(14).Add(90*time.Second), time.Time{}, 50, 0, width).
+		Record(at(15), at(14).Add(90*time.Second), time.Time{}, 50, 0, width).
+		Record(at(15).Add(time.Minute), at(14).Add(90*time.Second), time.Time{}, 45, 0, width)
 	if n := len(step.Buckets); n != 16 || step.Buckets[14].Rise != 50 || step.Buckets[15].Rise != 0 {
 		t.Fatalf("%d buckets, last two %+v", n, step.Buckets[n-2:])
 	}
@@ -164,13 +166,13 @@ func TestRises(t *testing.T) {
 	var quick Rises
 	for k := 0; k < minRiseBuckets+1; k++ {
 		now := t0.Add(time.Duration(k) * short)
-		quick = quick.Record(now, now, float64(10-k), 0, short)
+		quick = quick.Record(now, now, time.Time{}, float64(10-k), 0, short)
 	}
 	if h, ok := quick.Headroom(t0.Add(time.Duration(minRiseBuckets+1)*short), short, math.Inf(1)); !ok || h != 10 {
 		t.Errorf("headroom %v %v with 1 s start-ups, want 10", h, ok)
 	}
 	// A rise that began before the oldest bucket kept goes to it.
-	if got := (Rises{}).Record(at(1), at(0), 5, 0, width); len(got.Buckets) != 1 || got.Buckets[0].Rise != 5 {
+	if got := (Rises{}).Record(at(1), at(0), time.Time{}, 5, 0, width); len(got.Buckets) != 1 || got.Buckets[0].Rise != 5 {
 		t.Errorf("first bucket %+v, want the rise of 5", got.Buckets)
 	}
 	// Bounded: a day of readings keeps maxRiseBuckets buckets, none
@@ -187,11 +189,68 @@ func TestRises(t *testing.T) {
 	}
 }
 
+// TestRisesOneRiseInTwoBuckets: behind a scrape a flash crowd's first
+// reading shows a part of it, and the reading halfway up it, when it
+// began, moves into the next bucket as the next readings show the rest.
+// Rising from the same reading, they are one rise of the history, kept
+// in the latest bucket it began in at its height; rises from other
+// readings stay rises of their own.
+func TestRisesOneRiseInTwoBuckets(t *testing.T) {
+	width := 2 * time.Minute
+	at := func(k int) time.Time { return t0.Add(time.Duration(k) * width) }
+	var history Rises
+	for k := 0; k < 12; k++ {
+		history = history.Record(at(k), at(k), at(k), float64(k%3)*5, 0, width)
+	}
+	history = history.Record(at(12), at(12), at(12), 0, 0, width)
+	low := at(13).Add(-30 * time.Second)
+	crowd := []struct {
+		now, began time.Time
+		rise       float64
+	}{
+		{at(13).Add(-15 * time.Second), at(13).Add(-15 * time.Second), 27},
+		{at(13), at(13), 58},
+		{at(13).Add(30 * time.Second), at(13), 68.7},
+		{at(13).Add(45 * time.Second), at(13).Add(-15 * time.Second), 46.8},
+	}
+	tests := []struct {
+		name         string
+		sameReading  bool
+		want12       float64
+		want13       float64
+		wantHeadroom float64
+	}{
+		{"from one reading: one rise, alone, the next sizes the headroom", true, 0, 68.7, 10},
+		{"from two readings: two rises within LoneRise of each other", false, 46.8, 68.7, 68.7},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := history
+			for i, c := range crowd {
+				from := low
+				if !tc.sameReading {
+					from = low.Add(time.Duration(i) * time.Second)
+				}
+				r = r.Record(c.now, c.began, from, c.rise, 10, width)
+			}
+			for k := 14; k < 20; k++ {
+				r = r.Record(at(k), at(k), at(k), 0, 0, width)
+			}
+			if got12, got13 := r.Buckets[12].Rise, r.Buckets[13].Rise; got12 != tc.want12 || got13 != tc.want13 {
+				t.Errorf("buckets 12 and 13 hold %v and %v, want %v and %v", got12, got13, tc.want12, tc.want13)
+			}
+			if h, ok := r.Headroom(at(20), width, math.Inf(1)); !ok || h != tc.wantHeadroom {
+				t.Errorf("headroom %v %v, want %v", h, ok, tc.wantHeadroom)
+			}
+		})
+	}
+}
+
 func TestRisesBusyService(t *testing.T) {
 	width := 2 * time.Minute
 	at := func(k int) time.Time { return t0.Add(time.Duration(k) * width) }
 	served := func(r Rises, now time.Time, service float64) Rises {
-		return r.Record(now, now, 0, 0, width).Served(now, service, service/100)
+		return r.Record(now, now, time.Time{}, 0, 0, width).Served(now, service, service/100)
 	}
 	var r Rises
 	for k := 0; k < 9; k++ {
@@ -264,7 +323,7 @@ func TestRisesHeadroomLoneRise(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var r Rises
 			for k, rise := range tc.rises {
-				r = r.Record(at(k), at(k), rise, 0, width)
+				r = r.Record(at(k), at(k), time.Time{}, rise, 0, width)
 			}
 			if h, ok := r.Headroom(at(len(tc.rises)+1), width, math.Inf(1)); !ok || h != tc.want {
 				t.Errorf("headroom %v %v, want %v", h, ok, tc.want)
@@ -308,7 +367,7 @@ func TestRisesHeadroomAtLevel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var r Rises
 			for k, b := range tc.rises {
-				r = r.Record(at(k), at(k), b.rise, b.level, width)
+				r = r.Record(at(k), at(k), time.Time{}, b.rise, b.level, width)
 			}
 			if h, ok := r.Headroom(at(len(tc.rises)+1), width, tc.level); !ok || math.Abs(h-tc.want) > 1e-9 {
 				t.Errorf("headroom %v %v, want %v", h, ok, tc.want)

@@ -366,7 +366,7 @@ func FuzzSLONoRunaway(f *testing.F) {
 			in.Queue = steady(2, 0)
 			for k := 0; k < 30; k++ {
 				at := t0.Add(time.Duration(k-30) * in.Startup)
-				in.Queue.Rises = in.Queue.Rises.Record(at, at, float64(k%4), 0, in.Startup)
+				in.Queue.Rises = in.Queue.Rises.Record(at, at, time.Time{}, float64(k%4), 0, in.Startup)
 			}
 		}
 		// Readings a source can give: finite and at least 0. Others fail

@@ -72,7 +72,7 @@ func busyHistory(s, perToken float64) Inputs {
 		in.Engine = &Engine{GenerationTokens: 200}
 		for k := 10; k >= 1; k-- {
 			at := t0.Add(-time.Duration(k) * in.Startup)
-			in.Queue.Rises = in.Queue.Rises.Record(at, at, 0, 0, in.Startup).Served(at, s, perToken)
+			in.Queue.Rises = in.Queue.Rises.Record(at, at, time.Time{}, 0, 0, in.Startup).Served(at, s, perToken)
 		}
 	})
 }
@@ -938,8 +938,8 @@ func TestRiseWithinReadsTheRatesThatFillTheSlots(t *testing.T) {
 		}
 		rates = append(rates, RateSample{Time: t0.Add(-time.Duration(ago) * time.Second), Rate: 10, Recent: recent, OverService: over})
 	}
-	if got, _, began, _ := riseWithin(rates, t0, 2*time.Minute); got != 20 || !began.Equal(t0.Add(-30*time.Second)) {
-		t.Errorf("rise %v that began at %v, want 20 that began 30 s ago", got, began.Sub(t0))
+	if got, _, began, from, _ := riseWithin(rates, t0, 2*time.Minute); got != 20 || !began.Equal(t0.Add(-30*time.Second)) || !from.Equal(t0.Add(-120*time.Second)) {
+		t.Errorf("rise %v that began at %v from a reading at %v, want 20 that began 30 s ago from one 120 s ago", got, began.Sub(t0), from.Sub(t0))
 	}
 }
 
@@ -1006,7 +1006,7 @@ func TestRiseWithinBegan(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			rise, _, began, idle := riseWithin(tc.rates, t0, 2*time.Minute)
+			rise, _, began, _, idle := riseWithin(tc.rates, t0, 2*time.Minute)
 			if math.Abs(rise-tc.wantRise) > 1e-9 || !began.Equal(t0.Add(tc.wantBegan)) || idle != tc.wantIdle {
 				t.Errorf("rise %v that began at %v from idle %v, want %v at %v from idle %v", rise, began.Sub(t0), idle, tc.wantRise, tc.wantBegan, tc.wantIdle)
 			}
