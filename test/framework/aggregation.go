@@ -154,7 +154,8 @@ func APIServiceName(group, version string) string { return version + "." + group
 // test CA (IssueServingCert). addr cannot be a loopback address, which the
 // API server refuses in an EndpointSlice: it is an address of a bridge the
 // test created (CreateBridgeT). It returns once the APIService is
-// Available, which the API server decides by calling the server.
+// Available, which the API server decides by calling the server, and the
+// API server proxies group/version's discovery to it.
 func (cp *ControlPlane) RegisterAPIService(ctx context.Context, ns, name, group, version string, addr netip.AddrPort) error {
 	if cp.pki.frontProxy == nil {
 		return fmt.Errorf("registering %s/%s: the control plane runs without Options.AggregationLayer", group, version)
@@ -226,6 +227,21 @@ func (cp *ControlPlane) RegisterAPIService(ctx context.Context, ns, name, group,
 	})
 	if err != nil {
 		return fmt.Errorf("apiservice %s not Available: %w; last seen: %s", apiService.GetName(), err, last)
+	}
+	// Available is written by the API server's availability controller;
+	// its proxy learns of the condition through another informer, and
+	// answers 503 until it has. Its discovery of group/version, which the
+	// server answers without reading any object, shows when it proxies.
+	path := "/apis/" + group + "/" + version
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, componentStartTimeout, true, func(ctx context.Context) (bool, error) {
+		if _, err := cp.Kube.Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("apiservice %s Available, but %s not served through the API server: %w; last seen: %s", apiService.GetName(), path, err, last)
 	}
 	return nil
 }
