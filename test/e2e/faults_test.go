@@ -86,18 +86,24 @@ func TestFaultKill9WithoutGarbageCollector(t *testing.T) {
 // the same on every attempt, so the status is not written again, and the
 // retries follow the queue's backoff.
 func TestFaultQuotaLoopBacksOff(t *testing.T) {
-	ns := cp.NamespaceT(t)
+	// Beside the others, on a control plane of its own: the writes it
+	// counts are the API server's, of every namespace. It needs no
+	// scheduler: the quota refuses the tasks, not their pods.
+	t.Parallel()
+	c := framework.StartT(t, framework.Options{})
+	c.StartControllerT(t, "--workers=2")
+	ns := c.NamespaceT(t)
 	ctx := context.Background()
 	quota := &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "gputasks"},
 		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/gputasks.gputask.io": resource.MustParse("3")}},
 	}
-	if _, err := cp.Kube.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The quota admission counts only once the quota's status is filled in,
-	// by kube-controller-manager's quota controller or here.
-	waitQuotaStatus(t, ns, quota)
+	// The quota admission counts only once the quota's status is filled in:
+	// without kube-controller-manager's quota controller, here.
+	waitQuotaStatus(t, c, ns, quota)
 
 	replicas := int32(5)
 	amount := intstr.FromInt32(1)
@@ -108,12 +114,12 @@ func TestFaultQuotaLoopBacksOff(t *testing.T) {
 			Template: gputaskv1.GPUTaskTemplateSpec{Spec: gputaskv1.GPUTaskSpec{GPU: gpuModel, GPUAmount: &amount}},
 		},
 	}
-	if _, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
+	if _, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var failure *metav1.Condition
 	framework.Poll(t, waitTimeout, "ReplicaFailure on the set", func(ctx context.Context) (bool, string) {
-		s, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, "quota", metav1.GetOptions{})
+		s, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, "quota", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -126,20 +132,20 @@ func TestFaultQuotaLoopBacksOff(t *testing.T) {
 
 	// The first minute is the backoff's ramp.
 	time.Sleep(time.Minute)
-	before := gputaskWrites(t, cp)
+	before := gputaskWrites(t, c)
 	time.Sleep(time.Minute)
-	after := gputaskWrites(t, cp)
+	after := gputaskWrites(t, c)
 	writes := after - before
 	t.Logf("writes to gputasks and gputasksets in the second minute: %v", writes)
 	if writes > 6 {
 		t.Errorf("%v writes to gputasks and gputasksets in the second minute of a standing quota failure, want at most 6", writes)
 	}
-	if s, err := cp.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, "quota", metav1.GetOptions{}); err != nil {
+	if s, err := c.GPUTask.GputaskV1().GPUTaskSets(ns).Get(ctx, "quota", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	} else if got := meta.FindStatusCondition(s.Status.Conditions, gputaskv1.ConditionReplicaFailure); got == nil || got.Message != failure.Message {
 		t.Errorf("ReplicaFailure changed from %q to %+v", failure.Message, got)
 	}
-	if n := countTasks(t, cp, ns); n != 3 {
+	if n := countTasks(t, c, ns); n != 3 {
 		t.Errorf("%d tasks under a quota of 3", n)
 	}
 }
@@ -225,10 +231,10 @@ func orphanExamples(tasks taskCount, pods []corev1.Pod, max int) []string {
 	return out
 }
 
-func waitQuotaStatus(t *testing.T, ns string, quota *corev1.ResourceQuota) {
+func waitQuotaStatus(t *testing.T, c *framework.ControlPlane, ns string, quota *corev1.ResourceQuota) {
 	t.Helper()
 	framework.Poll(t, waitTimeout, "quota status", func(ctx context.Context) (bool, string) {
-		q, err := cp.Kube.CoreV1().ResourceQuotas(ns).Get(ctx, quota.Name, metav1.GetOptions{})
+		q, err := c.Kube.CoreV1().ResourceQuotas(ns).Get(ctx, quota.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -236,7 +242,7 @@ func waitQuotaStatus(t *testing.T, ns string, quota *corev1.ResourceQuota) {
 			return true, ""
 		}
 		q.Status = corev1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: corev1.ResourceList{"count/gputasks.gputask.io": resource.MustParse("0")}}
-		_, err = cp.Kube.CoreV1().ResourceQuotas(ns).UpdateStatus(ctx, q, metav1.UpdateOptions{})
+		_, err = c.Kube.CoreV1().ResourceQuotas(ns).UpdateStatus(ctx, q, metav1.UpdateOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
 }
