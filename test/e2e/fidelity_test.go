@@ -98,6 +98,9 @@ func (d decision) String() string { return fmt.Sprintf("%d@%d", d.replicas, d.k)
 // as real workers mark themselves). Both runs must make the same scaling
 // decisions, each in the same interval give or take one.
 func TestReplayIsTheController(t *testing.T) {
+	// Beside the others: each run has a namespace and GPU model of its
+	// own, and compares that namespace's decisions alone.
+	t.Parallel()
 	ns := cp.NamespaceT(t)
 	model := createGPUNodes(t, ns, 2, 2)
 	rec := recordPool(t, ns)
@@ -310,6 +313,9 @@ func (h *fidelityHarness) summary() string {
 // mode, the controller reports the forecast and acts on nothing. Both runs
 // must make the same decisions, each in the same interval give or take one.
 func TestReplayIsTheControllerForFloors(t *testing.T) {
+	// Beside the others: each run has a namespace and GPU model of its
+	// own, and compares that namespace's decisions alone.
+	t.Parallel()
 	const floor = 3
 	tests := []struct {
 		name string

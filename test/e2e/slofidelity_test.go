@@ -153,6 +153,9 @@ var promQueries = map[gputaskv1.MetricRole]string{
 // rates are the increase over the scrapes in the window, which is what
 // rate() gives over a full window of a counter above zero.
 func TestReplayIsTheControllerForSLO(t *testing.T) {
+	// Beside the others: each run has a namespace and GPU model of its
+	// own, and compares that namespace's decisions alone.
+	t.Parallel()
 	step := []gputaskv1.MetricRole{gputaskv1.RoleArrivals, gputaskv1.RoleRunning, gputaskv1.RoleWaiting}
 	bursty := []gputaskv1.MetricRole{gputaskv1.RoleCompletions, gputaskv1.RoleRunning, gputaskv1.RoleWaiting}
 	tests := []struct {
