@@ -23,7 +23,7 @@ require (
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad
 	k8s.io/kubelet v0.37.2
-	k8s.io/metrics v0.37.0
+	k8s.io/metrics v0.37.2
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	sigs.k8s.io/custom-metrics-apiserver v1.37.0
 	sigs.k8s.io/randfill v1.0.0
