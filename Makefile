@@ -56,10 +56,12 @@ demo-tools: ## Build what the demo runs: the control plane, kwok, helm and Prome
 test-unit: ## Unit tests: pure logic and fake-clientset controller tests.
 	$(GO) test -count=1 $(UNIT_PKGS)
 
-# Packages that spend their run waiting on a real controller's clock (the
-# HPA's sync period) rather than on the CPU; they run beside the others, on
-# a control plane of their own, with their output printed after.
-BESIDE_PKGS = ./test/hpafidelity
+# Packages that run beside the end-to-end package, one after another, each
+# on a control plane of its own, with their output printed after: the HPA's
+# fidelity spends its run waiting on a real controller's clock (the HPA's
+# sync period) rather than on the CPU, and the others take a minute or less
+# each, where the end-to-end package takes ten.
+BESIDE_PKGS = ./test/hpafidelity ./test/e2e/tenancy ./test/helm ./test/integration ./test/framework
 # The real node's tests (root, containerd, a kubelet; docs/node.md) run beside
 # too, on their own control plane: they wait on the image build and the
 # kubelet more than on the CPU.
@@ -72,7 +74,7 @@ E2E_PARALLEL ?= 4
 test-integration: tools node-tools build ## Integration and end-to-end tests on a real local control plane and a real node.
 	@mkdir -p _output
 	@set -uo pipefail; \
-	$(GO) test -count=1 -timeout 20m $(BESIDE_PKGS) > _output/test-beside.log 2>&1 & beside=$$!; \
+	$(GO) test -count=1 -p 1 -timeout 20m $(BESIDE_PKGS) > _output/test-beside.log 2>&1 & beside=$$!; \
 	$(GO) test -tags realnode -count=1 -timeout 30m $(NODE_PKGS) > _output/test-node.log 2>&1 & node=$$!; \
 	$(GO) test -count=1 -p 1 -parallel $(E2E_PARALLEL) -timeout 45m $$($(GO) list ./test/... | grep -vxF "$$($(GO) list $(BESIDE_PKGS))"); rc=$$?; \
 	wait $$beside; beside_rc=$$?; cat _output/test-beside.log; \
