@@ -43,6 +43,7 @@ type alertRule struct {
 // /api/v1/parse_query), so functions, label names and keywords are never
 // mistaken for metrics.
 func TestAlertMetrics(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, gpuNode{"a100-1", "A100", 8})
 	ctx := context.Background()
 	leaseNS := c.NamespaceT(t)

@@ -34,6 +34,7 @@ const (
 // gputask-system and without a single Forbidden, while an action it does
 // not need is refused.
 func TestDeployRBAC(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, gpuNode{"a100-1", "A100", 8}, gpuNode{"a100-2", "A100", 8})
 	ctx := context.Background()
 	dir := filepath.Join(c.Root, "artifacts", "deploy")

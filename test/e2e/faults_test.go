@@ -31,6 +31,7 @@ import (
 // 40 (and deletes 50 tasks while it is down), and after each restart
 // counts exactly the wanted tasks and one pod for each, none left over.
 func TestFaultKill9WithoutGarbageCollector(t *testing.T) {
+	t.Parallel()
 	const (
 		created = 200
 		kept    = 40

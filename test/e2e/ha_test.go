@@ -25,6 +25,7 @@ const (
 // pod: the pods of earlier tasks keep their UIDs, and no pod is ever created
 // twice.
 func TestHALeaderFailover(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, gpuNode{"a100-1", "A100", 8}, gpuNode{"a100-2", "A100", 8})
 	ctx := context.Background()
 	const leaseNS, leaseName = "gputask-ha", "gputask-controller"

@@ -23,6 +23,7 @@ import (
 // load-index error counter once the endpoint fails; and the log is
 // structured, with objects as namespace/name key=value pairs.
 func TestObservability(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, gpuNode{"a100-1", "A100", 8})
 	ctx := context.Background()
 	leaseNS := c.NamespaceT(t)

@@ -31,6 +31,7 @@ import (
 // request refused, and a user without that right is refused the same pod,
 // which shows the plugin was on.
 func TestOwnerReferencesPermissionEnforcement(t *testing.T) {
+	t.Parallel()
 	c := framework.StartT(t, framework.Options{Scheduler: true, ControllerManager: true, Kwok: true,
 		ExtraArgs: map[string][]string{framework.BinAPIServer: {"--enable-admission-plugins=OwnerReferencesPermissionEnforcement"}}})
 	c.CreateGPUNodeT(t, "a100-1", "A100", 8)

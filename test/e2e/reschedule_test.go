@@ -34,6 +34,7 @@ const (
 // replaces, and that no more than --max-concurrent-reschedules tasks are
 // between the deletion of their old pod and the creation of the new one.
 func TestReschedule(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t,
 		gpuNode{"a100-1", "A100", 8}, gpuNode{"a100-2", "A100", 8},
 		// One GPU each, so the node-loss case can only move to the other.

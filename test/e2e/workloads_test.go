@@ -28,6 +28,7 @@ import (
 // falls back to another GPU model, a conflicting spec, a spec edit on a
 // running task, and, last, the controller with the GPU toleration turned off.
 func TestWorkloads(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t,
 		gpuNode{"a100-1", "A100", 8},
 		gpuNode{"h100-1", "H100", 8},

@@ -35,6 +35,7 @@ const (
 // a window of steady state after that. kube-scheduler's bindings and kwok's
 // pod status writes are not the controller's and are not counted.
 func TestTaskSetWritesPerTask(t *testing.T) {
+	t.Parallel()
 	c := framework.StartT(t, framework.Options{Scheduler: true, ControllerManager: true, Kwok: true})
 	ctx := context.Background()
 	if _, err := c.CreateLargeGPUNode(ctx, "a100-large", gpuModel, writesTasks, writesTasks+10); err != nil {
