@@ -18,6 +18,11 @@ const (
 
 var nodeNames = []string{"a100-1", "a100-2"}
 
+// The package's control plane, its two nodes and its controller. The tests
+// that fill those nodes or stop that controller (capacity, completion,
+// lifecycle, the controller's crash) run alone, before the others; every
+// other test calls t.Parallel(), with a namespace and GPU model of its own
+// on this control plane or with a control plane of its own.
 var (
 	cp         *framework.ControlPlane
 	controller *framework.Process
