@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -276,9 +278,14 @@ func Example_applyStatus() {
 	fmt.Printf("replicas %d, ready %d, load %s, desired %d, %s=%s\n",
 		st.Replicas, st.ReadyReplicas, st.LoadIndex, *st.DesiredReplicas,
 		st.Conditions[0].Type, st.Conditions[0].Status)
+	// The server orders managedFields by time, then by manager: the two
+	// applies above can fall in the same second or in two.
+	var managers []string
 	for _, mf := range got.ManagedFields {
-		fmt.Println(mf.Manager, mf.Operation)
+		managers = append(managers, mf.Manager+" "+string(mf.Operation))
 	}
+	slices.Sort(managers)
+	fmt.Println(strings.Join(managers, "\n"))
 	// Output:
 	// replicas 3, ready 2, load 0.83, desired 4, ScalingActive=True
 	// gputask-autoscaler Apply
