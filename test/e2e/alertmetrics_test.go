@@ -50,9 +50,9 @@ func TestAlertMetrics(t *testing.T) {
 	ns := c.NamespaceT(t)
 	rules := readAlertRules(t, filepath.Join(c.Root, "artifacts", "monitoring", "gputask-rules.yaml"))
 
-	metricsAddr := framework.LoopbackAddrT(t)
-	c.StartControllerT(t, "--workers=2", "--metrics-bind-address="+metricsAddr, "--metrics-secure=false",
+	controller := c.StartControllerT(t, "--workers=2", "--metrics-bind-address=127.0.0.1:0", "--metrics-secure=false",
 		"--leader-elect", "--leader-elect-resource-namespace="+leaseNS)
+	metricsAddr := framework.ServingAddrT(t, controller, "metrics")
 
 	high := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, `{"data":{"load_balance":0.9}}`)

@@ -29,10 +29,10 @@ func TestObservability(t *testing.T) {
 	leaseNS := c.NamespaceT(t)
 	ns := c.NamespaceT(t)
 
-	metricsAddr, probeAddr := framework.LoopbackAddrT(t), framework.LoopbackAddrT(t)
 	controller := c.StartControllerT(t, "--workers=2",
-		"--metrics-bind-address="+metricsAddr, "--metrics-secure=false", "--health-probe-bind-address="+probeAddr,
+		"--metrics-bind-address=127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0",
 		"--leader-elect", "--leader-elect-resource-namespace="+leaseNS)
+	metricsAddr, probeAddr := framework.ServingAddrT(t, controller, "metrics"), framework.ServingAddrT(t, controller, "health probes")
 
 	sawNotReady := false
 	framework.Poll(t, 30*time.Second, "/healthz and /readyz 200", func(ctx context.Context) (bool, string) {

@@ -38,9 +38,9 @@ func TestMetricsNeedAuthorizedCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	metricsAddr, probeAddr := framework.LoopbackAddrT(t), framework.LoopbackAddrT(t)
-	cp.StartControllerT(t, "--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr,
+	controller := cp.StartControllerT(t, "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0",
 		"--leader-elect", "--leader-elect-resource-namespace="+ns, "--leader-elect-resource-name=held")
+	metricsAddr, probeAddr := framework.ServingAddrT(t, controller, "metrics"), framework.ServingAddrT(t, controller, "health probes")
 
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader-" + ns},

@@ -58,3 +58,31 @@ func TestComponentThatDiesIsStartedAgain(t *testing.T) {
 		})
 	}
 }
+
+// ServingAddr reads the address from the controller's "Serving ..." line,
+// the one of the server asked for, and says so when the controller exits
+// before serving it, as it does when its address is taken.
+func TestServingAddr(t *testing.T) {
+	const log = `echo 'I1206 16:15:56.97 1 server.go:90] "Serving health probes" addr="127.0.0.1:41001"'; ` +
+		`echo 'I1206 16:15:56.98 1 server.go:90] "Serving metrics" addr="127.0.0.1:41002"'; `
+	for _, tc := range []struct {
+		name, script, server, want string
+	}{
+		{name: "metrics", script: log + "exec sleep 60", server: "metrics", want: "127.0.0.1:41002"},
+		{name: "health probes", script: log + "exec sleep 60", server: "health probes", want: "127.0.0.1:41001"},
+		{name: "exits first", script: "echo listening for metrics on 127.0.0.1:41002: bind: address already in use; exit 1", server: "metrics"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp := &ControlPlane{Dir: t.TempDir(), nextLog: map[string]int{}}
+			p, err := cp.startBinary(BinController, "/bin/sh", nil, "-c", tc.script)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(p.Stop)
+			got, err := ServingAddr(context.Background(), p, tc.server, time.Minute)
+			if got != tc.want || (tc.want == "") != errors.Is(err, errExited) {
+				t.Errorf("ServingAddr(%q) = %q, %v; want %q and an error only if the process exited", tc.server, got, err, tc.want)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -70,6 +71,25 @@ func (cp *ControlPlane) StartControllerWithEnv(ctx context.Context, env []string
 		return nil, ctx.Err()
 	}
 	return p, nil
+}
+
+// ServingAddr waits until the controller p logs the address it serves name
+// on ("metrics" or "health probes", as pkg/server logs "Serving metrics"
+// addr=...) and returns it. A test gives the controller 127.0.0.1:0 and
+// reads the port here: a port picked free beforehand could be taken by
+// another process before the controller binds it, and the controller would
+// exit. It fails if p exits first or timeout passes.
+func ServingAddr(ctx context.Context, p *Process, name string, timeout time.Duration) (string, error) {
+	line := regexp.MustCompile(`"Serving ` + regexp.QuoteMeta(name) + `" addr="([^"]+)"`)
+	var addr string
+	err := p.waitReady(ctx, timeout, func(context.Context) bool {
+		data, err := os.ReadFile(p.LogPath)
+		if m := line.FindSubmatch(data); err == nil && m != nil {
+			addr = string(m[1])
+		}
+		return addr != ""
+	})
+	return addr, err
 }
 
 // ControllerArgs returns the args StartController uses before the caller's,

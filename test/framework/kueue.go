@@ -83,37 +83,45 @@ func (cp *ControlPlane) StartKueue(ctx context.Context) (*Kueue, error) {
 			return nil, err
 		}
 	}
-	ports := make([]int, 3)
-	for i := range ports {
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
+	// Kueue binds the ports its configuration names; one that another
+	// process took first makes it exit, and it is started again on others.
+	var k *Kueue
+	var webhookURL string
+	err := retryStart(func() (bool, error) {
+		ports := make([]int, 3)
+		for i := range ports {
+			port, err := FreePort()
+			if err != nil {
+				return false, err
+			}
+			ports[i] = port
 		}
-		ports[i] = port
-	}
-	healthPort, metricsPort, webhookPort := ports[0], ports[1], ports[2]
-	configPath := filepath.Join(dir, "config.yaml")
-	config := fmt.Sprintf(kueueConfig, healthPort, metricsPort, webhookPort, certDir)
-	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
-		return nil, err
-	}
-	webhookURL := "https://127.0.0.1:" + strconv.Itoa(webhookPort)
-	if err := cp.installKueueCRDs(ctx, filepath.Join(manifests, "crds"), webhookURL); err != nil {
-		return nil, err
-	}
-	_, err := cp.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KueueNamespace}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("creating namespace %s: %w", KueueNamespace, err)
-	}
-	k := &Kueue{
-		cp: cp,
-		// VisibilityOnDemand would serve Kueue's visibility API on every
-		// interface; the tests do not read it.
-		args:       []string{"--config=" + configPath, "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2"},
-		env:        []string{"KUBECONFIG=" + cp.KubeconfigPath, "KUEUE_METRICS_CERT_DIR=" + certDir},
-		healthPort: healthPort,
-	}
-	if err := k.Start(ctx); err != nil {
+		healthPort, metricsPort, webhookPort := ports[0], ports[1], ports[2]
+		configPath := filepath.Join(dir, "config.yaml")
+		config := fmt.Sprintf(kueueConfig, healthPort, metricsPort, webhookPort, certDir)
+		if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
+			return false, err
+		}
+		webhookURL = "https://127.0.0.1:" + strconv.Itoa(webhookPort)
+		if err := cp.installKueueCRDs(ctx, filepath.Join(manifests, "crds"), webhookURL); err != nil {
+			return false, err
+		}
+		_, err := cp.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KueueNamespace}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, fmt.Errorf("creating namespace %s: %w", KueueNamespace, err)
+		}
+		k = &Kueue{
+			cp: cp,
+			// VisibilityOnDemand would serve Kueue's visibility API on every
+			// interface; the tests do not read it.
+			args:       []string{"--config=" + configPath, "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2"},
+			env:        []string{"KUBECONFIG=" + cp.KubeconfigPath, "KUEUE_METRICS_CERT_DIR=" + certDir},
+			healthPort: healthPort,
+		}
+		err = k.Start(ctx)
+		return errors.Is(err, errExited), err
+	})
+	if err != nil {
 		return nil, err
 	}
 	if err := cp.installKueueWebhooks(ctx, filepath.Join(manifests, "webhooks.yaml"), webhookURL); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
@@ -52,14 +51,4 @@ func HTTPGet(ctx context.Context, url string) (int, string) {
 		return 0, err.Error()
 	}
 	return resp.StatusCode, string(b)
-}
-
-// LoopbackAddrT returns 127.0.0.1:<a free port>.
-func LoopbackAddrT(t testing.TB) string {
-	t.Helper()
-	port, err := FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "127.0.0.1:" + strconv.Itoa(port)
 }

@@ -122,6 +122,17 @@ func (cp *ControlPlane) StartControllerT(t testing.TB, args ...string) *Process 
 	return p
 }
 
+// ServingAddrT is ServingAddr that fails the test on error, waiting up to
+// a minute.
+func ServingAddrT(t testing.TB, p *Process, name string) string {
+	t.Helper()
+	addr, err := ServingAddr(context.Background(), p, name, time.Minute)
+	if err != nil {
+		t.Fatalf("the address of the controller's %s: %v", name, err)
+	}
+	return addr
+}
+
 // KubectlT runs kubectl and fails the test on error.
 func (cp *ControlPlane) KubectlT(t testing.TB, args ...string) string {
 	t.Helper()

@@ -322,11 +322,11 @@ func runAsChartServiceAccount(t *testing.T, dep *appsv1.Deployment) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probes := framework.LoopbackAddrT(t)
 	args := append(container(t, &dep.Spec.Template.Spec).Args,
-		"--kubeconfig="+kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address="+probes)
+		"--kubeconfig="+kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0")
 	proc := cp.StartControllerT(t, args...)
 	defer proc.Stop()
+	probes := framework.ServingAddrT(t, proc, "health probes")
 	framework.Poll(t, time.Minute, "the controller with the chart's flags to lead and be ready", func(ctx context.Context) (bool, string) {
 		if proc.Exited() {
 			t.Fatalf("the controller exited: %v\n%s", proc.ExitError(), proc.LogTail(20))

@@ -207,13 +207,12 @@ func runOne(ctx context.Context, s settings, kind runKind, l limits, round int) 
 // klog at -v=1 as kube-controller-manager runs, and waits until its caches
 // have synced.
 func startController(ctx context.Context, cp *framework.ControlPlane, env, limitArgs []string) (*framework.Process, error) {
-	port, err := framework.FreePort()
+	args := append([]string{"-v=1", "--health-probe-bind-address=127.0.0.1:0"}, limitArgs...)
+	proc, err := cp.StartControllerWithEnv(ctx, env, args...)
 	if err != nil {
 		return nil, err
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	args := append([]string{"-v=1", "--health-probe-bind-address=" + addr}, limitArgs...)
-	proc, err := cp.StartControllerWithEnv(ctx, env, args...)
+	addr, err := framework.ServingAddr(ctx, proc, "health probes", time.Minute)
 	if err != nil {
 		return nil, err
 	}

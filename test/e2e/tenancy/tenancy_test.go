@@ -86,13 +86,16 @@ func (s *exfilServer) answer(status int) {
 
 func TestTenancy(t *testing.T) {
 	c := framework.StartT(t, framework.Options{})
-	probeAddr := framework.LoopbackAddrT(t)
-	args := []string{"--workers=2", "--health-probe-bind-address=" + probeAddr}
+	args := []string{"--workers=2", "--health-probe-bind-address=127.0.0.1:0"}
 	controller := c.StartControllerT(t, args...)
+	probeAddr := framework.ServingAddrT(t, controller, "health probes")
 	waitReady(t, probeAddr)
-	restart := func(t *testing.T) {
+	// restart starts the controller again and returns where its health
+	// probes now are.
+	restart := func(t *testing.T) string {
 		controller.Stop()
 		controller = c.StartControllerT(t, args...)
+		return framework.ServingAddrT(t, controller, "health probes")
 	}
 
 	t.Run("SecretExfiltrationRefused", func(t *testing.T) { testSecretExfiltration(t, c) })
@@ -415,7 +418,7 @@ func toJSON(v any) string {
 // real CRD comes back. The controller keeps scaling a healthy set in another
 // namespace, stays ready, across a restart too, and gives each bad set an
 // InvalidSpec condition of its own.
-func testPoisonObjects(t *testing.T, c *framework.ControlPlane, probeAddr string, restart func(*testing.T)) {
+func testPoisonObjects(t *testing.T, c *framework.ControlPlane, probeAddr string, restart func(*testing.T) string) {
 	ctx := context.Background()
 	healthyNS, poisonNS := c.NamespaceT(t), c.NamespaceT(t)
 	load := newLoadServer(t, loadMid)
@@ -526,7 +529,7 @@ spec:
 
 	// After a restart, the lists decode, so the controller gets ready and
 	// scales the healthy set down.
-	restart(t)
+	probeAddr = restart(t)
 	waitReady(t, probeAddr)
 	load.Set(loadLow)
 	waitReplicas(t, c, healthyNS, "healthy", 1, "scaled down at load 0.3 after a restart")
