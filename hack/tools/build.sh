@@ -132,7 +132,8 @@ if [[ "${1:-}" == control-plane ]]; then
 fi
 
 # Prometheus comes from a module of its own (hack/tools/prometheus), so that its
-# dependencies never meet the Kubernetes ones: the server for the tests of the
+# newer libraries never raise the control plane's, on the control plane's
+# versions where those are the newer (see its tools.go): the server for the tests of the
 # Prometheus source, and promtool, from the same release, which checks and
 # unit-tests the alert rules in artifacts/monitoring (make test-alerts).
 # remove_all_sd leaves out the cloud service discoveries, a large part of the
