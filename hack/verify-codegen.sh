@@ -16,8 +16,10 @@ TMP=$(mktemp -d)
 trap 'rm -rf "${TMP}"' EXIT
 
 # Generate into a copy so that a stale tree is reported, not silently fixed.
+# Built binaries and _output (the logs that `make test` writes while this runs
+# beside its tests) are left out.
 mkdir -p "${TMP}/src"
-tar -C "${SCRIPT_ROOT}" --exclude=./bin --exclude=./.git -cf - . | tar -C "${TMP}/src" -xf -
+tar -C "${SCRIPT_ROOT}" --exclude=./bin --exclude=./.git --exclude=./_output -cf - . | tar -C "${TMP}/src" -xf -
 (cd "${TMP}/src" && GOBIN="${GOBIN:-${SCRIPT_ROOT}/bin/codegen}" bash hack/update-codegen.sh >/dev/null)
 
 status=0
