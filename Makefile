@@ -84,8 +84,8 @@ VERIFY_BESIDE ?=
 # With verify beside, `make test` turns off the subset of vet checks that
 # `go test` runs before each package's tests (TEST_VET): verify's `go vet`
 # runs every one of them on the same packages and test files, and the
-# subset's own analysis of every dependency would take about 3 more minutes
-# of CPU on a fresh machine.
+# subset's own analysis of every dependency took 2 min 40 s more of CPU on
+# a fresh build cache for the unit packages alone.
 TEST_VET ?=
 
 .PHONY: test-integration
