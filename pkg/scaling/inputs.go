@@ -69,6 +69,10 @@ type Inputs struct {
 	// is above 0, Step adds no tasks, and Proportional scales up from the
 	// Current - Starting tasks that already serve.
 	Starting int32
+	// StartingFor is how long the Starting tasks serve, summed, before a
+	// task asked for now is Ready (Startup.ServeFor at Startup): the SLO
+	// policy counts what they work off of a queue by then.
+	StartingFor time.Duration
 
 	// ConsecutiveFailures is status.consecutiveFailures before this evaluation.
 	ConsecutiveFailures int32

@@ -588,7 +588,8 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	if o.Absorbed {
 		queued = min(arrivals, sizing+o.Bursts)
 	}
-	o.Backlog = queueing.BacklogRate(waiting, queued, servingCapacity(in, serving, completions, service),
+	capacity := servingCapacity(in, serving, completions, service)
+	o.Backlog = queueing.BacklogRate(waiting, queued, capacity+startingCapacity(in, serving, capacity, startup),
 		startup, max(BacklogClearing*startup, service))
 	o.Expected = (future + o.Backlog) * o.Correction
 	forFuture, _ := model.Tasks(o.Expected, objective, MaxSLOTasks)
@@ -688,6 +689,19 @@ func servingCapacity(in Inputs, serving int32, completions, service float64) flo
 		return completions
 	}
 	return float64(serving) * float64(in.Policy.SLO.SlotsPerTask) / service
+}
+
+// startingCapacity is what the tasks on their way work off of a queue
+// before a task asked for now is Ready, as a rate over that start-up: each
+// at the capacity a serving task has, for as long as it serves by then
+// (Inputs.StartingFor). Without it each reading while they start would
+// count the queue growing for a whole start-up again, as if none were
+// coming, and ask for tasks that arrive after the queue is gone.
+func startingCapacity(in Inputs, serving int32, capacity, startup float64) float64 {
+	if serving <= 0 || in.Starting <= 0 || !(startup > 0) {
+		return 0
+	}
+	return capacity / float64(serving) * in.StartingFor.Seconds() / startup
 }
 
 // tokensPerRequest is the output tokens a finished request has: the

@@ -704,4 +704,13 @@ func TestSLOEngineBacklog(t *testing.T) {
 	if d := Decide(pool(300, 400, 6000)); d.SLO.Backlog != 0 {
 		t.Errorf("draining: backlog %v/s, want 0 (100/s spare clears 6,000 within the start-up)", d.SLO.Backlog)
 	}
+	// Four tasks more asked for a minute ago (Startup.ServeFor): each
+	// serves at the 10/s of a serving task from when it is Ready, a minute
+	// before a task asked for now, so 2,400 of the queue are gone by then.
+	in := pool(300, 60, 6000)
+	in.Current, in.Starting, in.StartingFor = 10, 4, 4*time.Minute
+	starting := Decide(in)
+	if want := (6000 + 240*120 - 4*10*60) / 90.0; math.Abs(starting.SLO.Backlog-want) > 1e-6 {
+		t.Errorf("tasks starting: backlog %v/s, want %v/s", starting.SLO.Backlog, want)
+	}
 }

@@ -1,6 +1,7 @@
 package scaling
 
 import (
+	"math"
 	"sort"
 	"time"
 )
@@ -38,6 +39,32 @@ type Startup struct {
 	// NextExpiry is how long until the first starting task times out; zero
 	// when none is starting.
 	NextExpiry time.Duration
+	// Ages is how long each starting task that exists has been on its
+	// way, since it was created; Asked, how long the others (Starting less
+	// len(Ages), asked for but not created yet) have been, since the last
+	// step asked for them.
+	Ages  []time.Duration
+	Asked time.Duration
+}
+
+// ServeFor is how long the starting tasks serve, summed, before a task
+// asked for now, which takes startup, is Ready: each from when it is Ready
+// (a startup after it was asked for), so for as long as it has been on its
+// way, at most startup (one later than that is taken to be Ready any
+// moment).
+func (s Startup) ServeFor(startup time.Duration) time.Duration {
+	startup = max(startup, 0)
+	var sum float64
+	for _, age := range s.Ages {
+		sum += float64(min(age, startup))
+	}
+	if missing := int64(s.Starting) - int64(len(s.Ages)); missing > 0 {
+		sum += float64(missing) * float64(min(s.Asked, startup))
+	}
+	if sum >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(sum)
 }
 
 // CountStarting finds the capacity on its way. A task that the set added and
@@ -67,6 +94,7 @@ func CountStarting(tasks []TaskStart, current int32, lastScale time.Time, timeou
 			continue
 		}
 		s.Starting++
+		s.Ages = append(s.Ages, max(now.Sub(t.Created), 0))
 		if wait := deadline.Sub(now); s.NextExpiry == 0 || wait < s.NextExpiry {
 			s.NextExpiry = wait
 		}
@@ -74,6 +102,7 @@ func CountStarting(tasks []TaskStart, current int32, lastScale time.Time, timeou
 	if missing := int64(current) - int64(len(tasks)); missing > 0 && !lastScale.IsZero() {
 		if deadline := lastScale.Add(timeout); now.Before(deadline) {
 			s.Starting = addSat(s.Starting, missing)
+			s.Asked = max(now.Sub(lastScale), 0)
 			if wait := deadline.Sub(now); s.NextExpiry == 0 || wait < s.NextExpiry {
 				s.NextExpiry = wait
 			}

@@ -1,6 +1,7 @@
 package scaling
 
 import (
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -26,22 +27,22 @@ func TestCountStarting(t *testing.T) {
 		{name: "all ready", tasks: []TaskStart{task("a", time.Hour, true), task("b", time.Minute, true)}, current: 2,
 			want: Startup{Ready: 2}},
 		{name: "young unready tasks are starting", tasks: []TaskStart{task("a", time.Hour, true), task("b", time.Minute, false), task("c", 4*time.Minute, false)}, current: 3,
-			want: Startup{Ready: 1, Starting: 2, NextExpiry: 6 * time.Minute}},
+			want: Startup{Ready: 1, Starting: 2, NextExpiry: 6 * time.Minute, Ages: []time.Duration{time.Minute, 4 * time.Minute}}},
 		{name: "timed out tasks no longer count", tasks: []TaskStart{task("z", 11*time.Minute, false), task("b", time.Minute, false), task("a", timeout, false)}, current: 3,
-			want: Startup{Starting: 1, Expired: []string{"a", "z"}, NextExpiry: 9 * time.Minute}},
+			want: Startup{Starting: 1, Expired: []string{"a", "z"}, NextExpiry: 9 * time.Minute, Ages: []time.Duration{time.Minute}}},
 		{name: "tasks asked for but not created are starting", tasks: []TaskStart{task("a", time.Hour, true)}, current: 4, lastScale: t0.Add(-time.Minute),
-			want: Startup{Ready: 1, Starting: 3, NextExpiry: 9 * time.Minute}},
+			want: Startup{Ready: 1, Starting: 3, NextExpiry: 9 * time.Minute, Asked: time.Minute}},
 		{name: "missing tasks stop counting after the timeout", tasks: []TaskStart{task("a", time.Hour, true)}, current: 4, lastScale: t0.Add(-timeout),
 			want: Startup{Ready: 1}},
 		{name: "missing tasks without an autoscaler step do not count", tasks: []TaskStart{task("a", time.Hour, true)}, current: 4,
 			want: Startup{Ready: 1}},
 		{name: "more tasks than current (scale-in under way)", tasks: []TaskStart{task("a", time.Hour, true), task("b", time.Minute, false)}, current: 1, lastScale: t0,
-			want: Startup{Ready: 1, Starting: 1, NextExpiry: 9 * time.Minute}},
+			want: Startup{Ready: 1, Starting: 1, NextExpiry: 9 * time.Minute, Ages: []time.Duration{time.Minute}}},
 		{name: "queued tasks wait for quota, not for a start", tasks: []TaskStart{task("a", time.Hour, true), {Name: "q", Created: t0.Add(-time.Minute), Queued: true},
 			{Name: "old", Created: t0.Add(-time.Hour), Queued: true}, task("b", time.Minute, false)}, current: 4,
-			want: Startup{Ready: 1, Queued: 2, Starting: 1, NextExpiry: 9 * time.Minute}},
+			want: Startup{Ready: 1, Queued: 2, Starting: 1, NextExpiry: 9 * time.Minute, Ages: []time.Duration{time.Minute}}},
 		{name: "zero timeout means the default", tasks: []TaskStart{task("a", 5*time.Minute, false)}, current: 1, timeout: -1,
-			want: Startup{Starting: 1, NextExpiry: 5 * time.Minute}},
+			want: Startup{Starting: 1, NextExpiry: 5 * time.Minute, Ages: []time.Duration{5 * time.Minute}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,6 +53,34 @@ func TestCountStarting(t *testing.T) {
 			got := CountStarting(tt.tasks, tt.current, tt.lastScale, to, t0)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("CountStarting = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStartupServeFor(t *testing.T) {
+	tests := []struct {
+		name    string
+		st      Startup
+		startup time.Duration
+		want    time.Duration
+	}{
+		{name: "none starting", startup: 2 * time.Minute},
+		{name: "each for as long as it has been on its way", st: Startup{Starting: 2, Ages: []time.Duration{time.Minute, 30 * time.Second}},
+			startup: 2 * time.Minute, want: 90 * time.Second},
+		{name: "one later than the start-up serves it whole, not its age", st: Startup{Starting: 2, Ages: []time.Duration{9 * time.Minute, 10 * time.Second}},
+			startup: 2 * time.Minute, want: 130 * time.Second},
+		{name: "tasks not created yet since they were asked for", st: Startup{Starting: 4, Ages: []time.Duration{time.Minute}, Asked: 20 * time.Second},
+			startup: 2 * time.Minute, want: 2 * time.Minute},
+		{name: "asked for longer ago than a start-up", st: Startup{Starting: 2, Asked: 5 * time.Minute},
+			startup: 2 * time.Minute, want: 4 * time.Minute},
+		{name: "saturates", st: Startup{Starting: math.MaxInt32, Asked: time.Hour},
+			startup: time.Hour, want: math.MaxInt64},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.st.ServeFor(tt.startup); got != tt.want {
+				t.Errorf("ServeFor(%v) = %v, want %v", tt.startup, got, tt.want)
 			}
 		})
 	}
