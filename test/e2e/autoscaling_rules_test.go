@@ -208,14 +208,27 @@ func TestBusyTasksDrainOnScaleIn(t *testing.T) {
 	// Drain two busy tasks again, then scale up to 3: both come back, one is created.
 	patchPool(t, ns, `{"spec":{"replicas":2}}`)
 	rec.waitSet(t, "2 Ready tasks", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.ReadyReplicas == 2 && s.Status.Replicas == 2 })
-	var kept []string
+	var kept, keptPods []string
 	for _, task := range rec.tasks(t) {
 		if task.DeletionTimestamp == nil {
-			kept = append(kept, task.Name)
+			kept, keptPods = append(kept, task.Name), append(keptPods, task.Status.PodName)
 			if _, err := cp.GPUTask.GputaskV1().GPUTasks(ns).Patch(ctx, task.Name, types.MergePatchType, []byte(busy), metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
+	}
+	// The set controller reads the tasks from the informer the GPUTask
+	// controller shares: once that controller has protected the busy
+	// tasks' pods, the set sees the tasks busy too, and the scale-in
+	// drains them rather than deleting them.
+	for _, name := range keptPods {
+		framework.Poll(t, waitTimeout, "pod "+name+" protected from disruption", func(ctx context.Context) (bool, string) {
+			pod, err := cp.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return gputaskv1.DisruptionProtected(pod), fmt.Sprintf("pod %s annotations %v", pod.Name, pod.Annotations)
+		})
 	}
 	patchPool(t, ns, `{"spec":{"replicas":0}}`)
 	rec.waitSet(t, "2 tasks draining", func(s *gputaskv1.GPUTaskSet) bool { return s.Status.DrainingReplicas == 2 })
