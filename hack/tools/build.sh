@@ -156,35 +156,64 @@ fi
 
 # Kueue, for the tests that run the controller under a real Kueue, comes from
 # a module of its own (hack/tools/kueue) at the release go.mod pins, on the
-# Kubernetes libraries of that release. Two things are taken from its source
-# next to the binary, into bin/kueue-manifests: its CRDs and its webhook
-# configurations, which the tests install with the webhooks pointed at
-# 127.0.0.1. One line of its main changes in the copy that is built: the
-# directory of the metrics certificate, fixed at /etc/kueue/metrics/certs, is
-# read from KUEUE_METRICS_CERT_DIR, so that the tests serve Kueue's metrics
-# with a certificate of their own directory instead of writing to /etc.
-KUEUE_DIR=${TOOLS_DIR}/kueue
-if [[ ! -x "${BIN_DIR}/kueue" || ! -d "${BIN_DIR}/kueue-manifests" ]]; then
-  kueue_version=$(cd "${KUEUE_DIR}" && go list -m -f '{{.Version}}' sigs.k8s.io/kueue)
-  kueue_src=$(cd "${KUEUE_DIR}" && go mod download -json sigs.k8s.io/kueue | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  fixed='metricsCertPath := "/etc/kueue/metrics/certs"'
-  if ! grep -qF "${fixed}" "${kueue_src}/cmd/kueue/main.go"; then
-    echo "kueue ${kueue_version}: cmd/kueue/main.go has no line ${fixed}; update $0" >&2
-    exit 1
+# control plane's Kubernetes libraries, so that those are compiled once. Two
+# things are taken from its source next to the binary, into
+# bin/kueue-manifests: its CRDs and its webhook configurations, which the
+# tests install with the webhooks pointed at 127.0.0.1. The build takes the
+# module from a copy with three changes, through a go.mod of its own that
+# replaces the module with the copy (as Karpenter's, below):
+#   - main reads the directory of the metrics certificate, fixed at
+#     /etc/kueue/metrics/certs, from KUEUE_METRICS_CERT_DIR, so that the tests
+#     serve Kueue's metrics with a certificate of their own directory instead
+#     of writing to /etc;
+#   - main links the one job integration the tests turn on, the pod's, instead
+#     of all of them: the others bring in the APIs of a dozen operators
+#     (Kubeflow's trainer among them, which names core/v1 types the control
+#     plane's release has removed);
+#   - the job framework's list of the kinds a workload may be prebuilt for
+#     names TrainJob by its group, version and kind instead of through the
+#     trainer's API package, the one other import of it.
+build_kueue() {
+  local dir=${TOOLS_DIR}/kueue
+  if [[ -x "${BIN_DIR}/kueue" && -d "${BIN_DIR}/kueue-manifests" ]]; then
+    return
   fi
-  main_dir=$(mktemp -d "${KUEUE_DIR}/kueue.XXXXXX")
-  tmp_dirs+=("${main_dir}")
-  mkdir "${main_dir}/kueue"
-  sed "s|${fixed}|metricsCertPath := os.Getenv(\"KUEUE_METRICS_CERT_DIR\")|" \
-    "${kueue_src}/cmd/kueue/main.go" > "${main_dir}/kueue/main.go"
+  local version src copy check file line
+  version=$(cd "${dir}" && go list -m -f '{{.Version}}' sigs.k8s.io/kueue)
+  src=$(cd "${dir}" && go mod download -json sigs.k8s.io/kueue | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  local main=cmd/kueue/main.go validation=pkg/controller/jobframework/validation.go
+  local cert_dir='metricsCertPath := "/etc/kueue/metrics/certs"'
+  local all_jobs='_ "sigs.k8s.io/kueue/pkg/controller/jobs"'
+  local trainer_import='kftrainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"'
+  local trainer_kind='kftrainer.SchemeGroupVersion.WithKind(kftrainer.TrainJobKind).String()'
+  for check in "${main}|${cert_dir}" "${main}|${all_jobs}" "${validation}|${trainer_import}" "${validation}|${trainer_kind}"; do
+    file=${check%%|*}; line=${check#*|}
+    if [[ $(grep -cF "${line}" "${src}/${file}") -ne 1 ]]; then
+      echo "kueue ${version}: ${file} has not one line with ${line}; update $0" >&2
+      return 1
+    fi
+  done
+  copy=$(mktemp -d "${dir}/build.XXXXXX")
+  tmp_dirs+=("${copy}")
+  mkdir "${copy}/kueue"
+  cp -r "${src}/go.mod" "${src}/apis" "${src}/cmd" "${src}/pkg" "${copy}/kueue/"
+  chmod -R u+w "${copy}/kueue"
+  sed -i -e "s|${cert_dir}|metricsCertPath := os.Getenv(\"KUEUE_METRICS_CERT_DIR\")|" \
+    -e "s|${all_jobs}|_ \"sigs.k8s.io/kueue/pkg/controller/jobs/pod\"|" "${copy}/kueue/${main}"
+  sed -i -e "\|${trainer_import}|d" \
+    -e "s|${trainer_kind}|\"trainer.kubeflow.org/v1alpha1, Kind=TrainJob\"|" "${copy}/kueue/${validation}"
+  cp "${dir}/go.sum" "${copy}/go.sum"
+  { cat "${dir}/go.mod"; echo "replace sigs.k8s.io/kueue => ./${copy##*/}/kueue"; } > "${copy}/go.mod"
   rm -f "${BIN_DIR}/kueue"
-  build "${KUEUE_DIR}" "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=${kueue_version}" "" \
-    kueue="./${main_dir##*/}/kueue"
+  GOFLAGS="$(go env GOFLAGS) -modfile=${copy}/go.mod" \
+    build "${dir}" "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=${version}" "" \
+    kueue=sigs.k8s.io/kueue/cmd/kueue
   rm -rf "${BIN_DIR}/kueue-manifests"
   mkdir -p "${BIN_DIR}/kueue-manifests/crds"
-  cp "${kueue_src}"/config/components/crd/bases/*.yaml "${BIN_DIR}/kueue-manifests/crds/"
-  cp "${kueue_src}/config/components/webhook/manifests.yaml" "${BIN_DIR}/kueue-manifests/webhooks.yaml"
+  cp "${src}"/config/components/crd/bases/*.yaml "${BIN_DIR}/kueue-manifests/crds/"
+  cp "${src}/config/components/webhook/manifests.yaml" "${BIN_DIR}/kueue-manifests/webhooks.yaml"
   chmod -R u+w "${BIN_DIR}/kueue-manifests"
-fi
+}
 
+build_kueue
 build_karpenter
