@@ -80,8 +80,9 @@ func fidelitySet(model, url string) *gputaskv1.GPUTaskSet {
 
 // decision is a change of spec.replicas in interval k of the trace: made
 // by the evaluation at the trace's start plus k intervals (the replay), or
-// within the interval before it (the controller, whose intervals run from
-// the set's creation).
+// within the interval after it, on the load index of that instant (the
+// controller, whose intervals run from the set's creation; see
+// fidelityHarness.step).
 type decision struct {
 	k        int
 	replicas int32
@@ -95,8 +96,9 @@ func (d decision) String() string { return fmt.Sprintf("%d@%d", d.replicas, d.k)
 // workers that load for kwok.SlowStartup and a load index computed by the
 // replay's pool model from the real tasks (their readiness, draining and
 // deletion; the model's busy workers marked gputask.io/busy on their task,
-// as real workers mark themselves). Both runs must make the same scaling
-// decisions, each in the same interval give or take one.
+// as real workers mark themselves), held at the instants the replay
+// evaluates at. Both runs must make the same scaling decisions, each in the
+// same interval give or take one.
 func TestReplayIsTheController(t *testing.T) {
 	// Beside the others: each run has a namespace and GPU model of its
 	// own, and compares that namespace's decisions alone.
@@ -166,12 +168,13 @@ func replayDecisions(t *testing.T, set *gputaskv1.GPUTaskSet, trace workload.Tra
 }
 
 // decisionsSince returns the changes of spec.replicas the recorder saw
-// after the set as created, by interval from t0, and the decision reasons.
+// after the set was created, by the interval from t0 they were made in,
+// and the decision reasons.
 func (r *poolRecorder) decisionsSince(t0 time.Time) ([]decision, []string) {
 	var real []decision
 	steps, reasons := r.snapshot()
 	for _, s := range steps[1:] {
-		k := int((s.at.Sub(t0) + fidelityInterval - 1) / fidelityInterval)
+		k := int(s.at.Sub(t0) / fidelityInterval)
 		real = append(real, decision{k: k, replicas: s.replicas})
 	}
 	return real, reasons
@@ -201,6 +204,8 @@ type fidelityHarness struct {
 	index *sim.LoadIndexServer
 
 	mu      sync.Mutex
+	t0      time.Time
+	indexed time.Time // the instant of the pool the load index shows
 	pool    *sim.Pool
 	trace   workload.Trace
 	workers map[string]*sim.Worker
@@ -219,9 +224,9 @@ func newFidelityHarness(t *testing.T, ns string, rec *poolRecorder, trace worklo
 func (h *fidelityHarness) start() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	t0 := time.Now()
-	h.pool = sim.NewPool(h.trace, t0, fidelityConcurrency, fidelityStartup)
-	return t0
+	h.t0 = time.Now()
+	h.pool = sim.NewPool(h.trace, h.t0, fidelityConcurrency, fidelityStartup)
+	return h.t0
 }
 
 // run mirrors the tasks into the pool and the pool into the load index and
@@ -267,15 +272,17 @@ func (h *fidelityHarness) step(t *testing.T, now time.Time) {
 			delete(h.busy, name)
 		}
 	}
-	// The requests up to now. A draining worker that falls idle stops the
-	// pool early: its busy mark goes below, and the set controller deletes
-	// it.
-	for {
-		if _, drainIdle := h.pool.Advance(now); !drainIdle {
-			break
-		}
+	// The requests up to now. The load index shows the pool at the last
+	// instant of the replay's evaluations (t0 plus whole intervals), as a
+	// scrape each interval would: the controller, whose evaluations fall
+	// anywhere within an interval, reads what the replay reads at its
+	// start, not the first requests of a burst that began a moment before.
+	if at := h.t0.Add(now.Sub(h.t0).Truncate(fidelityInterval)); at.After(h.indexed) {
+		h.advance(at)
+		h.index.Update(h.pool)
+		h.indexed = at
 	}
-	h.index.Update(h.pool)
+	h.advance(now)
 	// A worker marks its task busy while it serves, as the drain protocol
 	// asks of real workers.
 	for name, w := range h.workers {
@@ -293,6 +300,17 @@ func (h *fidelityHarness) step(t *testing.T, now time.Time) {
 		}
 		h.busy[name] = w.Busy()
 		h.patches++
+	}
+}
+
+// advance plays the trace up to to. A draining worker that falls idle
+// stops the pool early: its busy mark goes in step, and the set controller
+// deletes it.
+func (h *fidelityHarness) advance(to time.Time) {
+	for {
+		if _, drainIdle := h.pool.Advance(to); !drainIdle {
+			return
+		}
 	}
 }
 
