@@ -66,12 +66,10 @@ BESIDE_PKGS = ./test/hpafidelity ./test/e2e/tenancy ./test/helm ./test/integrati
 # kubelet more than on the CPU.
 NODE_PKGS = ./test/node
 # The end-to-end tests mostly wait on controllers' clocks (the load average
-# stays near 1 on 2 cores), so more of them run at once than there are cores.
-# Eight at once took the package from 528 s to 355 s on 2 cores when it ran
-# alone, but beside the rest of `make test` on a fresh machine the
-# controller of TestReplayIsTheController then read the burst of its load
-# index one interval late, so four it is.
-E2E_PARALLEL ?= 4
+# stays near 1 on 2 cores), so more of them run at once than there are cores:
+# eight at once took the package from 528 s to 355 s on 2 cores when it ran
+# alone.
+E2E_PARALLEL ?= 8
 
 # `make test` runs `make verify` beside the tests too (VERIFY_BESIDE), at a
 # lower CPU priority than they: what verify compiles that nothing else does
