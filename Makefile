@@ -55,12 +55,13 @@ demo-tools: ## Build what the demo runs: the control plane, kwok, helm and Prome
 	hack/tools/build.sh demo
 
 # GOGC of the tests and of what they start (the control planes, the
-# controller, the kubelet): the replays of the unit tests allocate about
-# 27 GB over live heaps of tens of megabytes, so at Go's default of 100 the
-# collector took a third of their CPU time; at 400 the unit tests take 120 s
-# of CPU instead of 174 s (at a peak of 280 MB a test binary), and the
-# end-to-end package 328 s instead of 374 s. The tests count pods, writes
-# and requests, none of which the collector's pace changes.
+# controller, the kubelet), and of `make verify` beside them: the replays of
+# the unit tests allocate about 27 GB over live heaps of tens of megabytes,
+# so at Go's default of 100 the collector took a third of their CPU time;
+# at 400 the unit tests take 120 s of CPU instead of 174 s (at a peak of
+# 280 MB a test binary), and the end-to-end package about 330 s instead of
+# about 370 s. The tests count pods, writes and requests, none of which the
+# collector's pace changes; `make bench` keeps Go's default.
 TEST_GOGC ?= 400
 
 .PHONY: test-unit
