@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"sort"
 	"testing"
 	"time"
 
@@ -230,7 +231,7 @@ func BenchmarkEnginePool(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	tokens := func(median float64) float64 { return math.Round(median*math.Exp(0.8*rng.NormFloat64())) + 1 }
 	var tr workload.Trace
-	for at := 0.0; at < 3*24*3600; at += rng.ExpFloat64() / 4 {
+	for at := 0.0; at < 3*24*3600; at += rng.ExpFloat64() / 2 {
 		tr.Requests = append(tr.Requests, workload.Served{Arrival: time.Duration(at * float64(time.Second)), Service: time.Second})
 		tr.Tokens = append(tr.Tokens, workload.Tokens{InputTokens: tokens(600), OutputTokens: tokens(250)})
 	}
@@ -311,5 +312,44 @@ func TestPoolForgetsWhatNoWindowReads(t *testing.T) {
 		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Fatalf("minute %d: observed\n%+v\nwant\n%+v", i+1, got[i], want[i])
 		}
+	}
+}
+
+// The token buckets a pool observes are those of the requests that
+// finished within the last WaitWindow, each counted where its output and
+// its prompt fall, while the pool forgets what no window reads.
+func TestPoolObservesTheTokensOfTheLastWaitWindow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	var reqs [][3]float64
+	for at := 0.0; at < 5400; at += rng.ExpFloat64() / 2 {
+		if at > 1800 && at < 2700 {
+			at = 2700 // idle for 15 minutes: the window empties
+		}
+		reqs = append(reqs, [3]float64{at, float64(1 + rng.IntN(8000)), float64(1 + rng.IntN(3000))})
+	}
+	forgetAtLeast = 16
+	defer func() { forgetAtLeast = 1024 }()
+	p := enginePool(t, tokenTrace(reqs...), 64, RouterLeastOutstanding, enginemodel.Config{})
+	p.AddReady(2)
+	counted := 0.0
+	for at := t0.Add(37 * time.Second); p.next < len(reqs) || !p.Finished(); at = at.Add(37 * time.Second) {
+		p.Advance(at)
+		o := p.Observe()
+		var outputs, prompts TokenBuckets
+		for r, f := range p.finished {
+			if f != 0 && p.timeOf(f).After(at.Add(-WaitWindow)) {
+				outputs[sort.SearchFloat64s(VLLMTokenBuckets, p.tokens[r].OutputTokens)]++
+				prompts[sort.SearchFloat64s(VLLMTokenBuckets, p.tokens[r].InputTokens)]++
+			}
+		}
+		if o.Outputs != outputs || o.Prompts != prompts {
+			t.Fatalf("at %v: observed outputs %v prompts %v, want %v and %v", at.Sub(t0), o.Outputs, o.Prompts, outputs, prompts)
+		}
+		for _, n := range outputs {
+			counted += n
+		}
+	}
+	if counted < float64(len(reqs)) {
+		t.Fatalf("the windows counted %v finished requests of %d", counted, len(reqs))
 	}
 }

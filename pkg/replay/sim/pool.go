@@ -834,21 +834,26 @@ func (p *Pool) Undrain(w *Worker) {
 // forget drops the times that no window reads any more: of the requests
 // that got a slot, finished or had their first token before the longest
 // window, all but the last, whose cumulative counts the windows subtract
-// from. It copies what it keeps, as a scrape's Started may still hold the
-// old slice, and only once half of it is stale, so that each time is
-// copied a bounded number of times.
+// from. It moves what it keeps to the front of the slice it was in, but
+// for the waits, which it copies to a new one, as a scrape's Started may
+// still hold the old; and only once half of it is stale, so that each
+// time is moved a bounded number of times.
 func (p *Pool) forget() {
 	from := p.now.Add(-max(RateWindow, WaitWindow))
+	// The token buckets' window first: the head then lies past every
+	// finished request dropped below.
+	p.slideOutputs()
+	v := &p.vllm
 	if k := stale(p.finishedAt, from); k > 0 {
 		p.finishedGone += k
-		p.finishedAt, p.vllm.finish = slices.Clone(p.finishedAt[k:]), slices.Clone(p.vllm.finish[k:])
+		p.finishedAt, v.finish, v.finishBuckets = slices.Delete(p.finishedAt, 0, k), slices.Delete(v.finish, 0, k), slices.Delete(v.finishBuckets, 0, k)
+		v.outputsHead -= k
 	}
 	if k := stale(p.startedAt, from); k > 0 {
-		p.startedAt, p.startWaits = slices.Clone(p.startedAt[k:]), slices.Clone(p.startWaits[k:])
+		p.startedAt, p.startWaits = slices.Delete(p.startedAt, 0, k), slices.Clone(p.startWaits[k:])
 	}
-	v := &p.vllm
 	if k := min(stale(v.firstAt, from), v.windowHead); k > 0 {
-		v.firstAt, v.firstBucket, v.promptCum = slices.Clone(v.firstAt[k:]), slices.Clone(v.firstBucket[k:]), slices.Clone(v.promptCum[k:])
+		v.firstAt, v.firstBucket, v.promptCum = slices.Delete(v.firstAt, 0, k), slices.Delete(v.firstBucket, 0, k), slices.Delete(v.promptCum, 0, k)
 		v.windowHead -= k
 	}
 }

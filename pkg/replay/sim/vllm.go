@@ -2,6 +2,7 @@ package sim
 
 import (
 	"container/heap"
+	"math"
 	"sort"
 	"time"
 )
@@ -35,13 +36,18 @@ const TokenBucketCount = 17
 type TokenBuckets [TokenBucketCount]float64
 
 // finishCounters are the counters a finished request adds to, as they
-// stand after it: vllm:generation_tokens_total,
-// vllm:inter_token_latency_seconds's sum and count, and the buckets of
-// vllm:request_generation_tokens and vllm:request_prompt_tokens.
+// stand after it: vllm:generation_tokens_total and
+// vllm:inter_token_latency_seconds's sum and count.
 type finishCounters struct {
 	generation, itlSum, itlCount float64
-	outputs, prompts             TokenBuckets
 }
+
+// tokenBuckets are the buckets of vllm:request_generation_tokens and
+// vllm:request_prompt_tokens that a finished request counts in, or
+// noBucket for both where the trace has no token counts.
+type tokenBuckets struct{ output, prompt uint8 }
+
+const noBucket = math.MaxUint8
 
 // firstTokenAt is a first token the fixed and batched models know ahead:
 // the request's prefill ends at At.
@@ -87,10 +93,17 @@ type vllmCounters struct {
 	// prompt the prompt tokens.
 	total  TTFTBuckets
 	prompt float64
-	// finish is the counters after each finished request, parallel to
-	// the pool's finishedAt; finished the counters now.
-	finish   []finishCounters
-	finished finishCounters
+	// finish is the counters after each finished request, and
+	// finishBuckets its token buckets, parallel to the pool's finishedAt;
+	// finished the counters now.
+	finish        []finishCounters
+	finishBuckets []tokenBuckets
+	finished      finishCounters
+	// outputs and prompts count the requests that finished within the
+	// last WaitWindow by token bucket; outputsHead is the oldest of them
+	// in finishedAt.
+	outputs, prompts TokenBuckets
+	outputsHead      int
 	// hist is the TTFT buckets at each scrape within the last
 	// WaitWindow, oldest first: Prometheus's samples for the rate() in
 	// histogram_quantile(q, rate(...[5m])).
@@ -150,17 +163,33 @@ func (p *Pool) recordFirstToken(r int, at time.Time) {
 // token.
 func (p *Pool) recordFinish(r int) {
 	v := &p.vllm
+	b := tokenBuckets{output: noBucket, prompt: noBucket}
 	if p.tokens != nil {
 		out := p.tokens[r].OutputTokens
 		v.finished.generation += out
-		v.finished.outputs[sort.SearchFloat64s(VLLMTokenBuckets, out)]++
-		v.finished.prompts[sort.SearchFloat64s(VLLMTokenBuckets, p.tokens[r].InputTokens)]++
+		b = tokenBuckets{output: uint8(sort.SearchFloat64s(VLLMTokenBuckets, out)), prompt: uint8(sort.SearchFloat64s(VLLMTokenBuckets, p.tokens[r].InputTokens))}
+		v.outputs[b.output]++
+		v.prompts[b.prompt]++
 		if out > 1 && p.firstToken[r] != 0 {
 			v.finished.itlSum += p.now.Sub(p.timeOf(p.firstToken[r])).Seconds()
 			v.finished.itlCount += out - 1
 		}
 	}
-	v.finish = append(v.finish, v.finished)
+	v.finish, v.finishBuckets = append(v.finish, v.finished), append(v.finishBuckets, b)
+}
+
+// slideOutputs brings the token buckets of finished requests to those
+// that finished within (now-WaitWindow, now].
+func (p *Pool) slideOutputs() {
+	v := &p.vllm
+	from := p.now.Add(-WaitWindow)
+	for v.outputsHead < len(p.finishedAt) && !p.finishedAt[v.outputsHead].After(from) {
+		if b := v.finishBuckets[v.outputsHead]; b.output != noBucket {
+			v.outputs[b.output]--
+			v.prompts[b.prompt]--
+		}
+		v.outputsHead++
+	}
 }
 
 // slideTTFT brings the window of first tokens to (now-WaitWindow, now].
@@ -179,15 +208,8 @@ func (p *Pool) slideTTFT() {
 // over the last window (RateWindow, shorter within the trace's first
 // minute); finishedFrom is the first of finishedAt within it.
 func (p *Pool) observeVLLM(o *Observation, window float64, finishedFrom int) {
-	o.Outputs, o.Prompts = p.vllm.finished.outputs, p.vllm.finished.prompts
-	from5 := p.now.Add(-WaitWindow)
-	if i := sort.Search(len(p.finishedAt), func(i int) bool { return p.finishedAt[i].After(from5) }); i > 0 {
-		b := p.vllm.finish[i-1]
-		for k := range o.Outputs {
-			o.Outputs[k] -= b.outputs[k]
-			o.Prompts[k] -= b.prompts[k]
-		}
-	}
+	p.slideOutputs()
+	o.Outputs, o.Prompts = p.vllm.outputs, p.vllm.prompts
 	p.slideTTFT()
 	v := &p.vllm
 	o.TTFT = v.window
