@@ -271,11 +271,31 @@ func (c completions) Less(i, j int) bool {
 	return c[i].req < c[j].req
 }
 func (c completions) Swap(i, j int) { c[i], c[j] = c[j], c[i] }
-func (c *completions) Push(x any)   { *c = append(*c, x.(completion)) }
+
+// Push and Pop are heap.Interface's; the pool calls pushHeap and popHeap.
+func (c *completions) Push(x any) { *c = append(*c, x.(completion)) }
 func (c *completions) Pop() any {
-	old := *c
-	x := old[len(old)-1]
-	*c = old[:len(old)-1]
+	*c = (*c)[:len(*c)-1]
+	return nil
+}
+
+// pushHeap and popHeap move x into heap h and its least element out, as
+// heap.Push and heap.Pop would, without boxing the element in an
+// interface (an allocation each); h's Pop only shortens it.
+func pushHeap[T any, S ~[]T, H interface {
+	*S
+	heap.Interface
+}](h H, x T) {
+	*h = append(*h, x)
+	heap.Fix(h, len(*h)-1)
+}
+
+func popHeap[T any, S ~[]T, H interface {
+	*S
+	heap.Interface
+}](h H) T {
+	x := (*h)[0]
+	heap.Pop(h)
 	return x
 }
 
@@ -932,7 +952,7 @@ func (p *Pool) Advance(to time.Time) (stopped time.Time, drainIdle bool) {
 		p.flushFirstTokens()
 		switch kind {
 		case eventCompletion:
-			c := heap.Pop(&p.pending).(completion)
+			c := popHeap(&p.pending)
 			p.complete(c)
 		case eventReady:
 			// Nothing to do but hand out work: Ready follows from the time.
@@ -986,7 +1006,7 @@ func (p *Pool) nextEvent() (time.Time, eventKind) {
 		}
 	}
 	for len(p.pending) > 0 && (!p.pending[0].worker.Removed.IsZero() || p.stale(p.pending[0])) {
-		heap.Pop(&p.pending) // lost with its worker, or rescheduled
+		popHeap(&p.pending) // lost with its worker, or rescheduled
 	}
 	if len(p.pending) > 0 {
 		consider(p.pending[0].at, eventCompletion)
@@ -1058,7 +1078,7 @@ func (p *Pool) reschedule(w *Worker) {
 		}
 		p.gen[r]++
 		at := from.Add(time.Duration(p.remaining[r] * float64(itl)))
-		heap.Push(&p.pending, completion{at: at, req: r, worker: w, gen: p.gen[r]})
+		pushHeap(&p.pending, completion{at: at, req: r, worker: w, gen: p.gen[r]})
 	}
 }
 
@@ -1119,7 +1139,7 @@ func (p *Pool) dispatch() {
 		if !p.batched {
 			p.firstTokenLater(r, first)
 			best.inFlight = append(best.inFlight, r)
-			heap.Push(&p.pending, completion{at: p.now.Add(p.trace[r].Service), req: r, worker: best})
+			pushHeap(&p.pending, completion{at: p.now.Add(p.trace[r].Service), req: r, worker: best})
 			continue
 		}
 		p.progress(best)

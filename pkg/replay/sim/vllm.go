@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"math"
 	"sort"
 	"time"
@@ -66,12 +65,12 @@ func (f firstTokens) Less(i, j int) bool {
 	return f[i].req < f[j].req
 }
 func (f firstTokens) Swap(i, j int) { f[i], f[j] = f[j], f[i] }
-func (f *firstTokens) Push(x any)   { *f = append(*f, x.(firstTokenAt)) }
+
+// Push and Pop are heap.Interface's; the pool calls pushHeap and popHeap.
+func (f *firstTokens) Push(x any) { *f = append(*f, x.(firstTokenAt)) }
 func (f *firstTokens) Pop() any {
-	old := *f
-	x := old[len(old)-1]
-	*f = old[:len(old)-1]
-	return x
+	*f = (*f)[:len(*f)-1]
+	return nil
 }
 
 // vllmCounters is what the pool keeps for those metrics.
@@ -123,7 +122,7 @@ func (p *Pool) firstTokenLater(r int, at time.Time) {
 		p.recordFirstToken(r, at)
 		return
 	}
-	heap.Push(&p.vllm.ahead, firstTokenAt{at: at, req: r})
+	pushHeap(&p.vllm.ahead, firstTokenAt{at: at, req: r})
 }
 
 // flushFirstTokens records the first tokens known ahead that have come by
@@ -133,7 +132,7 @@ func (p *Pool) firstTokenLater(r int, at time.Time) {
 func (p *Pool) flushFirstTokens() {
 	v := &p.vllm
 	for len(v.ahead) > 0 && !v.ahead[0].at.After(p.now) {
-		f := heap.Pop(&v.ahead).(firstTokenAt)
+		f := popHeap(&v.ahead)
 		if !p.failed[f.req] {
 			p.recordFirstToken(f.req, f.at)
 		}
