@@ -231,7 +231,7 @@ func BenchmarkEnginePool(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	tokens := func(median float64) float64 { return math.Round(median*math.Exp(0.8*rng.NormFloat64())) + 1 }
 	var tr workload.Trace
-	for at := 0.0; at < 3*24*3600; at += rng.ExpFloat64() / 2 {
+	for at := 0.0; at < 3*24*3600; at += rng.ExpFloat64() / 4 {
 		tr.Requests = append(tr.Requests, workload.Served{Arrival: time.Duration(at * float64(time.Second)), Service: time.Second})
 		tr.Tokens = append(tr.Tokens, workload.Tokens{InputTokens: tokens(600), OutputTokens: tokens(250)})
 	}
