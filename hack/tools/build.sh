@@ -110,14 +110,11 @@ fi
 
 # kwok and Helm come from this module, at the versions go.mod pins, on the
 # same Kubernetes libraries as the control plane, and are built with it.
-# Helm's version stamps are those of its own Makefile: `helm version`
-# reports the release, and the default Kubernetes version that `helm lint`
-# and `helm template` assume is the minor of the client-go it is built with.
-HELM_VERSION=$(cd "${TOOLS_DIR}" && go list -m -f '{{.Version}}' helm.sh/helm/v3)
-LDFLAGS+=" -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
-for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
-  LDFLAGS+=" -X ${pkg}.k8sVersionMajor=1 -X ${pkg}.k8sVersionMinor=${KUBE_MINOR}"
-done
+# Helm's version stamps are those of its own Makefile, so that `helm version`
+# reports the release; the default Kubernetes version that `helm lint` and
+# `helm template` assume Helm reads from the client-go it is built with.
+HELM_VERSION=$(cd "${TOOLS_DIR}" && go list -m -f '{{.Version}}' helm.sh/helm/v4)
+LDFLAGS+=" -X helm.sh/helm/v4/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
 build "${TOOLS_DIR}" "${LDFLAGS}" "" \
   etcd=./etcd \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
@@ -125,7 +122,7 @@ build "${TOOLS_DIR}" "${LDFLAGS}" "" \
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
   kubectl=k8s.io/kubernetes/cmd/kubectl \
   kwok=sigs.k8s.io/kwok/cmd/kwok \
-  helm=helm.sh/helm/v3/cmd/helm
+  helm=helm.sh/helm/v4/cmd/helm
 # `build.sh control-plane` stops here: the benchmarks need nothing more.
 if [[ "${1:-}" == control-plane ]]; then
   exit 0

@@ -305,7 +305,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		sort.Strings(unexpected)
 		return len(unexpected) == 0, "left: " + strings.Join(unexpected, ", ")
 	})
-	if out := helmT(t, "list", "--all", "--namespace", installNamespace, "--short"); strings.TrimSpace(out) != "" {
+	if out := helmT(t, "list", "--namespace", installNamespace, "--short"); strings.TrimSpace(out) != "" {
 		t.Errorf("helm list after uninstall: %q", out)
 	}
 }
