@@ -170,8 +170,7 @@ func TestReplayIsTheControllerForSLO(t *testing.T) {
 		{name: "prometheus-bursty", counts: sloBurstyCounts(), roles: bursty, prometheus: true},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
+		run := func(t *testing.T) sloRun {
 			ns := cp.NamespaceT(t)
 			model := createGPUNodes(t, ns, 2, 2)
 			rec := recordPool(t, ns)
@@ -224,20 +223,63 @@ func TestReplayIsTheControllerForSLO(t *testing.T) {
 			time.Sleep(sloInterval / 2)
 			want, times := d.decisions()
 			got := realDecisions(rec, times)
-			t.Logf("decisions (replicas@evaluation), model: %v; controller: %v", want, got)
-			t.Logf("%s", d.summary())
 			if err := d.failure(); err != nil {
 				t.Fatal(err)
 			}
 			if ups, downs := directions(want); ups < 2 || downs < 2 {
 				t.Fatalf("the model made %v: the trace must drive at least two scale-ups and two scale-downs", want)
 			}
+			m := sloRun{log: fmt.Sprintf("decisions (replicas@evaluation), model: %v; controller: %v\n%s", want, got, d.summary()), late: d.late()}
 			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("the controller made %v, the model %v (replicas@evaluation); want the same counts at the same evaluations", got, want)
-				t.Logf("each evaluation, model then controller:\n%s", d.sideBySide(seen.byEvaluation(times)))
+				m.err = fmt.Errorf("the controller made %v, the model %v (replicas@evaluation); want the same counts at the same evaluations", got, want)
+				m.side = d.sideBySide(seen.byEvaluation(times))
+			}
+			return m
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// A read that reaches the backend a tenth of a second or more
+			// after the controller began its evaluation (on a machine
+			// loaded by the tests beside) steps the model that much
+			// later: that evaluation's rates divide by a longer interval
+			// than the controller's, and the counts may part from there.
+			// A run whose counts part where an evaluation came so late
+			// runs once more, in a namespace of its own, after the first
+			// one's set, servers and nodes are gone; one whose counts
+			// part with every evaluation on time fails at once.
+			for attempt := 1; attempt <= sloAttempts; attempt++ {
+				var m sloRun
+				t.Run(fmt.Sprint("attempt-", attempt), func(t *testing.T) { m = run(t) })
+				if t.Failed() {
+					return
+				}
+				t.Log(m.log)
+				if m.err == nil {
+					return
+				}
+				if attempt == sloAttempts || len(m.late) == 0 {
+					t.Error(m.err)
+					t.Logf("each evaluation, model then controller:\n%s", m.side)
+					return
+				}
+				t.Logf("attempt %d: %v, with evaluations off the interval by more than 100ms (%v); once more", attempt, m.err, m.late)
 			}
 		})
 	}
+}
+
+// sloAttempts is how many times in all a fidelity run whose counts part
+// after an evaluation came late runs.
+const sloAttempts = 2
+
+// sloRun is what a fidelity run found: its decisions and timing, the
+// evaluations whose interval was off by more than 100ms, and, where the
+// counts parted, the error and the decisions side by side.
+type sloRun struct {
+	log  string
+	late []string
+	err  error
+	side string
 }
 
 // sloDriver plays the model in step with the controller: the first read
@@ -370,18 +412,31 @@ func (d *sloDriver) decisions() ([]decision, []time.Time) {
 	return out, append([]time.Time(nil), d.reads...)
 }
 
-func (d *sloDriver) summary() string {
+// late lists the evaluations whose interval from the one before was off
+// by more than 100ms.
+func (d *sloDriver) late() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.sim == nil {
-		return "the model never ran"
-	}
+	return d.lateLocked()
+}
+
+func (d *sloDriver) lateLocked() []string {
 	var late []string
 	for k := 1; k < len(d.at); k++ {
 		if gap := d.at[k].Sub(d.at[k-1]); gap < sloInterval-100*time.Millisecond || gap > sloInterval+100*time.Millisecond {
 			late = append(late, fmt.Sprintf("%d after %v", k, gap.Round(time.Millisecond)))
 		}
 	}
+	return late
+}
+
+func (d *sloDriver) summary() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sim == nil {
+		return "the model never ran"
+	}
+	late := d.lateLocked()
 	drift := d.at[len(d.at)-1].Sub(d.at[0]) - time.Duration(len(d.at)-1)*sloInterval
 	var ahead time.Duration
 	for k := range d.at {
