@@ -243,10 +243,12 @@ func TestReplayIsTheControllerForSLO(t *testing.T) {
 			// loaded by the tests beside) steps the model that much
 			// later: that evaluation's rates divide by a longer interval
 			// than the controller's, and the counts may part from there.
-			// A run whose counts part where an evaluation came so late
-			// runs once more, in a namespace of its own, after the first
-			// one's set, servers and nodes are gone; one whose counts
-			// part with every evaluation on time fails at once.
+			// So may a scrape that Prometheus takes that much late, or
+			// skips. A run whose counts part where an evaluation or a
+			// scrape came so late runs once more, in a namespace of its
+			// own, after the first one's set, servers and nodes are gone;
+			// one whose counts part with every evaluation and scrape on
+			// time fails at once.
 			for attempt := 1; attempt <= sloAttempts; attempt++ {
 				var m sloRun
 				t.Run(fmt.Sprint("attempt-", attempt), func(t *testing.T) { m = run(t) })
@@ -262,18 +264,18 @@ func TestReplayIsTheControllerForSLO(t *testing.T) {
 					t.Logf("each evaluation, model then controller:\n%s", m.side)
 					return
 				}
-				t.Logf("attempt %d: %v, with evaluations off the interval by more than 100ms (%v); once more", attempt, m.err, m.late)
+				t.Logf("attempt %d: %v, with evaluations or scrapes off their interval by more than 100ms (%v); once more", attempt, m.err, m.late)
 			}
 		})
 	}
 }
 
 // sloAttempts is how many times in all a fidelity run whose counts part
-// after an evaluation came late runs.
+// after an evaluation or a scrape came late runs.
 const sloAttempts = 2
 
 // sloRun is what a fidelity run found: its decisions and timing, the
-// evaluations whose interval was off by more than 100ms, and, where the
+// evaluations and scrapes whose interval was off by more than 100ms, and, where the
 // counts parted, the error and the decisions side by side.
 type sloRun struct {
 	log  string
@@ -413,7 +415,10 @@ func (d *sloDriver) decisions() ([]decision, []time.Time) {
 }
 
 // late lists the evaluations whose interval from the one before was off
-// by more than 100ms.
+// by more than 100ms and, behind Prometheus, the scrapes up to the last
+// evaluation whose interval was: the model scrapes its pool on time, so
+// a scrape that Prometheus took late or skipped on a loaded machine gives
+// the controller rates over other scrapes than the model's.
 func (d *sloDriver) late() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -422,9 +427,17 @@ func (d *sloDriver) late() []string {
 
 func (d *sloDriver) lateLocked() []string {
 	var late []string
+	offBy := func(gap, want time.Duration) bool {
+		return gap < want-100*time.Millisecond || gap > want+100*time.Millisecond
+	}
 	for k := 1; k < len(d.at); k++ {
-		if gap := d.at[k].Sub(d.at[k-1]); gap < sloInterval-100*time.Millisecond || gap > sloInterval+100*time.Millisecond {
+		if gap := d.at[k].Sub(d.at[k-1]); offBy(gap, sloInterval) {
 			late = append(late, fmt.Sprintf("%d after %v", k, gap.Round(time.Millisecond)))
+		}
+	}
+	for k := 1; k < len(d.scrapes) && len(d.at) > 0 && d.scrapes[k].Before(d.at[len(d.at)-1]); k++ {
+		if gap := d.scrapes[k].Sub(d.scrapes[k-1]); offBy(gap, d.scrape) {
+			late = append(late, fmt.Sprintf("scrape %d after %v", k, gap.Round(time.Millisecond)))
 		}
 	}
 	return late
@@ -443,7 +456,7 @@ func (d *sloDriver) summary() string {
 		ahead = max(ahead, d.at[k].Sub(d.reads[k]))
 	}
 	p := d.sim.Pool
-	return fmt.Sprintf("reads apart from the evaluations': %v; %d evaluations, %v later in all than exact intervals, off by more than 100ms: %v, the model at most %v after the read; %d scrapes; the model's pool: %d workers, %.4f GPU-hours, last decision %q",
+	return fmt.Sprintf("reads apart from the evaluations': %v; %d evaluations, %v later in all than exact intervals, evaluations and scrapes off by more than 100ms: %v, the model at most %v after the read; %d scrapes; the model's pool: %d workers, %.4f GPU-hours, last decision %q",
 		d.extra, len(d.at), drift.Round(time.Millisecond), late, ahead, len(d.scrapes), len(p.AllWorkers()), p.GPUHours(p.Now()), d.sim.Ours.Last.Message)
 }
 
