@@ -275,8 +275,8 @@ func TestReplayIsTheControllerForSLO(t *testing.T) {
 const sloAttempts = 2
 
 // sloRun is what a fidelity run found: its decisions and timing, the
-// evaluations and scrapes whose interval was off by more than 100ms, and, where the
-// counts parted, the error and the decisions side by side.
+// evaluations and scrapes whose interval was off by more than 100ms, and,
+// where the counts parted, the error and the decisions side by side.
 type sloRun struct {
 	log  string
 	late []string
