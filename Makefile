@@ -61,7 +61,12 @@ demo-tools: ## Build what the demo runs: the control plane, kwok, helm and Prome
 # at 400 the unit tests take 120 s of CPU instead of 174 s (at a peak of
 # 280 MB a test binary), and the end-to-end package about 330 s instead of
 # about 370 s. The tests count pods, writes and requests, none of which the
-# collector's pace changes; `make bench` keeps Go's default.
+# collector's pace changes; `make bench` keeps Go's default. Under `make
+# test` the builds before the tests run at it too (the control plane, Kueue,
+# Karpenter, Prometheus and the kubelet, from hack/tools): the compiler then
+# spends about 11 % less CPU (measured on client-go's clientset and the
+# apiserver's server package from an empty build cache: 597 s of CPU at 400
+# against 671 s at 100, at a peak of 607 MB a compile against 445 MB).
 TEST_GOGC ?= 400
 
 .PHONY: test-unit
@@ -125,6 +130,7 @@ test-alerts: tools ## Alert rules in artifacts/monitoring: promtool check and un
 test: test-unit test-alerts test-integration ## Everything CI runs: the tests, and `make verify` beside the integration tests.
 test: VERIFY_BESIDE := yes
 test: TEST_VET := -vet=off
+test: export GOGC := $(TEST_GOGC)
 
 # The side-by-side run of `make bench`: BENCH_N tasks (10000 for the large
 # run), BENCH_QPS pairs such as 500/1000, BENCH_STEADY such as 10s; see
