@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,11 +29,12 @@ import (
 // scaled by the SLO policy every 3 s between 1 and 4 tasks. Every request
 // takes two intervals, arrives 2 s after an evaluation, and a new worker
 // serves from 1 s after the evaluation that asked for it, so that nothing
-// the backend counts changes within a second of an evaluation or (the
-// evaluations falling midway between Prometheus's scrapes, see
-// alignToScrapes) within half a second of a scrape: an evaluation or a
-// scrape that comes a few milliseconds later in the cluster than in the
-// model reads the same values.
+// the backend counts changes within a second of an evaluation: an
+// evaluation that comes a few milliseconds later in the cluster than in
+// the model reads the same values. Behind Prometheus the model takes its
+// scrapes when Prometheus scrapes the backend, and the evaluations fall
+// midway between them (see alignToScrapes), so that the query's window
+// and the model's hold the same samples.
 const (
 	sloInterval     = 3 * time.Second
 	sloSlots        = 2
@@ -139,7 +141,8 @@ var promQueries = map[gputaskv1.MetricRole]string{
 // state the SLO policy carries between evaluations, the tasks it counts
 // as starting and the start-up it measures from them, and, behind
 // Prometheus, the scrape: gauges as of the last scrape, rates over the
-// scrapes of the last minute (Pool.SetScrape). The cluster's evaluations
+// scrapes of the last minute (Pool.SetScrape), the scrapes being those
+// Prometheus takes (Pool.FollowScrapes). The cluster's evaluations
 // come a few milliseconds later each interval than exact multiples of it;
 // the model is stepped when they read (at least an interval apart, as the
 // controller dates them), so that the model's elapsed time between
@@ -243,12 +246,14 @@ func TestReplayIsTheControllerForSLO(t *testing.T) {
 			// loaded by the tests beside) steps the model that much
 			// later: that evaluation's rates divide by a longer interval
 			// than the controller's, and the counts may part from there.
-			// So may a scrape that Prometheus takes that much late, or
-			// skips. A run whose counts part where an evaluation or a
-			// scrape came so late runs once more, in a namespace of its
-			// own, after the first one's set, servers and nodes are gone;
-			// one whose counts part with every evaluation and scrape on
-			// time fails at once.
+			// So may an evaluation that comes within a tenth of a second
+			// of a scrape, where the query and the model may take the
+			// window's samples on either side of it. A run whose counts
+			// part where an evaluation came so late or so near a scrape
+			// runs once more, in a namespace of its own, after the first
+			// one's set, servers and nodes are gone; one whose counts
+			// part with every evaluation on time and clear of the
+			// scrapes fails at once.
 			for attempt := 1; attempt <= sloAttempts; attempt++ {
 				var m sloRun
 				t.Run(fmt.Sprint("attempt-", attempt), func(t *testing.T) { m = run(t) })
@@ -264,18 +269,19 @@ func TestReplayIsTheControllerForSLO(t *testing.T) {
 					t.Logf("each evaluation, model then controller:\n%s", m.side)
 					return
 				}
-				t.Logf("attempt %d: %v, with evaluations or scrapes off their interval by more than 100ms (%v); once more", attempt, m.err, m.late)
+				t.Logf("attempt %d: %v, with evaluations off their interval or within 100ms of a scrape (%v); once more", attempt, m.err, m.late)
 			}
 		})
 	}
 }
 
 // sloAttempts is how many times in all a fidelity run whose counts part
-// after an evaluation or a scrape came late runs.
+// after an evaluation came late or near a scrape runs.
 const sloAttempts = 2
 
 // sloRun is what a fidelity run found: its decisions and timing, the
-// evaluations and scrapes whose interval was off by more than 100ms, and,
+// evaluations whose interval was off by more than 100ms or that came
+// within 100ms of a scrape, and,
 // where the counts parted, the error and the decisions side by side.
 type sloRun struct {
 	log  string
@@ -319,6 +325,7 @@ func (d *sloDriver) serveBackend(w http.ResponseWriter, r *http.Request) {
 		d.scrapes = append(d.scrapes, time.Now())
 		if d.sim != nil && !d.finished() {
 			d.sim.Advance(time.Now())
+			d.sim.Pool.Scrape()
 			d.index.Publish(d.sim.Pool.Observe())
 		}
 		d.mu.Unlock()
@@ -362,6 +369,7 @@ func (d *sloDriver) evaluation() {
 		p := sim.NewPool(d.trace, now, sloSlots, sloReady)
 		if d.scrape > 0 {
 			p.SetScrape(d.scrape)
+			p.FollowScrapes()
 		}
 		d.sim = replay.NewSim(p, ours)
 	} else if d.scrape > 0 {
@@ -415,10 +423,10 @@ func (d *sloDriver) decisions() ([]decision, []time.Time) {
 }
 
 // late lists the evaluations whose interval from the one before was off
-// by more than 100ms and, behind Prometheus, the scrapes up to the last
-// evaluation whose interval was: the model scrapes its pool on time, so
-// a scrape that Prometheus took late or skipped on a loaded machine gives
-// the controller rates over other scrapes than the model's.
+// by more than 100ms and, behind Prometheus, those whose first read came
+// within 100ms of a scrape: the query's window, back from when it
+// reaches Prometheus, and the model's, back from the read, may then hold
+// different samples.
 func (d *sloDriver) late() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -435,9 +443,12 @@ func (d *sloDriver) lateLocked() []string {
 			late = append(late, fmt.Sprintf("%d after %v", k, gap.Round(time.Millisecond)))
 		}
 	}
-	for k := 1; k < len(d.scrapes) && len(d.at) > 0 && d.scrapes[k].Before(d.at[len(d.at)-1]); k++ {
-		if gap := d.scrapes[k].Sub(d.scrapes[k-1]); offBy(gap, d.scrape) {
-			late = append(late, fmt.Sprintf("scrape %d after %v", k, gap.Round(time.Millisecond)))
+	for k, read := range d.reads {
+		i, _ := slices.BinarySearchFunc(d.scrapes, read, time.Time.Compare)
+		for _, j := range []int{i - 1, i} {
+			if j >= 0 && j < len(d.scrapes) && d.scrapes[j].Sub(read).Abs() < 100*time.Millisecond {
+				late = append(late, fmt.Sprintf("%d %v from a scrape", k, d.scrapes[j].Sub(read).Round(time.Millisecond)))
+			}
 		}
 	}
 	return late
@@ -456,7 +467,7 @@ func (d *sloDriver) summary() string {
 		ahead = max(ahead, d.at[k].Sub(d.reads[k]))
 	}
 	p := d.sim.Pool
-	return fmt.Sprintf("reads apart from the evaluations': %v; %d evaluations, %v later in all than exact intervals, evaluations and scrapes off by more than 100ms: %v, the model at most %v after the read; %d scrapes; the model's pool: %d workers, %.4f GPU-hours, last decision %q",
+	return fmt.Sprintf("reads apart from the evaluations': %v; %d evaluations, %v later in all than exact intervals, evaluations off their interval or within 100ms of a scrape: %v, the model at most %v after the read; %d scrapes; the model's pool: %d workers, %.4f GPU-hours, last decision %q",
 		d.extra, len(d.at), drift.Round(time.Millisecond), late, ahead, len(d.scrapes), len(p.AllWorkers()), p.GPUHours(p.Now()), d.sim.Ours.Last.Message)
 }
 

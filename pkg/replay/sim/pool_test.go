@@ -249,3 +249,35 @@ func TestPoolScrape(t *testing.T) {
 		}
 	}
 }
+
+// A pool that follows a real Prometheus's scrapes takes them when Scrape
+// is called, not every interval, and reads its rates back from the
+// read's time, as a query does: at 61 s the sample of 0.6 s is out of
+// the minute's window, where a window back from the last scrape (60.5 s)
+// would hold it.
+func TestPoolFollowScrapes(t *testing.T) {
+	tr := workload.Trace{Requests: []workload.Served{
+		{Arrival: 500 * time.Millisecond, Service: time.Hour},
+		{Arrival: 20 * time.Second, Service: time.Hour},
+		{Arrival: 40 * time.Second, Service: time.Hour},
+		{Arrival: 45 * time.Second, Service: time.Hour},
+		{Arrival: 60800 * time.Millisecond, Service: time.Hour},
+	}}
+	p := NewPool(tr, t0, 8, 0)
+	p.SetScrape(15 * time.Second)
+	p.FollowScrapes()
+	p.AddReady(1)
+	for _, at := range []time.Duration{600 * time.Millisecond, 30400 * time.Millisecond, 60500 * time.Millisecond} {
+		p.Advance(t0.Add(at))
+		p.Scrape()
+	}
+	p.Advance(t0.Add(61 * time.Second))
+	o := p.Metrics()
+	if o.InFlight != 4 {
+		t.Errorf("%d in flight, want 4, as scraped at 60.5s (fresh %d)", o.InFlight, p.Observe().InFlight)
+	}
+	// 2 arrivals between the scrapes of 30.4 s and 60.5 s.
+	if want := 2 / 30.1; math.Abs(o.Arrivals-want) > 1e-9 {
+		t.Errorf("arrivals %v/s, want %v/s", o.Arrivals, want)
+	}
+}

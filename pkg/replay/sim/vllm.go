@@ -232,19 +232,21 @@ func (p *Pool) observeVLLM(o *Observation, window float64, finishedFrom int) {
 	o.ITLSum, o.ITLCount = f.itlSum/window, f.itlCount/window
 }
 
-// scrapeTTFT is the TTFT histogram a scrape now gives to
+// scrapedTTFT is the TTFT histogram that a query now gives to
 // histogram_quantile(q, rate(...[5m])): the buckets' increase between
-// the first and the last scrape within the last WaitWindow (none until
+// the first and the last scrape within WaitWindow before end (none until
 // there are two).
-func (p *Pool) scrapeTTFT() TTFTBuckets {
+func (p *Pool) scrapedTTFT(end time.Time) TTFTBuckets {
 	v := &p.vllm
-	v.hist = append(v.hist, histSample{at: p.now, buckets: v.total})
 	drop := 0
-	for drop < len(v.hist) && !v.hist[drop].at.After(p.now.Add(-WaitWindow)) {
+	for drop < len(v.hist) && !v.hist[drop].at.After(end.Add(-WaitWindow)) {
 		drop++
 	}
 	v.hist = v.hist[drop:]
 	var inc TTFTBuckets
+	if len(v.hist) == 0 {
+		return inc
+	}
 	first, last := v.hist[0], v.hist[len(v.hist)-1]
 	for i := range inc {
 		inc[i] = last.buckets[i] - first.buckets[i]
