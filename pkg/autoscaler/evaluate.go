@@ -67,7 +67,7 @@ func (c *Controller) evaluate(ctx context.Context, set *gputaskv1.GPUTaskSet) er
 	// Read by the policies that look ahead and learn (SLO); the others
 	// leave them be and give back a zero Queue.
 	in.Startup = scaling.StartupOf(tasks, scaling.StartupTimeoutOf(set.Spec.Autoscaling))
-	in.StartingFor = st.ServeFor(in.Startup)
+	in.StartingFor = st.ServeFor(in.Startup, scaling.SlowestStartupOf(tasks, scaling.StartupTimeoutOf(set.Spec.Autoscaling)))
 	in.Queue = state.queue
 	var engineErr error
 	if in.Engine, engineErr = c.engineOf(ctx, set, state); engineErr != nil {

@@ -236,7 +236,7 @@ func (o *Ours) EvaluateRoles(now time.Time, value float64, obs sim.Observation, 
 	in := scaling.InputsFor(o.set, now, readings, nil, o.recs)
 	in.LastScaleTime, in.Starting = o.lastStep, st.Starting
 	in.Startup = scaling.StartupOf(tasks, scaling.StartupTimeoutOf(spec))
-	in.StartingFor = st.ServeFor(in.Startup)
+	in.StartingFor = st.ServeFor(in.Startup, scaling.SlowestStartupOf(tasks, scaling.StartupTimeoutOf(spec)))
 	in.Queue = o.queue
 	if o.engine != nil {
 		// A copy an evaluation cannot change for the next.

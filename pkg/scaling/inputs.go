@@ -70,8 +70,9 @@ type Inputs struct {
 	// Current - Starting tasks that already serve.
 	Starting int32
 	// StartingFor is how long the Starting tasks serve, summed, before a
-	// task asked for now is Ready (Startup.ServeFor at Startup): the SLO
-	// policy counts what they work off of a queue by then.
+	// task asked for now is Ready (Startup.ServeFor at Startup and the
+	// slowest recent start): the SLO policy counts what they work off of a
+	// queue by then.
 	StartingFor time.Duration
 
 	// ConsecutiveFailures is status.consecutiveFailures before this evaluation.

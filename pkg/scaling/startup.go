@@ -48,18 +48,24 @@ type Startup struct {
 }
 
 // ServeFor is how long the starting tasks serve, summed, before a task
-// asked for now, which takes startup, is Ready: each from when it is Ready
-// (a startup after it was asked for), so for as long as it has been on its
-// way, at most startup (one later than that is taken to be Ready any
-// moment).
-func (s Startup) ServeFor(startup time.Duration) time.Duration {
+// asked for now, which takes startup, is Ready: each from when it is Ready.
+// A task on its way is taken to be Ready no sooner than the slowest of the
+// recent start-ups makes it (slowest after it was asked for), so it serves
+// for as long as it has been on its way less how much slower than startup
+// the slowest start was, at most startup. Counted from startup alone, a
+// task that starts late, as one in several does, is taken to work off a
+// queue while it is not serving, and the pool asks for nothing while the
+// queue outgrows the SLO.
+func (s Startup) ServeFor(startup, slowest time.Duration) time.Duration {
 	startup = max(startup, 0)
+	late := max(slowest-startup, 0)
+	serves := func(age time.Duration) float64 { return float64(min(max(age-late, 0), startup)) }
 	var sum float64
 	for _, age := range s.Ages {
-		sum += float64(min(age, startup))
+		sum += serves(age)
 	}
 	if missing := int64(s.Starting) - int64(len(s.Ages)); missing > 0 {
-		sum += float64(missing) * float64(min(s.Asked, startup))
+		sum += float64(missing) * serves(s.Asked)
 	}
 	if sum >= math.MaxInt64 {
 		return math.MaxInt64

@@ -60,10 +60,10 @@ func TestCountStarting(t *testing.T) {
 
 func TestStartupServeFor(t *testing.T) {
 	tests := []struct {
-		name    string
-		st      Startup
-		startup time.Duration
-		want    time.Duration
+		name             string
+		st               Startup
+		startup, slowest time.Duration
+		want             time.Duration
 	}{
 		{name: "none starting", startup: 2 * time.Minute},
 		{name: "each for as long as it has been on its way", st: Startup{Starting: 2, Ages: []time.Duration{time.Minute, 30 * time.Second}},
@@ -76,11 +76,24 @@ func TestStartupServeFor(t *testing.T) {
 			startup: 2 * time.Minute, want: 4 * time.Minute},
 		{name: "saturates", st: Startup{Starting: math.MaxInt32, Asked: time.Hour},
 			startup: time.Hour, want: math.MaxInt64},
+		// The slowest recent start took a minute more than the median: a
+		// task on its way serves a minute less than it has been on it,
+		// none while younger than that minute, and still at most startup.
+		{name: "less how much slower the slowest start was", st: Startup{Starting: 3, Ages: []time.Duration{90 * time.Second, 30 * time.Second, 9 * time.Minute}},
+			startup: 2 * time.Minute, slowest: 3 * time.Minute, want: 150 * time.Second},
+		{name: "tasks not created yet, less the same", st: Startup{Starting: 2, Asked: 100 * time.Second},
+			startup: 2 * time.Minute, slowest: 3 * time.Minute, want: 80 * time.Second},
+		{name: "a slowest under the median is no spread", st: Startup{Starting: 1, Ages: []time.Duration{time.Minute}},
+			startup: 2 * time.Minute, slowest: time.Second, want: time.Minute},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.st.ServeFor(tt.startup); got != tt.want {
-				t.Errorf("ServeFor(%v) = %v, want %v", tt.startup, got, tt.want)
+			slowest := tt.slowest
+			if slowest == 0 {
+				slowest = tt.startup
+			}
+			if got := tt.st.ServeFor(tt.startup, slowest); got != tt.want {
+				t.Errorf("ServeFor(%v, %v) = %v, want %v", tt.startup, slowest, got, tt.want)
 			}
 		})
 	}

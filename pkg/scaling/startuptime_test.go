@@ -69,3 +69,32 @@ func TestStartupOf(t *testing.T) {
 		}
 	}
 }
+
+func TestSlowestStartupOf(t *testing.T) {
+	const timeout = 10 * time.Minute
+	var recent []*gputaskv1.GPUTask
+	for i := range 9 {
+		recent = append(recent, readyTask(time.Duration(i+1)*time.Hour, 2*time.Minute, metav1.ConditionTrue))
+	}
+	for _, tc := range []struct {
+		name  string
+		tasks []*gputaskv1.GPUTask
+		want  time.Duration
+	}{
+		{"no task: the timeout", nil, timeout},
+		{"the longest of three", []*gputaskv1.GPUTask{
+			readyTask(time.Hour, 2*time.Minute, metav1.ConditionTrue),
+			readyTask(2*time.Hour, 9*time.Minute, metav1.ConditionTrue),
+			readyTask(3*time.Hour, 90*time.Second, metav1.ConditionTrue),
+		}, 9 * time.Minute},
+		// The nine most recent starts count, as for the median: an older
+		// slow one does not.
+		{"of the most recent starts", append(recent, readyTask(20*time.Hour, 9*time.Minute, metav1.ConditionTrue)), 2 * time.Minute},
+		{"at most the timeout", []*gputaskv1.GPUTask{readyTask(24*time.Hour, 3*time.Hour, metav1.ConditionTrue)}, timeout},
+		{"a start within the second", []*gputaskv1.GPUTask{readyTask(time.Hour, 0, metav1.ConditionTrue)}, time.Second},
+	} {
+		if got := SlowestStartupOf(tc.tasks, timeout); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
