@@ -365,10 +365,19 @@ func settled(in Inputs, started time.Time) bool {
 		(started.IsZero() || in.Now.Sub(started) >= cleared)
 }
 
-// sloStep runs the model on this evaluation's readings and updates the
-// policy's state in d.Queue.
-func sloStep(in Inputs, d *Decision, r roleReadings) step {
-	slo := in.Policy.SLO
+// sloReading is what one evaluation reads of the pool: the requests
+// running and waiting, the arrival and completion rates (each derived
+// from the other where only one is counted), and whether the arrivals
+// are traffic starting from idle (riseWithin's onset).
+type sloReading struct {
+	running, waiting, arrivals, completions float64
+	onset                                   bool
+}
+
+// observe records a reading in the policy's state: the service time
+// learned by Little's law, the rate history, its jumps and rises, the
+// ITL against the running sequences, the context and the KV cache read.
+func observe(in Inputs, r roleReadings) (QueueState, sloReading) {
 	running, waiting := r.value[gputaskv1.RoleRunning], r.value[gputaskv1.RoleWaiting]
 	inPool := running + waiting
 	state := in.Queue
@@ -424,6 +433,17 @@ func sloStep(in Inputs, d *Decision, r roleReadings) step {
 	if in.kv.Sequences > 0 {
 		state.KV = in.kv
 	}
+	return state, sloReading{running: running, waiting: waiting, arrivals: arrivals, completions: completions, onset: onset}
+}
+
+// sloStep runs the model on this evaluation's readings and updates the
+// policy's state in d.Queue.
+func sloStep(in Inputs, d *Decision, r roleReadings) step {
+	slo := in.Policy.SLO
+	state, read := observe(in, r)
+	running, waiting, inPool := read.running, read.waiting, read.running+read.waiting
+	arrivals, completions, onset := read.arrivals, read.completions, read.onset
+	serving := max(in.Current-in.Starting, 0)
 	d.Queue = state
 
 	o := &SLOOutcome{Arrivals: arrivals, completions: completions, Slots: slo.SlotsPerTask, SlotsFrom: in.slotsFrom, Cs2: slo.ServiceVariability, Startup: in.Startup, Correction: correctionOf(state.Correction)}
