@@ -16,8 +16,8 @@
 // (RouterPooled).
 //
 // What the pool tells a policy is what a cluster would: the backend's load
-// index and the SLO policy's roles in an Observation, fresh or through a
-// Prometheus scrape (Pool.Metrics), with percentiles read from vLLM's
+// index and the SLO policy's roles in an Observation (observation.go), fresh
+// or through a Prometheus scrape (Pool.Metrics, metrics.go), with percentiles read from vLLM's
 // buckets as histogram_quantile reads them (histogram.go); LoadIndexServer
 // serves them over HTTP as a backend does; TaskOf shows a worker as the
 // GPUTask the set controller would see.
