@@ -419,7 +419,11 @@ func Run(tr workload.Trace, c Config) (report.Report, error) {
 		case baseline.PolicyOracleLag, baseline.PolicyOracleLagDrawn:
 			res = baseline.OracleLag{OracleSLO: c.oracleSLO(), Drawn: name == baseline.PolicyOracleLagDrawn}.Run(tr, schedule())
 		case baseline.PolicyOracle:
-			res = baseline.Oracle{Concurrency: c.Concurrency, Startup: c.Startup, Nodes: c.Nodes, SLO: c.Targets()}.Run(tr, c.SampleEvery)
+			o := baseline.Oracle{Concurrency: c.Concurrency, Startup: c.Startup, Nodes: c.Nodes, SLO: c.Targets()}
+			if c.Engine != nil {
+				o.Engine = &c.Engine.Engine
+			}
+			res = o.Run(tr, c.SampleEvery)
 		default:
 			pol, err := c.policy(name, tr)
 			if err != nil {

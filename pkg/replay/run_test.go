@@ -12,7 +12,9 @@ import (
 	"time"
 
 	gputaskv1 "github.com/gputask/gputask-controller/pkg/apis/gputask/v1"
+	"github.com/gputask/gputask-controller/pkg/gpuprofile"
 	"github.com/gputask/gputask-controller/pkg/replay/baseline"
+	enginemodel "github.com/gputask/gputask-controller/pkg/replay/engine"
 	"github.com/gputask/gputask-controller/pkg/replay/report"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
@@ -302,5 +304,38 @@ func TestEngineSizedSetKeepsItsCapacity(t *testing.T) {
 	sized := withSlots(v.Set, 8, false)
 	if err := checkCapacity("variant slo-engine", sized, 64, true); err == nil || !strings.Contains(err.Error(), "slotsPerTask 8") {
 		t.Errorf("an override of 8 on engine workers of 64: %v, want the mismatch", err)
+	}
+}
+
+// On engine workers the zero-wait oracle sizes a worker as the engine
+// serves, not by --concurrency: 300 requests of a 1,024-token context
+// arriving at once fill two workers of 256 sequences (vLLM's
+// max_num_seqs, within a 50 ms ITL there), where slots of 64 would count
+// five, and decode at the ITL of a batch of 256.
+func TestOracleRunsTheEngine(t *testing.T) {
+	profile, err := gpuprofile.Lookup("h100-llama-3.1-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr workload.Trace
+	for range 300 {
+		tr.Requests = append(tr.Requests, workload.Served{Service: time.Minute})
+		tr.Tokens = append(tr.Tokens, workload.Tokens{InputTokens: 1000, OutputTokens: 48})
+	}
+	rep, err := Run(tr, Config{
+		Concurrency: 64, Startup: 2 * time.Minute, SLOITL: 50 * time.Millisecond, SLOPercentile: 95,
+		Engine:   &sim.EngineServing{Engine: enginemodel.Config{Profile: profile}},
+		Policies: []string{baseline.PolicyOracle},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle, ok := rep.Oracle()
+	if !ok {
+		t.Fatal("no oracle")
+	}
+	itl := profile.ITL(256, 1024)
+	if got := time.Duration(oracle.ITLP50 * float64(time.Second)); oracle.PeakReplicas != 2 || got.Round(time.Microsecond) != itl.Round(time.Microsecond) {
+		t.Errorf("peak %d at an ITL of %v, want 2 at %v", oracle.PeakReplicas, got, itl)
 	}
 }

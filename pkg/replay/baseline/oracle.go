@@ -4,27 +4,46 @@ import (
 	"sort"
 	"time"
 
+	enginemodel "github.com/gputask/gputask-controller/pkg/replay/engine"
 	"github.com/gputask/gputask-controller/pkg/replay/sim"
 	"github.com/gputask/gputask-controller/pkg/replay/workload"
 )
 
-// need is how many workers the requests in flight fill from At on, if
-// every request starts on arrival.
+// need is how many workers the requests in flight fill from at on, if
+// every request starts on arrival: load is the sum of their shares of a
+// worker, in units of unit.
 type need struct {
-	at       time.Duration
-	inFlight int
-	workers  int32
+	at      time.Duration
+	load    int64
+	workers int32
 }
 
-// neededOverTime is the step function of need over the trace.
+// span is one request's stay from its arrival: from to to it takes share
+// units of a worker.
+type span struct {
+	from, to time.Duration
+	share    int64
+}
+
+// neededOverTime is the step function of need over the trace on workers
+// of concurrency slots, each request taking one slot for its service.
 func neededOverTime(tr workload.Trace, concurrency int) []need {
+	spans := make([]span, len(tr.Requests))
+	for i, r := range tr.Requests {
+		spans[i] = span{r.Arrival, r.Arrival + r.Service, 1}
+	}
+	return needOf(spans, int64(max(concurrency, 1)))
+}
+
+// needOf is the step function of need over spans, a worker holding unit.
+func needOf(spans []span, unit int64) []need {
 	type edge struct {
 		at    time.Duration
-		delta int
+		delta int64
 	}
-	edges := make([]edge, 0, 2*len(tr.Requests))
-	for _, r := range tr.Requests {
-		edges = append(edges, edge{r.Arrival, +1}, edge{r.Arrival + r.Service, -1})
+	edges := make([]edge, 0, 2*len(spans))
+	for _, s := range spans {
+		edges = append(edges, edge{s.from, +s.share}, edge{s.to, -s.share})
 	}
 	// Ends before starts at the same instant: a slot freed then is reused.
 	sort.Slice(edges, func(i, j int) bool {
@@ -33,32 +52,35 @@ func neededOverTime(tr workload.Trace, concurrency int) []need {
 		}
 		return edges[i].delta < edges[j].delta
 	})
-	c := max(concurrency, 1)
 	var out []need
-	inFlight := 0
+	var load int64
 	for i, e := range edges {
-		inFlight += e.delta
+		load += e.delta
 		if i+1 < len(edges) && edges[i+1].at == e.at {
 			continue
 		}
-		workers := int32((inFlight + c - 1) / c)
+		workers := int32((load + unit - 1) / unit)
 		if n := len(out); n > 0 && out[n-1].workers == workers {
-			out[n-1].inFlight = max(out[n-1].inFlight, inFlight)
+			out[n-1].load = max(out[n-1].load, load)
 			continue
 		}
-		out = append(out, need{at: e.at, inFlight: inFlight, workers: workers})
+		out = append(out, need{at: e.at, load: load, workers: workers})
 	}
 	return out
 }
 
 // Oracle is the lower bound: it knows every arrival. Capacity level k (the
-// k-th worker) is needed while more than (k−1) × concurrency requests are
-// in flight with every request starting on arrival. Each level's worker is
+// k-th worker) is needed while the requests in flight, every request
+// starting on arrival, fill more than k−1 workers. Each level's worker is
 // created exactly one startup before it is needed and removed the moment it
 // falls idle, unless it is needed again within one startup, when keeping it
 // costs less than a new one. No request waits and none is lost. Requests
 // are assumed to move freely between workers, which no router does, so
-// no real policy can beat it.
+// no real policy that lets no request wait can beat it.
+//
+// On slots a request fills one of a worker's Concurrency slots for its
+// service. On an engine (Engine set) a worker is sized as that engine
+// serves: see engineServer.serve.
 type Oracle struct {
 	Concurrency int
 	Startup     time.Duration
@@ -66,13 +88,112 @@ type Oracle struct {
 	Nodes *sim.NodeModel
 	// SLO are the targets its requests are measured against.
 	SLO sim.SLOTargets
+	// Engine, when set, is the engine every worker runs; the trace must
+	// have token counts.
+	Engine *enginemodel.Config
+}
+
+// shareUnit is a whole worker in an engine oracle's shares.
+const shareUnit = 1 << 20
+
+// engineRequest is how one request is served by the engine oracle.
+type engineRequest struct {
+	ttft, itl, stay time.Duration
+	share           int64
+}
+
+// engineServer serves a trace's requests as the engine oracle does,
+// remembering the batch of each context it has sized.
+type engineServer struct {
+	o       Oracle
+	e       enginemodel.Config
+	batches map[float64]int
+}
+
+func (o Oracle) engineServer() *engineServer {
+	return &engineServer{o: o, e: o.Engine.WithDefaults(), batches: map[float64]int{}}
+}
+
+// batch is the largest batch at a mean context of ctx that keeps the
+// SLO's ITL (every batch if none is set) within the engine's KV cache and
+// scheduler, and at least one.
+func (s *engineServer) batch(ctx float64) int {
+	if b, ok := s.batches[ctx]; ok {
+		return b
+	}
+	b := s.e.MaxNumSeqs
+	if ctx > 0 {
+		b = min(b, int(float64(s.e.CacheTokens())/ctx))
+	}
+	if s.o.SLO.ITL > 0 {
+		b = min(b, s.e.Profile.MaxBatchWithin(s.o.SLO.ITL, ctx))
+	}
+	b = max(b, 1)
+	s.batches[ctx] = b
+	return b
+}
+
+// serve is how the engine oracle serves a request of tok: it decodes in
+// a batch of its own mean context (its prompt and half its output) at
+// that batch's ITL; its share of a worker over its stay is its prefill, a
+// whole worker's time, and its decode steps over that batch, averaged
+// over the stay. Where one sequence alone is over the ITL it takes a
+// worker to itself. Summed over the requests in flight the shares are the
+// workers' time that keeps each step within the ITL: a step of batch b at
+// ITL(b) beside f of a worker's time on prompts takes ITL(b) + f × step.
+func (s *engineServer) serve(tok workload.Tokens) engineRequest {
+	ctx := tok.InputTokens + tok.OutputTokens/2
+	batch := s.batch(ctx)
+	itl := s.e.Profile.ITL(batch, ctx)
+	decode := time.Duration(max(tok.OutputTokens-1, 0) * float64(itl))
+	stay := max(tok.Prefill+decode, time.Nanosecond)
+	busy := float64(tok.Prefill) + float64(decode)/float64(batch)
+	return engineRequest{
+		ttft: tok.Prefill, itl: itl, stay: stay,
+		share: max(int64(busy/float64(stay)*shareUnit), 1),
+	}
+}
+
+// needs is the step function of the workers the trace fills.
+func (o Oracle) needs(tr workload.Trace) []need {
+	if o.Engine == nil {
+		return neededOverTime(tr, o.Concurrency)
+	}
+	s := o.engineServer()
+	spans := make([]span, len(tr.Requests))
+	for i, r := range tr.Requests {
+		e := s.serve(tr.Tokens[i])
+		spans[i] = span{r.Arrival, r.Arrival + e.stay, e.share}
+	}
+	return needOf(spans, shareUnit)
+}
+
+// unit is a whole worker in the oracle's need.
+func (o Oracle) unit() int64 {
+	if o.Engine != nil {
+		return shareUnit
+	}
+	return int64(max(o.Concurrency, 1))
 }
 
 // outcomes are what the oracle's requests see: each starts on arrival
-// and takes its fixed service, its first token after its prefill.
+// and takes its fixed service (on an engine, its prefill and its decode
+// steps at its batch's ITL), its first token after its prefill.
 func (o Oracle) outcomes(tr workload.Trace) []sim.Outcome {
 	out := make([]sim.Outcome, len(tr.Requests))
+	var s *engineServer
+	if o.Engine != nil {
+		s = o.engineServer()
+	}
 	for i, r := range tr.Requests {
+		if s != nil {
+			e := s.serve(tr.Tokens[i])
+			out[i] = sim.Outcome{Started: true, TTFT: e.ttft, E2E: e.stay}
+			if tr.Tokens[i].OutputTokens > 1 {
+				out[i].ITL = e.itl
+			}
+			continue
+		}
 		out[i] = sim.Outcome{Started: true, TTFT: r.Service, E2E: r.Service}
 		if tr.Tokens != nil {
 			tok := tr.Tokens[i]
@@ -93,7 +214,7 @@ type life struct {
 
 // Run computes the oracle's figures on tr, sampled every sampleEvery.
 func (o Oracle) Run(tr workload.Trace, sampleEvery time.Duration) sim.Result {
-	needs := neededOverTime(tr, o.Concurrency)
+	needs := o.needs(tr)
 	lives := o.lives(needs)
 	r := sim.Measure(o.outcomes(tr), o.SLO)
 	r.Name = PolicyOracle
@@ -167,11 +288,11 @@ type workerChange struct {
 }
 
 func (o Oracle) sample(at time.Duration, n need, workers int) sim.Sample {
-	c := max(o.Concurrency, 1)
+	u := float64(o.unit())
 	return sim.Sample{
-		At: at.Seconds(), Demand: float64(n.inFlight) / float64(c),
+		At: at.Seconds(), Demand: float64(n.load) / u,
 		Replicas: int32(workers), Workers: workers, Ready: int(n.workers),
-		LoadIndex: float64(n.inFlight) / float64(max(int(n.workers), 1)*c),
+		LoadIndex: float64(n.load) / (float64(max(n.workers, 1)) * u),
 	}
 }
 

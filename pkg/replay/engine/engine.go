@@ -92,13 +92,15 @@ func (c Config) Validate() error {
 		return fmt.Errorf("block size %d: want at least 1", c.BlockSize)
 	case c.KVTokens < 0:
 		return fmt.Errorf("KV tokens %d: want at least 0", c.KVTokens)
-	case c.kvTokens()/int64(c.BlockSize) < 1:
-		return fmt.Errorf("a KV cache of %d tokens holds no block of %d", c.kvTokens(), c.BlockSize)
+	case c.CacheTokens()/int64(c.BlockSize) < 1:
+		return fmt.Errorf("a KV cache of %d tokens holds no block of %d", c.CacheTokens(), c.BlockSize)
 	}
 	return nil
 }
 
-func (c Config) kvTokens() int64 {
+// CacheTokens is the tokens the KV cache holds: KVTokens, or the
+// profile's kv_tokens_fit.
+func (c Config) CacheTokens() int64 {
 	if c.KVTokens > 0 {
 		return c.KVTokens
 	}
@@ -223,7 +225,7 @@ func New(cfg Config, at float64, emit func(Event)) (*Worker, error) {
 		cfg: cfg, profile: cfg.Profile, rate: cfg.Profile.PrefillTokensPerSecond(),
 		block: int64(cfg.BlockSize), emit: emit, t: at,
 	}
-	w.capacity = cfg.kvTokens() / w.block
+	w.capacity = cfg.CacheTokens() / w.block
 	w.keys = make([]int, cfg.BlockSize)
 	return w, nil
 }

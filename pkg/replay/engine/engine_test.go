@@ -316,7 +316,7 @@ func stepByStep(cfg Config, reqs []arrival) (events []Event, preemptions int64) 
 	p := cfg.Profile
 	rate := p.PrefillTokensPerSecond()
 	bs := cfg.BlockSize
-	capacity := cfg.kvTokens() / int64(bs)
+	capacity := cfg.CacheTokens() / int64(bs)
 	blocks := func(tokens int) int64 { return int64((tokens + bs - 1) / bs) }
 	type sq struct {
 		id, prompt, output, g, computed int

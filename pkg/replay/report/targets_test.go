@@ -74,6 +74,8 @@ func TestTargetsOf(t *testing.T) {
 			[6]string{Met, Met, Met, Met, Met, NotMet}, []string{"not on b (8.5 > 8.0)"}},
 		{"the mean peak at the bound", []SeedTable{with(allRows("a"), rowOurs, targetRow(rowOurs, 10, 2, 2, 0, 8))},
 			[6]string{Met, Met, Met, Met, Met, Met}, nil},
+		{"the mean peak at a bound of fifths", []SeedTable{with(with(allRows("a"), baseline.PolicyOracle, targetRow(baseline.PolicyOracle, 5, 2, 5, 0, 28.0/5)), rowOurs, targetRow(rowOurs, 10, 5, 5, 0, 52.0/5))},
+			[6]string{Met, Met, Met, Met, Met, Met}, nil},
 		{"--policies ours,oracle", []SeedTable{with(with(with(allRows("a"), rowHPABest, none), rowHPABestOne, none), baseline.PolicyOracleSLO, none)},
 			[6]string{Met, Met, NotMeasured, NotMeasured, NotMeasured, Met}, []string{"GPU-h ≤ 1.00× hpa-best, summed: not measured"}},
 		{"an anchor on one trace of two", []SeedTable{allRows("a"), with(allRows("b"), rowHPABest, none)},
