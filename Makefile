@@ -164,14 +164,15 @@ bench: control-plane build ## Benchmarks: decision, ranking, sources, throughput
 # (--gpus-per-node 0): `make bench-cost` does.
 #
 # REPLAY_CONCURRENCY (64) is the per-worker capacity the load index (and so
-# ours on it, the HPA and KEDA rows) and the zero-wait oracle count. An H100
+# ours on it, the HPA and KEDA rows) counts. An H100
 # runs up to 256 sequences (max-num-seqs); at 64 its ITL is about 10 ms, 1.4
 # times the batch-1 ITL while its output rate is 45 times higher, which
 # leaves the 50 ms ITL target and the KV cache (465 k tokens, 7 k per
 # sequence at 64) room for a burst: the count a vLLM operator would size a
-# pool by. Ours and oracle-slo count no slots: ours reads each task's
+# pool by. Ours and the oracles count no slots: ours reads each task's
 # capacity from the engine profile at the ITL objective, oracle-slo finds
-# what the engines serve.
+# what the engines serve, and the zero-wait oracle runs each request in the
+# largest batch of its context that keeps the ITL objective.
 #
 # The synthetic shapes are drawn in the replay (--shape) REPLAY_SEEDS times,
 # arrivals and start-ups seeded anew each time, at REPLAY_RATE_SCALE times
@@ -179,12 +180,15 @@ bench: control-plane build ## Benchmarks: decision, ranking, sources, throughput
 # one worker. Tables show the mean and min-max. ServeGen's models are drawn at
 # their own scale (SERVEGEN_MODELS, MODEL:RATE_SCALE) and replayed once,
 # in a run of their own, so hpa-best-one is one target over the synthetic
-# shapes and one over the ServeGen models. Zero-wait oracle peaks measured
-# with `--policies oracle --startup lognormal:2m,0.3 --concurrency 64`:
-# diurnal x30 24 (36 M requests), bursty x30 46 (12 M), step x30 23 (2.6 M;
-# x60: 46), flash x30 30 (1.1 M; x60: 60) workers;
-# deepseek-r1 x2.4 24 (3.3 M requests; x1.6: 16), mm-image x64 25 (52 M;
-# x10: 7, x32: 14), m-small x2.6 23 (86 M; x0.5: 7, x1.6: 15).
+# shapes and one over the ServeGen models. The scales were chosen with the
+# zero-wait oracle counting 64 sequences a worker, which peaked at: diurnal
+# x30 24 (36 M requests), bursty x30 46 (12 M), step x30 23 (2.6 M; x60:
+# 46), flash x30 30 (1.1 M; x60: 60) workers; deepseek-r1 x2.4 24 (3.3 M
+# requests; x1.6: 16), mm-image x64 25 (52 M; x10: 7, x32: 14), m-small
+# x2.6 23 (86 M; x0.5: 7, x1.6: 15). On the engine it peaks at 26, 41, 25,
+# 26, 31, 7 and 62 workers at these scales (`--policies oracle
+# --startup lognormal:2m,0.3`; the diurnal shape on seed 1, the other
+# shapes the means of 5 seeds).
 #
 # CPU: every policy replays each trace, hpa-best's search 25 times and
 # oracle-slo's trials about 14 more, so the run costs about 75 us of CPU
