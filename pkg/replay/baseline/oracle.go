@@ -97,9 +97,12 @@ type Oracle struct {
 const shareUnit = 1 << 20
 
 // engineRequest is how one request is served by the engine oracle.
+// rejected is set for one whose prompt and output do not fit the KV cache
+// even alone, which the engine fails at once.
 type engineRequest struct {
 	ttft, itl, stay time.Duration
 	share           int64
+	rejected        bool
 }
 
 // engineServer serves a trace's requests as the engine oracle does,
@@ -121,14 +124,14 @@ func (s *engineServer) batch(ctx float64) int {
 	if b, ok := s.batches[ctx]; ok {
 		return b
 	}
-	b := s.e.MaxNumSeqs
+	limit := s.e.MaxNumSeqs
 	if ctx > 0 {
-		b = min(b, int(float64(s.e.CacheTokens())/ctx))
+		limit = min(limit, int(float64(s.e.CacheTokens())/ctx))
 	}
-	if s.o.SLO.ITL > 0 {
-		b = min(b, s.e.Profile.MaxBatchWithin(s.o.SLO.ITL, ctx))
+	b := 1
+	for b < limit && (s.o.SLO.ITL <= 0 || s.e.Profile.ITL(b+1, ctx) <= s.o.SLO.ITL) {
+		b++
 	}
-	b = max(b, 1)
 	s.batches[ctx] = b
 	return b
 }
@@ -142,6 +145,10 @@ func (s *engineServer) batch(ctx float64) int {
 // workers' time that keeps each step within the ITL: a step of batch b at
 // ITL(b) beside f of a worker's time on prompts takes ITL(b) + f × step.
 func (s *engineServer) serve(tok workload.Tokens) engineRequest {
+	blocks := func(tokens int64) int64 { return (tokens + int64(s.e.BlockSize) - 1) / int64(s.e.BlockSize) }
+	if tokens := int64(max(tok.InputTokens, 1) + max(tok.OutputTokens, 1)); blocks(tokens) > s.e.CacheTokens()/int64(s.e.BlockSize) {
+		return engineRequest{rejected: true}
+	}
 	ctx := tok.InputTokens + tok.OutputTokens/2
 	batch := s.batch(ctx)
 	itl := s.e.Profile.ITL(batch, ctx)
@@ -160,10 +167,11 @@ func (o Oracle) needs(tr workload.Trace) []need {
 		return neededOverTime(tr, o.Concurrency)
 	}
 	s := o.engineServer()
-	spans := make([]span, len(tr.Requests))
+	spans := make([]span, 0, len(tr.Requests))
 	for i, r := range tr.Requests {
-		e := s.serve(tr.Tokens[i])
-		spans[i] = span{r.Arrival, r.Arrival + e.stay, e.share}
+		if e := s.serve(tr.Tokens[i]); !e.rejected {
+			spans = append(spans, span{r.Arrival, r.Arrival + e.stay, e.share})
+		}
 	}
 	return needOf(spans, shareUnit)
 }
@@ -188,6 +196,10 @@ func (o Oracle) outcomes(tr workload.Trace) []sim.Outcome {
 	for i, r := range tr.Requests {
 		if s != nil {
 			e := s.serve(tr.Tokens[i])
+			if e.rejected {
+				out[i] = sim.Outcome{Failed: true}
+				continue
+			}
 			out[i] = sim.Outcome{Started: true, TTFT: e.ttft, E2E: e.stay}
 			if tr.Tokens[i].OutputTokens > 1 {
 				out[i].ITL = e.itl
@@ -218,7 +230,7 @@ func (o Oracle) Run(tr workload.Trace, sampleEvery time.Duration) sim.Result {
 	lives := o.lives(needs)
 	r := sim.Measure(o.outcomes(tr), o.SLO)
 	r.Name = PolicyOracle
-	if len(tr.Requests) == 0 {
+	if len(needs) == 0 { // no request, or none an engine can hold
 		return r
 	}
 	end := needs[len(needs)-1].at

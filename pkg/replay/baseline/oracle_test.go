@@ -70,6 +70,30 @@ func TestOracleOnAnEngine(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a KV cache larger than the profile's", func(t *testing.T) {
+		big := enginemodel.Config{Profile: p, KVTokens: 2 * p.KVTokensFit}.WithDefaults()
+		o := Oracle{Startup: time.Minute, SLO: sim.SLOTargets{ITL: 50 * time.Millisecond, Percentile: 95}, Engine: &big}
+		b := int(float64(big.CacheTokens()) / 60001)
+		if b <= kv || p.ITL(b, 60001) > 50*time.Millisecond {
+			t.Fatalf("the cache of %d tokens holds %d sequences of 60,001 (the profile's %d), at an ITL of %v", big.CacheTokens(), b, kv, p.ITL(b, 60001))
+		}
+		if got := o.Run(together(b, long), time.Second).PeakReplicas; got != 1 {
+			t.Errorf("%d sequences of 60,001 tokens in a cache of %d: %d workers, want 1", b, big.CacheTokens(), got)
+		}
+	})
+	t.Run("longer than the KV cache", func(t *testing.T) {
+		o := Oracle{Startup: time.Minute, SLO: sim.SLOTargets{ITL: 50 * time.Millisecond, Percentile: 95}, Engine: &e}
+		huge := workload.Tokens{InputTokens: float64(e.CacheTokens()), OutputTokens: 16}
+		if res := o.Run(together(2, huge), time.Second); res.FailedRequests != 2 || res.PeakReplicas != 0 || res.GPUHours != 0 {
+			t.Errorf("two requests no cache holds: %d failed, peak %d, %v GPU-h; want both failed on no worker", res.FailedRequests, res.PeakReplicas, res.GPUHours)
+		}
+		mixed := together(1, huge)
+		mixed.Requests = append(mixed.Requests, workload.Served{Service: time.Minute})
+		mixed.Tokens = append(mixed.Tokens, short)
+		if res := o.Run(mixed, time.Second); res.FailedRequests != 1 || res.PeakReplicas != 1 {
+			t.Errorf("one request no cache holds beside one: %d failed, peak %d; want 1 and 1", res.FailedRequests, res.PeakReplicas)
+		}
+	})
 	t.Run("prefill", func(t *testing.T) {
 		o := Oracle{Startup: time.Minute, SLO: sim.SLOTargets{ITL: 50 * time.Millisecond, Percentile: 95}, Engine: &e}
 		if got := o.Run(together(e.MaxNumSeqs, withPrefill), time.Second).PeakReplicas; got != 2 {
